@@ -1,0 +1,274 @@
+"""The `perffarm` command: run the farm, see its status, export results, detect changes in your own data."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import importlib
+import json
+import sys
+from typing import Sequence
+
+from master import store
+from master.settings import Settings, SettingsError, describe, load_settings
+
+EXIT_USAGE = 2
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(getattr(args, "config", None))
+
+
+def _when(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+# ------------------------------------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from master import launcher
+
+    return launcher.run(_settings(args), check_repo=not args.no_repo_check)
+
+
+# ------------------------------------------------------------------------------------------------- status
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from master import launcher
+
+    settings = _settings(args)
+    out: dict = {"master": settings.web_url, "master_running": False, "workers": [], "queue": [], "latest": []}
+    masters = launcher._api(settings, "masters")
+    if masters is not None:
+        out["master_running"] = True
+        workers = launcher._api(settings, "workers") or {"workers": []}
+        for w in workers["workers"]:
+            out["workers"].append({"name": w["name"], "connected": bool(w.get("connected_to"))})
+        reqs = launcher._api(settings, "buildrequests?complete=false") or {"buildrequests": []}
+        builders = {b["builderid"]: b["name"] for b in (launcher._api(settings, "builders") or {"builders": []})["builders"]}
+        for r in reqs["buildrequests"]:
+            out["queue"].append(
+                {"builder": builders.get(r["builderid"], r["builderid"]), "claimed": bool(r.get("claimed")),
+                 "submitted_at": r.get("submitted_at")}
+            )
+    if settings.results_db.exists():
+        conn = store.connect(settings.results_db)
+        try:
+            for row in store.latest_per_ref(conn):
+                out["latest"].append(dict(row))
+            out["counts"] = store.counts(conn)
+        finally:
+            conn.close()
+    report = settings.data_dir / "reconcile.json"
+    if report.exists():
+        rec = json.loads(report.read_text())
+        out["reconcile"] = {
+            "last_pass": _when(rec.get("at")),
+            "missing": len(rec.get("missing", [])),
+            "requeued": rec.get("requeued", []),
+            "gave_up": rec.get("gave_up", []),
+        }
+    if args.format == "json":
+        print(json.dumps(out, indent=1, sort_keys=True, default=str))
+        return 0
+    state = "running" if out["master_running"] else "NOT running (start it with `make run`)"
+    print(f"master      {settings.web_url} {state}")
+    for w in out["workers"]:
+        print(f"worker      {w['name']:<20} {'connected' if w['connected'] else 'DISCONNECTED'}")
+    if out["master_running"]:
+        print(f"queue       {len(out['queue'])} build request(s) waiting or running")
+        for q in out["queue"]:
+            print(f"            {q['builder']}  {'running' if q['claimed'] else 'waiting'}")
+    if "reconcile" in out:
+        rec = out["reconcile"]
+        print(f"reconcile   last pass {rec['last_pass']}: {rec['missing']} commit(s) without result, "
+              f"{len(rec['requeued'])} re-queued, {len(rec['gave_up'])} given up")
+        for g in rec["gave_up"]:
+            print(f"            gave up on {g['revision'][:12]} ({g['branch']}) on {g['builder']} "
+                  f"after {settings.max_attempts} attempts: force a build to retry")
+    if not out["latest"]:
+        print("results     none stored yet" + ("" if settings.results_db.exists() else f" ({settings.results_db})"))
+    else:
+        print("latest result per ref:")
+        for row in out["latest"]:
+            subject = (row.get("subject") or "")[:50]
+            print(f"  {row['ref']:<22} {row['builder']:<24} {row['sha'][:12]} {row['status']:<13} "
+                  f"{_when(row['ingested_at'])}  {subject}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------- results
+
+
+def cmd_results_list(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if not settings.results_db.exists():
+        print(f"no results database at {settings.results_db} yet", file=sys.stderr)
+        return 0
+    conn = store.connect(settings.results_db)
+    try:
+        rows = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=args.limit)
+    finally:
+        conn.close()
+    if args.format == "json":
+        print(json.dumps([dict(r) for r in rows], indent=1, sort_keys=True))
+        return 0
+    print(f"{'run':>5} {'commit':<12} {'ref':<18} {'builder':<24} {'status':<13} {'source':<8} stored")
+    for r in rows:
+        print(f"{r['id']:>5} {r['sha'][:12]} {r['ref'][:18]:<18} {r['builder'][:24]:<24} {r['status']:<13} "
+              f"{r['source']:<8} {_when(r['ingested_at'])}  {(r['subject'] or '')[:40]}")
+    return 0
+
+
+EXPORT_COLUMNS = [
+    "run_id", "commit", "ref", "builder", "worker", "machine", "recipe", "recipe_version", "config_hash",
+    "status", "source", "subject", "author", "workload", "metric", "unit", "direction", "sample", "value",
+]
+
+
+def cmd_results_export(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if not settings.results_db.exists():
+        print(f"no results database at {settings.results_db} yet", file=sys.stderr)
+        return 1
+    conn = store.connect(settings.results_db)
+    try:
+        runs = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=None)
+        by_id = {r["id"]: r for r in runs}
+        measurements = store.measurements_for(conn, list(by_id))
+    finally:
+        conn.close()
+    out = open(args.output, "w", newline="") if args.output else sys.stdout
+    try:
+        if args.format == "json":
+            docs = []
+            for run_id, run in sorted(by_id.items()):
+                doc = {k: run[k] for k in run.keys()}
+                doc["measurements"] = [
+                    {"workload": m["workload"], "metric": m["metric"], "unit": m["unit"],
+                     "direction": m["direction"], "samples": json.loads(m["samples"])}
+                    for m in measurements if m["run_id"] == run_id
+                ]
+                docs.append(doc)
+            json.dump(docs, out, indent=1, sort_keys=True)
+            out.write("\n")
+        else:
+            writer = csv.writer(out)
+            writer.writerow(EXPORT_COLUMNS)
+            for m in measurements:
+                r = by_id[m["run_id"]]
+                for i, value in enumerate(json.loads(m["samples"])):
+                    writer.writerow([
+                        r["id"], r["sha"], r["ref"], r["builder"], r["worker"], r["machine_id"], r["recipe"],
+                        r["recipe_version"], r["config_hash"], r["status"], r["source"], r["subject"] or "",
+                        r["author"] or "", m["workload"], m["metric"], m["unit"], m["direction"], i, value,
+                    ])
+    finally:
+        if args.output:
+            out.close()
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------- settings
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    rows = describe(settings)
+    if args.format == "json":
+        print(json.dumps({k: v for k, v, _ in rows}, indent=1))
+        return 0
+    for key, value, source in rows:
+        print(f"{key:<28} {json.dumps(value):<60} ({source})")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------- parser
+
+
+def _optional_module(name: str):
+    """Subcommands contributed by other packages (e.g. master.detect.cli) when they are present."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and name.startswith(e.name):
+            return None
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="perffarm",
+        description="perffarm: a continuous performance-regression farm for PostgreSQL, built on Buildbot. "
+        "Settings come from perffarm.toml, PERFFARM_CONFIG and PERFFARM_* environment variables.",
+    )
+    p.add_argument("--config", help="settings file (default: $PERFFARM_CONFIG, else the checkout's perffarm.toml)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("run", help="start the master and the local worker in the foreground (Ctrl-C stops)",
+                       description="Start the Buildbot master and (unless workers.run_local is false) a local "
+                       "worker, print the URLs and run until Ctrl-C.")
+    s.add_argument("--no-repo-check", action="store_true", help="skip the check that the repository answers")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("status", help="workers, queue, re-queues and the latest result per ref",
+                       description="Show whether the master runs, its workers and queue (from the REST API), "
+                       "what the reconciler re-queued or gave up on, and the newest stored result per ref.")
+    s.add_argument("--format", choices=["text", "json"], default="text")
+    s.set_defaults(func=cmd_status)
+
+    s = sub.add_parser("results", help="list or export stored results", description="List or export stored runs.")
+    rsub = s.add_subparsers(dest="results_command", required=True, metavar="ACTION")
+    for name, func, help_text in (
+        ("list", cmd_results_list, "list runs, newest first"),
+        ("export", cmd_results_export, "export every raw sample as CSV (one row per sample) or JSON"),
+    ):
+        r = rsub.add_parser(name, help=help_text, description=help_text)
+        r.add_argument("--ref", help="only this branch or tag")
+        r.add_argument("--builder", help="only this builder (recipe@worker)")
+        r.add_argument("--commit", help="only commits starting with this sha prefix")
+        if name == "list":
+            r.add_argument("--limit", type=int, default=50, help="at most this many runs (default 50)")
+            r.add_argument("--format", choices=["text", "json"], default="text")
+        else:
+            r.add_argument("--format", choices=["csv", "json"], default="csv")
+            r.add_argument("--output", "-o", help="write to this file instead of standard output")
+        r.set_defaults(func=func)
+
+    s = sub.add_parser("settings", help="print the effective settings and where each came from",
+                       description="Print every setting, its effective value and its source.")
+    s.add_argument("--format", choices=["text", "json"], default="text")
+    s.set_defaults(func=cmd_settings)
+
+    detect = _optional_module("master.detect.cli")
+    if detect is not None:
+        s = sub.add_parser("detect", help="find change points in a CSV of benchmark results",
+                           description="Find change points in FILE.csv (columns commit,value; rows in commit "
+                           "order; consecutive rows of one commit are its samples).")
+        detect.add_arguments(s)
+        s.set_defaults(func=detect.run)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except SettingsError as e:
+        print(f"perffarm: invalid settings: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except store.StoreError as e:
+        print(f"perffarm: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""`perffarm detect FILE.csv`: run the change detector on anyone's CSV, as Otava's users do.
+
+Input: a CSV with a header and at least the columns ``commit`` and ``value``, rows in first-parent
+commit order; consecutive rows with the same commit are samples of that commit. Exit codes: 0 ok,
+2 bad input (one line on stderr naming the row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from master.detect import offline, online
+from master.detect.model import ChangePoint, Direction, Series
+
+EXIT_OK = 0
+EXIT_INPUT = 2
+
+
+class InputError(Exception):
+    """A problem with the user's CSV; the message names the row."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the command prints: retrospective change points and the gate's view of the newest commits."""
+
+    change_points: tuple[ChangePoint, ...]
+    gate: online.GateResult
+    n_commits: int
+    n_samples: int
+
+
+def read_series(path: str) -> Series:
+    """Parse the CSV into a Series, raising InputError that names the offending row (header = row 1)."""
+    try:
+        handle = open(path, newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open: {exc.strerror}") from None
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader, None)
+        except csv.Error as exc:
+            raise InputError(f"{path}: row 1: {exc}") from None
+        if header is None or not any(h.strip() for h in header):
+            raise InputError(f"{path}: empty file (row 1: expected a header with columns commit,value)")
+        names = [h.strip().lower() for h in header]
+        for required in ("commit", "value"):
+            if required not in names:
+                raise InputError(f"{path}: row 1: missing column {required!r} in header {header!r}")
+        ci, vi = names.index("commit"), names.index("value")
+        commits: list[str] = []
+        groups: list[list[float]] = []
+        seen: set[str] = set()
+        row_no = 1
+        try:
+            for row in reader:
+                row_no += 1
+                if not row or all(not cell.strip() for cell in row):
+                    continue
+                if len(row) <= max(ci, vi):
+                    raise InputError(f"{path}: row {row_no}: expected {len(header)} fields, got {len(row)}")
+                commit, text = row[ci].strip(), row[vi].strip()
+                if not commit:
+                    raise InputError(f"{path}: row {row_no}: empty commit")
+                try:
+                    value = float(text)
+                except ValueError:
+                    raise InputError(f"{path}: row {row_no}: value {text!r} is not a number") from None
+                if not math.isfinite(value):
+                    raise InputError(f"{path}: row {row_no}: value {text!r} is not finite")
+                if commits and commits[-1] == commit:
+                    groups[-1].append(value)
+                    continue
+                if commit in seen:
+                    raise InputError(
+                        f"{path}: row {row_no}: commit {commit!r} appears again after other commits; "
+                        "rows must be in commit order with each commit's samples together"
+                    )
+                seen.add(commit)
+                commits.append(commit)
+                groups.append([value])
+        except csv.Error as exc:
+            raise InputError(f"{path}: row {row_no}: {exc}") from None
+    if not commits:
+        raise InputError(f"{path}: empty file (no data rows after the header in row 1)")
+    return Series.from_samples(groups, commits)
+
+
+def analyse(series: Series, direction: Direction) -> Report:
+    """Run both detectors the way the service does for one series."""
+    cps = offline.detect(series, direction)
+    stable_from = cps[-1].index if cps else 0
+    verdict = online.gate(series, direction, stable_from=stable_from)
+    return Report(tuple(cps), verdict, len(series), len(series.values))
+
+
+def render_text(report: Report) -> str:
+    """Human-readable table of change points plus one line on the newest commits."""
+    lines = [f"{report.n_commits} commits, {report.n_samples} samples"]
+    if not report.change_points:
+        lines.append("no change points")
+    else:
+        lines.append(f"{'index':>6}  {'commit':<14} {'ratio':>8}  {'kind':<11} {'pvalue':>9}")
+        for cp in report.change_points:
+            lines.append(
+                f"{cp.index:>6}  {cp.commit[:14]:<14} {cp.ratio:>8.4f}  {cp.kind.value:<11} {cp.pvalue:>9.2g}"
+            )
+    g = report.gate
+    if g.change is None:
+        lines.append("newest commits: consistent with the recent baseline")
+    else:
+        lines.append(
+            f"newest commits: {g.tier.value} {g.change.kind.value} starting at {g.change.commit} "
+            f"(index {g.change.index}, ratio {g.change.ratio:.4f}, p={g.change.pvalue:.2g}, "
+            f"{g.run_length} commits)"
+        )
+    return "\n".join(lines)
+
+
+def render_json(report: Report) -> str:
+    """The documented JSON shape: {"change_points": [{commit, index, ratio, kind, pvalue}]}."""
+    return json.dumps({"change_points": [cp.to_json() for cp in report.change_points]}, sort_keys=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the `detect` arguments on a (sub)parser so the perffarm CLI can mount this command."""
+    parser.add_argument(
+        "file",
+        metavar="FILE.csv",
+        help="CSV with a header and at least the columns commit,value; rows in first-parent commit "
+        "order; consecutive rows with the same commit are samples of that commit",
+    )
+    parser.add_argument(
+        "--direction",
+        choices=[d.value for d in Direction],
+        default=Direction.HIGHER.value,
+        help="higher (default): higher values are better, e.g. TPS; lower: e.g. latency",
+    )
+    parser.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help='text (default) or json: {"change_points": [{"commit", "index", "ratio", "kind", "pvalue"}]}',
+    )
+
+
+def build_parser(prog: str = "perffarm detect") -> argparse.ArgumentParser:
+    """Stand-alone parser with a help text that explains the input and the output."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Find change points in a benchmark series. A change point's index is the 0-based "
+        "position, among distinct commits, of the first commit after the change; ratio is the median "
+        "after over the median before; pvalue is corrected for the choice of the split. Uses ranks, so "
+        "skewed noise and outliers do not matter; uses every sample of every commit.",
+        epilog="Exit status: 0 on success, 2 on bad input (the message names the row).",
+    )
+    add_arguments(parser)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute a parsed `detect` command; returns the exit code."""
+    try:
+        series = read_series(args.file)
+    except InputError as exc:
+        print(f"perffarm detect: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    report = analyse(series, Direction.parse(args.direction))
+    print(render_json(report) if args.format == "json" else render_text(report))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: parse ``argv`` (default sys.argv[1:]) and run."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_INPUT
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

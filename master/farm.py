@@ -1,0 +1,174 @@
+"""Assemble Buildbot's configuration from the settings and the recipes (buildbot.cfg only calls this).
+
+Builders are recipe x worker. Every watched commit gets its own build (collapseRequests=False everywhere).
+Measurement steps of all builders on one physical host share one lock: a benchmark never overlaps another
+benchmark or a compile on that host, because both would steal its CPU and memory bandwidth.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
+from buildbot.process.results import FAILURE, SUCCESS
+
+from master import shipping
+from master.reconcile import Reconciler
+from master.settings import Settings
+from master.steps import IngestResult, RecordAttempt, result_dest
+from recipes import registry
+
+PYZ_ON_WORKER = "perffarm-recipes.pyz"
+RESULT_ON_WORKER = "result.json"
+BUILD_TIMEOUT = 6 * 3600
+
+
+def builder_name(recipe: str, worker_name: str) -> str:
+    return f"{recipe}@{worker_name}"
+
+
+def _runner_step(phase: str, recipe: str, lock: util.MasterLock, **kwargs: Any) -> steps.ShellCommand:
+    command = [
+        "python3",
+        PYZ_ON_WORKER,
+        phase,
+        "--recipe",
+        recipe,
+        "--src",
+        "source",
+        "--work",
+        "work",
+        "--state",
+        "state",
+        "--sha",
+        util.Property("got_revision"),
+        "--ref",
+        util.Interpolate("%(prop:branch:~HEAD)s"),
+        "--result",
+        RESULT_ON_WORKER,
+    ]
+    return steps.ShellCommand(
+        name=phase,
+        command=command,
+        workdir=".",
+        decodeRC={0: SUCCESS, 3: FAILURE},
+        locks=[lock.access("exclusive" if phase == "bench" else "counting")],
+        timeout=BUILD_TIMEOUT,
+        maxTime=BUILD_TIMEOUT,
+        **kwargs,
+    )
+
+
+def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.MasterLock) -> util.BuildFactory:
+    f = util.BuildFactory()
+    f.addStep(RecordAttempt(settings))
+    f.addStep(
+        steps.Git(
+            repourl=settings.repository_url,
+            workdir="source",
+            mode="full",
+            method="clean",
+            retryFetch=True,
+            haltOnFailure=True,
+        )
+    )
+    f.addStep(
+        steps.FileDownload(
+            name="ship recipes", mastersrc=pyz, workerdest=PYZ_ON_WORKER, workdir=".", haltOnFailure=True
+        )
+    )
+    f.addStep(_runner_step("build", recipe, lock, haltOnFailure=True))
+    f.addStep(_runner_step("bench", recipe, lock))
+    f.addStep(
+        steps.FileUpload(
+            name="upload result",
+            workersrc=RESULT_ON_WORKER,
+            masterdest=result_dest(settings, builder_name(recipe, w)),
+            workdir=".",
+            maxsize=64 * 2**20,
+            alwaysRun=True,
+        )
+    )
+    f.addStep(IngestResult(settings, recipe))
+    return f
+
+
+def build_master_config(settings: Settings) -> dict[str, Any]:
+    """The BuildmasterConfig dictionary for these settings; raises ValueError naming a bad setting."""
+    known = registry.discover()
+    for name in settings.recipes:
+        if name not in known:
+            raise ValueError(f"recipes.enabled: no recipe named {name!r} (known: {', '.join(sorted(known))})")
+    settings.secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(settings.secrets_dir, 0o700)
+    settings.incoming_dir.mkdir(parents=True, exist_ok=True)
+    pyz = str(shipping.build_zipapp(settings.data_dir / "ship"))
+
+    locks = {host: util.MasterLock(f"measure@{host}", maxCount=1000) for host in
+             {settings.host_of(w) for w in settings.worker_names}}
+    builders = []
+    for recipe in settings.recipes:
+        for w in settings.worker_names:
+            builders.append(
+                util.BuilderConfig(
+                    name=builder_name(recipe, w),
+                    workernames=[w],
+                    factory=_factory(settings, recipe, w, pyz, locks[settings.host_of(w)]),
+                    collapseRequests=False,
+                    properties={"perffarm_recipe": recipe},
+                    tags=[recipe, w],
+                )
+            )
+    names = [b.name for b in builders]
+
+    return {
+        "title": "perffarm",
+        "titleURL": settings.web_url,
+        "buildbotURL": settings.web_url,
+        "buildbotNetUsageData": None,
+        "db": {"db_url": "sqlite:///state.sqlite"},
+        "protocols": {"pb": {"port": f"tcp:{settings.worker_port}:interface={settings.worker_host}"}},
+        "www": {
+            "port": f"tcp:{settings.web_port}:interface={settings.web_host}",
+            "plugins": {"waterfall_view": {}, "console_view": {}, "grid_view": {}},
+        },
+        "secretsProviders": [secrets.SecretInAFile(dirname=str(settings.secrets_dir))],
+        "workers": [worker.Worker(w, util.Secret(f"worker-{w}"), max_builds=1) for w in settings.worker_names],
+        "change_source": [
+            changes.GitPoller(
+                repourl=settings.repository_url,
+                branches=settings.ref_matches,
+                pollInterval=settings.poll_interval,
+                pollAtLaunch=True,
+                buildPushesWithNoCommits=True,
+                workdir="gitpoller-work",
+                project="perffarm",
+            )
+        ],
+        "schedulers": [
+            schedulers.AnyBranchScheduler(name="commits", builderNames=names, treeStableTimer=None),
+            schedulers.ForceScheduler(
+                name="force",
+                builderNames=names,
+                label="Measure a commit",
+                buttonName="Measure",
+                reason=util.StringParameter(name="reason", label="Reason", default="forced", size=60),
+                codebases=[
+                    util.CodebaseParameter(
+                        "",
+                        label="Commit",
+                        branch=util.StringParameter(name="branch", label="Branch or tag", size=40),
+                        revision=util.StringParameter(name="revision", label="Revision (sha)", size=45),
+                        repository=util.FixedParameter(name="repository", default=settings.repository_url),
+                        project=util.FixedParameter(name="project", default="perffarm"),
+                    )
+                ],
+            ),
+            # Reserved for bisection probes: a probe is a real build at a chosen revision.
+            schedulers.Triggerable(name="bisect", builderNames=names),
+        ],
+        "builders": builders,
+        "collapseRequests": False,
+        "services": [Reconciler(settings=settings, builder_names=names)],
+    }

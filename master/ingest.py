@@ -1,0 +1,186 @@
+"""Validate an uploaded result and store it in one transaction, with the commit's place on its branches.
+
+Pure (no Buildbot/Twisted): the master's ingest step calls `ingest_file` in a thread. A malformed result is
+rejected with a message saying what is wrong and nothing is stored; the file is kept under
+incoming/rejected/ with the reason beside it. A result that cannot be stored *yet* (the repository is
+unreachable) stays in incoming/ and is retried, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from master import gitmirror, store
+from master.settings import Settings
+from recipes.result import ResultError, validate
+
+MAX_RESULT_BYTES = 64 * 2**20
+_mirror_lock = threading.Lock()  # one git fetch into the mirror at a time
+
+
+class IngestRejected(ValueError):
+    """The result is malformed or does not belong to this build: nothing was stored."""
+
+
+class IngestDeferred(RuntimeError):
+    """The result looks fine but cannot be stored now (e.g. repository unreachable); it will be retried."""
+
+
+@dataclass(frozen=True)
+class IngestOutcome:
+    run_id: int
+    sha: str
+    status: str
+    workloads: int
+    samples: int
+    commits_added: int
+    message: str
+
+
+def load_result(path: Path) -> dict[str, Any]:
+    """Read and validate a result file; IngestRejected says what is wrong with it."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise IngestRejected(
+            f"no result file at {path}: the recipe produced no result (see the build and bench logs)"
+        ) from None
+    if size > MAX_RESULT_BYTES:
+        raise IngestRejected(f"result file is {size} bytes, more than the {MAX_RESULT_BYTES} allowed")
+    try:
+        doc = json.loads(path.read_bytes())
+    except json.JSONDecodeError as e:
+        raise IngestRejected(f"result is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except UnicodeDecodeError as e:
+        raise IngestRejected(f"result is not UTF-8 text: {e}") from None
+    try:
+        return validate(doc)
+    except ResultError as e:
+        raise IngestRejected(f"result does not follow schema perffarm-result v1: {e}") from None
+
+
+def _check_belongs(doc: dict[str, Any], run: store.RunContext, recipe: str | None) -> None:
+    sha = doc["commit"]["sha"]
+    if run.got_revision and sha != run.got_revision:
+        raise IngestRejected(
+            f"$.commit.sha: result is for {sha[:12]} but the build checked out {run.got_revision[:12]}"
+        )
+    if recipe and doc["recipe"]["name"] != recipe:
+        raise IngestRejected(f"$.recipe.name: result is from recipe {doc['recipe']['name']!r}, builder runs {recipe!r}")
+
+
+def _update_mirror(settings: Settings, sha: str) -> gitmirror.Mirror:
+    """Fetch into the master's mirror if `sha` is not there yet (outside any database transaction)."""
+    mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir)
+    try:
+        if not mirror.has_commit(sha):
+            mirror.fetch()
+    except gitmirror.GitError as e:
+        raise IngestDeferred(f"could not update the master's mirror of {settings.repository_url}: {e}") from None
+    if not mirror.has_commit(sha):
+        raise IngestRejected(f"$.commit.sha: {sha} is not a commit of {settings.repository_url}")
+    return mirror
+
+
+def _sync_history(conn, settings: Settings, mirror: gitmirror.Mirror, sha: str, ref: str) -> int:
+    """Bring every watched branch's first-parent order and every watched tag up to date (in the caller's
+    transaction); returns how many commits were added to branch histories."""
+    branches, tags = mirror.refs()
+    added = 0
+    for branch in sorted(b for b in branches if settings.ref_matches("refs/heads/" + b) or b == ref):
+        added += gitmirror.sync_branch(
+            mirror,
+            branches[branch],
+            store.branch_head(conn, branch),
+            lambda commits, start, b=branch: store.append_branch(conn, b, commits, start),
+            lambda b=branch: store.reset_branch(conn, b),
+        )
+    store.set_tags(conn, {t: s for t, s in tags.items() if settings.ref_matches("refs/tags/" + t) or t == ref})
+    store.upsert_commits(conn, [mirror.commit(sha)])
+    return added
+
+
+def ingest_file(
+    settings: Settings, path: Path, run: store.RunContext, recipe: str | None = None
+) -> IngestOutcome:
+    """Validate the result at `path` and store it; raises IngestRejected or IngestDeferred."""
+    try:
+        doc = load_result(path)
+        _check_belongs(doc, run, recipe)
+    except IngestRejected as e:
+        _set_aside(path, str(e))
+        raise
+    sha = doc["commit"]["sha"]
+    ref = store.short_ref(doc["commit"]["ref"])
+    try:
+        with _mirror_lock:
+            mirror = _update_mirror(settings, sha)
+            conn = store.connect(settings.results_db)
+            try:
+                with store.transaction(conn):  # all of it or nothing
+                    added = _sync_history(conn, settings, mirror, sha, ref)
+                    run_id = store.insert_run(conn, doc, run)
+            finally:
+                conn.close()
+    except IngestRejected as e:
+        _set_aside(path, str(e))
+        raise
+    except store.AlreadyStored:
+        path.unlink(missing_ok=True)
+        _context_path(path).unlink(missing_ok=True)
+        raise
+    except Exception as e:
+        # Not the result's fault (repository unreachable, disk full, a bug): keep it and retry later.
+        _context_path(path).write_text(json.dumps({"run": dataclasses.asdict(run), "recipe": recipe}))
+        if isinstance(e, IngestDeferred):
+            raise
+        raise IngestDeferred(f"could not store the result: {type(e).__name__}: {e}") from e
+    path.unlink(missing_ok=True)
+    _context_path(path).unlink(missing_ok=True)
+    n_samples = sum(len(m["samples"]) for w in doc["workloads"] for m in w["metrics"])
+    message = (
+        f"stored run {run_id}: {sha[:12]} ({ref}) status {doc['status']}, "
+        f"{len(doc['workloads'])} workloads, {n_samples} samples"
+        + (f"; {added} commits added to branch history" if added else "")
+    )
+    return IngestOutcome(run_id, sha, doc["status"], len(doc["workloads"]), n_samples, added, message)
+
+
+def _set_aside(path: Path, reason: str) -> None:
+    """Keep a rejected result for inspection, with the reason beside it, out of the retry queue."""
+    if not path.exists():
+        return
+    rejected = path.parent / "rejected"
+    rejected.mkdir(parents=True, exist_ok=True)
+    os.replace(path, rejected / path.name)
+    (rejected / (path.name + ".error")).write_text(reason + "\n")
+
+
+def _context_path(path: Path) -> Path:
+    return path.with_name(path.name + ".context")
+
+
+def retry_deferred(settings: Settings) -> list[str]:
+    """Try again to store results that were deferred (kept in incoming/ with their build context)."""
+    messages = []
+    for ctx_file in sorted(settings.incoming_dir.glob("*.json.context")):
+        path = ctx_file.with_name(ctx_file.name[: -len(".context")])
+        saved = json.loads(ctx_file.read_text())
+        run = store.RunContext(**saved["run"])
+        try:
+            outcome = ingest_file(settings, path, run, saved.get("recipe"))
+        except IngestDeferred as e:
+            messages.append(f"{path.name}: still deferred: {e}")
+            continue
+        except (IngestRejected, store.AlreadyStored) as e:
+            ctx_file.unlink(missing_ok=True)
+            messages.append(f"{path.name}: {e}")
+            continue
+        messages.append(f"{path.name}: {outcome.message}")
+    return messages

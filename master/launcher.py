@@ -1,0 +1,211 @@
+"""`perffarm run`: start the Buildbot master and a local worker in the foreground; Ctrl-C stops both.
+
+Everything the processes need (master directory, worker directory, the local worker's password secret) is
+created on first start under the data directory. The repository is checked first so an unreachable URL is
+reported within seconds instead of a poller that hangs.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from master import gitmirror
+from master.settings import REPO_ROOT, Settings
+
+LOCAL_WORKER = "local"
+START_TIMEOUT = 90
+
+
+def say(message: str) -> None:
+    print(f"perffarm: {message}", flush=True)
+
+
+def _bin(name: str) -> str:
+    """A console script from this virtualenv (the one running perffarm), else from PATH."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.exists() else name
+
+
+def worker_password(settings: Settings, name: str) -> str:
+    """The worker's password secret, created (random, mode 0600) the first time a local worker needs it."""
+    settings.secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = settings.secrets_dir / f"worker-{name}"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(24))
+    return path.read_text().strip()
+
+
+def unreachable_help(settings: Settings, reason: str) -> str:
+    return (
+        f"cannot reach the repository {settings.repository_url}\n"
+        f"  ({reason})\n"
+        "This machine may have no internet access. Point perffarm at a local clone instead, e.g.\n"
+        "  git clone --mirror https://git.postgresql.org/git/postgresql.git /srv/postgres.git   (where there is network)\n"
+        "  PERFFARM_REPOSITORY_URL=/srv/postgres.git make run\n"
+        "or set repository.url in your settings file (PERFFARM_CONFIG). `make demo` builds a local repository "
+        "from Debian's PostgreSQL source."
+    )
+
+
+def prepare_master(settings: Settings) -> Path:
+    """Create the Buildbot master directory (once); its buildbot.tac points at this checkout's buildbot.cfg."""
+    basedir = settings.master_dir
+    if not (basedir / "buildbot.tac").exists():
+        basedir.parent.mkdir(parents=True, exist_ok=True)
+        say(f"creating the Buildbot master in {basedir}")
+        subprocess.run(
+            [_bin("buildbot"), "create-master", "--quiet", f"--config={REPO_ROOT / 'buildbot.cfg'}", str(basedir)],
+            check=True,
+        )
+    else:
+        subprocess.run([_bin("buildbot"), "upgrade-master", "--quiet", str(basedir)], check=True,
+                       stdout=subprocess.DEVNULL)
+    return basedir
+
+
+def prepare_worker(settings: Settings, name: str = LOCAL_WORKER) -> Path:
+    """(Re)write the local worker's directory so it points at this master's current port and password."""
+    basedir = settings.worker_dir(name)
+    basedir.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            _bin("buildbot-worker"),
+            "create-worker",
+            "--quiet",
+            "--force",
+            "--umask=0o22",
+            str(basedir),
+            f"127.0.0.1:{settings.worker_port}",
+            name,
+            worker_password(settings, name),
+        ],
+        check=True,
+    )
+    return basedir
+
+
+def _api(settings: Settings, path: str) -> dict | None:
+    try:
+        r = requests.get(f"http://127.0.0.1:{settings.web_port}/api/v2/{path}", timeout=3)
+        r.raise_for_status()
+        return r.json()
+    except (requests.RequestException, ValueError):
+        return None
+
+
+def _wait(what: str, ready, procs: list[subprocess.Popen], logfile: Path, timeout: float = START_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        for p in procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"{what}: a process exited with status {p.returncode}; see {logfile}")
+        time.sleep(0.5)
+    raise RuntimeError(f"{what} did not happen within {timeout:.0f} s; see {logfile}")
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in reversed(procs):  # the worker first, then the master
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def run(settings: Settings, check_repo: bool = True) -> int:
+    """Start master (+ local worker), print where to look, wait for Ctrl-C; returns the exit status."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if check_repo:
+        say(f"checking the repository {settings.repository_url} ...")
+        reason = gitmirror.check_reachable(settings.repository_url, timeout=15)
+        if reason is not None:
+            print("perffarm: " + unreachable_help(settings, reason), file=sys.stderr)
+            return 2
+    if settings.run_local_worker:
+        worker_password(settings, LOCAL_WORKER)
+    missing = [w for w in settings.worker_names if not (settings.secrets_dir / f"worker-{w}").exists()]
+    if missing:
+        print(
+            "perffarm: no password secret for worker(s) " + ", ".join(missing) + ".\n"
+            f"Create {settings.secrets_dir}/worker-NAME (mode 0600) holding each worker's password, "
+            "the one given to `buildbot-worker create-worker` on that host (see workers/README.md).",
+            file=sys.stderr,
+        )
+        return 2
+    master_dir = prepare_master(settings)
+    procs: list[subprocess.Popen] = []
+    interrupted = False
+
+    def on_signal(signum, frame):  # noqa: ARG001
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        say("starting the Buildbot master ...")
+        # Own sessions: Ctrl-C reaches only us, and we stop the worker before the master.
+        procs.append(
+            subprocess.Popen(
+                [_bin("buildbot"), "start", "--nodaemon", str(master_dir)], cwd=master_dir, start_new_session=True
+            )
+        )
+        _wait("master start", lambda: _api(settings, "masters") is not None, procs, master_dir / "twistd.log")
+        if settings.run_local_worker:
+            worker_dir = prepare_worker(settings)
+            say("starting the local worker ...")
+            procs.append(
+                subprocess.Popen(
+                    [_bin("buildbot-worker"), "start", "--nodaemon", str(worker_dir)],
+                    cwd=worker_dir,
+                    start_new_session=True,
+                )
+            )
+
+            def connected() -> bool:
+                data = _api(settings, f"workers/{LOCAL_WORKER}")
+                return bool(data and data.get("workers") and data["workers"][0].get("connected_to"))
+
+            _wait("local worker connection", connected, procs, worker_dir / "twistd.log")
+        say("running. Ctrl-C stops it.")
+        print(
+            f"  web UI        {settings.web_url}\n"
+            f"  REST API      {settings.web_url}api/v2/\n"
+            f"  results DB    {settings.results_db}\n"
+            f"  master log    {master_dir / 'twistd.log'}\n"
+            f"  status        .venv/bin/perffarm status\n"
+            f"  watching      {settings.repository_url} (every {settings.poll_interval} s)",
+            flush=True,
+        )
+        while True:
+            for p in procs:
+                if p.poll() is not None:
+                    say(f"a farm process exited with status {p.returncode}; stopping (see the logs above)")
+                    return 1
+            time.sleep(1)
+    except KeyboardInterrupt:
+        say("stopping ...")
+        return 0 if interrupted else 130
+    except (RuntimeError, subprocess.CalledProcessError) as e:
+        print(f"perffarm: {e}", file=sys.stderr)
+        return 1
+    finally:
+        _stop(procs)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if procs:
+            say("stopped.")

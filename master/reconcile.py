@@ -1,0 +1,188 @@
+"""Nothing lost: re-queue watched commits that have no result, without duplicating runs.
+
+Buildbot 4.3 cancels a running build on SIGTERM and never retries it; a master killed between a poll and its
+scheduler's buildset loses the commit too. This service compares the poller's recent changes with the results
+database and Buildbot's unfinished build requests, and submits a build for a (commit, builder) that has
+neither — after seeing it missing on two consecutive passes (so a change the scheduler is still handling is
+not doubled), and at most `max_attempts` times. It also retries results whose ingest was deferred.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+from buildbot.data import resultspec
+from buildbot.util import service
+from twisted.internet import defer, task, threads
+from twisted.python import log
+
+from master import ingest, store
+from master.settings import Settings
+
+REQUEUE_SCHEDULER = "perffarm-requeue"
+
+
+@dataclass
+class PassReport:
+    """What one reconcile pass saw and did (written to <data_dir>/reconcile.json for `perffarm status`)."""
+
+    at: float
+    changes: int = 0
+    missing: list[dict] = field(default_factory=list)
+    requeued: list[dict] = field(default_factory=list)
+    gave_up: list[dict] = field(default_factory=list)
+    retried: list[str] = field(default_factory=list)
+
+
+def plan_requeues(
+    changes: list[dict],
+    builders: dict[str, int],
+    have: dict[str, set[str]],
+    pending: set[tuple[int, str]],
+    attempts: dict[str, dict[str, int]],
+    seen_missing: set[tuple[str, str]],
+    max_attempts: int,
+) -> tuple[list[tuple[dict, str]], list[tuple[dict, str]], set[tuple[str, str]]]:
+    """Pure decision: which (change, builder) to re-queue now, which to give up on, and what is missing.
+
+    A pair is re-queued only if it was already missing on the previous pass (`seen_missing`), has no stored
+    result, no unfinished build request, and fewer than `max_attempts` started builds.
+    """
+    requeue, give_up, missing_now = [], [], set()
+    for change in changes:
+        rev = change["revision"]
+        for name, builderid in builders.items():
+            if rev in have.get(name, set()) or (builderid, rev) in pending:
+                continue
+            key = (name, rev)
+            missing_now.add(key)
+            if key not in seen_missing:
+                continue
+            if attempts.get(name, {}).get(rev, 0) >= max_attempts:
+                give_up.append((change, name))
+            else:
+                requeue.append((change, name))
+    return requeue, give_up, missing_now
+
+
+class Reconciler(service.BuildbotService):
+    """Periodic pass that finds watched commits with no result and queues them again."""
+
+    name = "perffarm-reconciler"
+
+    def checkConfig(self, settings: Settings, builder_names: list[str]) -> None:  # noqa: D102
+        pass
+
+    def reconfigService(self, settings: Settings, builder_names: list[str]) -> None:  # noqa: D102
+        self.settings = settings
+        self.builder_names = builder_names
+        self.seen_missing: set[tuple[str, str]] = set()
+        self.requeued_once: set[tuple[str, str]] = set()
+
+    @defer.inlineCallbacks
+    def startService(self):
+        yield super().startService()  # runs reconfigService first
+        self._loop = task.LoopingCall(self._safe_pass)
+        self._loop.clock = self.master.reactor
+        self._loop.start(self.settings.reconcile_interval, now=False)
+
+    def stopService(self):
+        loop = getattr(self, "_loop", None)
+        if loop is not None and loop.running:
+            loop.stop()
+        return super().stopService()
+
+    async def _safe_pass(self) -> None:
+        try:
+            await self.reconcile_once()
+        except Exception:
+            log.err(None, "perffarm reconciler pass failed; will try again next interval")
+
+    async def _builder_ids(self) -> dict[str, int]:
+        ids = {}
+        for name in self.builder_names:
+            ids[name] = await self.master.data.updates.findBuilderId(name)
+        return ids
+
+    async def _pending(self) -> set[tuple[int, str]]:
+        reqs = await self.master.data.get(
+            ("buildrequests",), filters=[resultspec.Filter("complete", "eq", [False])]
+        )
+        pending = set()
+        buildsets: dict[int, list[str]] = {}
+        for req in reqs:
+            bsid = req["buildsetid"]
+            if bsid not in buildsets:
+                bs = await self.master.data.get(("buildsets", bsid))
+                buildsets[bsid] = [ss.get("revision") for ss in (bs or {}).get("sourcestamps", [])]
+            for rev in buildsets[bsid]:
+                if rev:
+                    pending.add((req["builderid"], rev))
+        return pending
+
+    async def reconcile_once(self) -> PassReport:
+        report = PassReport(at=time.time())
+        report.retried = await threads.deferToThread(ingest.retry_deferred, self.settings)
+        changes = await self.master.data.get(
+            ("changes",), order=["-changeid"], limit=self.settings.reconcile_window
+        )
+        changes = [
+            c for c in changes if c.get("revision") and c.get("repository") == self.settings.repository_url
+        ]
+        report.changes = len(changes)
+        builders = await self._builder_ids()
+        pending = await self._pending()
+        revisions = sorted({c["revision"] for c in changes})
+
+        def lookup() -> tuple[dict[str, set[str]], dict[str, dict[str, int]]]:
+            conn = store.connect(self.settings.results_db)
+            try:
+                have = {b: store.results_for(conn, revisions, b) for b in builders}
+                attempts = {b: store.attempt_counts(conn, revisions, b) for b in builders}
+            finally:
+                conn.close()
+            return have, attempts
+
+        have, attempts = await threads.deferToThread(lookup)
+        # Oldest first, so a re-queued backlog is measured in commit order.
+        ordered = sorted(changes, key=lambda c: c["changeid"])
+        requeue, give_up, missing_now = plan_requeues(
+            ordered, builders, have, pending, attempts, self.seen_missing, self.settings.max_attempts
+        )
+        self.seen_missing = missing_now
+        report.missing = [{"builder": b, "revision": r} for b, r in sorted(missing_now)]
+        for change, name in requeue:
+            await self._submit(change, builders[name])
+            report.requeued.append({"builder": name, "revision": change["revision"], "branch": change["branch"]})
+            log.msg(f"perffarm: re-queued {change['revision'][:12]} ({change['branch']}) on {name}: no result yet")
+        for change, name in give_up:
+            report.gave_up.append({"builder": name, "revision": change["revision"], "branch": change["branch"]})
+        await threads.deferToThread(self._write_report, report)
+        return report
+
+    async def _submit(self, change: dict, builderid: int) -> None:
+        await self.master.data.updates.addBuildset(
+            waited_for=False,
+            scheduler=REQUEUE_SCHEDULER,
+            sourcestamps=[
+                {
+                    "codebase": change.get("codebase", ""),
+                    "repository": change["repository"],
+                    "branch": change["branch"],
+                    "revision": change["revision"],
+                    "project": change.get("project", ""),
+                }
+            ],
+            reason="perffarm: re-queued, this commit has no result (build cancelled or lost)",
+            properties={"perffarm_source": ("requeue", "Reconciler"), "scheduler": (REQUEUE_SCHEDULER, "Reconciler")},
+            builderids=[builderid],
+        )
+
+    def _write_report(self, report: PassReport) -> None:
+        path = self.settings.data_dir / "reconcile.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report.__dict__, indent=1, sort_keys=True))
+        os.replace(tmp, path)

@@ -1,0 +1,264 @@
+"""Farm settings: one documented TOML file with defaults, overridable by environment variables.
+
+The defaults live in the repository's ``perffarm.toml`` (the documentation of every key). A deployment may
+point ``PERFFARM_CONFIG`` at its own file; keys it leaves out keep the defaults. ``PERFFARM_<SECTION>_<KEY>``
+environment variables override both. Invalid values fail at load time with a message naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULTS_FILE = REPO_ROOT / "perffarm.toml"
+ENV_PREFIX = "PERFFARM_"
+WORKER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+class SettingsError(ValueError):
+    """A setting is missing, unknown or has an invalid value; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective farm settings (see perffarm.toml for what each key means)."""
+
+    repository_url: str
+    branches: tuple[str, ...]
+    tags: tuple[str, ...]
+    poll_interval: int
+    data_dir: Path
+    web_host: str
+    web_port: int
+    worker_port: int
+    worker_host: str
+    reconcile_interval: int
+    max_attempts: int
+    reconcile_window: int
+    worker_names: tuple[str, ...]
+    worker_hosts: Mapping[str, str]
+    run_local_worker: bool
+    recipes: tuple[str, ...]
+    source_of: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    # Derived locations: one place that decides where things live.
+    @property
+    def master_dir(self) -> Path:
+        return self.data_dir / "master"
+
+    @property
+    def results_db(self) -> Path:
+        return self.data_dir / "results.sqlite"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.data_dir / "secrets"
+
+    @property
+    def incoming_dir(self) -> Path:
+        return self.data_dir / "incoming"
+
+    @property
+    def mirror_dir(self) -> Path:
+        return self.data_dir / "mirror.git"
+
+    def worker_dir(self, name: str) -> Path:
+        return self.data_dir / "workers" / name
+
+    def host_of(self, worker: str) -> str:
+        """The physical host a worker runs on (its measurement-lock key)."""
+        return self.worker_hosts.get(worker, worker)
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{self.web_host}:{self.web_port}/"
+
+    def ref_matches(self, ref: str) -> bool:
+        """Whether a full ref name (refs/heads/X, refs/tags/Y) is watched."""
+        if ref.startswith("refs/heads/"):
+            name, patterns = ref[len("refs/heads/") :], self.branches
+        elif ref.startswith("refs/tags/"):
+            name, patterns = ref[len("refs/tags/") :], self.tags
+        else:
+            return False
+        return any(re.fullmatch(p, name) for p in patterns)
+
+
+# (section, key) -> (type, attribute name). The order is the order `perffarm settings` prints.
+_SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
+    ("repository", "url"): ("str", "repository_url"),
+    ("repository", "branches"): ("regex_list", "branches"),
+    ("repository", "tags"): ("regex_list", "tags"),
+    ("repository", "poll_interval"): ("pos_int", "poll_interval"),
+    ("master", "data_dir"): ("path", "data_dir"),
+    ("master", "web_host"): ("str", "web_host"),
+    ("master", "web_port"): ("port", "web_port"),
+    ("master", "worker_port"): ("port", "worker_port"),
+    ("master", "worker_host"): ("str", "worker_host"),
+    ("master", "reconcile_interval"): ("pos_int", "reconcile_interval"),
+    ("master", "max_attempts"): ("pos_int", "max_attempts"),
+    ("master", "reconcile_window"): ("pos_int", "reconcile_window"),
+    ("workers", "names"): ("name_list", "worker_names"),
+    ("workers", "hosts"): ("host_map", "worker_hosts"),
+    ("workers", "run_local"): ("bool", "run_local_worker"),
+    ("recipes", "enabled"): ("name_list", "recipes"),
+}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise SettingsError(f"settings file {path} does not exist (PERFFARM_CONFIG points at it?)") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SettingsError(f"settings file {path} is not valid TOML: {e}") from None
+
+
+def _env_name(section: str, key: str) -> str:
+    return f"{ENV_PREFIX}{section}_{key}".upper()
+
+
+def _from_env(kind: str, text: str) -> Any:
+    if kind in ("regex_list", "name_list", "host_map"):
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if kind in ("pos_int", "port"):
+        try:
+            return int(text)
+        except ValueError:
+            return text  # reported by _convert with the key's name
+    if kind == "bool":
+        low = text.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        return text
+    return text
+
+
+def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
+    """Check one value against its kind; raise SettingsError naming the key."""
+    if kind == "str":
+        if not isinstance(value, str) or not value.strip():
+            raise SettingsError(f"{name}: expected a non-empty string, got {value!r}")
+        return value.strip()
+    if kind == "path":
+        if not isinstance(value, str) or not value.strip():
+            raise SettingsError(f"{name}: expected a path, got {value!r}")
+        p = Path(value).expanduser()
+        return (p if p.is_absolute() else base / p).resolve()
+    if kind in ("pos_int", "port"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingsError(f"{name}: expected an integer, got {value!r}")
+        lo, hi = (1, 65535) if kind == "port" else (1, 10**9)
+        if not lo <= value <= hi:
+            raise SettingsError(f"{name}: {value} is out of range {lo}..{hi}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise SettingsError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SettingsError(f"{name}: expected a list of strings, got {value!r}")
+    if kind == "regex_list":
+        for v in value:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise SettingsError(f"{name}: {v!r} is not a valid regular expression: {e}") from None
+        return tuple(value)
+    if kind == "name_list":
+        for v in value:
+            if not WORKER_NAME_RE.match(v):
+                raise SettingsError(
+                    f"{name}: {v!r} is not a valid name (letters, digits, '.', '_', '-'; at most 63)"
+                )
+        if len(set(value)) != len(value):
+            raise SettingsError(f"{name}: duplicate entries in {value!r}")
+        return tuple(value)
+    if kind == "host_map":
+        hosts: dict[str, str] = {}
+        for v in value:
+            worker, sep, host = v.partition("=")
+            if not sep or not WORKER_NAME_RE.match(worker.strip()) or not host.strip():
+                raise SettingsError(f"{name}: {v!r} should look like 'worker=host'")
+            hosts[worker.strip()] = host.strip()
+        return hosts
+    raise AssertionError(f"unknown setting kind {kind}")  # a bug in _SCHEMA, not user input
+
+
+def load_settings(
+    path: Path | str | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Load defaults, then the file named by PERFFARM_CONFIG (or `path`), then environment overrides."""
+    env = os.environ if environ is None else environ
+    defaults = _read_toml(DEFAULTS_FILE)
+    chosen = path if path is not None else env.get(ENV_PREFIX + "CONFIG")
+    user: dict[str, Any] = {}
+    user_path: Path | None = None
+    if chosen:
+        user_path = Path(chosen).expanduser().resolve()
+        if user_path != DEFAULTS_FILE:
+            user = _read_toml(user_path)
+
+    known_sections = {s for s, _ in _SCHEMA}
+    for section, table in user.items():
+        if section not in known_sections or not isinstance(table, dict):
+            raise SettingsError(f"{section}: unknown section in {user_path} (known: {sorted(known_sections)})")
+        for key in table:
+            if (section, key) not in _SCHEMA:
+                raise SettingsError(f"{section}.{key}: unknown setting in {user_path}")
+    for var in env:
+        if var.startswith(ENV_PREFIX) and var != ENV_PREFIX + "CONFIG":
+            if not any(var == _env_name(s, k) for s, k in _SCHEMA):
+                raise SettingsError(f"{var}: unknown environment setting (see perffarm.toml for the keys)")
+
+    values: dict[str, Any] = {}
+    source_of: dict[str, str] = {}
+    for (section, key), (kind, attr) in _SCHEMA.items():
+        name = f"{section}.{key}"
+        base = DEFAULTS_FILE.parent
+        if _env_name(section, key) in env:
+            raw, src = _from_env(kind, env[_env_name(section, key)]), f"env {_env_name(section, key)}"
+            base = Path.cwd()
+        elif key in user.get(section, {}):
+            raw, src = user[section][key], str(user_path)
+            base = user_path.parent if user_path else base
+        elif key in defaults.get(section, {}):
+            raw, src = defaults[section][key], "default"
+        else:
+            raise SettingsError(f"{name}: missing from {DEFAULTS_FILE}")
+        values[attr] = _convert(name, kind, raw, base)
+        source_of[name] = src
+
+    settings = Settings(**values, source_of=source_of)
+    for worker in settings.worker_hosts:
+        if worker not in settings.worker_names:
+            raise SettingsError(f"workers.hosts: {worker!r} is not in workers.names")
+    if settings.web_port == settings.worker_port:
+        raise SettingsError("master.worker_port: must differ from master.web_port")
+    if settings.run_local_worker and "local" not in settings.worker_names:
+        raise SettingsError("workers.run_local: true needs a worker named 'local' in workers.names")
+    return settings
+
+
+def describe(settings: Settings) -> list[tuple[str, Any, str]]:
+    """(key, value, source) rows for `perffarm settings`."""
+    rows = []
+    for (section, key), (_, attr) in _SCHEMA.items():
+        name = f"{section}.{key}"
+        value = getattr(settings, attr)
+        if isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, Mapping):
+            value = [f"{k}={v}" for k, v in value.items()]
+        rows.append((name, value, settings.source_of.get(name, "")))
+    return rows

@@ -1,0 +1,380 @@
+"""The results database: every run, every raw sample, commits in first-parent order (SQLite, WAL).
+
+Separate from Buildbot's state.sqlite. The schema is an append-only list of migrations tracked by
+PRAGMA user_version (see docs/results-db.md for every table). Nothing here imports Buildbot or Twisted; the
+master calls it from a thread, never from the reactor. Keep all SQL behind this module so the store could
+move to PostgreSQL the way Buildbot's own database does.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+# Append only: never edit a migration that has shipped; add a new one.
+MIGRATIONS: list[str] = [
+    # 1: the foundation
+    """
+    CREATE TABLE machines (
+        id          TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        first_seen  REAL NOT NULL
+    );
+    CREATE TABLE commits (
+        sha          TEXT PRIMARY KEY,
+        subject      TEXT NOT NULL,
+        author       TEXT NOT NULL,
+        authored_at  INTEGER NOT NULL,
+        committed_at INTEGER NOT NULL,
+        parents      TEXT NOT NULL
+    );
+    CREATE TABLE branch_commits (
+        branch   TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        sha      TEXT NOT NULL REFERENCES commits(sha),
+        PRIMARY KEY (branch, position)
+    );
+    CREATE UNIQUE INDEX branch_commits_sha ON branch_commits(branch, sha);
+    CREATE INDEX branch_commits_by_sha ON branch_commits(sha);
+    CREATE TABLE tags (
+        name       TEXT PRIMARY KEY,
+        sha        TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE runs (
+        id             INTEGER PRIMARY KEY,
+        sha            TEXT NOT NULL,
+        revision       TEXT NOT NULL,
+        ref            TEXT NOT NULL,
+        builder        TEXT NOT NULL,
+        worker         TEXT NOT NULL,
+        machine_id     TEXT NOT NULL REFERENCES machines(id),
+        recipe         TEXT NOT NULL,
+        recipe_version INTEGER NOT NULL,
+        config_hash    TEXT NOT NULL,
+        status         TEXT NOT NULL CHECK (status IN ('ok', 'build-failed', 'bench-failed')),
+        source         TEXT NOT NULL,
+        build_id       INTEGER,
+        build_url      TEXT,
+        log_excerpt    TEXT NOT NULL,
+        host_checks    TEXT NOT NULL,
+        noisy          INTEGER NOT NULL,
+        started_at     TEXT,
+        finished_at    TEXT,
+        ingested_at    REAL NOT NULL,
+        result         TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX runs_build ON runs(build_id) WHERE build_id IS NOT NULL;
+    CREATE INDEX runs_sha ON runs(sha, builder);
+    CREATE INDEX runs_revision ON runs(revision, builder);
+    CREATE TABLE measurements (
+        run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        workload  TEXT NOT NULL,
+        metric    TEXT NOT NULL,
+        unit      TEXT NOT NULL,
+        direction TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+        samples   TEXT NOT NULL,
+        flags     TEXT NOT NULL,
+        PRIMARY KEY (run_id, workload, metric)
+    );
+    CREATE TABLE attempts (
+        build_id   INTEGER PRIMARY KEY,
+        sha        TEXT NOT NULL,
+        builder    TEXT NOT NULL,
+        started_at REAL NOT NULL
+    );
+    CREATE INDEX attempts_sha ON attempts(sha, builder);
+    """,
+]
+
+
+class StoreError(RuntimeError):
+    """The results database refused an operation; the message says why."""
+
+
+class AlreadyStored(StoreError):
+    """This build's result is in the database already (ingest is idempotent per build)."""
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """A commit as git describes it; `parents` lists the first parent first."""
+
+    sha: str
+    subject: str
+    author: str
+    authored_at: int
+    committed_at: int
+    parents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the master knows about the build that produced a result (not taken from the worker)."""
+
+    builder: str
+    worker: str
+    source: str  # poll, force, requeue, bisect, cli
+    build_id: int | None = None
+    build_url: str | None = None
+    got_revision: str | None = None
+    revision: str | None = None  # what was asked for (a tag object for annotated tags); defaults to the sha
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    """Open (creating and migrating) the results database with WAL and foreign keys on."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    migrate(conn)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations this database has not seen; return the resulting schema version."""
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    if current > len(MIGRATIONS):
+        raise StoreError(
+            f"the results database is at schema version {current}, newer than this code "
+            f"({len(MIGRATIONS)}); upgrade perffarm or point it at another data directory"
+        )
+    for version in range(current + 1, len(MIGRATIONS) + 1):
+        with transaction(conn):
+            for statement in _statements(MIGRATIONS[version - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={version}")
+    return len(MIGRATIONS)
+
+
+def _statements(script: str) -> Iterator[str]:
+    for part in script.split(";"):
+        if part.strip():
+            yield part
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception: all of it is stored or none."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+# ---------------------------------------------------------------------------------------------- commits
+
+
+def upsert_commits(conn: sqlite3.Connection, commits: Sequence[CommitInfo]) -> None:
+    conn.executemany(
+        "INSERT INTO commits (sha, subject, author, authored_at, committed_at, parents) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(sha) DO NOTHING",
+        [(c.sha, c.subject, c.author, c.authored_at, c.committed_at, " ".join(c.parents)) for c in commits],
+    )
+
+
+def branch_head(conn: sqlite3.Connection, branch: str) -> tuple[int, str] | None:
+    """(position, sha) of the newest commit stored for a branch, or None."""
+    row = conn.execute(
+        "SELECT position, sha FROM branch_commits WHERE branch = ? ORDER BY position DESC LIMIT 1", (branch,)
+    ).fetchone()
+    return (row["position"], row["sha"]) if row else None
+
+
+def append_branch(conn: sqlite3.Connection, branch: str, commits: Sequence[CommitInfo], start: int) -> None:
+    """Record `commits` (oldest first) at positions start, start+1, ... of the branch's first-parent order."""
+    upsert_commits(conn, commits)
+    conn.executemany(
+        "INSERT INTO branch_commits (branch, position, sha) VALUES (?, ?, ?)",
+        [(branch, start + i, c.sha) for i, c in enumerate(commits)],
+    )
+
+
+def reset_branch(conn: sqlite3.Connection, branch: str) -> None:
+    """Forget a branch's order (its history was rewritten); it is rebuilt from the mirror."""
+    conn.execute("DELETE FROM branch_commits WHERE branch = ?", (branch,))
+
+
+def set_tags(conn: sqlite3.Connection, tags: dict[str, str]) -> None:
+    now = time.time()
+    conn.executemany(
+        "INSERT INTO tags (name, sha, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET sha = excluded.sha, updated_at = excluded.updated_at "
+        "WHERE tags.sha != excluded.sha",
+        [(name, sha, now) for name, sha in tags.items()],
+    )
+
+
+def commit_exists(conn: sqlite3.Connection, sha: str) -> bool:
+    return conn.execute("SELECT 1 FROM commits WHERE sha = ?", (sha,)).fetchone() is not None
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+
+def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -> int:
+    """Store one validated result (machine, run, every sample); the caller holds the transaction."""
+    if run.build_id is not None and conn.execute(
+        "SELECT 1 FROM runs WHERE build_id = ?", (run.build_id,)
+    ).fetchone():
+        raise AlreadyStored(f"build {run.build_id} already has a stored result")
+    machine = doc["machine"]
+    conn.execute(
+        "INSERT INTO machines (id, fingerprint, first_seen) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING",
+        (machine["id"], json.dumps(machine["fingerprint"], sort_keys=True), time.time()),
+    )
+    checks = doc.get("host_checks", {})
+    cur = conn.execute(
+        "INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, config_hash, "
+        "status, source, build_id, build_url, log_excerpt, host_checks, noisy, started_at, finished_at, "
+        "ingested_at, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            doc["commit"]["sha"],
+            run.revision or doc["commit"]["sha"],
+            short_ref(doc["commit"]["ref"]),
+            run.builder,
+            run.worker,
+            machine["id"],
+            doc["recipe"]["name"],
+            doc["recipe"]["version"],
+            doc["recipe"]["config_hash"],
+            doc["status"],
+            run.source,
+            run.build_id,
+            run.build_url,
+            doc.get("log_excerpt", ""),
+            json.dumps(checks, sort_keys=True),
+            1 if checks.get("noisy") else 0,
+            doc.get("started_at"),
+            doc.get("finished_at"),
+            time.time(),
+            json.dumps(doc, sort_keys=True),
+        ),
+    )
+    run_id = int(cur.lastrowid)
+    rows = []
+    for w in doc["workloads"]:
+        flags = json.dumps(w.get("flags", []))
+        for m in w["metrics"]:
+            rows.append((run_id, w["name"], m["name"], m["unit"], m["direction"], json.dumps(m["samples"]), flags))
+    conn.executemany(
+        "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    return run_id
+
+
+def short_ref(ref: str) -> str:
+    """`refs/heads/X` and `refs/tags/X` to `X` (Buildbot names tag changes by their full ref)."""
+    for prefix in ("refs/heads/", "refs/tags/"):
+        if ref.startswith(prefix):
+            return ref[len(prefix) :]
+    return ref
+
+
+def record_attempt(conn: sqlite3.Connection, build_id: int, sha: str, builder: str) -> None:
+    """Note that a build of `sha` started (the reconciler caps re-queues by counting these)."""
+    conn.execute(
+        "INSERT INTO attempts (build_id, sha, builder, started_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(build_id) DO NOTHING",
+        (build_id, sha, builder, time.time()),
+    )
+
+
+def results_for(conn: sqlite3.Connection, shas: Sequence[str], builder: str) -> set[str]:
+    """Which of the requested revisions `shas` already have a stored result (any status) from `builder`."""
+    found: set[str] = set()
+    for i in range(0, len(shas), 500):
+        chunk = list(shas[i : i + 500])
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            r[0]
+            for r in conn.execute(
+                f"SELECT DISTINCT revision FROM runs WHERE builder = ? AND revision IN ({marks})", (builder, *chunk)
+            )
+        )
+    return found
+
+
+def attempt_counts(conn: sqlite3.Connection, shas: Sequence[str], builder: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for i in range(0, len(shas), 500):
+        chunk = list(shas[i : i + 500])
+        marks = ",".join("?" * len(chunk))
+        for sha, n in conn.execute(
+            f"SELECT sha, COUNT(*) FROM attempts WHERE builder = ? AND sha IN ({marks}) GROUP BY sha",
+            (builder, *chunk),
+        ):
+            counts[sha] = n
+    return counts
+
+
+def list_runs(
+    conn: sqlite3.Connection,
+    *,
+    ref: str | None = None,
+    builder: str | None = None,
+    sha_prefix: str | None = None,
+    limit: int | None = 50,
+) -> list[sqlite3.Row]:
+    """Runs, newest first, with their commit's subject and author when known."""
+    where, params = [], []
+    if ref:
+        where.append("r.ref = ?")
+        params.append(ref)
+    if builder:
+        where.append("r.builder = ?")
+        params.append(builder)
+    if sha_prefix:
+        where.append("r.sha LIKE ?")
+        params.append(sha_prefix.lower() + "%")
+    sql = (
+        "SELECT r.id, r.sha, r.ref, r.builder, r.worker, r.machine_id, r.recipe, r.recipe_version, "
+        "r.config_hash, r.status, r.source, r.build_id, r.build_url, r.noisy, r.started_at, r.finished_at, "
+        "r.ingested_at, c.subject, c.author FROM runs r LEFT JOIN commits c ON c.sha = r.sha"
+    )
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY r.id DESC"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return conn.execute(sql, params).fetchall()
+
+
+def measurements_for(conn: sqlite3.Connection, run_ids: Sequence[int]) -> list[sqlite3.Row]:
+    if not run_ids:
+        return []
+    marks = ",".join("?" * len(run_ids))
+    return conn.execute(
+        f"SELECT run_id, workload, metric, unit, direction, samples, flags FROM measurements "
+        f"WHERE run_id IN ({marks}) ORDER BY run_id, workload, metric",
+        list(run_ids),
+    ).fetchall()
+
+
+def latest_per_ref(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    """The newest stored run of every (ref, builder)."""
+    return conn.execute(
+        "SELECT r.ref, r.builder, r.sha, r.status, r.finished_at, r.ingested_at, c.subject "
+        "FROM runs r LEFT JOIN commits c ON c.sha = r.sha "
+        "WHERE r.id IN (SELECT MAX(id) FROM runs GROUP BY ref, builder) ORDER BY r.ref, r.builder"
+    ).fetchall()
+
+
+def counts(conn: sqlite3.Connection) -> dict[str, int]:
+    out = {}
+    for table in ("runs", "measurements", "commits", "branch_commits", "tags", "machines"):
+        out[table] = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    return out

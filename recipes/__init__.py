@@ -1,0 +1,1 @@
+"""Recipes: build-and-bench procedures that run on workers (standard library only, shipped per build)."""

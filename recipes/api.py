@@ -1,0 +1,178 @@
+"""The recipe contract: what a recipe file defines and what the runner hands it.
+
+A recipe is a module in this package that defines ``RECIPE = Recipe(...)``. It runs on a worker with only the
+standard library (it is shipped to the worker inside a zipapp with every build), so nothing here may import a
+third-party package. Adding a recipe means adding a file; the master discovers it by name.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+HIGHER = "higher"  # higher values are better (throughput)
+LOWER = "lower"  # lower values are better (latency, instructions, memory)
+DIRECTIONS = (HIGHER, LOWER)
+
+
+class RecipeFailure(Exception):
+    """A failure that is a result (stored, shown), not a crash of the farm."""
+
+    status = "bench-failed"
+
+    def __init__(self, message: str, log_excerpt: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.log_excerpt = log_excerpt
+
+
+class BuildFailed(RecipeFailure):
+    """The commit could not be built: stored as status build-failed, never a performance change."""
+
+    status = "build-failed"
+
+
+class BenchFailed(RecipeFailure):
+    """The benchmark could not run (crash, timeout, bad output): stored as status bench-failed."""
+
+    status = "bench-failed"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """Every raw sample of one metric of one workload, with its unit and which direction is better."""
+
+    name: str
+    unit: str
+    direction: str
+    samples: tuple[float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "direction": self.direction,
+            "samples": list(self.samples),
+        }
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    """What one workload measured; `flags` carries per-run observations such as an SLA miss."""
+
+    name: str
+    metrics: tuple[Metric, ...]
+    flags: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "metrics": [m.to_json() for m in self.metrics],
+            "flags": list(self.flags),
+        }
+
+
+@dataclass
+class Context:
+    """What a recipe gets from the runner: where things are, and helpers to run commands and log."""
+
+    src_dir: Path  # the checked-out commit (read-only for recipes by convention)
+    work_dir: Path  # persistent across builds of this builder on this worker (build dirs, caches)
+    state_dir: Path  # this build's scratch; build() can leave files here for bench()
+    sha: str
+    ref: str
+    options: Mapping[str, str]
+    log_tail_lines: int = 60
+    _tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=400))
+
+    def log(self, message: str) -> None:
+        """Progress for the Buildbot log (flushed at once so a watcher sees it live)."""
+        line = f"[{time.strftime('%H:%M:%S')}] {message}"
+        self._tail.append(line)
+        print(line, flush=True)
+
+    def tail(self, lines: int | None = None) -> str:
+        """The last lines of everything logged and run so far (for failure excerpts)."""
+        n = lines or self.log_tail_lines
+        return "\n".join(list(self._tail)[-n:])
+
+    def run(
+        self,
+        argv: Sequence[str | os.PathLike[str]],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        capture: bool = False,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command (an argv list, never a shell string), echoing its output to the log.
+
+        Raises CommandFailed when it exits non-zero (and check is set) or exceeds `timeout` seconds.
+        """
+        args = [str(a) for a in argv]
+        self.log("$ " + " ".join(args))
+        full_env = dict(os.environ)
+        if env:
+            full_env.update(env)
+        try:
+            proc = subprocess.run(
+                args,
+                cwd=cwd,
+                env=full_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            self._echo(out)
+            raise CommandFailed(f"{args[0]} timed out after {timeout:.0f} s", self.tail()) from None
+        except FileNotFoundError:
+            raise CommandFailed(f"{args[0]}: command not found on this worker", self.tail()) from None
+        self._echo(proc.stdout, quiet=capture)
+        if check and proc.returncode != 0:
+            raise CommandFailed(f"{' '.join(args[:3])} exited with status {proc.returncode}", self.tail())
+        return proc
+
+    def _echo(self, text: str, quiet: bool = False) -> None:
+        for line in text.splitlines():
+            self._tail.append(line)
+            if not quiet:
+                print(line)
+        sys.stdout.flush()
+
+
+class CommandFailed(RecipeFailure):
+    """A command run through Context.run failed; the runner maps it to the current phase's status."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named, versioned build-and-bench procedure. Bump `version` when results stop being comparable."""
+
+    name: str
+    version: int
+    description: str
+    config: Mapping[str, Any]
+    build: Callable[[Context], None]
+    bench: Callable[[Context], Sequence[WorkloadResult]]
+
+    def config_hash(self) -> str:
+        """A stable hash of the recipe's data (name, version, config): results compare only within one."""
+        blob = json.dumps(
+            {"name": self.name, "version": self.version, "config": self.config},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

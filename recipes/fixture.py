@@ -1,0 +1,87 @@
+"""A tiny C benchmark recipe: compile the repository's `perffarm_bench.c` and run it several times.
+
+It exists so the whole farm (poller, scheduler, worker, upload, ingest, detection, bisection) can be exercised
+in seconds on any repository that carries that file: the tests build git repositories with it. The program
+prints lines `KEY VALUE`; each configured workload reads one key per run as a sample, and the recipe times
+each run as well.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+
+from recipes.api import HIGHER, LOWER, BenchFailed, BuildFailed, Context, Metric, Recipe, WorkloadResult
+
+CONFIG = {
+    "source": "perffarm_bench.c",
+    "cflags": ["-O2", "-fno-omit-frame-pointer"],
+    "samples": 5,
+    "timeout_seconds": 60,
+    "workloads": [
+        {"name": "loop", "key": "ops", "metric": "throughput", "unit": "ops/s", "direction": HIGHER},
+    ],
+}
+
+
+def build(ctx: Context) -> None:
+    src = ctx.src_dir / CONFIG["source"]
+    if not src.is_file():
+        raise BuildFailed(f"{CONFIG['source']} is not in this commit; the fixture recipe needs it")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise BuildFailed("no C compiler on this worker: apt-get install gcc")
+    # A compile error raises CommandFailed, which the runner stores as build-failed with the log tail.
+    ctx.run([cc, *CONFIG["cflags"], "-o", ctx.state_dir / "bench", src], timeout=120)
+
+
+def _parse(output: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            try:
+                values[parts[0]] = float(parts[1])
+            except ValueError:
+                raise BenchFailed(f"bad output line {line!r}: expected 'KEY NUMBER'", output[-2000:]) from None
+    return values
+
+
+def bench(ctx: Context) -> list[WorkloadResult]:
+    samples = int(ctx.options.get("samples", CONFIG["samples"]))
+    collected: dict[str, list[float]] = {w["name"]: [] for w in CONFIG["workloads"]}
+    seconds: list[float] = []
+    for i in range(samples):
+        t0 = time.perf_counter()
+        proc = ctx.run([ctx.state_dir / "bench"], timeout=CONFIG["timeout_seconds"], capture=True)
+        seconds.append(time.perf_counter() - t0)
+        values = _parse(proc.stdout)
+        for w in CONFIG["workloads"]:
+            if w["key"] not in values:
+                raise BenchFailed(f"run {i + 1}: the program printed no {w['key']!r} line", proc.stdout[-2000:])
+            value = values[w["key"]]
+            if not math.isfinite(value):
+                ctx.log(f"warning: run {i + 1} printed a non-finite {w['key']}: {value}")
+            collected[w["name"]].append(value)
+        ctx.log(f"sample {i + 1}/{samples}: " + ", ".join(f"{k}={v[-1]:g}" for k, v in collected.items()))
+    return [
+        WorkloadResult(
+            name=w["name"],
+            metrics=(
+                Metric(w["metric"], w["unit"], w["direction"], tuple(collected[w["name"]])),
+                Metric("wall", "s", LOWER, tuple(seconds)),
+            ),
+        )
+        for w in CONFIG["workloads"]
+    ]
+
+
+RECIPE = Recipe(
+    name="fixture",
+    version=1,
+    description="Compile perffarm_bench.c from the commit and sample its printed throughput (test fixture).",
+    config=CONFIG,
+    build=build,
+    bench=bench,
+)

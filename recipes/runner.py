@@ -1,0 +1,196 @@
+"""Run one phase of a recipe on a worker and write the result JSON.
+
+The build phase and the bench phase are separate commands so the master can hold the per-host measurement
+lock exclusively around the bench alone. Exit codes: 0 the phase succeeded; 3 the recipe failed and a result
+saying so was written (build-failed / bench-failed: a result, not a crash); 2 bad usage; 1 the runner itself
+crashed and wrote nothing (the master re-queues the commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
+
+from recipes import registry
+from recipes.api import Context, Recipe, RecipeFailure, WorkloadResult
+from recipes.result import SCHEMA, SCHEMA_VERSION, validate
+from workers import hostinfo
+
+EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_RECIPE_FAILED = 0, 1, 2, 3
+BUILD_MARKER = "build-ok.json"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
+    """Write sorted-key JSON through a temp file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, sort_keys=True, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def result_doc(
+    recipe: Recipe,
+    ctx: Context,
+    status: str,
+    workloads: Sequence[WorkloadResult],
+    log_excerpt: str,
+    timings: dict[str, float],
+    started_at: str,
+) -> dict[str, Any]:
+    fp = hostinfo.fingerprint()
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "commit": {"sha": ctx.sha, "ref": ctx.ref},
+        "recipe": {
+            "name": recipe.name,
+            "version": recipe.version,
+            "config_hash": recipe.config_hash(),
+            "options": dict(ctx.options),
+        },
+        "machine": {"id": hostinfo.machine_id(fp), "fingerprint": fp},
+        "host_checks": hostinfo.host_checks(),
+        "status": status,
+        "log_excerpt": log_excerpt,
+        "workloads": [w.to_json() for w in workloads],
+        "timings": timings,
+        "started_at": started_at,
+        "finished_at": _now(),
+    }
+
+
+def _context(args: argparse.Namespace) -> Context:
+    options = {}
+    for item in args.option or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--option {item!r}: expected KEY=VALUE")
+        options[key] = value
+    for d in (args.work, args.state):
+        Path(d).mkdir(parents=True, exist_ok=True)
+    return Context(
+        src_dir=Path(args.src).resolve(),
+        work_dir=Path(args.work).resolve(),
+        state_dir=Path(args.state).resolve(),
+        sha=args.sha,
+        ref=args.ref,
+        options=options,
+    )
+
+
+def _phase(args: argparse.Namespace, phase: str) -> int:
+    recipe = registry.get(args.recipe)
+    ctx = _context(args)
+    marker = ctx.state_dir / BUILD_MARKER
+    result_path = Path(args.result)
+    started_at = _now()
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    if phase == "build":
+        marker.unlink(missing_ok=True)
+        result_path.unlink(missing_ok=True)
+    else:
+        if not marker.exists():
+            print(f"no successful build in {ctx.state_dir}; run the build phase first", file=sys.stderr)
+            return EXIT_USAGE
+        prior = json.loads(marker.read_text())
+        timings.update(prior.get("timings", {}))
+        started_at = prior.get("started_at", started_at)
+    ctx.log(f"recipe {recipe.name} v{recipe.version} ({recipe.config_hash()}): {phase} {ctx.sha[:12]} ({ctx.ref})")
+    try:
+        if phase == "build":
+            recipe.build(ctx)
+        else:
+            workloads = list(recipe.bench(ctx))
+    except RecipeFailure as e:
+        status = "build-failed" if phase == "build" else "bench-failed"
+        ctx.log(f"{status}: {e.message}")
+        excerpt = f"{e.message}\n{e.log_excerpt or ctx.tail()}".strip()
+        timings[f"{phase}_seconds"] = round(time.monotonic() - t0, 3)
+        doc = result_doc(recipe, ctx, status, [], excerpt[-60_000:], timings, started_at)
+        write_json_atomic(result_path, doc)
+        return EXIT_RECIPE_FAILED
+    except Exception:
+        if phase == "build":
+            raise  # a bug in the recipe's build code: let the runner crash so it is seen and retried
+        tb = traceback.format_exc()
+        ctx.log("bench-failed: the recipe raised an exception")
+        print(tb, file=sys.stderr)
+        timings["bench_seconds"] = round(time.monotonic() - t0, 3)
+        doc = result_doc(recipe, ctx, "bench-failed", [], f"{tb}\n{ctx.tail()}"[-60_000:], timings, started_at)
+        write_json_atomic(result_path, doc)
+        return EXIT_RECIPE_FAILED
+    timings[f"{phase}_seconds"] = round(time.monotonic() - t0, 3)
+    if phase == "build":
+        write_json_atomic(marker, {"timings": timings, "started_at": started_at, "sha": ctx.sha})
+        ctx.log(f"build done in {timings['build_seconds']:.1f} s")
+        return EXIT_OK
+    doc = result_doc(recipe, ctx, "ok", workloads, "", timings, started_at)
+    write_json_atomic(result_path, doc)
+    try:
+        validate(json.loads(json.dumps(doc)))
+    except ValueError as e:
+        # Written anyway: the master is the gatekeeper and will reject it with the same message.
+        ctx.log(f"warning: this result will be rejected by the master: {e}")
+    ctx.log(f"bench done in {timings['bench_seconds']:.1f} s; result written to {result_path}")
+    return EXIT_OK
+
+
+def _list(_: argparse.Namespace) -> int:
+    rows = [
+        {"name": r.name, "version": r.version, "config_hash": r.config_hash(), "description": r.description}
+        for r in registry.discover().values()
+    ]
+    print(json.dumps(sorted(rows, key=lambda r: r["name"]), indent=1))
+    return EXIT_OK
+
+
+def _fingerprint(_: argparse.Namespace) -> int:
+    fp = hostinfo.fingerprint()
+    doc = {"machine_id": hostinfo.machine_id(fp), "fingerprint": fp, "host_checks": hostinfo.host_checks()}
+    print(json.dumps(doc, indent=1, sort_keys=True))
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="perffarm-recipes",
+        description="Run perffarm recipes on a worker. The master ships this zipapp with every build.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for phase in ("build", "bench"):
+        s = sub.add_parser(phase, help=f"run the {phase} phase of a recipe")
+        s.add_argument("--recipe", required=True, help="recipe name (see `list`)")
+        s.add_argument("--src", required=True, help="the checked-out commit")
+        s.add_argument("--work", required=True, help="persistent directory for this builder (build trees)")
+        s.add_argument("--state", required=True, help="this build's scratch directory")
+        s.add_argument("--sha", required=True, help="commit sha being measured")
+        s.add_argument("--ref", required=True, help="branch or tag that asked for the run")
+        s.add_argument("--result", required=True, help="where to write the result JSON")
+        s.add_argument("--option", action="append", metavar="KEY=VALUE", help="recipe option (repeatable)")
+        s.set_defaults(func=lambda a, phase=phase: _phase(a, phase))
+    sub.add_parser("list", help="list recipes as JSON").set_defaults(func=_list)
+    sub.add_parser("fingerprint", help="print this machine's fingerprint and host checks").set_defaults(
+        func=_fingerprint
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except registry.UnknownRecipe as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,66 @@
+"""Identity reconciliation, Benjamini-Hochberg control and the exact Mann-Whitney tail."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import mannwhitneyu
+
+from master.detect.exact import lower_tail, one_sided_p
+from master.detect.fdr import benjamini_hochberg, control, per_series_alpha
+from master.detect.identity import Reported, reconcile
+from master.detect.model import ChangePoint, Kind
+
+
+def _cp(index: int, kind: Kind = Kind.REGRESSION, ratio: float = 0.9) -> ChangePoint:
+    return ChangePoint(commit=f"c{index}", index=index, ratio=ratio, kind=kind, pvalue=1e-6)
+
+
+def test_moved_change_point_is_updated_not_duplicated() -> None:
+    old = [Reported("s", "c100", _cp(100))]
+    result = reconcile("s", old, [_cp(102, ratio=0.91)])
+    assert not result.new
+    (upd,) = result.updated
+    assert upd.identity == ("s", "c100")
+    assert upd.current.index == 102
+
+
+def test_far_or_opposite_detection_is_new() -> None:
+    old = [Reported("s", "c100", _cp(100))]
+    result = reconcile("s", old, [_cp(120), _cp(101, Kind.IMPROVEMENT, 1.1)])
+    assert {r.first_commit for r in result.new} == {"c120", "c101"}
+    assert result.unmatched_old == tuple(old)
+    assert len(result.all) == 3
+
+
+def test_unchanged_detection_is_unchanged() -> None:
+    old = [Reported("s", "c100", _cp(100))]
+    result = reconcile("s", old, [_cp(100)])
+    assert result.unchanged == tuple(old) and not result.updated and not result.new
+
+
+def test_benjamini_hochberg_known_example() -> None:
+    p = [0.01, 0.04, 0.03, 0.005, 0.5]
+    assert benjamini_hochberg(p, 0.05).tolist() == [True, True, True, True, False]
+    assert benjamini_hochberg([0.03, 0.9], 0.05).tolist() == [False, False]
+    assert benjamini_hochberg([0.02, 0.9], 0.05).tolist() == [True, False]
+    with pytest.raises(ValueError):
+        benjamini_hochberg(p, 0.0)
+
+
+def test_control_filters_across_series() -> None:
+    found = {"a": [_cp(10)], "b": [ChangePoint("x", 5, 1.1, Kind.IMPROVEMENT, 0.3)]}
+    kept = control(found, 0.05)
+    assert len(kept["a"]) == 1 and kept["b"] == []
+    assert per_series_alpha(0.01, 100) == pytest.approx(1e-4)
+
+
+def test_exact_tail_matches_scipy() -> None:
+    rng = np.random.default_rng(0)
+    for n1, n2 in [(2, 30), (3, 10), (5, 8), (10, 40)]:
+        x, y = rng.normal(1, 1, n1), rng.normal(0, 1, n2)
+        expected = mannwhitneyu(x, y, alternative="greater", method="exact").pvalue
+        assert one_sided_p(x, y, greater=True) == pytest.approx(expected, rel=1e-9)
+    assert lower_tail(0, 3, 60) == pytest.approx(1 / math.comb(63, 3))

@@ -1,0 +1,130 @@
+"""Retrospective detector: exact steps, outliers ignored, quiet on noise, direction, drift."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from master.detect.model import Direction, Kind, Series
+from master.detect.offline import OfflineSettings, detect, seeded_intervals
+
+
+def _series(values: np.ndarray) -> Series:
+    return Series.from_samples(list(values))
+
+
+def test_single_step_located_exactly() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(1000.0, 10.0, 300)
+    x[137:] *= 0.95
+    cps = detect(_series(x))
+    assert [cp.index for cp in cps] == [137]
+    assert cps[0].kind is Kind.REGRESSION
+    assert cps[0].ratio == pytest.approx(0.95, abs=0.01)
+    assert cps[0].pvalue < 1e-6
+    assert cps[0].commit == "137"
+
+
+def test_multi_sample_step_located_exactly() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.normal(100.0, 2.0, (200, 5))
+    x[90:] *= 1.03
+    cps = detect(Series.from_samples(list(x)))
+    assert [cp.index for cp in cps] == [90]
+    assert cps[0].kind is Kind.IMPROVEMENT
+
+
+def test_direction_lower_flips_kind() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.normal(50.0, 0.5, 150)
+    x[80:] *= 1.1
+    (higher,) = detect(_series(x), Direction.HIGHER)
+    (lower,) = detect(_series(x), Direction.LOWER)
+    assert higher.kind is Kind.IMPROVEMENT
+    assert lower.kind is Kind.REGRESSION
+    assert higher.index == lower.index == 80
+
+
+def test_outliers_are_ignored() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.normal(100.0, 1.0, 300)
+    x[[20, 100, 101, 210, 299]] = [300.0, 5.0, 4.0, 900.0, 1.0]
+    assert detect(_series(x)) == []
+
+
+@pytest.mark.parametrize("noise", ["normal", "lognormal", "bimodal"])
+def test_no_change_series_are_quiet(noise: str) -> None:
+    rng = np.random.default_rng(5)
+    alarms = 0
+    for _ in range(30):
+        if noise == "normal":
+            x = rng.normal(100.0, 3.0, 300)
+        elif noise == "lognormal":
+            x = 100.0 * rng.lognormal(0.0, 0.3, 300)
+        else:
+            x = np.where(rng.random(300) < 0.3, 90.0, 100.0) + rng.normal(0, 0.5, 300)
+        alarms += len(detect(_series(x)))
+    assert alarms == 0
+
+
+def test_commit_level_run_effect_does_not_fake_changes() -> None:
+    rng = np.random.default_rng(6)
+    alarms = 0
+    for _ in range(20):
+        run_effect = rng.normal(0.0, 1.0, (300, 1))
+        x = 100.0 + run_effect + rng.normal(0.0, 0.5, (300, 5))
+        alarms += len(detect(Series.from_samples(list(x))))
+    assert alarms == 0
+
+
+def test_short_lived_regression_is_found() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.normal(100.0, 1.0, 400)
+    x[200:212] -= 6.0
+    start, stop = (cp.index for cp in detect(_series(x)))
+    assert abs(start - 200) <= 1 and abs(stop - 212) <= 2
+
+
+def test_slow_drift_is_caught() -> None:
+    rng = np.random.default_rng(8)
+    x = rng.normal(100.0, 1.0, 300)
+    for start in range(100, 160, 6):
+        x[start:] *= 0.995
+    cps = detect(_series(x))
+    assert cps, "a 5% drift over 60 commits must be reported"
+    assert all(94 <= cp.index <= 166 and cp.kind is Kind.REGRESSION for cp in cps)
+
+
+def test_too_short_series_gives_nothing() -> None:
+    assert detect(_series(np.array([1.0, 2.0, 3.0]))) == []
+
+
+def test_min_effect_suppresses_tiny_shifts() -> None:
+    rng = np.random.default_rng(9)
+    x = rng.normal(1000.0, 0.2, 400)
+    x[200:] *= 1.002
+    assert detect(_series(x), settings=OfflineSettings(min_effect=0.005)) == []
+    assert [cp.index for cp in detect(_series(x), settings=OfflineSettings(min_effect=0.0))] == [200]
+
+
+def test_seeded_intervals_cover_series() -> None:
+    levels = seeded_intervals(100, 6)
+    starts, stops = levels[0]
+    assert (starts[0], stops[0]) == (0, 100)
+    for starts, stops in levels:
+        assert starts.min() == 0 and stops.max() == 100
+        assert np.all(stops - starts >= 6)
+
+
+def test_runtime_10000_commits() -> None:
+    rng = np.random.default_rng(10)
+    x = rng.normal(100.0, 1.0, 10_000)
+    x[5000:] += 3
+    s = _series(x)
+    detect(s)
+    t = time.perf_counter()
+    cps = detect(s)
+    assert time.perf_counter() - t < 1.0
+    assert [cp.index for cp in cps] == [5000]

@@ -1,0 +1,1 @@
+"""Worker provisioning and host facts (hostinfo is shipped to workers with the recipes)."""
