@@ -28,6 +28,10 @@ class IngestRejected(ValueError):
     """The result is malformed or does not belong to this build: nothing was stored."""
 
 
+class NoResult(RuntimeError):
+    """The build produced no result file at all (runner crashed, build cancelled): the commit is re-queued."""
+
+
 class IngestDeferred(RuntimeError):
     """The result looks fine but cannot be stored now (e.g. repository unreachable); it will be retried."""
 
@@ -48,8 +52,9 @@ def load_result(path: Path) -> dict[str, Any]:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise IngestRejected(
-            f"no result file at {path}: the recipe produced no result (see the build and bench logs)"
+        raise NoResult(
+            f"no result file at {path}: the recipe runner produced no result (see the build and bench logs); "
+            "the commit will be re-queued"
         ) from None
     if size > MAX_RESULT_BYTES:
         raise IngestRejected(f"result file is {size} bytes, more than the {MAX_RESULT_BYTES} allowed")
@@ -76,13 +81,16 @@ def _check_belongs(doc: dict[str, Any], run: store.RunContext, recipe: str | Non
 
 
 def _update_mirror(settings: Settings, sha: str) -> gitmirror.Mirror:
-    """Fetch into the master's mirror if `sha` is not there yet (outside any database transaction)."""
+    """Fetch the master's mirror (new branches and tags); if the repository is unreachable but the commit is
+    already mirrored, carry on with the refs we have. Runs outside any database transaction."""
     mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir)
     try:
-        if not mirror.has_commit(sha):
-            mirror.fetch()
+        mirror.fetch()
     except gitmirror.GitError as e:
-        raise IngestDeferred(f"could not update the master's mirror of {settings.repository_url}: {e}") from None
+        if not mirror.has_commit(sha):
+            raise IngestDeferred(
+                f"could not update the master's mirror of {settings.repository_url}: {e}"
+            ) from None
     if not mirror.has_commit(sha):
         raise IngestRejected(f"$.commit.sha: {sha} is not a commit of {settings.repository_url}")
     return mirror
@@ -114,7 +122,7 @@ def ingest_file(
         doc = load_result(path)
         _check_belongs(doc, run, recipe)
     except IngestRejected as e:
-        _set_aside(path, str(e))
+        _reject(settings, path, run, str(e))
         raise
     sha = doc["commit"]["sha"]
     ref = store.short_ref(doc["commit"]["ref"])
@@ -129,7 +137,7 @@ def ingest_file(
             finally:
                 conn.close()
     except IngestRejected as e:
-        _set_aside(path, str(e))
+        _reject(settings, path, run, str(e))
         raise
     except store.AlreadyStored:
         path.unlink(missing_ok=True)
@@ -152,14 +160,24 @@ def ingest_file(
     return IngestOutcome(run_id, sha, doc["status"], len(doc["workloads"]), n_samples, added, message)
 
 
-def _set_aside(path: Path, reason: str) -> None:
-    """Keep a rejected result for inspection, with the reason beside it, out of the retry queue."""
-    if not path.exists():
-        return
+def _reject(settings: Settings, path: Path, run: store.RunContext, reason: str) -> None:
+    """Keep a rejected result for inspection (incoming/rejected/, reason beside it) and record the rejection,
+    so the reconciler does not re-queue a commit whose recipe would write the same bad result again."""
     rejected = path.parent / "rejected"
-    rejected.mkdir(parents=True, exist_ok=True)
-    os.replace(path, rejected / path.name)
-    (rejected / (path.name + ".error")).write_text(reason + "\n")
+    kept = rejected / path.name
+    if path.exists():
+        rejected.mkdir(parents=True, exist_ok=True)
+        os.replace(path, kept)
+        (rejected / (path.name + ".error")).write_text(reason + "\n")
+    _context_path(path).unlink(missing_ok=True)
+    revision = run.revision or run.got_revision
+    if revision:
+        conn = store.connect(settings.results_db)
+        try:
+            with store.transaction(conn):
+                store.record_rejection(conn, run, revision, reason, str(kept) if kept.exists() else "")
+        finally:
+            conn.close()
 
 
 def _context_path(path: Path) -> Path:
@@ -178,7 +196,7 @@ def retry_deferred(settings: Settings) -> list[str]:
         except IngestDeferred as e:
             messages.append(f"{path.name}: still deferred: {e}")
             continue
-        except (IngestRejected, store.AlreadyStored) as e:
+        except (IngestRejected, NoResult, store.AlreadyStored) as e:
             ctx_file.unlink(missing_ok=True)
             messages.append(f"{path.name}: {e}")
             continue

@@ -100,6 +100,11 @@ class IngestResult(BuildStep):
             self.descriptionDone = ["result rejected"]
             await log.finish()
             return FAILURE
+        except ingest.NoResult as e:
+            await log.addStderr(f"NOT STORED: {e}\n")
+            self.descriptionDone = ["no result"]
+            await log.finish()
+            return FAILURE
         except ingest.IngestDeferred as e:
             await log.addStderr(f"NOT STORED YET: {e}\nThe result is kept in {path} and will be retried.\n")
             self.descriptionDone = ["ingest deferred"]

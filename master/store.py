@@ -89,6 +89,16 @@ MIGRATIONS: list[str] = [
         started_at REAL NOT NULL
     );
     CREATE INDEX attempts_sha ON attempts(sha, builder);
+    CREATE TABLE rejections (
+        id          INTEGER PRIMARY KEY,
+        build_id    INTEGER,
+        revision    TEXT NOT NULL,
+        builder     TEXT NOT NULL,
+        reason      TEXT NOT NULL,
+        file        TEXT NOT NULL,
+        rejected_at REAL NOT NULL
+    );
+    CREATE INDEX rejections_revision ON rejections(revision, builder);
     """,
 ]
 
@@ -293,18 +303,29 @@ def record_attempt(conn: sqlite3.Connection, build_id: int, sha: str, builder: s
     )
 
 
+def record_rejection(conn: sqlite3.Connection, run: RunContext, revision: str, reason: str, file: str) -> None:
+    """Remember a rejected result: the commit was measured, its result was unusable; not re-queued."""
+    conn.execute(
+        "INSERT INTO rejections (build_id, revision, builder, reason, file, rejected_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (run.build_id, revision, run.builder, reason, file, time.time()),
+    )
+
+
 def results_for(conn: sqlite3.Connection, shas: Sequence[str], builder: str) -> set[str]:
-    """Which of the requested revisions `shas` already have a stored result (any status) from `builder`."""
+    """Which requested revisions already have an outcome from `builder`: a stored result (any status)
+    or a rejected one (re-running a recipe that wrote a malformed result would only repeat it)."""
     found: set[str] = set()
     for i in range(0, len(shas), 500):
         chunk = list(shas[i : i + 500])
         marks = ",".join("?" * len(chunk))
-        found.update(
-            r[0]
-            for r in conn.execute(
-                f"SELECT DISTINCT revision FROM runs WHERE builder = ? AND revision IN ({marks})", (builder, *chunk)
+        for table in ("runs", "rejections"):
+            found.update(
+                r[0]
+                for r in conn.execute(
+                    f"SELECT DISTINCT revision FROM {table} WHERE builder = ? AND revision IN ({marks})",
+                    (builder, *chunk),
+                )
             )
-        )
     return found
 
 
@@ -375,6 +396,6 @@ def latest_per_ref(conn: sqlite3.Connection) -> list[sqlite3.Row]:
 
 def counts(conn: sqlite3.Connection) -> dict[str, int]:
     out = {}
-    for table in ("runs", "measurements", "commits", "branch_commits", "tags", "machines"):
+    for table in ("runs", "measurements", "commits", "branch_commits", "tags", "machines", "rejections"):
         out[table] = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
     return out

@@ -1,0 +1,266 @@
+"""Build any PostgreSQL commit fast: persistent build dir per branch, ccache, and a small cache of installs by sha.
+
+Why this shape: consecutive commits on one branch differ in a few files, so a build directory kept per
+(worker, branch) with dependency tracking rebuilds in seconds; ccache makes a fresh build directory cheap; and
+bisection or A/B runs come back to the same few commits, so the last few installs are kept, keyed by sha and
+build settings, and reused without compiling at all. PostgreSQL is relocatable, so everything is configured
+for one fixed prefix (identical command lines keep ccache hits across directories) and installed with
+DESTDIR, then moved into its cache slot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from recipes.api import BuildFailed, CommandFailed, Context
+from recipes.pg import deps
+
+FIXED_PREFIX = "/opt/perffarm-pg"
+INSTALL_MARKER = ".perffarm-install.json"
+STATE_FILE = "pg-install.json"
+BUILD_STAMP = ".perffarm-build-stamp.json"
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """Compiler flags and configure options: part of the recipe's data (and of its config hash)."""
+
+    cflags: tuple[str, ...] = ("-O2", "-fno-omit-frame-pointer")
+    configure_args: tuple[str, ...] = ("--enable-depend", "--disable-rpath", "--without-icu")
+    meson_args: tuple[str, ...] = (
+        "--buildtype=plain",
+        "-Dcassert=false",
+        "-Drpath=false",
+        "-Dauto_features=disabled",
+        "-Dreadline=enabled",
+        "-Dzlib=enabled",
+    )
+    keep_installs: int = 6
+
+    @staticmethod
+    def from_config(cfg: Mapping[str, Any]) -> "BuildSpec":
+        return BuildSpec(
+            cflags=tuple(cfg.get("cflags", BuildSpec.cflags)),
+            configure_args=tuple(cfg.get("configure_args", BuildSpec.configure_args)),
+            meson_args=tuple(cfg.get("meson_args", BuildSpec.meson_args)),
+            keep_installs=int(cfg.get("keep_installs", BuildSpec.keep_installs)),
+        )
+
+    def key(self) -> str:
+        """Hash of everything that changes the binaries: an install is reused only under the same key."""
+        blob = json.dumps([self.cflags, self.configure_args, self.meson_args], separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class Install:
+    """A usable PostgreSQL installation: where it is, its major version, and how it was obtained."""
+
+    prefix: Path
+    sha: str
+    major: int
+    version: str
+    how: str  # "built" or "reused"
+
+    @property
+    def bindir(self) -> Path:
+        return self.prefix / "bin"
+
+    def env(self) -> dict[str, str]:
+        """Environment for running this install's binaries (its own libpq, not the system's)."""
+        lib = str(self.prefix / "lib")
+        old = os.environ.get("LD_LIBRARY_PATH")
+        return {"LD_LIBRARY_PATH": f"{lib}:{old}" if old else lib}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prefix": str(self.prefix), "sha": self.sha, "major": self.major, "version": self.version,
+                "how": self.how}
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any]) -> "Install":
+        return Install(Path(doc["prefix"]), doc["sha"], int(doc["major"]), doc["version"], doc["how"])
+
+
+def safe_name(text: str, limit: int = 60) -> str:
+    """A ref name made safe as one path component (refs are untrusted input)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", text).strip("._") or "ref"
+    return cleaned[:limit] + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def ccache_dir(options: Mapping[str, str]) -> Path:
+    """Persistent ccache directory shared by every builder on this worker (so CI reruns start warm)."""
+    explicit = options.get("ccache_dir") or os.environ.get("PERFFARM_CCACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perffarm" / "ccache"
+
+
+def install_cache(ctx: Context) -> Path:
+    return Path(ctx.options.get("install_cache") or ctx.work_dir / "installs")
+
+
+def postgres_version(ctx: Context, prefix: Path) -> tuple[int, str]:
+    """(major, full version) from `postgres --version`, e.g. (15, '15.18') or (18, '18devel')."""
+    env = Install(prefix, "", 0, "", "").env()
+    out = ctx.run([prefix / "bin/postgres", "--version"], env=env, capture=True, timeout=30).stdout
+    m = re.search(r"\(PostgreSQL\)\s+(\d+)(?:\.(\d+))?(\S*)", out)
+    if not m:
+        raise BuildFailed(f"cannot parse the version from `postgres --version`: {out.strip()!r}")
+    major = int(m.group(1))
+    if major < 10 and m.group(2):  # 9.6 -> 96: old majors have two parts
+        major = major * 10 + int(m.group(2))
+    return major, out.split(")")[-1].strip()
+
+
+def _prune(cache: Path, keep: int, current: Path) -> None:
+    slots = [p for p in cache.iterdir() if (p / INSTALL_MARKER).exists() and p != current]
+    slots.sort(key=lambda p: (p / INSTALL_MARKER).stat().st_mtime, reverse=True)
+    for old in slots[max(keep - 1, 0):]:
+        shutil.rmtree(old, ignore_errors=True)
+    for tmp in cache.glob("*.tmp-*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _env(ctx: Context, src: Path, build_dir: Path) -> dict[str, str]:
+    cdir = ccache_dir(ctx.options)
+    cdir.mkdir(parents=True, exist_ok=True)
+    base = os.path.commonpath([str(src), str(build_dir)])
+    env = {
+        "CCACHE_DIR": str(cdir),
+        "CCACHE_BASEDIR": base if base != "/" else str(build_dir.parent),
+        "CCACHE_NOHASHDIR": "1",
+        "CCACHE_MAXSIZE": ctx.options.get("ccache_size", "5G"),
+        "LC_ALL": "C",
+    }
+    return env
+
+
+def _stamp(build_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((build_dir / BUILD_STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _configure_hash(src: Path, use_meson: bool) -> str:
+    name = "meson.build" if use_meson else "configure"
+    return hashlib.sha256((src / name).read_bytes()).hexdigest()[:16]
+
+
+def _meson_flags(cflags: tuple[str, ...]) -> list[str]:
+    """The same CFLAGS for meson: -O<n> becomes -Doptimization, the rest goes to -Dc_args."""
+    opt = [f[2:] for f in cflags if f.startswith("-O")]
+    rest = [f for f in cflags if not f.startswith("-O")]
+    return ([f"-Doptimization={opt[-1]}"] if opt else []) + ([f"-Dc_args={' '.join(rest)}"] if rest else [])
+
+
+def _compile(ctx: Context, spec: BuildSpec, src: Path, build_dir: Path, dest: Path, use_meson: bool) -> None:
+    """Configure (only when needed), compile and install into DESTDIR `dest`."""
+    env = _env(ctx, src, build_dir)
+    jobs = str(int(ctx.options.get("jobs", os.cpu_count() or 2)))
+    wanted = {"src": str(src), "system": "meson" if use_meson else "autoconf", "spec": spec.key()}
+    stamp = _stamp(build_dir)
+    if stamp is not None and {k: stamp.get(k) for k in wanted} != wanted:
+        ctx.log(f"build directory {build_dir} was configured differently; starting it afresh")
+        shutil.rmtree(build_dir)
+        stamp = None
+    build_dir.mkdir(parents=True, exist_ok=True)
+    chash = _configure_hash(src, use_meson)
+    t0 = time.monotonic()
+    if use_meson:
+        if stamp is None:
+            ctx.run(["meson", "setup", build_dir, src, f"--prefix={FIXED_PREFIX}", *spec.meson_args,
+                     *_meson_flags(spec.cflags)], env=env, timeout=1800)
+        t1 = time.monotonic()
+        ctx.run(["ninja", "-C", build_dir, "-j", jobs], env=env, timeout=4 * 3600)
+        t2 = time.monotonic()
+        ctx.run(["meson", "install", "-C", build_dir, "--quiet", "--no-rebuild", "--destdir", dest],
+                env=env, timeout=1800)
+    else:
+        if stamp is None or stamp.get("configure") != chash:
+            ctx.run([src / "configure", f"--prefix={FIXED_PREFIX}", *spec.configure_args,
+                     "CC=ccache gcc", "CFLAGS=" + " ".join(spec.cflags)], cwd=build_dir, env=env, timeout=1800)
+        t1 = time.monotonic()
+        ctx.run(["make", "-s", "-j", jobs], cwd=build_dir, env=env, timeout=4 * 3600)
+        t2 = time.monotonic()
+        ctx.run(["make", "-s", "install", f"DESTDIR={dest}"], cwd=build_dir, env=env, timeout=1800)
+    t3 = time.monotonic()
+    (build_dir / BUILD_STAMP).write_text(json.dumps({**wanted, "configure": chash}))
+    ctx.log(f"configure {t1 - t0:.1f} s, compile {t2 - t1:.1f} s, install {t3 - t2:.1f} s")
+    proc = ctx.run(["ccache", "--print-stats"], env=env, capture=True, check=False, timeout=30)
+    stats = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
+    if stats:
+        ctx.log("ccache: " + ", ".join(f"{k}={stats.get(k, '?')}" for k in
+                                       ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")))
+
+
+def build_install(ctx: Context, spec: BuildSpec, src: Path | None = None, sha: str | None = None,
+                  ref: str | None = None) -> Install:
+    """Return an install of `src` at `sha`: reused from the cache, or built incrementally and cached."""
+    src = (src or ctx.src_dir).resolve()
+    sha = sha or ctx.sha
+    ref = ref or ctx.ref
+    cache = install_cache(ctx)
+    cache.mkdir(parents=True, exist_ok=True)
+    slot = cache / f"{sha}-{spec.key()}"
+    if (slot / INSTALL_MARKER).exists():
+        os.utime(slot / INSTALL_MARKER)
+        major, version = postgres_version(ctx, slot)
+        ctx.log(f"reusing the cached install of {sha[:12]} in {slot}")
+        return Install(slot, sha, major, version, "reused")
+    use_meson = (src / "meson.build").exists()
+    if not use_meson and not (src / "configure").exists():
+        raise BuildFailed(f"{src} has neither meson.build nor configure: is this a PostgreSQL tree?")
+    deps.check_build(src, use_meson)
+    build_dir = ctx.work_dir / "build" / safe_name(ref)
+    dest = cache / f"{slot.name}.tmp-{os.getpid()}"
+    shutil.rmtree(dest, ignore_errors=True)
+    reused_dir = _stamp(build_dir) is not None
+    try:
+        _compile(ctx, spec, src, build_dir, dest, use_meson)
+    except CommandFailed as e:
+        if not reused_dir:
+            raise BuildFailed(e.message, e.log_excerpt) from None
+        # A stale build directory can break a build that works from scratch; a commit is only blamed for a
+        # failure it also has in a fresh directory.
+        ctx.log(f"incremental build failed ({e.message}); retrying once in a fresh build directory")
+        shutil.rmtree(build_dir, ignore_errors=True)
+        shutil.rmtree(dest, ignore_errors=True)
+        try:
+            _compile(ctx, spec, src, build_dir, dest, use_meson)
+        except CommandFailed as e2:
+            raise BuildFailed(e2.message, e2.log_excerpt) from None
+    installed = dest / FIXED_PREFIX.lstrip("/")
+    if not (installed / "bin/postgres").exists() or not (installed / "bin/pgbench").exists():
+        raise BuildFailed(f"the install has no bin/postgres or bin/pgbench under {installed}")
+    shutil.rmtree(slot, ignore_errors=True)
+    os.replace(installed, slot)
+    shutil.rmtree(dest, ignore_errors=True)
+    major, version = postgres_version(ctx, slot)
+    (slot / INSTALL_MARKER).write_text(json.dumps({"sha": sha, "spec": spec.key(), "version": version}))
+    _prune(cache, spec.keep_installs, slot)
+    ctx.log(f"installed PostgreSQL {version} ({sha[:12]}) into {slot}")
+    return Install(slot, sha, major, version, "built")
+
+
+def save_install(ctx: Context, install: Install, name: str = STATE_FILE) -> None:
+    (ctx.state_dir / name).write_text(json.dumps(install.to_json(), sort_keys=True))
+
+
+def load_install(ctx: Context, name: str = STATE_FILE) -> Install:
+    path = ctx.state_dir / name
+    try:
+        inst = Install.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError) as e:
+        raise BuildFailed(f"no PostgreSQL install recorded in {path} ({e}); run the build phase first") from None
+    if not (inst.bindir / "postgres").exists():
+        raise BuildFailed(f"the install {inst.prefix} has disappeared (pruned from the cache?); rebuild")
+    return inst

@@ -1,0 +1,300 @@
+"""Test harness: real git repositories and a real Buildbot master + worker on free ports.
+
+No mocks: `Farm` starts `buildbot start --nodaemon` and `buildbot-worker start --nodaemon` processes the way
+`perffarm run` does, against a git repository the test makes, and reads the real results database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import requests
+
+from master import launcher, store
+from master.settings import Settings, load_settings
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.3) -> Any:
+    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+BENCH_C = """#include <stdio.h>
+#include <unistd.h>
+int main(void) {{
+    usleep({sleep_us});
+    printf("ops {value}\\n");
+    return 0;
+}}
+"""
+
+
+@dataclass
+class GitRepo:
+    """A throwaway git repository with the fixture recipe's benchmark program in it."""
+
+    path: Path
+
+    def git(self, *args: str) -> str:
+        env = dict(os.environ, GIT_AUTHOR_DATE="", GIT_COMMITTER_DATE="")
+        env = {k: v for k, v in env.items() if v}
+        return subprocess.run(
+            ["git", *args], cwd=self.path, check=True, capture_output=True, text=True, env=env
+        ).stdout.strip()
+
+    def commit(self, message: str, files: dict[str, str] | None = None, allow_empty: bool = False) -> str:
+        for name, text in (files or {}).items():
+            target = self.path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            self.git("add", name)
+        self.git("commit", "--quiet", "-m", message, *(["--allow-empty"] if allow_empty else []))
+        return self.head()
+
+    def bench_commit(self, message: str, value: str | float, sleep_us: int = 0) -> str:
+        """Commit a perffarm_bench.c that prints `ops <value>` (after sleeping `sleep_us`)."""
+        return self.commit(message, {"perffarm_bench.c": BENCH_C.format(value=value, sleep_us=sleep_us)})
+
+    def tag(self, name: str, annotated: bool = True, rev: str = "HEAD") -> None:
+        if annotated:
+            self.git("tag", "-a", name, "-m", f"release {name}", rev)
+        else:
+            self.git("tag", name, rev)
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD")
+
+
+def make_repo(path: Path, first_value: float = 1000) -> GitRepo:
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "--quiet", "-b", "master", str(path)], check=True)
+    repo = GitRepo(path)
+    repo.git("config", "user.email", "tester@example.org")
+    repo.git("config", "user.name", "Test Er")
+    repo.bench_commit("initial commit", first_value)
+    return repo
+
+
+class Farm:
+    """A real master and local worker for one test, with its own data directory and ports."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        repo_url: str,
+        recipes: tuple[str, ...] = ("fixture",),
+        poll_interval: int = 1,
+        reconcile_interval: int = 2,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
+        self.env.update(
+            {
+                "PERFFARM_MASTER_DATA_DIR": str(data_dir),
+                "PERFFARM_REPOSITORY_URL": repo_url,
+                "PERFFARM_REPOSITORY_POLL_INTERVAL": str(poll_interval),
+                "PERFFARM_MASTER_RECONCILE_INTERVAL": str(reconcile_interval),
+                "PERFFARM_MASTER_WEB_PORT": str(free_port()),
+                "PERFFARM_MASTER_WORKER_PORT": str(free_port()),
+                "PERFFARM_RECIPES_ENABLED": ",".join(recipes),
+            }
+        )
+        self.env.update(env or {})
+        self.settings: Settings = load_settings(environ=self.env)
+        self.master: subprocess.Popen | None = None
+        self.worker: subprocess.Popen | None = None
+
+    # ---------------------------------------------------------------------------------------- lifecycle
+    def start(self, wait_first_poll: bool = True) -> "Farm":
+        self.start_master()
+        self.start_worker()
+        if wait_first_poll:
+            self.wait_first_poll()
+        return self
+
+    def start_master(self) -> None:
+        launcher.worker_password(self.settings, "local")
+        launcher.prepare_master(self.settings)
+        self.master = subprocess.Popen(
+            [str(BIN / "buildbot"), "start", "--nodaemon", str(self.settings.master_dir)],
+            cwd=self.settings.master_dir, env=self.env, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_until(lambda: self.api("masters") is not None or self._died(self.master), 90, "the master's web API")
+        if self._died(self.master):
+            raise RuntimeError("master exited at start:\n" + self.master_log()[-3000:])
+
+    def start_worker(self) -> None:
+        if self.worker is None:
+            launcher.prepare_worker(self.settings)
+        self.worker = subprocess.Popen(
+            [str(BIN / "buildbot-worker"), "start", "--nodaemon", str(self.settings.worker_dir("local"))],
+            cwd=self.settings.worker_dir("local"), env=self.env, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        self.wait_worker_connected()
+
+    def wait_worker_connected(self, timeout: float = 90) -> None:
+        def connected() -> bool:
+            data = self.api("workers/local")
+            return bool(data and data["workers"] and data["workers"][0].get("connected_to"))
+
+        wait_until(connected, timeout, "the local worker to connect")
+
+    def _died(self, proc: subprocess.Popen | None) -> bool:
+        return proc is not None and proc.poll() is not None
+
+    def stop_master(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int | None:
+        if self.master is None or self.master.poll() is not None:
+            return None
+        self.master.send_signal(sig)
+        try:
+            return self.master.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.master.kill()
+            return self.master.wait()
+
+    def stop(self) -> None:
+        for proc in (self.worker, self.master):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+    def __enter__(self) -> "Farm":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------------------------------- queries
+    def api(self, path: str) -> dict | None:
+        try:
+            r = requests.get(f"http://127.0.0.1:{self.settings.web_port}/api/v2/{path}", timeout=5)
+            r.raise_for_status()
+            return r.json()
+        except (requests.RequestException, ValueError):
+            return None
+
+    def master_log(self) -> str:
+        log = self.settings.master_dir / "twistd.log"
+        return log.read_text(errors="replace") if log.exists() else ""
+
+    def wait_first_poll(self, timeout: float = 60) -> None:
+        """The poller's first poll only records refs and builds nothing: wait for its lastRev state."""
+
+        def polled() -> bool:
+            db = self.settings.master_dir / "state.sqlite"
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                    rows = conn.execute("SELECT value_json FROM object_state WHERE name = 'lastRev'").fetchall()
+            except sqlite3.Error:
+                return False
+            return any(json.loads(r[0]) for r in rows)
+
+        wait_until(polled, timeout, "the poller's first poll")
+
+    def runs(self) -> list[dict]:
+        if not self.settings.results_db.exists():
+            return []
+        conn = store.connect(self.settings.results_db)
+        try:
+            rows = [dict(r) for r in store.list_runs(conn, limit=None)]
+            meas = store.measurements_for(conn, [r["id"] for r in rows])
+        finally:
+            conn.close()
+        for r in rows:
+            r["measurements"] = {
+                (m["workload"], m["metric"]): json.loads(m["samples"]) for m in meas if m["run_id"] == r["id"]
+            }
+        return sorted(rows, key=lambda r: r["id"])
+
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        conn = store.connect(self.settings.results_db)
+        try:
+            return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+        finally:
+            conn.close()
+
+    def wait_for_runs(self, n: int, timeout: float = 120) -> list[dict]:
+        """Wait until at least `n` runs are stored; returns all runs, oldest first."""
+        def enough() -> list[dict] | None:
+            rows = self.runs()
+            if self._died(self.master):
+                raise RuntimeError("master died:\n" + self.master_log()[-3000:])
+            return rows if len(rows) >= n else None
+
+        return wait_until(enough, timeout, f"{n} stored runs")
+
+    def builds(self) -> list[dict]:
+        data = self.api("builds?order=buildid") or {"builds": []}
+        return data["builds"]
+
+    def force(self, builder: str, revision: str, branch: str = "master", reason: str = "test") -> None:
+        """Press the force button (JSON-RPC on the REST API), as a user in the web UI would."""
+        builderid = self.api(f"builders/{builder}")["builders"][0]["builderid"]
+        r = requests.post(
+            f"http://127.0.0.1:{self.settings.web_port}/api/v2/forceschedulers/force",
+            json={
+                "jsonrpc": "2.0",
+                "method": "force",
+                "id": 1,
+                "params": {"builderid": str(builderid), "branch": branch, "revision": revision, "reason": reason,
+                           "project": "perffarm", "repository": self.settings.repository_url},
+            },
+            timeout=10,
+        )
+        r.raise_for_status()
+        body = r.json()
+        if "error" in body:
+            raise RuntimeError(f"force failed: {body['error']}")
+
+    def step_log(self, buildid: int, step_name: str, log_slug: str) -> str:
+        steps = (self.api(f"builds/{buildid}/steps") or {"steps": []})["steps"]
+        for step in steps:
+            if step["name"] == step_name:
+                r = requests.get(
+                    f"http://127.0.0.1:{self.settings.web_port}/api/v2/steps/{step['stepid']}/logs/{log_slug}/raw",
+                    timeout=10,
+                )
+                return r.text
+        return ""
+
+    def rss_kb(self) -> dict[str, int]:
+        """Resident memory of the master and worker processes (VmRSS from /proc)."""
+        out = {}
+        for name, proc in (("master", self.master), ("worker", self.worker)):
+            if proc is None or proc.poll() is not None:
+                continue
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    out[name] = int(line.split()[1])
+        return out
