@@ -22,6 +22,7 @@ from master.detect.ranktest import (
     design_effect,
     normal_scores,
     scan_pvalue,
+    serial_factor,
     split_scan,
     tie_broken_ranks,
 )
@@ -205,7 +206,7 @@ def detect(
         return []
     ranks = tie_broken_ranks(series.values)
     scores = normal_scores(ranks)
-    deff = design_effect(scores, series.offsets)
+    deff = design_effect(scores, series.offsets) * serial_factor(scores, series.offsets)
     cuts = _candidates(scores, series.offsets, n, settings, deff)
     kept = _prune(series, ranks, cuts, settings, deff)
     return [

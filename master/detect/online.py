@@ -31,13 +31,13 @@ class Tier(enum.Enum):
 
 @dataclass(frozen=True)
 class OnlineSettings:
-    """Knobs of the online gate; defaults keep live false alerts near 0.05 per 1000 commits."""
+    """Knobs of the online gate; defaults keep live false alerts near 0.01 per 1000 commits."""
 
     baseline_min: int = 20
     baseline_max: int = 200
     persistence: int = 2
-    max_run: int = 5
-    warn_alpha: float = 5e-5
+    max_run: int = 4
+    warn_alpha: float = 1e-5
     critical_alpha: float = 1e-6
     min_effect: float = 0.005
     critical_effect: float = 0.03

@@ -1,0 +1,113 @@
+"""`perffarm run` (what `make run` starts): URLs printed, web UI up, clean Ctrl-C, fast unreachable-repo error."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.harness import free_port, make_repo, wait_until
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+PERFFARM = str(Path(sys.executable).parent / "perffarm")
+
+
+def farm_env(tmp_path, repo_url):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
+    env.update(PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"), PERFFARM_REPOSITORY_URL=repo_url,
+               PERFFARM_MASTER_WEB_PORT=str(free_port()), PERFFARM_MASTER_WORKER_PORT=str(free_port()),
+               PERFFARM_REPOSITORY_POLL_INTERVAL="1", PERFFARM_RECIPES_ENABLED="fixture")
+    return env
+
+
+def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    env = farm_env(tmp_path, str(repo.path))
+    port = env["PERFFARM_MASTER_WEB_PORT"]
+    log = open(tmp_path / "run.log", "w+")
+    proc = subprocess.Popen([PERFFARM, "run"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        wait_until(lambda: "Ctrl-C stops it" in Path(log.name).read_text() or proc.poll() is not None, 120,
+                   "perffarm run to be ready")
+        out = Path(log.name).read_text()
+        assert proc.poll() is None, out
+        assert f"http://127.0.0.1:{port}/" in out and "results DB" in out
+        page = requests.get(f"http://127.0.0.1:{port}/", timeout=10)
+        assert page.status_code == 200 and "<html" in page.text.lower()
+        workers = requests.get(f"http://127.0.0.1:{port}/api/v2/workers", timeout=10).json()["workers"]
+        assert [w["name"] for w in workers] == ["local"] and workers[0]["connected_to"]
+        # a commit is measured while it runs
+        wait_until(lambda: (tmp_path / "data/master/state.sqlite").exists(), 30, "state db")
+        time.sleep(3)  # first poll
+        sha = repo.bench_commit("measured by make run", 4242)
+        wait_until(lambda: sha[:12] in subprocess.run([PERFFARM, "results", "list"], env=env, capture_output=True,
+                                                      text=True).stdout, 120, "the commit's result")
+        pids = _children(proc.pid)
+        assert pids, "master and worker should be child processes"
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        assert proc.wait(timeout=90) == 0
+        out = Path(log.name).read_text()
+        assert "stopped." in out
+        time.sleep(1)
+        assert not [p for p in pids if Path(f"/proc/{p}").exists() and "zombie" not in _state(p)]
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://127.0.0.1:{port}/", timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in _children(proc.pid):
+            os.kill(p, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True).stdout
+    found = []
+    for line in out.splitlines():
+        p, pp, args = line.split(None, 2)
+        if int(pp) == pid and "buildbot" in args:
+            found.append(int(p))
+    return found
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/postgresql.git", "/nonexistent/postgres.git"])
+def test_unreachable_repository_is_reported_within_seconds(tmp_path, url):
+    env = farm_env(tmp_path, url)
+    start = time.monotonic()
+    proc = subprocess.run([PERFFARM, "run"], env=env, capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 2
+    assert elapsed < 20
+    assert "cannot reach the repository" in proc.stderr and "PERFFARM_REPOSITORY_URL=" in proc.stderr
+    assert not (tmp_path / "data" / "master").exists(), "nothing should be started"
+
+
+def test_checkconfig_passes_without_secrets(tmp_path):
+    env = farm_env(tmp_path, "https://git.postgresql.org/git/postgresql.git")
+    proc = subprocess.run([str(Path(sys.executable).parent / "buildbot"), "checkconfig", str(ROOT / "buildbot.cfg")],
+                          env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Config file is good!" in proc.stdout
+    assert list((tmp_path / "data" / "secrets").iterdir()) == []
+
+
+def test_checkconfig_names_a_bad_setting(tmp_path):
+    env = farm_env(tmp_path, "/x")
+    env["PERFFARM_RECIPES_ENABLED"] = "no-such-recipe"
+    proc = subprocess.run([str(Path(sys.executable).parent / "buildbot"), "checkconfig", str(ROOT / "buildbot.cfg")],
+                          env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert "recipes.enabled" in proc.stdout + proc.stderr and "no-such-recipe" in proc.stdout + proc.stderr

@@ -1,0 +1,100 @@
+"""The recipe runner as a worker runs it: the shipped zipapp, build and bench phases, failures as results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from master import shipping
+from recipes import registry
+from recipes.result import validate
+from tests.harness import BENCH_C
+
+SHA = "b" * 40
+
+
+@pytest.fixture(scope="module")
+def pyz(tmp_path_factory):
+    return shipping.build_zipapp(tmp_path_factory.mktemp("ship"))
+
+
+def run_phase(pyz, phase, tmp_path, *extra):
+    return subprocess.run(
+        [sys.executable, str(pyz), phase, "--recipe", "fixture", "--src", str(tmp_path / "src"),
+         "--work", str(tmp_path / "work"), "--state", str(tmp_path / "state"), "--sha", SHA, "--ref", "master",
+         "--result", str(tmp_path / "result.json"), *extra],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+
+
+def write_src(tmp_path, text):
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "perffarm_bench.c").write_text(text)
+
+
+def test_zipapp_is_deterministic_and_self_contained(tmp_path, pyz):
+    again = shipping.build_zipapp(tmp_path)
+    assert again.name == pyz.name and again.read_bytes() == pyz.read_bytes()
+    names = zipfile.ZipFile(pyz).namelist()
+    assert "__main__.py" in names and "recipes/runner.py" in names and "workers/hostinfo.py" in names
+    assert not any("__pycache__" in n for n in names)
+    listed = json.loads(subprocess.run([sys.executable, "-I", str(pyz), "list"], capture_output=True,
+                                       text=True, check=True, cwd=tmp_path).stdout)
+    assert {r["name"] for r in listed} == set(registry.discover())
+
+
+def test_build_and_bench_write_a_valid_result(tmp_path, pyz):
+    write_src(tmp_path, BENCH_C.format(value=1234.5, sleep_us=0))
+    build = run_phase(pyz, "build", tmp_path)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert not (tmp_path / "result.json").exists()
+    bench = run_phase(pyz, "bench", tmp_path, "--option", "samples=3")
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    assert doc["status"] == "ok" and doc["commit"] == {"sha": SHA, "ref": "master"}
+    metric = doc["workloads"][0]["metrics"][0]
+    assert metric["samples"] == [1234.5] * 3 and metric["direction"] == "higher"
+    assert doc["recipe"]["options"] == {"samples": "3"}
+    assert doc["machine"]["fingerprint"]["cores"] >= 1 and "noisy" in doc["host_checks"]
+    assert set(doc["timings"]) == {"build_seconds", "bench_seconds"}
+
+
+def test_compile_error_is_a_build_failed_result_with_the_log(tmp_path, pyz):
+    write_src(tmp_path, "int main(void) { return syntax error; }\n")
+    build = run_phase(pyz, "build", tmp_path)
+    assert build.returncode == 3
+    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    assert doc["status"] == "build-failed" and doc["workloads"] == []
+    assert "error" in doc["log_excerpt"] and "perffarm_bench.c" in doc["log_excerpt"]
+
+
+def test_bench_without_a_build_is_a_usage_error(tmp_path, pyz):
+    write_src(tmp_path, BENCH_C.format(value=1, sleep_us=0))
+    bench = run_phase(pyz, "bench", tmp_path)
+    assert bench.returncode == 2 and "run the build phase first" in bench.stderr
+
+
+def test_crashing_benchmark_is_a_bench_failed_result(tmp_path, pyz):
+    write_src(tmp_path, '#include <stdlib.h>\nint main(void){ abort(); }\n')
+    assert run_phase(pyz, "build", tmp_path).returncode == 0
+    bench = run_phase(pyz, "bench", tmp_path)
+    assert bench.returncode == 3
+    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    assert doc["status"] == "bench-failed" and "exited with status" in doc["log_excerpt"]
+
+
+def test_unknown_recipe_is_named(tmp_path, pyz):
+    proc = subprocess.run([sys.executable, str(pyz), "build", "--recipe", "nope", "--src", ".", "--work", "w",
+                           "--state", "s", "--sha", SHA, "--ref", "m", "--result", "r.json"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and "no recipe named 'nope'" in proc.stderr and "fixture" in proc.stderr
+
+
+def test_every_recipe_has_a_valid_definition():
+    for name, recipe in registry.discover().items():
+        assert recipe.name == name and recipe.version >= 1 and recipe.description
+        assert len(recipe.config_hash()) == 16

@@ -1,0 +1,90 @@
+"""Settings: defaults, file and environment overrides, and errors that name the bad key."""
+
+from __future__ import annotations
+
+import pytest
+
+from master.settings import SettingsError, describe, load_settings
+
+
+def test_defaults_are_selective_and_local():
+    s = load_settings(environ={})
+    assert s.repository_url == "https://git.postgresql.org/git/postgresql.git"
+    assert s.web_host == "127.0.0.1" and s.worker_host == "127.0.0.1"
+    assert s.results_db.name == "results.sqlite" and s.results_db != s.master_dir / "state.sqlite"
+    assert all(source == "default" for _, _, source in describe(s))
+
+
+@pytest.mark.parametrize(
+    "ref, watched",
+    [
+        ("refs/heads/master", True),
+        ("refs/heads/REL_17_STABLE", True),
+        ("refs/heads/REL_13_STABLE", True),
+        ("refs/heads/REL_12_STABLE", False),
+        ("refs/heads/REL9_6_STABLE", False),
+        ("refs/heads/feature/x", False),
+        ("refs/tags/REL_17_5", True),
+        ("refs/tags/REL_18_BETA1", True),
+        ("refs/tags/REL_18_RC1", True),
+        ("refs/tags/REL9_6_24", False),
+        ("refs/tags/REL_17_5-evil", False),
+        ("refs/pull/1/head", False),
+        ("HEAD", False),
+    ],
+)
+def test_default_ref_filter(ref, watched):
+    assert load_settings(environ={}).ref_matches(ref) is watched
+
+
+def test_environment_overrides_file_overrides_default(tmp_path):
+    cfg = tmp_path / "farm.toml"
+    cfg.write_text('[master]\nweb_port = 8123\ndata_dir = "state"\n[recipes]\nenabled = ["fixture"]\n')
+    s = load_settings(environ={"PERFFARM_CONFIG": str(cfg), "PERFFARM_MASTER_WEB_PORT": "8200",
+                               "PERFFARM_REPOSITORY_BRANCHES": "master, REL_18_STABLE"})
+    assert s.web_port == 8200
+    assert s.data_dir == (tmp_path / "state").resolve()  # relative to the file that set it
+    assert s.branches == ("master", "REL_18_STABLE")
+    sources = {k: src for k, _, src in describe(s)}
+    assert sources["master.web_port"] == "env PERFFARM_MASTER_WEB_PORT"
+    assert sources["master.data_dir"] == str(cfg)
+
+
+@pytest.mark.parametrize(
+    "env, key",
+    [
+        ({"PERFFARM_MASTER_WEB_PORT": "eighty"}, "master.web_port"),
+        ({"PERFFARM_MASTER_WEB_PORT": "70000"}, "master.web_port"),
+        ({"PERFFARM_REPOSITORY_POLL_INTERVAL": "0"}, "repository.poll_interval"),
+        ({"PERFFARM_REPOSITORY_BRANCHES": "master,REL_(["}, "repository.branches"),
+        ({"PERFFARM_WORKERS_NAMES": "local,../etc"}, "workers.names"),
+        ({"PERFFARM_WORKERS_RUN_LOCAL": "maybe"}, "workers.run_local"),
+        ({"PERFFARM_MASTER_WEB_PROT": "1"}, "PERFFARM_MASTER_WEB_PROT"),
+        ({"PERFFARM_WORKERS_HOSTS": "nobody=box1"}, "workers.hosts"),
+        ({"PERFFARM_MASTER_WORKER_PORT": "8010"}, "master.worker_port"),
+    ],
+)
+def test_invalid_settings_name_the_key(env, key):
+    with pytest.raises(SettingsError) as e:
+        load_settings(environ=env)
+    assert str(e.value).startswith(key)
+
+
+def test_unknown_key_in_file_is_named(tmp_path):
+    cfg = tmp_path / "farm.toml"
+    cfg.write_text("[master]\nweb_prot = 1\n")
+    with pytest.raises(SettingsError, match=r"^master\.web_prot: unknown setting"):
+        load_settings(environ={"PERFFARM_CONFIG": str(cfg)})
+
+
+def test_broken_toml_names_the_file(tmp_path):
+    cfg = tmp_path / "farm.toml"
+    cfg.write_text("[master\n")
+    with pytest.raises(SettingsError, match="not valid TOML"):
+        load_settings(environ={"PERFFARM_CONFIG": str(cfg)})
+
+
+def test_worker_hosts_share_a_measurement_lock_key():
+    s = load_settings(environ={"PERFFARM_WORKERS_NAMES": "local,a,b", "PERFFARM_WORKERS_HOSTS": "a=box,b=box"})
+    assert s.host_of("a") == s.host_of("b") == "box"
+    assert s.host_of("local") == "local"

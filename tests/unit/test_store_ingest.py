@@ -1,0 +1,179 @@
+"""Results store and ingest on a real SQLite file and a real git repository."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from master import ingest, store
+from master.settings import load_settings
+from tests.harness import make_repo
+from tests.unit.test_result_schema import good
+
+
+@pytest.fixture
+def env(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
+                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings.incoming_dir.mkdir(parents=True)
+    return repo, settings
+
+
+def put(settings, doc, name="b-1.json"):
+    path = settings.incoming_dir / name
+    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return path
+
+
+def result_for(sha, ref="master", samples=(1.0, 2.0)):
+    doc = good()
+    doc["commit"] = {"sha": sha, "ref": ref}
+    doc["workloads"][0]["metrics"][0]["samples"] = list(samples)
+    return doc
+
+
+def run_ctx(build_id=1, sha=None, revision=None):
+    return store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=build_id,
+                            got_revision=sha, revision=revision)
+
+
+def test_migrations_wal_and_version(tmp_path):
+    conn = store.connect(tmp_path / "r.sqlite")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(store.MIGRATIONS)
+    assert store.migrate(conn) == len(store.MIGRATIONS)  # idempotent
+    conn.execute(f"PRAGMA user_version={len(store.MIGRATIONS) + 1}")
+    conn.close()
+    with pytest.raises(store.StoreError, match="newer than this code"):
+        store.connect(tmp_path / "r.sqlite")
+
+
+def test_ingest_stores_run_samples_commit_and_branch_order(env):
+    repo, settings = env
+    second = repo.bench_commit("second <script>alert(1)</script>", 2000)
+    third = repo.bench_commit("third", 3000)
+    out = ingest.ingest_file(settings, put(settings, result_for(second)), run_ctx(1, second), "fixture")
+    assert out.status == "ok" and out.samples == 2 and out.commits_added == 3
+    conn = store.connect(settings.results_db)
+    row = conn.execute("SELECT subject, author FROM commits WHERE sha = ?", (second,)).fetchone()
+    assert tuple(row) == ("second <script>alert(1)</script>", "Test Er <tester@example.org>")
+    order = [r[0] for r in conn.execute("SELECT sha FROM branch_commits WHERE branch='master' ORDER BY position")]
+    assert order[1:] == [second, third]
+    samples = conn.execute("SELECT samples FROM measurements").fetchone()[0]
+    assert json.loads(samples) == [1.0, 2.0]
+    assert not (settings.incoming_dir / "b-1.json").exists()
+    # same build again: idempotent, nothing duplicated
+    with pytest.raises(store.AlreadyStored):
+        ingest.ingest_file(settings, put(settings, result_for(second)), run_ctx(1, second), "fixture")
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def test_branch_order_grows_incrementally_and_survives_a_rewrite(env):
+    repo, settings = env
+    a = repo.bench_commit("a", 1)
+    ingest.ingest_file(settings, put(settings, result_for(a)), run_ctx(1, a), "fixture")
+    b = repo.bench_commit("b", 2)
+    ingest.ingest_file(settings, put(settings, result_for(b)), run_ctx(2, b), "fixture")
+    conn = store.connect(settings.results_db)
+    assert store.branch_head(conn, "master") == (2, b)
+    repo.git("reset", "--hard", a)  # history rewritten: b is gone from master
+    c = repo.bench_commit("c", 3)
+    ingest.ingest_file(settings, put(settings, result_for(c)), run_ctx(3, c), "fixture")
+    order = [r[0] for r in conn.execute("SELECT sha FROM branch_commits WHERE branch='master' ORDER BY position")]
+    assert order[-2:] == [a, c] and b not in order
+
+
+def test_annotated_tag_maps_to_its_commit(env):
+    repo, settings = env
+    sha = repo.head()
+    repo.tag("REL_15_1")
+    tag_object = repo.git("rev-parse", "REL_15_1")
+    assert tag_object != sha
+    ingest.ingest_file(settings, put(settings, result_for(sha, "refs/tags/REL_15_1")),
+                       run_ctx(1, sha, revision=tag_object), "fixture")
+    conn = store.connect(settings.results_db)
+    assert conn.execute("SELECT sha FROM tags WHERE name = 'REL_15_1'").fetchone()[0] == sha
+    assert tuple(conn.execute("SELECT ref, revision FROM runs").fetchone()) == ("REL_15_1", tag_object)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "not valid JSON"),
+        (json.dumps({"schema": "perffarm-result", "schema_version": 1}), "$.commit"),
+        ("__nan__", "finite number"),
+        ("__wrong_sha__", "the build checked out"),
+        ("__wrong_recipe__", "builder runs 'fixture'"),
+        ("__unknown_commit__", "is not a commit of"),
+    ],
+)
+def test_malformed_results_are_rejected_and_nothing_is_stored(env, content, message):
+    repo, settings = env
+    sha = repo.head()
+    if content == "__nan__":
+        content = json.dumps(result_for(sha, samples=(1.0, float("nan"))))
+    elif content == "__wrong_sha__":
+        content = json.dumps(result_for("c" * 40))
+    elif content == "__wrong_recipe__":
+        doc = result_for(sha)
+        doc["recipe"]["name"] = "other"
+        content = json.dumps(doc)
+    elif content == "__unknown_commit__":
+        content, sha = json.dumps(result_for("d" * 40)), "d" * 40
+    path = put(settings, content)
+    with pytest.raises(ingest.IngestRejected, match=message.replace("$", r"\$").replace("(", r"\(")):
+        ingest.ingest_file(settings, path, run_ctx(7, sha), "fixture")
+    conn = store.connect(settings.results_db)
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 0
+    assert not path.exists()
+    kept = settings.incoming_dir / "rejected" / path.name
+    assert kept.exists() and message in (kept.parent / (path.name + ".error")).read_text()
+    # the rejection is remembered, so the reconciler will not re-queue the commit
+    assert store.results_for(conn, [sha], "fixture@local") == {sha}
+
+
+def test_missing_result_file_is_not_a_rejection(env):
+    repo, settings = env
+    with pytest.raises(ingest.NoResult, match="re-queued"):
+        ingest.ingest_file(settings, settings.incoming_dir / "none.json", run_ctx(1, repo.head()), "fixture")
+    conn = store.connect(settings.results_db)
+    assert store.results_for(conn, [repo.head()], "fixture@local") == set()
+
+
+def test_unreachable_repository_defers_and_a_retry_stores(env, tmp_path):
+    repo, settings = env
+    sha = repo.head()
+    moved = tmp_path / "moved"
+    repo.path.rename(moved)  # the repository is unreachable for now
+    path = put(settings, result_for(sha))
+    with pytest.raises(ingest.IngestDeferred, match="could not update the master's mirror"):
+        ingest.ingest_file(settings, path, run_ctx(1, sha), "fixture")
+    assert path.exists(), "a deferred result must be kept"
+    still = ingest.retry_deferred(settings)
+    assert len(still) == 1 and "still deferred" in still[0] and path.exists()
+    moved.rename(repo.path)
+    messages = ingest.retry_deferred(settings)
+    assert len(messages) == 1 and "stored run" in messages[0]
+    assert not path.exists()
+    conn = store.connect(settings.results_db)
+    assert [tuple(r) for r in conn.execute("SELECT sha, source FROM runs")] == [(sha, "poll")]
+
+
+def test_a_failing_insert_leaves_nothing_behind(env, monkeypatch):
+    repo, settings = env
+    sha = repo.bench_commit("x", 5)
+
+    def boom(*a, **k):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "insert_run", boom)  # simulate a failure inside the transaction
+    with pytest.raises(ingest.IngestDeferred, match="disk I/O error"):
+        ingest.ingest_file(settings, put(settings, result_for(sha)), run_ctx(1, sha), "fixture")
+    conn = store.connect(settings.results_db)
+    # the branch history written earlier in the same transaction was rolled back too
+    assert conn.execute("SELECT COUNT(*) FROM branch_commits").fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM commits").fetchone()[0] == 0
