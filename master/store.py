@@ -100,6 +100,42 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX rejections_revision ON rejections(revision, builder);
     """,
+    # 2: series and change points (written by master/analysis.py after each ingest)
+    """
+    CREATE TABLE series (
+        id             INTEGER PRIMARY KEY,
+        machine_id     TEXT NOT NULL REFERENCES machines(id),
+        recipe         TEXT NOT NULL,
+        recipe_version INTEGER NOT NULL,
+        config_hash    TEXT NOT NULL,
+        workload       TEXT NOT NULL,
+        metric         TEXT NOT NULL,
+        branch         TEXT NOT NULL,
+        unit           TEXT NOT NULL,
+        direction      TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+        analysed_at    REAL,
+        UNIQUE (machine_id, recipe, recipe_version, config_hash, workload, metric, branch)
+    );
+    CREATE TABLE change_points (
+        id          INTEGER PRIMARY KEY,
+        series_id   INTEGER NOT NULL REFERENCES series(id),
+        first_sha   TEXT NOT NULL,
+        sha         TEXT NOT NULL,
+        prev_sha    TEXT,
+        position    INTEGER NOT NULL,
+        prev_position INTEGER,
+        kind        TEXT NOT NULL CHECK (kind IN ('regression', 'improvement')),
+        ratio       REAL NOT NULL,
+        ci_low      REAL,
+        ci_high     REAL,
+        pvalue      REAL NOT NULL,
+        state       TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'retracted')),
+        first_seen  REAL NOT NULL,
+        updated_at  REAL NOT NULL,
+        UNIQUE (series_id, first_sha)
+    );
+    CREATE INDEX change_points_sha ON change_points(sha);
+    """,
 ]
 
 
