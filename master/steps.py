@@ -9,7 +9,7 @@ from buildbot.process.buildstep import BuildStep
 from buildbot.process.results import FAILURE, SUCCESS, WARNINGS
 from twisted.internet import threads
 
-from master import ingest, store
+from master import ingest, pipeline, store
 from master.settings import Settings
 
 SOURCE_BY_SCHEDULER = {"commits": "poll", "force": "force", "bisect": "bisect"}
@@ -115,6 +115,8 @@ class IngestResult(BuildStep):
             await log.finish()
             return SUCCESS
         await log.addStdout(outcome.message + "\n")
+        after = await threads.deferToThread(pipeline.after_ingest, self.settings, outcome.run_id)
+        await log.addStdout("".join(m + "\n" for m in after.messages))
         await log.finish()
         self.descriptionDone = [f"stored run {outcome.run_id}"]
-        return SUCCESS
+        return WARNINGS if after.failed else SUCCESS

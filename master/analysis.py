@@ -1,0 +1,221 @@
+"""From stored runs to series and change points: what change detection sees, along first-parent order.
+
+A series is (machine, recipe + version + config hash, workload, metric, branch). Its points are the branch's
+commits in first-parent order that have `ok` runs, each with every raw sample of every such run (bisection and
+forced runs add samples to a commit; build order never matters). After each ingest the touched series are
+re-detected and `change_points` is reconciled: a change point keeps its identity (series + first commit) and
+is updated in place when more data moves it, never duplicated. Pure: no Buildbot or Twisted imports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from master import store
+from master.detect import rqps
+from master.detect.identity import Reported, reconcile
+from master.detect.model import ChangePoint, Direction, Kind, Series
+from master.detect.tracker import Tracker
+
+IDENTITY_WINDOW = 5  # commits: a re-detection this close (same kind) is the same change moved by data
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    machine_id: str
+    recipe: str
+    recipe_version: int
+    config_hash: str
+    workload: str
+    metric: str
+    branch: str
+
+
+@dataclass(frozen=True)
+class SeriesData:
+    """A loaded series: the detector's input plus the branch positions of its commits."""
+
+    id: int
+    key: SeriesKey
+    direction: Direction
+    unit: str
+    series: Series
+    positions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """What one analysis round did to one change point (for alerts and the site)."""
+
+    change_point_id: int
+    series_id: int
+    action: str  # new | updated
+    kind: str
+    sha: str
+    ratio: float
+
+
+def ensure_series_for_run(conn: sqlite3.Connection, run_id: int) -> list[int]:
+    """The ids of every series a run contributes to (created on first sight)."""
+    run = conn.execute(
+        "SELECT sha, machine_id, recipe, recipe_version, config_hash, status FROM runs WHERE id = ?", (run_id,)
+    ).fetchone()
+    if run is None or run["status"] != "ok":
+        return []
+    branches = [r[0] for r in conn.execute("SELECT branch FROM branch_commits WHERE sha = ?", (run["sha"],))]
+    ids = []
+    for m in conn.execute("SELECT workload, metric, unit, direction FROM measurements WHERE run_id = ?", (run_id,)):
+        for branch in branches:
+            conn.execute(
+                "INSERT INTO series (machine_id, recipe, recipe_version, config_hash, workload, metric, branch, "
+                "unit, direction) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (run["machine_id"], run["recipe"], run["recipe_version"], run["config_hash"], m["workload"],
+                 m["metric"], branch, m["unit"], m["direction"]),
+            )
+            ids.append(conn.execute(
+                "SELECT id FROM series WHERE machine_id=? AND recipe=? AND recipe_version=? AND config_hash=? "
+                "AND workload=? AND metric=? AND branch=?",
+                (run["machine_id"], run["recipe"], run["recipe_version"], run["config_hash"], m["workload"],
+                 m["metric"], branch),
+            ).fetchone()[0])
+    return ids
+
+
+def load_series(conn: sqlite3.Connection, series_id: int) -> SeriesData:
+    """Every ok sample of a series, grouped per commit in first-parent order."""
+    s = conn.execute("SELECT * FROM series WHERE id = ?", (series_id,)).fetchone()
+    rows = conn.execute(
+        "SELECT bc.position, bc.sha, m.samples FROM branch_commits bc "
+        "JOIN runs r ON r.sha = bc.sha JOIN measurements m ON m.run_id = r.id "
+        "WHERE bc.branch = ? AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? "
+        "AND r.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
+        "ORDER BY bc.position, r.id",
+        (s["branch"], s["machine_id"], s["recipe"], s["recipe_version"], s["config_hash"], s["workload"],
+         s["metric"]),
+    ).fetchall()
+    commits: list[str] = []
+    positions: list[int] = []
+    groups: list[list[float]] = []
+    for position, sha, samples in rows:
+        if not commits or commits[-1] != sha:
+            commits.append(sha)
+            positions.append(position)
+            groups.append([])
+        groups[-1].extend(json.loads(samples))
+    key = SeriesKey(s["machine_id"], s["recipe"], s["recipe_version"], s["config_hash"], s["workload"],
+                    s["metric"], s["branch"])
+    return SeriesData(series_id, key, Direction.parse(s["direction"]), s["unit"],
+                      Series.from_samples(groups, commits), tuple(positions))
+
+
+def _reported(conn: sqlite3.Connection, data: SeriesData) -> list[Reported]:
+    index_of = {sha: i for i, sha in enumerate(data.series.commits)}
+    out = []
+    for row in conn.execute(
+        "SELECT * FROM change_points WHERE series_id = ? AND state = 'active' ORDER BY position", (data.id,)
+    ):
+        if row["sha"] not in index_of:
+            continue  # its commit left the branch (history rewritten): it cannot be matched
+        cp = ChangePoint(row["sha"], index_of[row["sha"]], row["ratio"], Kind(row["kind"]), row["pvalue"],
+                         _nan(row["ci_low"]), _nan(row["ci_high"]))
+        out.append(Reported(str(data.id), row["first_sha"], cp))
+    return out
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _with_ci(data: SeriesData, cp: ChangePoint, next_index: int | None) -> ChangePoint:
+    """Ratio after/before with a bootstrap CI, from the segments on both sides of the change point."""
+    s = data.series
+    lo = max(0, cp.index - 50)
+    hi = min(len(s), next_index if next_index is not None else len(s), cp.index + 50)
+    before, after = s.samples(lo, cp.index), s.samples(cp.index, hi)
+    try:
+        est = rqps.median_ratio(before, after)
+    except ValueError:
+        return cp
+    return ChangePoint(cp.commit, cp.index, est.ratio, cp.kind, cp.pvalue, est.low, est.high)
+
+
+def analyse_series(conn: sqlite3.Connection, series_id: int, now: float | None = None) -> list[ChangeEvent]:
+    """Re-detect one series and reconcile its change points (caller holds the transaction)."""
+    now = time.time() if now is None else now
+    data = load_series(conn, series_id)
+    tracker = Tracker(str(series_id), data.direction, window=IDENTITY_WINDOW)
+    detected = tracker.detections(data.series) if len(data.series) else []
+    detected = [
+        _with_ci(data, cp, detected[i + 1].index if i + 1 < len(detected) else None)
+        for i, cp in enumerate(detected)
+    ]
+    result = reconcile(str(series_id), _reported(conn, data), detected, IDENTITY_WINDOW)
+    events = []
+    for rep, action in [(r, "updated") for r in result.updated] + [(r, "new") for r in result.new]:
+        cp = rep.current
+        prev = cp.index - 1 if cp.index > 0 else None
+        values = dict(
+            sha=cp.commit,
+            prev_sha=data.series.commits[prev] if prev is not None else None,
+            position=data.positions[cp.index],
+            prev_position=data.positions[prev] if prev is not None else None,
+            kind=cp.kind.value,
+            ratio=float(cp.ratio),
+            ci_low=None if math.isnan(cp.ci_low) else float(cp.ci_low),
+            ci_high=None if math.isnan(cp.ci_high) else float(cp.ci_high),
+            pvalue=float(cp.pvalue),
+        )
+        if action == "new":
+            cur = conn.execute(
+                "INSERT INTO change_points (series_id, first_sha, sha, prev_sha, position, prev_position, kind, "
+                "ratio, ci_low, ci_high, pvalue, first_seen, updated_at) "
+                "VALUES (:series_id, :first_sha, :sha, :prev_sha, :position, :prev_position, :kind, :ratio, "
+                ":ci_low, :ci_high, :pvalue, :now, :now) "
+                "ON CONFLICT(series_id, first_sha) DO UPDATE SET sha = excluded.sha, prev_sha = excluded.prev_sha, "
+                "position = excluded.position, prev_position = excluded.prev_position, kind = excluded.kind, "
+                "ratio = excluded.ratio, ci_low = excluded.ci_low, ci_high = excluded.ci_high, "
+                "pvalue = excluded.pvalue, state = 'active', updated_at = excluded.updated_at RETURNING id",
+                dict(values, series_id=series_id, first_sha=rep.first_commit, now=now),
+            )
+            cp_id = cur.fetchone()[0]
+        else:
+            cp_id = conn.execute(
+                "UPDATE change_points SET sha = :sha, prev_sha = :prev_sha, position = :position, "
+                "prev_position = :prev_position, kind = :kind, ratio = :ratio, ci_low = :ci_low, "
+                "ci_high = :ci_high, pvalue = :pvalue, updated_at = :now "
+                "WHERE series_id = :series_id AND first_sha = :first_sha RETURNING id",
+                dict(values, series_id=series_id, first_sha=rep.first_commit, now=now),
+            ).fetchone()[0]
+        events.append(ChangeEvent(cp_id, series_id, action, cp.kind.value, cp.commit, float(cp.ratio)))
+    conn.execute("UPDATE series SET analysed_at = ? WHERE id = ?", (now, series_id))
+    return events
+
+
+def analyse_run(conn: sqlite3.Connection, run_id: int) -> list[ChangeEvent]:
+    """Re-detect every series a newly stored run touches, in one transaction."""
+    with store.transaction(conn):
+        events: list[ChangeEvent] = []
+        for series_id in ensure_series_for_run(conn, run_id):
+            events.extend(analyse_series(conn, series_id))
+    return events
+
+
+def analyse_all(conn: sqlite3.Connection) -> list[ChangeEvent]:
+    """Re-detect every series (after a detector upgrade, or to rebuild change_points)."""
+    with store.transaction(conn):
+        run_ids = [r[0] for r in conn.execute("SELECT id FROM runs WHERE status = 'ok'")]
+        series_ids = sorted({sid for run_id in run_ids for sid in ensure_series_for_run(conn, run_id)})
+        return [e for sid in series_ids for e in analyse_series(conn, sid)]
+
+
+def series_summary(data: SeriesData) -> dict[str, object]:
+    """Small facts for logs and status: commits, samples, latest median."""
+    s = data.series
+    latest = float(np.median(s.samples(len(s) - 1, len(s)))) if len(s) else None
+    return {"commits": len(s), "samples": int(len(s.values)), "latest_median": latest}

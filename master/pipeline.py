@@ -1,0 +1,42 @@
+"""What happens after a result is stored: detection, then (when present) alerts and the site.
+
+One function the master's ingest step calls in a thread. Each stage is derived data that can be rebuilt from
+the stored runs, so a failing stage is reported in the build log and never loses the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from master import analysis, store
+from master.settings import Settings
+
+
+@dataclass
+class AfterIngest:
+    """Messages for the build log, and which stages failed."""
+
+    messages: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    events: list[analysis.ChangeEvent] = field(default_factory=list)
+
+
+def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
+    out = AfterIngest()
+    conn = store.connect(settings.results_db)
+    try:
+        try:
+            out.events = analysis.analyse_run(conn, run_id)
+        except Exception as e:  # derived data: report, never lose the stored result
+            out.failed.append("detect")
+            out.messages.append(f"change detection failed: {type(e).__name__}: {e}")
+        else:
+            if not out.events:
+                out.messages.append("change detection: no new or moved change points")
+            for e in out.events:
+                out.messages.append(
+                    f"change point {e.action}: {e.kind} at {e.sha[:12]}, ratio {e.ratio:.4f} (id {e.change_point_id})"
+                )
+    finally:
+        conn.close()
+    return out
