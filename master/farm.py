@@ -14,14 +14,17 @@ from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
 from buildbot.process.results import FAILURE, SUCCESS
 
 from master import shipping
+from master.bisection.service import BisectionService
 from master.reconcile import Reconciler
 from master.settings import Settings
-from master.steps import IngestResult, RecordAttempt, result_dest
+from master.steps import IngestResult, RecordAttempt, StartBisection, result_dest
 from recipes import registry
 
 PYZ_ON_WORKER = "perffarm-recipes.pyz"
 RESULT_ON_WORKER = "result.json"
 BUILD_TIMEOUT = 6 * 3600
+CONTROL_WORKER = "perffarm-control"  # in-process worker for master-only builders (the bisection form)
+BISECT_FORM_BUILDER = "bisect-request"
 
 
 def builder_name(recipe: str, worker_name: str) -> str:
@@ -121,6 +124,10 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                 )
             )
     names = [b.name for b in builders]
+    form = util.BuildFactory()
+    form.addStep(StartBisection(settings))
+    builders.append(util.BuilderConfig(name=BISECT_FORM_BUILDER, workernames=[CONTROL_WORKER], factory=form,
+                                       tags=["bisection"]))
 
     return {
         "title": "perffarm",
@@ -134,7 +141,8 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             "plugins": {"waterfall_view": {}, "console_view": {}, "grid_view": {}},
         },
         "secretsProviders": [secrets.SecretInAFile(dirname=str(settings.secrets_dir))],
-        "workers": [worker.Worker(w, util.Secret(f"worker-{w}"), max_builds=1) for w in settings.worker_names],
+        "workers": [worker.Worker(w, util.Secret(f"worker-{w}"), max_builds=1) for w in settings.worker_names]
+        + [worker.LocalWorker(CONTROL_WORKER)],
         "change_source": [
             changes.GitPoller(
                 repourl=settings.repository_url,
@@ -165,10 +173,30 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                     )
                 ],
             ),
-            # Reserved for bisection probes: a probe is a real build at a chosen revision.
+            # Bisection probes: real builds at a chosen revision, submitted by the bisection service.
             schedulers.Triggerable(name="bisect", builderNames=names),
+            schedulers.ForceScheduler(
+                name="bisect-form",
+                builderNames=[BISECT_FORM_BUILDER],
+                label="Bisect a slowdown",
+                buttonName="Bisect",
+                reason=util.StringParameter(name="reason", label="Reason", default="bisect", size=60),
+                codebases=[util.CodebaseParameter("", hide=True, branch=util.FixedParameter(name="branch", default=""),
+                                                  revision=util.FixedParameter(name="revision", default=""),
+                                                  repository=util.FixedParameter(name="repository", default=""),
+                                                  project=util.FixedParameter(name="project", default=""))],
+                properties=[
+                    util.StringParameter(name="good", label="Good commit or tag", required=True, size=45),
+                    util.StringParameter(name="bad", label="Bad commit or tag", required=True, size=45),
+                    util.StringParameter(name="workload", label="Workload", required=True, size=40),
+                    util.StringParameter(name="metric", label="Metric (empty: the workload's first)", size=30),
+                    util.StringParameter(name="branch", label="Branch", default="master", size=30),
+                    util.ChoiceStringParameter(name="measure_on", label="Measure on", choices=names,
+                                               default=names[0] if names else ""),
+                ],
+            ),
         ],
         "builders": builders,
         "collapseRequests": False,
-        "services": [Reconciler(settings=settings, builder_names=names)],
+        "services": [Reconciler(settings=settings, builder_names=names), BisectionService(settings=settings)],
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from master import analysis, store
+from master.bisection import state as bisection
 from master.settings import Settings
 
 
@@ -19,6 +20,7 @@ class AfterIngest:
     messages: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     events: list[analysis.ChangeEvent] = field(default_factory=list)
+    bisections_started: list[int] = field(default_factory=list)
 
 
 def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
@@ -37,6 +39,18 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
                 out.messages.append(
                     f"change point {e.action}: {e.kind} at {e.sha[:12]}, ratio {e.ratio:.4f} (id {e.change_point_id})"
                 )
+        try:
+            for e in out.events:
+                if e.action != "new":
+                    continue
+                with store.transaction(conn):
+                    bid = bisection.auto_create(conn, e.change_point_id)
+                if bid is not None:
+                    out.bisections_started.append(bid)
+                    out.messages.append(f"bisection {bid} started: change point {e.change_point_id} spans untested commits")
+        except Exception as e:
+            out.failed.append("bisect")
+            out.messages.append(f"starting a bisection failed: {type(e).__name__}: {e}")
     finally:
         conn.close()
     return out

@@ -68,6 +68,22 @@ def plan_requeues(
     return requeue, give_up, missing_now
 
 
+async def pending_requests(master) -> set[tuple[int, str]]:
+    """(builderid, revision) of every build request not finished yet (waiting or running)."""
+    reqs = await master.data.get(("buildrequests",), filters=[resultspec.Filter("complete", "eq", [False])])
+    pending = set()
+    buildsets: dict[int, list[str]] = {}
+    for req in reqs:
+        bsid = req["buildsetid"]
+        if bsid not in buildsets:
+            bs = await master.data.get(("buildsets", bsid))
+            buildsets[bsid] = [ss.get("revision") for ss in (bs or {}).get("sourcestamps", [])]
+        for rev in buildsets[bsid]:
+            if rev:
+                pending.add((req["builderid"], rev))
+    return pending
+
+
 class Reconciler(service.BuildbotService):
     """Periodic pass that finds watched commits with no result and queues them again."""
 
@@ -107,22 +123,6 @@ class Reconciler(service.BuildbotService):
             ids[name] = await self.master.data.updates.findBuilderId(name)
         return ids
 
-    async def _pending(self) -> set[tuple[int, str]]:
-        reqs = await self.master.data.get(
-            ("buildrequests",), filters=[resultspec.Filter("complete", "eq", [False])]
-        )
-        pending = set()
-        buildsets: dict[int, list[str]] = {}
-        for req in reqs:
-            bsid = req["buildsetid"]
-            if bsid not in buildsets:
-                bs = await self.master.data.get(("buildsets", bsid))
-                buildsets[bsid] = [ss.get("revision") for ss in (bs or {}).get("sourcestamps", [])]
-            for rev in buildsets[bsid]:
-                if rev:
-                    pending.add((req["builderid"], rev))
-        return pending
-
     async def reconcile_once(self) -> PassReport:
         report = PassReport(at=time.time())
         report.retried = await threads.deferToThread(ingest.retry_deferred, self.settings)
@@ -134,7 +134,7 @@ class Reconciler(service.BuildbotService):
         ]
         report.changes = len(changes)
         builders = await self._builder_ids()
-        pending = await self._pending()
+        pending = await pending_requests(self.master)
         revisions = sorted({c["revision"] for c in changes})
 
         def lookup() -> tuple[dict[str, set[str]], dict[str, dict[str, int]]]:

@@ -32,6 +32,13 @@ def _source(step: BuildStep) -> str:
     return SOURCE_BY_SCHEDULER.get(step.getProperty("scheduler") or "", "force")
 
 
+def _int_or_none(value: object) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _requested_revision(step: BuildStep) -> str | None:
     ss = step.build.getSourceStamp("")
     return ss.revision if ss is not None else None
@@ -87,6 +94,7 @@ class IngestResult(BuildStep):
             build_url=f"{self.master.config.buildbotURL}#/builders/{builderid}/builds/{self.getProperty('buildnumber')}",
             got_revision=self.getProperty("got_revision"),
             revision=_requested_revision(self),
+            bisection_id=_int_or_none(self.getProperty("perffarm_bisection")),
         )
         log = await self.addLog("ingest")
         try:
@@ -117,6 +125,50 @@ class IngestResult(BuildStep):
         await log.addStdout(outcome.message + "\n")
         after = await threads.deferToThread(pipeline.after_ingest, self.settings, outcome.run_id)
         await log.addStdout("".join(m + "\n" for m in after.messages))
+        bisection = self.master.service_manager.namedServices.get("perffarm-bisection")
+        if bisection is not None and (run.bisection_id is not None or after.bisections_started):
+            bisection.kick()
         await log.finish()
         self.descriptionDone = [f"stored run {outcome.run_id}"]
         return WARNINGS if after.failed else SUCCESS
+
+
+class StartBisection(BuildStep):
+    """The bisection form's only step: create the bisection the user asked for (the service runs it)."""
+
+    name = "start-bisection"
+
+    def __init__(self, settings: Settings, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    async def run(self) -> int:
+        from master.bisection import state
+
+        args = {k: (self.getProperty(k) or "").strip() for k in ("good", "bad", "workload", "metric", "branch",
+                                                                    "measure_on")}
+        log = await self.addLog("bisection")
+
+        def create() -> int:
+            conn = store.connect(self.settings.results_db)
+            try:
+                with store.transaction(conn):
+                    return state.create(conn, good=args["good"], bad=args["bad"], workload=args["workload"],
+                                        metric=args["metric"] or None, branch=args["branch"] or "master",
+                                        builder=args["measure_on"] or None,
+                                        requested_by=f"web form ({self.getProperty('owner') or 'anonymous'})")
+            finally:
+                conn.close()
+
+        try:
+            bisection_id = await threads.deferToThread(create)
+        except state.BisectionError as e:
+            await log.addStderr(f"cannot start the bisection: {e}\n")
+            await log.finish()
+            self.descriptionDone = ["bisection not started"]
+            return FAILURE
+        await log.addStdout(f"bisection {bisection_id} started; its probes appear as builds of the measurement "
+                            f"builder. Follow it with: perffarm bisect --status {bisection_id}\n")
+        await log.finish()
+        self.descriptionDone = [f"bisection {bisection_id} started"]
+        return SUCCESS

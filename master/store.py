@@ -136,6 +136,110 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX change_points_sha ON change_points(sha);
     """,
+    # 3: alerts, their lines, triage history and the delivery outbox (master/alerts, docs/alerts.md)
+    """
+    CREATE TABLE alerts (
+        id              TEXT PRIMARY KEY,
+        branch          TEXT NOT NULL,
+        kind            TEXT NOT NULL CHECK (kind IN ('regression', 'improvement')),
+        severity        TEXT NOT NULL CHECK (severity IN ('warn', 'critical')),
+        state           TEXT NOT NULL DEFAULT 'new' CHECK (state IN ('new', 'bisecting', 'culprit-found',
+                        'acknowledged', 'investigating', 'fixed', 'invalid', 'wontfix', 'backed-out')),
+        active          INTEGER NOT NULL DEFAULT 1,
+        prev_sha        TEXT,
+        sha             TEXT NOT NULL,
+        prev_position   INTEGER,
+        position        INTEGER NOT NULL,
+        bisection_state TEXT CHECK (bisection_state IN ('pending', 'running', 'culprit', 'ambiguous',
+                        'not-reproducible', 'failed')),
+        culprit_sha     TEXT,
+        revision        INTEGER NOT NULL DEFAULT 1,
+        signature       TEXT NOT NULL,
+        changes         TEXT NOT NULL DEFAULT '[]',
+        created_at      REAL NOT NULL,
+        updated_at      REAL NOT NULL,
+        state_changed_at REAL,
+        state_by        TEXT,
+        state_note      TEXT
+    );
+    CREATE INDEX alerts_open ON alerts(branch, kind, position);
+    CREATE TABLE alert_lines (
+        alert_id        TEXT NOT NULL REFERENCES alerts(id),
+        change_point_id INTEGER NOT NULL UNIQUE REFERENCES change_points(id),
+        severity        TEXT NOT NULL CHECK (severity IN ('warn', 'critical')),
+        added_at        REAL NOT NULL,
+        PRIMARY KEY (alert_id, change_point_id)
+    );
+    CREATE TABLE alert_history (
+        id        INTEGER PRIMARY KEY,
+        alert_id  TEXT NOT NULL REFERENCES alerts(id),
+        at        REAL NOT NULL,
+        old_state TEXT,
+        new_state TEXT NOT NULL,
+        by        TEXT NOT NULL,
+        note      TEXT
+    );
+    CREATE INDEX alert_history_alert ON alert_history(alert_id, at);
+    CREATE TABLE alert_outbox (
+        id              INTEGER PRIMARY KEY,
+        alert_id        TEXT NOT NULL REFERENCES alerts(id),
+        channel         TEXT NOT NULL,
+        event           TEXT NOT NULL CHECK (event IN ('opened', 'updated')),
+        revision        INTEGER NOT NULL,
+        idempotency_key TEXT NOT NULL UNIQUE,
+        payload         TEXT NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'sent', 'cancelled')),
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        available_at    REAL NOT NULL,
+        lease_owner     TEXT,
+        lease_until     REAL,
+        last_error      TEXT,
+        last_permanent  INTEGER NOT NULL DEFAULT 0,
+        created_at      REAL NOT NULL,
+        sent_at         REAL
+    );
+    CREATE INDEX alert_outbox_pending ON alert_outbox(state, available_at);
+    CREATE INDEX alert_outbox_alert ON alert_outbox(alert_id, channel, id)
+""",
+    # 4: bisections (master/bisection): state lives here so a bisection survives a master restart
+    """
+    CREATE TABLE bisections (
+        id              INTEGER PRIMARY KEY,
+        change_point_id INTEGER REFERENCES change_points(id),
+        builder         TEXT NOT NULL,
+        machine_id      TEXT NOT NULL,
+        recipe          TEXT NOT NULL,
+        config_hash     TEXT NOT NULL,
+        workload        TEXT NOT NULL,
+        metric          TEXT NOT NULL,
+        direction       TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+        branch          TEXT NOT NULL,
+        good            TEXT NOT NULL,
+        bad             TEXT NOT NULL,
+        commits         TEXT NOT NULL,
+        state           TEXT NOT NULL CHECK (state IN ('running', 'culprit', 'ambiguous', 'not-reproducible')),
+        culprit         TEXT,
+        parent          TEXT,
+        ratio           REAL,
+        ci_low          REAL,
+        ci_high         REAL,
+        probes          INTEGER NOT NULL DEFAULT 0,
+        rounds          INTEGER NOT NULL DEFAULT 0,
+        samples         INTEGER NOT NULL DEFAULT 0,
+        reason          TEXT NOT NULL DEFAULT '',
+        log             TEXT NOT NULL DEFAULT '[]',
+        requested_by    TEXT NOT NULL DEFAULT 'detector',
+        created_at      REAL NOT NULL,
+        updated_at      REAL NOT NULL,
+        finished_at     REAL
+    );
+    CREATE UNIQUE INDEX bisections_change_point ON bisections(change_point_id) WHERE change_point_id IS NOT NULL;
+    CREATE TABLE bisection_runs (
+        bisection_id INTEGER NOT NULL REFERENCES bisections(id),
+        run_id       INTEGER NOT NULL REFERENCES runs(id),
+        PRIMARY KEY (bisection_id, run_id)
+    );
+    """,
 ]
 
 
@@ -170,6 +274,7 @@ class RunContext:
     build_url: str | None = None
     got_revision: str | None = None
     revision: str | None = None  # what was asked for (a tag object for annotated tags); defaults to the sha
+    bisection_id: int | None = None  # set for bisection probes: the run counts as a fresh round of it
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -319,6 +424,12 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
+    if run.bisection_id is not None:
+        conn.execute(  # a probe of a bisection that no longer exists is still a stored run
+            "INSERT INTO bisection_runs (bisection_id, run_id) SELECT ?, ? "
+            "WHERE EXISTS (SELECT 1 FROM bisections WHERE id = ?)",
+            (run.bisection_id, run_id, run.bisection_id),
+        )
     return run_id
 
 

@@ -17,6 +17,7 @@ from recipes.api import HIGHER, LOWER, BenchFailed, BuildFailed, Context, Metric
 CONFIG = {
     "source": "perffarm_bench.c",
     "cflags": ["-O2", "-fno-omit-frame-pointer"],
+    "ldlibs": ["-lm"],
     "samples": 5,
     "timeout_seconds": 60,
     "workloads": [
@@ -33,7 +34,7 @@ def build(ctx: Context) -> None:
     if cc is None:
         raise BuildFailed("no C compiler on this worker: apt-get install gcc")
     # A compile error raises CommandFailed, which the runner stores as build-failed with the log tail.
-    ctx.run([cc, *CONFIG["cflags"], "-o", ctx.state_dir / "bench", src], timeout=120)
+    ctx.run([cc, *CONFIG["cflags"], "-o", ctx.state_dir / "bench", src, *CONFIG["ldlibs"]], timeout=120)
 
 
 def _parse(output: str) -> dict[str, float]:

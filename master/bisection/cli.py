@@ -1,0 +1,128 @@
+"""`perffarm bisect`: start a bisection (on the running farm, or `--local`), follow it, list them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from master import store
+from master.bisection import local, state
+from master.settings import load_settings
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--good", help="a commit (sha or unique prefix) or tag known to be fast")
+    p.add_argument("--bad", help="a later commit or tag on the same branch known to be slow")
+    p.add_argument("--workload", help="the workload to bisect, e.g. pgbench-ro-prepared-c2")
+    p.add_argument("--metric", help="the metric (default: the workload's first, e.g. throughput)")
+    p.add_argument("--branch", default="master", help="branch whose first-parent history is searched (default master)")
+    p.add_argument("--builder", help="measure on this builder, recipe@worker (default: the one that measured the ends)")
+    p.add_argument("--local", action="store_true",
+                   help="run the bisection here and now, without a master: build and bench each probe on this machine")
+    p.add_argument("--status", type=int, metavar="ID", help="show a bisection: state, culprit, rQPS, probes, log")
+    p.add_argument("--list", action="store_true", help="list bisections, newest first")
+    p.add_argument("--wait", action="store_true", help="after submitting to the master, wait until it ends")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(getattr(args, "config", None))
+    if not settings.results_db.exists():
+        print(f"perffarm bisect: no results database at {settings.results_db}: nothing measured yet", file=sys.stderr)
+        return 2
+    if args.status is not None:
+        return _status(settings, args.status, args.format)
+    if args.list:
+        return _list(settings, args.format)
+    missing = [f"--{n}" for n in ("good", "bad", "workload") if not getattr(args, n)]
+    if missing:
+        print(f"perffarm bisect: {', '.join(missing)} required (or --status ID / --list)", file=sys.stderr)
+        return 2
+    conn = store.connect(settings.results_db)
+    try:
+        with store.transaction(conn):
+            bisection_id = state.create(conn, good=args.good, bad=args.bad, workload=args.workload,
+                                        metric=args.metric, branch=args.branch, builder=args.builder,
+                                        requested_by="cli --local" if args.local else "cli")
+    except state.BisectionError as e:
+        print(f"perffarm bisect: {e}", file=sys.stderr)
+        return 2
+    finally:
+        conn.close()
+    print(f"bisection {bisection_id} created")
+    if args.local:
+        local.run(settings, bisection_id, say=print)
+        return _status(settings, bisection_id, args.format)
+    from master import launcher
+
+    if launcher._api(settings, "masters") is None:
+        print(f"note: the master at {settings.web_url} is not running; the bisection starts when it does "
+              f"(`make run`), or run it here with --local", file=sys.stderr)
+    else:
+        print(f"submitted to the master at {settings.web_url}; its probes appear there as builds")
+    if not args.wait:
+        print(f"follow it with: perffarm bisect --status {bisection_id}")
+        return 0
+    while True:
+        conn = store.connect(settings.results_db)
+        try:
+            current = state.get(conn, bisection_id)["state"]
+        finally:
+            conn.close()
+        if current != "running":
+            return _status(settings, bisection_id, args.format)
+        time.sleep(2)
+
+
+def _status(settings, bisection_id: int, fmt: str) -> int:
+    conn = store.connect(settings.results_db)
+    try:
+        try:
+            row = state.get(conn, bisection_id)
+        except state.BisectionError as e:
+            print(f"perffarm bisect: {e}", file=sys.stderr)
+            return 2
+        culprit = conn.execute("SELECT subject, author FROM commits WHERE sha = ?", (row["culprit"],)).fetchone() \
+            if row["culprit"] else None
+    finally:
+        conn.close()
+    doc = {k: row[k] for k in row.keys() if k not in ("log", "commits")}
+    doc["log"] = json.loads(row["log"])
+    doc["range_commits"] = len(json.loads(row["commits"])) - 1
+    doc["culprit_subject"] = culprit["subject"] if culprit else None
+    doc["culprit_author"] = culprit["author"] if culprit else None
+    if fmt == "json":
+        print(json.dumps(doc, indent=1, sort_keys=True))
+        return 0
+    print(f"bisection {row['id']}: {row['state']}  ({row['workload']}/{row['metric']} on {row['builder']}, "
+          f"{row['branch']}, {doc['range_commits']} commits {row['good'][:12]}..{row['bad'][:12]})")
+    if row["culprit"]:
+        print(f"culprit   {row['culprit']}\n          {doc['culprit_subject']}\n          {doc['culprit_author']}")
+        print(f"rQPS      {row['ratio']:.4f}  95% CI [{row['ci_low']:.4f}, {row['ci_high']:.4f}] "
+              f"against {row['parent'][:12]}")
+    if row["reason"]:
+        print(f"reason    {row['reason']}")
+    print(f"probes    {row['probes']} commits, {row['rounds']} runs, {row['samples']} samples")
+    print("log:")
+    for line in doc["log"]:
+        print(f"  {line}")
+    return 0
+
+
+def _list(settings, fmt: str) -> int:
+    conn = store.connect(settings.results_db)
+    try:
+        rows = conn.execute("SELECT id, state, workload, metric, branch, good, bad, culprit, probes, rounds "
+                            "FROM bisections ORDER BY id DESC").fetchall()
+    finally:
+        conn.close()
+    if fmt == "json":
+        print(json.dumps([dict(r) for r in rows], indent=1))
+        return 0
+    for r in rows:
+        print(f"{r['id']:>4} {r['state']:<16} {r['workload']}/{r['metric']} {r['branch']} "
+              f"{r['good'][:10]}..{r['bad'][:10]} culprit {(r['culprit'] or '-')[:12]} "
+              f"({r['probes']} probes, {r['rounds']} runs)")
+    return 0

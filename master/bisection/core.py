@@ -1,0 +1,217 @@
+"""Bisection as a pure decision over what has been measured so far (no Buildbot, no database).
+
+`decide()` looks at every sample measured for every commit of the range and returns the next thing to do:
+measure a commit (again), or the outcome. Because it is a pure function of the measurements it is memoised and
+resumable by construction: after a master restart the same measurements give the same next step, and nothing
+known is measured again.
+
+Statistics, after Chromium's Pinpoint: first confirm the two ends really differ (Mann-Whitney U on their samples
+plus a minimum effect), re-measuring them alternately; "no change" needs a bootstrap interval of the ratio inside
+the minimum effect. Then each probe is judged against both ends: its position
+t = (probe - good) / (bad - good) on 20%-trimmed means, with a bootstrap confidence interval; an interval entirely
+below 1/2 is "like good", above is "like bad", otherwise "not sure yet" and the least precise of the probe and
+the two ends gets another round of samples, up to a cap — then the range is reported as ambiguous rather than
+guessed. Commits that failed to build or run are skipped, never blamed.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+
+class Verdict(enum.Enum):
+    GOOD = "good"
+    BAD = "bad"
+    UNSURE = "unsure"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Knobs of the search; defaults aim at exact answers with few probes on noisy 2-core machines."""
+
+    confirm_rounds: int = 1  # fresh rounds each end gets in this bisection before anything is decided
+    max_end_rounds: int = 20  # rounds per end before giving up on confirming the change
+    max_probe_rounds: int = 20  # rounds per probe before reporting an ambiguous range
+    end_alpha: float = 1e-3  # Mann-Whitney p-value below which the ends differ
+    min_effect: float = 0.01  # relative change the ends must show (1%)
+    confidence: float = 0.95  # of the bootstrap interval of a probe's position
+    n_boot: int = 2000
+    culprit_confirm_rounds: int = 2  # fresh rounds of the culprit and its parent in the final A/B
+
+
+@dataclass(frozen=True)
+class Measure:
+    commit: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Culprit:
+    commit: str
+    parent: str  # the last commit judged like good (the culprit's first parent unless it could not be built)
+
+
+@dataclass(frozen=True)
+class Ambiguous:
+    good: str
+    bad: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NotReproducible:
+    reason: str
+
+
+Decision = Measure | Culprit | Ambiguous | NotReproducible
+
+
+@dataclass(frozen=True)
+class Observations:
+    """Everything measured so far: per commit, its samples (all sources) and rounds run by this bisection."""
+
+    samples: Mapping[str, Sequence[float]]
+    fresh_rounds: Mapping[str, int]
+    broken: frozenset[str] = frozenset()
+
+    def of(self, commit: str) -> np.ndarray:
+        return np.asarray(self.samples.get(commit, ()), dtype=float)
+
+    def rounds(self, commit: str) -> int:
+        return self.fresh_rounds.get(commit, 0)
+
+
+def _boot_centres(x: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
+    """Bootstrap distribution of the 20%-trimmed mean (robust to outliers, nearly as efficient as the mean)."""
+    idx = rng.integers(0, len(x), size=(n_boot, len(x)))
+    return stats.trim_mean(x[idx], 0.2, axis=1)
+
+
+def position_interval(
+    probe: np.ndarray, good: np.ndarray, bad: np.ndarray, policy: Policy, seed: int = 0
+) -> tuple[float, float]:
+    """Bootstrap interval of t = (probe - good) / (bad - good) on trimmed means: 0 is like good, 1 like bad."""
+    rng = np.random.default_rng(seed)
+    p, g, b = (_boot_centres(x, rng, policy.n_boot) for x in (probe, good, bad))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (p - g) / (b - g)
+    t = t[np.isfinite(t)]
+    if len(t) == 0:
+        return (-np.inf, np.inf)
+    tail = (1 - policy.confidence) / 2
+    low, high = np.quantile(t, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def classify(probe: np.ndarray, good: np.ndarray, bad: np.ndarray, policy: Policy, seed: int = 0) -> Verdict:
+    """Is `probe` like `good`, like `bad`, or not sure yet (bootstrap interval of its position between them)?"""
+    if len(probe) == 0:
+        return Verdict.UNSURE
+    return _classify(tuple(probe.tolist()), tuple(good.tolist()), tuple(bad.tolist()), policy, seed)
+
+
+@functools.lru_cache(maxsize=8192)
+def _classify(probe: tuple, good: tuple, bad: tuple, policy: Policy, seed: int) -> Verdict:
+    # decide() re-judges the probes on its path at every step; samples only grow, so most calls repeat
+    low, high = position_interval(np.array(probe), np.array(good), np.array(bad), policy, seed)
+    if high < 0.5:
+        return Verdict.GOOD
+    if low > 0.5:
+        return Verdict.BAD
+    return Verdict.UNSURE
+
+
+def _sem(x: np.ndarray) -> float:
+    return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("inf")
+
+
+def ends_differ(good: np.ndarray, bad: np.ndarray, policy: Policy, seed: int = 0) -> bool | None:
+    """True: a real change; False: precisely no change of min_effect; None: not sure yet."""
+    if len(good) < 2 or len(bad) < 2:
+        return None
+    p = float(stats.mannwhitneyu(good, bad, alternative="two-sided").pvalue)
+    mg = float(stats.trim_mean(good, 0.2))
+    if mg == 0:
+        return None
+    effect = float(stats.trim_mean(bad, 0.2)) / mg - 1.0
+    if p < policy.end_alpha and abs(effect) >= policy.min_effect:
+        return True
+    rng = np.random.default_rng(seed)
+    ratios = _boot_centres(bad, rng, policy.n_boot) / _boot_centres(good, rng, policy.n_boot) - 1.0
+    lo, hi = np.quantile(ratios, [0.025, 0.975])
+    if -policy.min_effect < lo and hi < policy.min_effect:
+        return False  # any change is smaller than the smallest one worth bisecting
+    return None
+
+
+def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy()) -> Decision:
+    """The next step of a bisection over `commits` (first = known good end, last = bad end, in order)."""
+    if len(commits) < 2:
+        raise ValueError("a bisection needs a good and a bad commit")
+    good, bad = commits[0], commits[-1]
+    for end in (good, bad):
+        if end in obs.broken:
+            return NotReproducible(f"the {'good' if end == good else 'bad'} end {end[:12]} does not build or run")
+    # 1. confirm the ends differ, re-measuring them alternately (good, bad, good, bad, ...)
+    for end in (good, bad):
+        if obs.rounds(end) < policy.confirm_rounds:
+            return Measure(end, "re-measure the ends to confirm the change")
+    differ = ends_differ(obs.of(good), obs.of(bad), policy)
+    if differ is None:
+        if min(obs.rounds(good), obs.rounds(bad)) >= policy.max_end_rounds:
+            return NotReproducible(f"the ends are not clearly different after {policy.max_end_rounds} rounds each")
+        end = good if obs.rounds(good) <= obs.rounds(bad) else bad
+        return Measure(end, "the ends may differ: more samples")
+    if not differ:
+        return NotReproducible("re-measured, the good and bad ends perform the same")
+    # 2. binary search over (lo, hi]: lo judged like good, hi like bad
+    lo, hi = 0, len(commits) - 1
+    g, b = obs.of(good), obs.of(bad)
+    while hi - lo > 1:
+        candidates = [i for i in range(lo + 1, hi) if commits[i] not in obs.broken]
+        if not candidates:
+            skipped = ", ".join(c[:12] for c in commits[lo + 1 : hi])
+            return Ambiguous(commits[lo], commits[hi], f"every commit in between failed to build or run: {skipped}")
+        mid = (lo + hi) // 2
+        probe = min(candidates, key=lambda i: (abs(i - mid), i))
+        samples = obs.of(commits[probe])
+        if len(samples) == 0:
+            return Measure(commits[probe], "bisect")
+        verdict = classify(samples, g, b, policy, seed=probe)
+        if verdict is Verdict.GOOD:
+            lo = probe
+        elif verdict is Verdict.BAD:
+            hi = probe
+        elif obs.rounds(commits[probe]) < policy.max_probe_rounds:
+            # more samples where the uncertainty is: the probe, or an end every probe is judged against
+            weakest = max(
+                [(commits[probe], _sem(samples))]
+                + [(e, _sem(x)) for e, x in ((good, g), (bad, b)) if obs.rounds(e) < policy.max_end_rounds],
+                key=lambda item: item[1],
+            )[0]
+            return Measure(weakest, "not sure yet: more samples")
+        else:
+            return Ambiguous(
+                commits[lo], commits[hi],
+                f"{commits[probe][:12]} is neither like good nor like bad after {policy.max_probe_rounds} rounds",
+            )
+    # 3. confirm the culprit against the last good commit with interleaved fresh rounds
+    culprit, parent = commits[hi], commits[lo]
+    deficit = {c: _needed(c, commits, policy) - obs.rounds(c) for c in (parent, culprit)}
+    if max(deficit.values()) > 0:
+        # alternate parent and culprit (A/B/A/B) so drift on the machine hits both alike
+        c = parent if deficit[parent] >= deficit[culprit] else culprit
+        return Measure(c, "confirm the culprit against its parent (interleaved A/B)")
+    return Culprit(culprit, parent)
+
+
+def _needed(commit: str, commits: Sequence[str], policy: Policy) -> int:
+    """Fresh rounds a commit needs before the culprit is confirmed: the ends already have confirm_rounds."""
+    base = policy.confirm_rounds if commit in (commits[0], commits[-1]) else 1
+    return base + policy.culprit_confirm_rounds
