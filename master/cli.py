@@ -62,6 +62,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             for row in store.latest_per_ref(conn):
                 out["latest"].append(dict(row))
             out["counts"] = store.counts(conn)
+            out["bisections"] = [dict(r) for r in conn.execute(
+                "SELECT id, state, workload, branch, good, bad, culprit, probes, rounds FROM bisections "
+                "WHERE state = 'running' OR finished_at > ? ORDER BY id", (dt.datetime.now().timestamp() - 86400,))]
         finally:
             conn.close()
     report = settings.data_dir / "reconcile.json"
@@ -91,6 +94,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         for g in rec["gave_up"]:
             print(f"            gave up on {g['revision'][:12]} ({g['branch']}) on {g['builder']} "
                   f"after {settings.max_attempts} attempts: force a build to retry")
+    for b in out.get("bisections", []):
+        what = f"culprit {b['culprit'][:12]}" if b["culprit"] else b["state"]
+        print(f"bisection   {b['id']}: {b['workload']} on {b['branch']} {b['good'][:10]}..{b['bad'][:10]} "
+              f"{what} ({b['probes']} probes, {b['rounds']} runs)")
     if not out["latest"]:
         print("results     none stored yet" + ("" if settings.results_db.exists() else f" ({settings.results_db})"))
     else:
