@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field
 
 from buildbot.data import resultspec
-from buildbot.util import service
-from twisted.internet import defer, task, threads
+from twisted.internet import threads
 from twisted.python import log
 
 from master import ingest, store
+from master.periodic import PeriodicService
 from master.settings import Settings
 
 REQUEUE_SCHEDULER = "perffarm-requeue"
@@ -84,7 +84,7 @@ async def pending_requests(master) -> set[tuple[int, str]]:
     return pending
 
 
-class Reconciler(service.BuildbotService):
+class Reconciler(PeriodicService):
     """Periodic pass that finds watched commits with no result and queues them again."""
 
     name = "perffarm-reconciler"
@@ -96,26 +96,12 @@ class Reconciler(service.BuildbotService):
         self.settings = settings
         self.builder_names = builder_names
         self.seen_missing: set[tuple[str, str]] = set()
-        self.requeued_once: set[tuple[str, str]] = set()
 
-    @defer.inlineCallbacks
-    def startService(self):
-        yield super().startService()  # runs reconfigService first
-        self._loop = task.LoopingCall(self._safe_pass)
-        self._loop.clock = self.master.reactor
-        self._loop.start(self.settings.reconcile_interval, now=False)
+    def interval_seconds(self) -> float:
+        return self.settings.reconcile_interval
 
-    def stopService(self):
-        loop = getattr(self, "_loop", None)
-        if loop is not None and loop.running:
-            loop.stop()
-        return super().stopService()
-
-    async def _safe_pass(self) -> None:
-        try:
-            await self.reconcile_once()
-        except Exception:
-            log.err(None, "perffarm reconciler pass failed; will try again next interval")
+    async def run_pass(self) -> None:
+        await self.reconcile_once()
 
     async def _builder_ids(self) -> dict[str, int]:
         ids = {}

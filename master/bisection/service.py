@@ -9,20 +9,19 @@ master restart the service carries on from what is stored.
 
 from __future__ import annotations
 
-from buildbot.util import service
-from twisted.internet import defer, task, threads
-from twisted.python import log
+from twisted.internet import threads
 
 from master import store
 from master.bisection import state
 from master.bisection.core import Measure
+from master.periodic import PeriodicService
 from master.reconcile import pending_requests
 from master.settings import Settings
 
 SCHEDULER = "bisect"
 
 
-class BisectionService(service.BuildbotService):
+class BisectionService(PeriodicService):
     name = "perffarm-bisection"
 
     def checkConfig(self, settings: Settings, interval: float = 5.0) -> None:  # noqa: D102
@@ -32,39 +31,11 @@ class BisectionService(service.BuildbotService):
         self.settings = settings
         self.interval = interval
 
-    @defer.inlineCallbacks
-    def startService(self):
-        yield super().startService()
-        self._loop = task.LoopingCall(self._safe_pass)
-        self._loop.clock = self.master.reactor
-        self._loop.start(self.interval, now=False)
+    def interval_seconds(self) -> float:
+        return self.interval
 
-    def stopService(self):
-        loop = getattr(self, "_loop", None)
-        if loop is not None and loop.running:
-            loop.stop()
-        return super().stopService()
-
-    def kick(self) -> None:
-        """Run a pass now (a probe was just stored): the search need not wait for the next interval."""
-        self.master.reactor.callLater(0, self._safe_pass)
-
-    async def _safe_pass(self) -> None:
-        if getattr(self, "_busy", False):
-            self._again = True
-            return
-        self._busy = True
-        try:
-            while True:
-                self._again = False
-                try:
-                    await self.advance_all()
-                except Exception:
-                    log.err(None, "perffarm bisection pass failed; will try again")
-                if not self._again:
-                    break
-        finally:
-            self._busy = False
+    async def run_pass(self) -> None:
+        await self.advance_all()
 
     def _decisions(self) -> list[tuple[state.Bisection, Measure]]:
         if not self.settings.results_db.exists():
