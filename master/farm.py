@@ -8,6 +8,7 @@ benchmark or a compile on that host, because both would steal its CPU and memory
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
@@ -31,29 +32,35 @@ def builder_name(recipe: str, worker_name: str) -> str:
     return f"{recipe}@{worker_name}"
 
 
+OPTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,40}=[^\x00\n]{0,400}$")
+
+
+def runner_command(phase: str, recipe: str):
+    """The worker-side command of a phase, rendered per build: recipe options come from the build property
+    `perffarm_options` (a list of KEY=VALUE; bisection probes use it to measure only the bisected workload)."""
+
+    @util.renderer
+    def render(props):
+        options = props.getProperty("perffarm_options") or []
+        if isinstance(options, str):
+            options = [options]
+        bad = [o for o in options if not isinstance(o, str) or not OPTION_RE.match(o)]
+        if bad:
+            raise ValueError(f"perffarm_options: {bad!r} are not KEY=VALUE options")
+        return [
+            "python3", PYZ_ON_WORKER, phase, "--recipe", recipe, "--src", "source", "--work", "work",
+            "--state", "state", "--sha", props.getProperty("got_revision"),
+            "--ref", props.getProperty("branch") or "HEAD", "--result", RESULT_ON_WORKER,
+            *[f"--option={o}" for o in options],
+        ]
+
+    return render
+
+
 def _runner_step(phase: str, recipe: str, lock: util.MasterLock, **kwargs: Any) -> steps.ShellCommand:
-    command = [
-        "python3",
-        PYZ_ON_WORKER,
-        phase,
-        "--recipe",
-        recipe,
-        "--src",
-        "source",
-        "--work",
-        "work",
-        "--state",
-        "state",
-        "--sha",
-        util.Property("got_revision"),
-        "--ref",
-        util.Interpolate("%(prop:branch:~HEAD)s"),
-        "--result",
-        RESULT_ON_WORKER,
-    ]
     return steps.ShellCommand(
         name=phase,
-        command=command,
+        command=runner_command(phase, recipe),
         workdir=".",
         decodeRC={0: SUCCESS, 3: FAILURE},
         locks=[lock.access("exclusive" if phase == "bench" else "counting")],

@@ -51,14 +51,18 @@ def _parse(output: str) -> dict[str, float]:
 
 def bench(ctx: Context) -> list[WorkloadResult]:
     samples = int(ctx.options.get("samples", CONFIG["samples"]))
-    collected: dict[str, list[float]] = {w["name"]: [] for w in CONFIG["workloads"]}
+    wanted = [w for w in ctx.options.get("workloads", "").split(",") if w]
+    chosen = [w for w in CONFIG["workloads"] if not wanted or w["name"] in wanted]
+    if not chosen:
+        raise BenchFailed(f"option workloads={','.join(wanted)} names no workload of this recipe")
+    collected: dict[str, list[float]] = {w["name"]: [] for w in chosen}
     seconds: list[float] = []
     for i in range(samples):
         t0 = time.perf_counter()
         proc = ctx.run([ctx.state_dir / "bench"], timeout=CONFIG["timeout_seconds"], capture=True)
         seconds.append(time.perf_counter() - t0)
         values = _parse(proc.stdout)
-        for w in CONFIG["workloads"]:
+        for w in chosen:
             if w["key"] not in values:
                 raise BenchFailed(f"run {i + 1}: the program printed no {w['key']!r} line", proc.stdout[-2000:])
             value = values[w["key"]]
@@ -74,7 +78,7 @@ def bench(ctx: Context) -> list[WorkloadResult]:
                 Metric("wall", "s", LOWER, tuple(seconds)),
             ),
         )
-        for w in CONFIG["workloads"]
+        for w in chosen
     ]
 
 

@@ -24,7 +24,8 @@ LOCAL_WORKER = "local-cli"
 
 def measure(settings: Settings, b: state.Bisection, sha: str) -> str:
     """One probe of a bisection: measure `sha` with its recipe and store it as a bisect run."""
-    return measure_commit(settings, b.recipe, sha, b.branch, b.builder, "bisect", b.id)
+    return measure_commit(settings, b.recipe, sha, b.branch, b.builder, "bisect", b.id,
+                          options=(f"workloads={b.workload}",))
 
 
 def measure_commit(

@@ -70,6 +70,8 @@ class BisectionService(PeriodicService):
                 reason=f"perffarm bisection {b.id}: {measure.reason}",
                 properties={"perffarm_source": ("bisect", "Bisection"),
                             "perffarm_bisection": (b.id, "Bisection"),
+                            # only the bisected workload: a probe of a full profile would cost minutes more
+                            "perffarm_options": ([f"workloads={b.workload}"], "Bisection"),
                             "scheduler": (SCHEDULER, "Bisection")},
                 builderids=[builderid],
             )
