@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime as dt
 import importlib
 import json
@@ -62,6 +63,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             for row in store.latest_per_ref(conn):
                 out["latest"].append(dict(row))
             out["counts"] = store.counts(conn)
+            from master.alerts import channel_health
+
+            out["channels"] = [dataclasses.asdict(h) for h in channel_health(conn, settings.alerts)]
             out["bisections"] = [dict(r) for r in conn.execute(
                 "SELECT id, state, workload, branch, good, bad, culprit, probes, rounds FROM bisections "
                 "WHERE state = 'running' OR finished_at > ? ORDER BY id", (dt.datetime.now().timestamp() - 86400,))]
@@ -94,6 +98,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         for g in rec["gave_up"]:
             print(f"            gave up on {g['revision'][:12]} ({g['branch']}) on {g['builder']} "
                   f"after {settings.max_attempts} attempts: force a build to retry")
+    for ch in out.get("channels", []):
+        print(f"channel     {ch.get('name')}: {ch.get('status')}, {ch.get('pending', 0)} pending"
+              + (f", last error: {ch.get('last_error')}" if ch.get("last_error") else ""))
     for b in out.get("bisections", []):
         what = f"culprit {b['culprit'][:12]}" if b["culprit"] else b["state"]
         print(f"bisection   {b['id']}: {b['workload']} on {b['branch']} {b['good'][:10]}..{b['bad'][:10]} "

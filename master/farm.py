@@ -15,6 +15,7 @@ from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
 from buildbot.process.results import FAILURE, SUCCESS
 
 from master import shipping
+from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
 from master.reconcile import Reconciler
 from master.settings import Settings
@@ -205,5 +206,9 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
         ],
         "builders": builders,
         "collapseRequests": False,
-        "services": [Reconciler(settings=settings, builder_names=names), BisectionService(settings=settings)],
+        "services": [
+            Reconciler(settings=settings, builder_names=names),
+            BisectionService(settings=settings),
+            AlertDelivery(settings=settings.alerts, results_db=str(settings.results_db)),
+        ],
     }

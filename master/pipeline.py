@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from master import analysis, store
+from master import alerts, analysis, store
 from master.bisection import state as bisection
 from master.settings import Settings
 
@@ -51,6 +51,15 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
         except Exception as e:
             out.failed.append("bisect")
             out.messages.append(f"starting a bisection failed: {type(e).__name__}: {e}")
+        try:
+            for event in alerts.sync(conn, settings.alerts):
+                out.messages.append(f"alert {event.alert_id} {event.action} (revision {event.revision}): "
+                                    f"{', '.join(event.changes) or 'new'}; queued for {', '.join(event.queued) or '-'}")
+            for bid in out.bisections_started:
+                bisection.report_to_alert(conn, bid, settings.alerts)
+        except Exception as e:
+            out.failed.append("alerts")
+            out.messages.append(f"alert sync failed: {type(e).__name__}: {e}")
     finally:
         conn.close()
     return out

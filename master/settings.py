@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from master.alerts.config import AlertConfigError, AlertSettings
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS_FILE = REPO_ROOT / "perffarm.toml"
 ENV_PREFIX = "PERFFARM_"
@@ -44,6 +46,7 @@ class Settings:
     worker_hosts: Mapping[str, str]
     run_local_worker: bool
     recipes: tuple[str, ...]
+    alerts: AlertSettings = field(default_factory=AlertSettings)
     source_of: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     # Derived locations: one place that decides where things live.
@@ -207,8 +210,10 @@ def load_settings(
         if user_path != DEFAULTS_FILE:
             user = _read_toml(user_path)
 
-    known_sections = {s for s, _ in _SCHEMA}
+    known_sections = {s for s, _ in _SCHEMA} | {"alerts"}
     for section, table in user.items():
+        if section == "alerts":
+            continue  # a structured section, checked by AlertSettings.from_mapping
         if section not in known_sections or not isinstance(table, dict):
             raise SettingsError(f"{section}: unknown section in {user_path} (known: {sorted(known_sections)})")
         for key in table:
@@ -237,7 +242,12 @@ def load_settings(
         values[attr] = _convert(name, kind, raw, base)
         source_of[name] = src
 
-    settings = Settings(**values, source_of=source_of)
+    try:
+        alerts = AlertSettings.from_mapping({**defaults.get("alerts", {}), **user.get("alerts", {})})
+    except AlertConfigError as e:
+        raise SettingsError(str(e) if str(e).startswith("alerts") else f"alerts: {e}") from None
+    source_of["alerts"] = str(user_path) if "alerts" in user else "default"
+    settings = Settings(**values, alerts=alerts, source_of=source_of)
     for worker in settings.worker_hosts:
         if worker not in settings.worker_names:
             raise SettingsError(f"workers.hosts: {worker!r} is not in workers.names")

@@ -71,6 +71,11 @@ def run(settings: Settings, bisection_id: int, policy: Policy = Policy(),
         finally:
             conn.close()
         if not isinstance(decision, Measure):
+            conn = store.connect(settings.results_db)
+            try:
+                state.report_to_alert(conn, bisection_id, settings.alerts)
+            finally:
+                conn.close()
             return decision
         i = b.commits.index(decision.commit)
         say(f"probe {decision.commit[:12]} (commit {i} of {len(b.commits) - 1}): {decision.reason}")

@@ -47,6 +47,8 @@ class BisectionService(PeriodicService):
                 decision = state.advance(conn, bisection_id)
                 if isinstance(decision, Measure):
                     wanted.append((state._row_to_bisection(state.get(conn, bisection_id)), decision))
+                else:  # it just ended: update its alert with the outcome and culprit
+                    state.report_to_alert(conn, bisection_id, self.settings.alerts)
             return wanted
         finally:
             conn.close()

@@ -1,0 +1,222 @@
+"""Senders: turn an outbox message into one HTTP POST or one email, through an injected client.
+
+The clients are the only code that touches the network: `UrllibHttpClient` (stdlib, which logs nothing — a
+webhook URL *is* a secret, and urllib3's debug log would print its path) and `SmtplibClient`. Errors carry
+no URL and no password: a sender raises `SendError` with a short reason that is safe to store and log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import smtplib
+import socket
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import formatdate
+from typing import Mapping, Protocol
+
+from master.alerts.config import ChannelConfig
+from master.alerts.db import OutboxRow
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+SIGNATURE_HEADER = "X-Perffarm-Signature"
+USER_AGENT = "perffarm-alerts/1"
+
+
+class SendError(Exception):
+    """A send failed; `permanent` when retrying the same request cannot help (bad URL, auth refused)."""
+
+    def __init__(self, reason: str, permanent: bool = False) -> None:
+        super().__init__(reason)
+        self.permanent = permanent
+
+
+class HttpClient(Protocol):
+    def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> int:
+        """POST and return the HTTP status; raise OSError when no response came."""
+
+
+class SmtpClient(Protocol):
+    def send(
+        self,
+        msg: EmailMessage,
+        *,
+        host: str,
+        port: int,
+        starttls: bool,
+        user: str | None,
+        password: str | None,
+        timeout: float,
+    ) -> None:
+        """Hand one message to the SMTP server; raise smtplib.SMTPException or OSError on failure."""
+
+
+class Sender(Protocol):
+    def send(self, row: OutboxRow) -> None:
+        """Deliver one message or raise SendError."""
+
+
+class UrllibHttpClient:
+    """POST with the standard library: no logging, no redirects followed for POST."""
+
+    def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> int:
+        req = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                resp.read(65536)
+                return int(resp.status)
+        except urllib.error.HTTPError as e:
+            e.close()
+            return int(e.code)
+        except urllib.error.URLError as e:
+            reason = e.reason
+            raise OSError(f"{type(reason).__name__}: {getattr(reason, 'strerror', None) or reason}") from None
+
+
+class SmtplibClient:
+    """smtplib, with optional STARTTLS and login."""
+
+    def send(
+        self,
+        msg: EmailMessage,
+        *,
+        host: str,
+        port: int,
+        starttls: bool,
+        user: str | None,
+        password: str | None,
+        timeout: float,
+    ) -> None:
+        with smtplib.SMTP(host, port, timeout=timeout) as smtp:
+            if starttls:
+                smtp.starttls()
+            if user and password is not None:
+                smtp.login(user, password)
+            smtp.send_message(msg)
+
+
+def _http_error(status: int) -> SendError:
+    permanent = 400 <= status < 500 and status not in (408, 425, 429)
+    return SendError(f"HTTP {status}", permanent=permanent)
+
+
+@dataclass(frozen=True)
+class WebhookSender:
+    """Slack/Mattermost incoming webhook or the generic JSON webhook: POST the payload as JSON."""
+
+    http: HttpClient
+    url: str
+    timeout: float
+    signing_key: str | None = None
+
+    def __repr__(self) -> str:  # never show the URL (it is the secret)
+        return f"WebhookSender(signed={self.signing_key is not None})"
+
+    def send(self, row: OutboxRow) -> None:
+        body = json.dumps(row.payload, sort_keys=True, ensure_ascii=False).encode()
+        headers = {
+            "Content-Type": "application/json; charset=utf-8",
+            IDEMPOTENCY_HEADER: row.key,
+            "User-Agent": USER_AGENT,
+        }
+        if self.signing_key:
+            mac = hmac.new(self.signing_key.encode(), body, hashlib.sha256).hexdigest()
+            headers[SIGNATURE_HEADER] = f"sha256={mac}"
+        try:
+            status = self.http.post(self.url, body, headers, self.timeout)
+        except (OSError, socket.timeout) as e:
+            raise SendError(f"no response: {e}") from None
+        if not 200 <= status < 300:
+            raise _http_error(status)
+
+
+@dataclass(frozen=True)
+class EmailSender:
+    """Email over SMTP: the payload's subject, text and headers, plus From/To from the channel settings."""
+
+    smtp: SmtpClient
+    channel: ChannelConfig
+    password: str | None
+    timeout: float
+
+    def __repr__(self) -> str:
+        return f"EmailSender({self.channel.name})"
+
+    def message(self, row: OutboxRow) -> EmailMessage:
+        msg = EmailMessage()
+        msg["From"] = self.channel.mail_from
+        msg["To"] = ", ".join(self.channel.mail_to)
+        msg["Subject"] = row.payload["subject"]
+        msg["Date"] = formatdate(localtime=False)
+        for name, value in row.payload["headers"].items():
+            msg[name] = value
+        msg.set_content(row.payload["text"])
+        return msg
+
+    def send(self, row: OutboxRow) -> None:
+        c = self.channel
+        try:
+            self.smtp.send(
+                self.message(row),
+                host=c.smtp_host,
+                port=c.smtp_port,
+                starttls=c.smtp_starttls,
+                user=c.smtp_user,
+                password=self.password,
+                timeout=self.timeout,
+            )
+        except smtplib.SMTPAuthenticationError as e:
+            raise SendError(f"SMTP authentication refused ({e.smtp_code})", permanent=True) from None
+        except smtplib.SMTPResponseException as e:
+            raise SendError(f"SMTP {e.smtp_code}", permanent=500 <= e.smtp_code < 600) from None
+        except smtplib.SMTPRecipientsRefused:
+            raise SendError("SMTP: every recipient refused", permanent=True) from None
+        except (smtplib.SMTPException, OSError) as e:
+            raise SendError(f"SMTP: {type(e).__name__}: {e}") from None
+
+
+@dataclass(frozen=True)
+class BrokenSender:
+    """A channel that cannot send at all (a secret is missing): every attempt fails with the reason."""
+
+    reason: str
+
+    def send(self, row: OutboxRow) -> None:
+        raise SendError(self.reason, permanent=True)
+
+
+def build_senders(
+    channels: tuple[ChannelConfig, ...],
+    secrets: Mapping[str, str],
+    *,
+    timeout: float,
+    http: HttpClient | None = None,
+    smtp: SmtpClient | None = None,
+) -> dict[str, Sender]:
+    """One sender per configured channel; `secrets` maps secret names to values (from Buildbot's providers)."""
+    http = http or UrllibHttpClient()
+    smtp = smtp or SmtplibClient()
+    out: dict[str, Sender] = {}
+    for c in channels:
+        missing = [s for s in c.secret_names() if s not in secrets]
+        if missing:
+            out[c.name] = BrokenSender(f"secret {missing[0]!r} not found in Buildbot's secrets providers")
+        elif c.kind == "email":
+            out[c.name] = EmailSender(smtp, c, secrets.get(c.password_secret) if c.password_secret else None, timeout)
+        else:
+            out[c.name] = WebhookSender(
+                http, secrets[c.url_secret], timeout, secrets.get(c.signing_secret) if c.signing_secret else None
+            )
+    return out
+
+
+def redact(text: str, secrets: Mapping[str, str]) -> str:
+    """Replace any secret value that slipped into an error text (belt and braces)."""
+    for name, value in secrets.items():
+        if value and len(value) >= 4:
+            text = text.replace(value, f"<secret {name}>")
+    return text

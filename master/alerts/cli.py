@@ -1,0 +1,260 @@
+"""`perffarm alerts list|show|ack|set-state|channels|deliver`: see and triage alerts, check the channels.
+
+Mounted by master/cli.py like `detect`: `add_arguments(parser)` then `run(args)`. Exit codes: 0 ok, 1 no such
+alert or database, 2 bad input. `deliver` runs the same drain loop the master runs, outside Buildbot, with
+secrets read from a directory of files (the layout of Buildbot's SecretInAFile) — for trying a channel by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import getpass
+import json
+import os
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from master import store
+from master.alerts import db, delivery, lifecycle
+from master.alerts.channels import build_senders
+from master.alerts.config import AlertConfigError, AlertSettings
+from master.alerts.sync import AlertNotFound, alert_view, resolve, set_state, sync
+
+EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
+
+
+def _when(ts: float | None) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if ts else "-"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The alerts sub-commands (the caller sets `func=run` on `p`)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", help="results database (default: <data_dir>/results.sqlite from the settings)")
+    sub = p.add_subparsers(dest="alerts_command", required=True, metavar="ACTION")
+
+    def add(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kw)
+
+    s = add("list", help="alerts, newest first", description="List alerts, newest first.")
+    s.add_argument("--state", help="only this state (new, bisecting, culprit-found, acknowledged, ...)")
+    s.add_argument("--all", action="store_true", help="include triaged alerts (default: open ones only)")
+    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--format", choices=["text", "json"], default="text")
+    s = add(
+        "show",
+        help="one alert: lines, state history, deliveries",
+        description="Show one alert (a unique id prefix is enough).",
+    )
+    s.add_argument("alert_id")
+    s.add_argument("--format", choices=["text", "json"], default="text")
+    for name, help_text in (
+        ("ack", "acknowledge an alert (no further messages)"),
+        ("set-state", "set the triage state: " + ", ".join(lifecycle.TRIAGE) + " (or new)"),
+    ):
+        s = add(name, help=help_text, description=help_text)
+        s.add_argument("alert_id")
+        if name == "set-state":
+            s.add_argument("state")
+        s.add_argument("--note", help="why (kept in the alert's history)")
+        s.add_argument("--by", default=None, help="who (default: the current user)")
+    s = add(
+        "channels",
+        help="health of every alert channel (failing ones need attention)",
+        description="Per channel: ok, retrying or failing; pending messages and the last error.",
+    )
+    s.add_argument("--alerts-config", help="TOML file with an [alerts] table (default: the farm settings)")
+    s.add_argument("--format", choices=["text", "json"], default="text")
+    s = add(
+        "deliver",
+        help="derive alerts and send due messages (what the master does)",
+        description="Run alerts.sync and drain the outbox, like the master's delivery service; "
+        "secrets come from --secrets-dir (one file per secret, as Buildbot's SecretInAFile).",
+    )
+    s.add_argument("--alerts-config", help="TOML file with an [alerts] table (default: the farm settings)")
+    s.add_argument("--secrets-dir", help="directory of secret files (default: <data_dir>/secrets)")
+    s.add_argument("--once", action="store_true", help="one pass, then exit")
+    s.add_argument("--interval", type=float, help="seconds between passes (default: alerts.poll_interval)")
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    if args.db:
+        return Path(args.db)
+    from master.settings import load_settings
+
+    return load_settings(getattr(args, "config", None)).results_db
+
+
+def load_alert_settings(args: argparse.Namespace) -> AlertSettings:
+    """From --alerts-config, else the farm settings' `alerts` (once mounted there), else `[alerts]` in its TOML."""
+    path = getattr(args, "alerts_config", None)
+    if path is None:
+        from master.settings import DEFAULTS_FILE, load_settings
+
+        settings = load_settings(getattr(args, "config", None))
+        if isinstance(getattr(settings, "alerts", None), AlertSettings):
+            return settings.alerts
+        path = getattr(args, "config", None) or os.environ.get("PERFFARM_CONFIG") or DEFAULTS_FILE
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise AlertConfigError(f"cannot read alert settings from {path}: {e}") from None
+    return AlertSettings.from_mapping(data.get("alerts", {}))
+
+
+def read_secret_dir(path: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """The named secrets from a directory of files (trailing newline stripped), as SecretInAFile reads them."""
+    out = {}
+    for name in names:
+        f = path / name
+        if f.is_file():
+            out[name] = f.read_text(encoding="utf-8").rstrip("\r\n")
+    return out
+
+
+def _connect(args: argparse.Namespace):
+    path = _db_path(args)
+    if not path.exists():
+        raise FileNotFoundError(f"no results database at {path}")
+    return store.connect(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except (AlertNotFound, FileNotFoundError) as e:
+        print(f"perffarm alerts: {e}", file=sys.stderr)
+        return EXIT_MISSING
+    except (lifecycle.LifecycleError, AlertConfigError) as e:
+        print(f"perffarm alerts: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run(args: argparse.Namespace) -> int:
+    cmd = args.alerts_command
+    if cmd == "deliver":
+        return _deliver(args)
+    conn = _connect(args)
+    try:
+        if cmd == "list":
+            return _list(conn, args)
+        if cmd == "show":
+            return _show(conn, args)
+        if cmd == "channels":
+            health = delivery.channel_health(conn, load_alert_settings(args))
+            if args.format == "json":
+                print(json.dumps([h.__dict__ for h in health], indent=1, sort_keys=True))
+            for h in health if args.format == "text" else []:
+                print(
+                    f"{h.name:<16} {h.kind or '(not configured)':<8} {h.status:<9} {h.pending} pending, "
+                    f"{h.sent} sent, last sent {_when(h.last_sent_at)}"
+                    + (f", error: {h.last_error}" if h.last_error else "")
+                )
+            return EXIT_OK
+        by = args.by or getpass.getuser()
+        state = "acknowledged" if cmd == "ack" else args.state
+        old, new = set_state(conn, args.alert_id, state, by=by, note=args.note)
+        print(f"{resolve(conn, args.alert_id)}: {old} -> {new}")
+        return EXIT_OK
+    finally:
+        conn.close()
+
+
+def _list(conn, args: argparse.Namespace) -> int:
+    where, params = [], []
+    if args.state:
+        where.append("state = ?")
+        params.append(lifecycle.parse_state(args.state))
+    elif not args.all:
+        where.append(f"state IN ({','.join('?' * len(lifecycle.AUTOMATIC))}) AND active = 1")
+        params.extend(lifecycle.AUTOMATIC)
+    sql = "SELECT a.*, (SELECT COUNT(*) FROM alert_lines l WHERE l.alert_id = a.id) AS n_lines FROM alerts a"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    rows = conn.execute(sql + f" ORDER BY created_at DESC, id LIMIT {int(args.limit)}", params).fetchall()
+    if args.format == "json":
+        print(json.dumps([dict(r) for r in rows], indent=1, sort_keys=True))
+        return EXIT_OK
+    if not rows:
+        print("no alerts" + ("" if args.all or args.state else " open (--all shows triaged ones)"))
+    for r in rows:
+        where_ = r["culprit_sha"] or r["sha"]
+        print(
+            f"{r['id']}  {r['state']:<14} {r['severity']:<8} {r['kind']:<11} {r['branch']:<16} "
+            f"{where_[:12]}  {r['n_lines']} workload(s)  {_when(r['created_at'])}"
+        )
+    return EXIT_OK
+
+
+def _show(conn, args: argparse.Namespace) -> int:
+    from master.alerts.config import AlertSettings as _S
+
+    aid = resolve(conn, args.alert_id)
+    view = alert_view(conn, _S(), aid)
+    hist = [dict(h) for h in db.history(conn, aid)]
+    out = [dict(o) for o in db.outbox_for_alert(conn, aid)]
+    if args.format == "json":
+        doc: dict[str, Any] = {
+            "alert": dict(db.alert(conn, aid)),
+            "lines": [x.__dict__ for x in view.lines],
+            "history": hist,
+            "deliveries": out,
+        }
+        print(json.dumps(doc, indent=1, sort_keys=True, default=str))
+        return EXIT_OK
+    a = db.alert(conn, aid)
+    print(f"alert     {aid} (revision {a['revision']})")
+    print(f"state     {a['state']}" + ("" if a["active"] else " (retracted: the change points no longer hold)"))
+    print(f"kind      {a['severity']} {a['kind']} on {a['branch']}")
+    print(f"range     {a['prev_sha'] or '(start)'}..{a['sha']} ({view.commits or '?'} commit(s))")
+    print(
+        f"bisection {a['bisection_state'] or 'not started'}"
+        + (f", culprit {a['culprit_sha']}" if a["culprit_sha"] else "")
+    )
+    who = view.culprit or view.commit
+    if who:
+        print(f"commit    {who.sha} {json.dumps(who.subject)} by {json.dumps(who.author)}")
+    for x in view.lines:
+        ci = f" [{x.ci_low:.3f}, {x.ci_high:.3f}]" if x.ci_low is not None and x.ci_high is not None else ""
+        print(f"  {x.workload} {x.metric} on {x.machine_id}: rQPS {x.ratio:.3f}{ci} {x.colour} {x.severity}")
+    for h in hist:
+        print(
+            f"  {_when(h['at'])} {h['old_state'] or '-'} -> {h['new_state']} by {h['by']}"
+            + (f": {h['note']}" if h["note"] else "")
+        )
+    for o in out:
+        print(
+            f"  {o['channel']:<12} {o['event']:<8} r{o['revision']} {o['state']:<9} attempts {o['attempts']}"
+            + (f" sent {_when(o['sent_at'])}" if o["sent_at"] else "")
+            + (f" error: {o['last_error']}" if o["last_error"] and o["state"] == "pending" else "")
+        )
+    return EXIT_OK
+
+
+def _deliver(args: argparse.Namespace) -> int:
+    settings = load_alert_settings(args)
+    path = _db_path(args)
+    secrets_dir = Path(args.secrets_dir) if args.secrets_dir else path.parent / "secrets"
+    interval = args.interval or settings.poll_interval
+    conn = store.connect(path)
+    try:
+        delivery.release_dead_leases(conn)
+        while True:
+            secrets = read_secret_dir(secrets_dir, settings.secret_names())
+            senders = build_senders(settings.channels, secrets, timeout=settings.retry.timeout)
+            sync(conn, settings)
+            report = delivery.deliver_once(conn, settings, senders, secrets=secrets)
+            for key in report.sent:
+                print(f"sent {key}", flush=True)
+            for key, reason in report.failed:
+                print(f"failed {key}: {reason}", flush=True)
+            if args.once:
+                return EXIT_OK
+            time.sleep(interval)
+    finally:
+        conn.close()

@@ -1,0 +1,306 @@
+"""Alert settings as frozen data: thresholds, per-workload overrides, channels and the retry policy.
+
+The `[alerts]` table of perffarm.toml maps onto `AlertSettings.from_mapping`; every default lives here so the
+core runs (and is tested) without a settings file. Channels name the Buildbot *secret* that holds each
+webhook URL or password: the settings file never holds the value itself.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+SEVERITIES = ("warn", "critical")
+KINDS = ("regression", "improvement")
+CHANNEL_KINDS = ("slack", "webhook", "email")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+class AlertConfigError(ValueError):
+    """An `[alerts]` setting is missing or invalid; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Relative change (|1 - goodness ratio|) at which a change point alerts as warn or critical."""
+
+    warn: float = 0.03
+    critical: float = 0.10
+
+    def __post_init__(self) -> None:
+        if not (0 < self.warn <= self.critical < 10):
+            raise AlertConfigError(
+                f"thresholds need 0 < warn <= critical, got warn={self.warn} critical={self.critical}"
+            )
+
+
+@dataclass(frozen=True)
+class Override:
+    """Thresholds for workloads matching a glob (first match wins), for one kind or both."""
+
+    workload: str
+    thresholds: Thresholds
+    kind: str = "both"
+
+    def matches(self, workload: str, kind: str) -> bool:
+        return (self.kind in ("both", kind)) and fnmatch.fnmatchcase(workload, self.workload)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff for failed sends; rows are never dropped, only retried less often."""
+
+    base_delay: float = 30.0
+    max_delay: float = 3600.0
+    factor: float = 2.0
+    failing_after: int = 5  # consecutive failed attempts of one message before its channel counts as failing
+    lease_seconds: float = 120.0  # a claimed message is re-claimable after this (a deliverer died mid-send)
+    timeout: float = 10.0  # per send; must be well below lease_seconds
+
+    def __post_init__(self) -> None:
+        if not (0 < self.base_delay <= self.max_delay) or self.factor < 1 or self.failing_after < 1:
+            raise AlertConfigError("alerts retry: need 0 < retry_base_delay <= retry_max_delay, factor >= 1")
+        if not 0 < self.timeout < self.lease_seconds:
+            raise AlertConfigError("alerts.send_timeout must be positive and below alerts.lease_seconds")
+
+    def delay(self, attempts: int) -> float:
+        """Seconds to wait after the `attempts`-th failure (1-based)."""
+        return min(self.max_delay, self.base_delay * self.factor ** max(0, attempts - 1))
+
+
+@dataclass(frozen=True)
+class ChannelConfig:
+    """One destination: its kind, which secrets it reads, and which alerts it wants."""
+
+    name: str
+    kind: str
+    url_secret: str | None = None  # slack, webhook: the Buildbot secret holding the URL
+    signing_secret: str | None = None  # webhook: HMAC-SHA256 key for X-Perffarm-Signature (optional)
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = 25
+    smtp_starttls: bool = False
+    smtp_user: str | None = None
+    password_secret: str | None = None  # email: the Buildbot secret holding the SMTP password (optional)
+    mail_from: str = ""
+    mail_to: tuple[str, ...] = ()
+    min_severity: str = "warn"
+    kinds: tuple[str, ...] = ("regression",)
+
+    def __post_init__(self) -> None:
+        where = f"alerts.channels[{self.name!r}]"
+        if not NAME_RE.match(self.name):
+            raise AlertConfigError(f"{where}.name: letters, digits, '.', '_', '-' only (at most 63)")
+        if self.kind not in CHANNEL_KINDS:
+            raise AlertConfigError(f"{where}.kind: {self.kind!r} is not one of {CHANNEL_KINDS}")
+        if self.kind in ("slack", "webhook") and not self.url_secret:
+            raise AlertConfigError(
+                f"{where}.url_secret: a {self.kind} channel needs the name of the secret holding its URL"
+            )
+        if self.kind == "email" and (not self.mail_from or not self.mail_to):
+            raise AlertConfigError(f"{where}: an email channel needs mail_from and mail_to")
+        if self.kind == "email" and self.password_secret and not self.smtp_user:
+            raise AlertConfigError(f"{where}.smtp_user: needed with password_secret")
+        if self.min_severity not in SEVERITIES:
+            raise AlertConfigError(f"{where}.min_severity: {self.min_severity!r} is not one of {SEVERITIES}")
+        bad = [k for k in self.kinds if k not in KINDS]
+        if bad or not self.kinds:
+            raise AlertConfigError(f"{where}.kinds: need a non-empty subset of {KINDS}, got {list(self.kinds)}")
+        for secret in self.secret_names():
+            if not NAME_RE.match(secret):
+                raise AlertConfigError(f"{where}: {secret!r} is not a valid secret name")
+
+    def secret_names(self) -> tuple[str, ...]:
+        """Every Buildbot secret this channel reads."""
+        return tuple(s for s in (self.url_secret, self.signing_secret, self.password_secret) if s)
+
+    def wants(self, kind: str, severity: str) -> bool:
+        """Whether an alert of this kind and severity is sent here."""
+        return kind in self.kinds and SEVERITIES.index(severity) >= SEVERITIES.index(self.min_severity)
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """Everything the alert core needs; the defaults are the documented defaults of `[alerts]`."""
+
+    enabled: bool = True
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    improvement_thresholds: Thresholds = field(default_factory=lambda: Thresholds(0.05, 0.15))
+    overrides: tuple[Override, ...] = ()
+    max_pvalue: float = 0.01
+    band_red: float = 0.97
+    band_green: float = 1.03
+    site_url: str = "http://127.0.0.1:8000/"
+    link_template: str = "{site_url}alerts/alert-{alert_id}.html"  # the page master/publish writes
+    settle_seconds: float = 300.0
+    poll_interval: float = 10.0
+    channels: tuple[ChannelConfig, ...] = ()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.max_pvalue <= 1:
+            raise AlertConfigError(f"alerts.max_pvalue: must be in (0, 1], got {self.max_pvalue}")
+        if not 0 < self.band_red <= 1 <= self.band_green:
+            raise AlertConfigError("alerts.band_red/band_green: need 0 < band_red <= 1 <= band_green")
+        if self.settle_seconds < 0 or self.poll_interval <= 0:
+            raise AlertConfigError("alerts.settle_seconds must be >= 0 and alerts.poll_interval > 0")
+        names = [c.name for c in self.channels]
+        if len(set(names)) != len(names):
+            raise AlertConfigError(f"alerts.channels: duplicate channel names in {names}")
+        try:
+            self.link_template.format(site_url=self.site_url, alert_id="a-0")
+        except (KeyError, IndexError, ValueError) as e:
+            raise AlertConfigError(
+                f"alerts.link_template: only {{site_url}} and {{alert_id}} are known ({e})"
+            ) from None
+
+    def thresholds_for(self, workload: str, kind: str) -> Thresholds:
+        """The thresholds that apply to one workload and kind (first matching override, else the default)."""
+        for o in self.overrides:
+            if o.matches(workload, kind):
+                return o.thresholds
+        return self.thresholds if kind == "regression" else self.improvement_thresholds
+
+    def channel(self, name: str) -> ChannelConfig | None:
+        return next((c for c in self.channels if c.name == name), None)
+
+    def secret_names(self) -> tuple[str, ...]:
+        return tuple(sorted({s for c in self.channels for s in c.secret_names()}))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> AlertSettings:
+        """Parse the `[alerts]` TOML table (missing keys keep their defaults); errors name the key."""
+        return _parse(dict(data or {}))
+
+
+# --------------------------------------------------------------------------------------------- parsing
+
+_TOP = {
+    "enabled",
+    "warn",
+    "critical",
+    "improvement_warn",
+    "improvement_critical",
+    "max_pvalue",
+    "band_red",
+    "band_green",
+    "site_url",
+    "link_template",
+    "settle_seconds",
+    "poll_interval",
+    "retry_base_delay",
+    "retry_max_delay",
+    "retry_factor",
+    "failing_after",
+    "lease_seconds",
+    "send_timeout",
+    "overrides",
+    "channels",
+}
+_CHANNEL_KEYS = {f.name for f in fields(ChannelConfig)}
+_SECRETISH = re.compile(r"(^url$|password$|token$|webhook$)")
+
+
+def _num(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise AlertConfigError(f"{name}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _parse(d: dict[str, Any]) -> AlertSettings:
+    unknown = sorted(set(d) - _TOP)
+    if unknown:
+        raise AlertConfigError(f"alerts.{unknown[0]}: unknown setting (known: {sorted(_TOP)})")
+    base = AlertSettings()
+    kw: dict[str, Any] = {}
+    try:
+        if "enabled" in d:
+            if not isinstance(d["enabled"], bool):
+                raise AlertConfigError(f"alerts.enabled: expected true or false, got {d['enabled']!r}")
+            kw["enabled"] = d["enabled"]
+        kw["thresholds"] = Thresholds(
+            _num("alerts.warn", d.get("warn", base.thresholds.warn)),
+            _num("alerts.critical", d.get("critical", base.thresholds.critical)),
+        )
+        kw["improvement_thresholds"] = Thresholds(
+            _num("alerts.improvement_warn", d.get("improvement_warn", base.improvement_thresholds.warn)),
+            _num("alerts.improvement_critical", d.get("improvement_critical", base.improvement_thresholds.critical)),
+        )
+        for key in ("max_pvalue", "band_red", "band_green", "settle_seconds", "poll_interval"):
+            if key in d:
+                kw[key] = _num(f"alerts.{key}", d[key])
+        for key in ("site_url", "link_template"):
+            if key in d:
+                if not isinstance(d[key], str) or not d[key].strip():
+                    raise AlertConfigError(f"alerts.{key}: expected a non-empty string, got {d[key]!r}")
+                kw[key] = d[key].strip()
+        r = base.retry
+        kw["retry"] = RetryPolicy(
+            base_delay=_num("alerts.retry_base_delay", d.get("retry_base_delay", r.base_delay)),
+            max_delay=_num("alerts.retry_max_delay", d.get("retry_max_delay", r.max_delay)),
+            factor=_num("alerts.retry_factor", d.get("retry_factor", r.factor)),
+            failing_after=int(_num("alerts.failing_after", d.get("failing_after", r.failing_after))),
+            lease_seconds=_num("alerts.lease_seconds", d.get("lease_seconds", r.lease_seconds)),
+            timeout=_num("alerts.send_timeout", d.get("send_timeout", r.timeout)),
+        )
+        kw["overrides"] = tuple(_override(i, o) for i, o in enumerate(_list("alerts.overrides", d.get("overrides"))))
+        kw["channels"] = tuple(_channel(i, c) for i, c in enumerate(_list("alerts.channels", d.get("channels"))))
+        return AlertSettings(**kw)
+    except TypeError as e:  # a dataclass got a value of the wrong shape
+        raise AlertConfigError(f"alerts: {e}") from None
+
+
+def _list(name: str, value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise AlertConfigError(f"{name}: expected an array of tables ([[{name}]]), got {value!r}")
+    return value
+
+
+def _override(i: int, o: dict[str, Any]) -> Override:
+    where = f"alerts.overrides[{i}]"
+    unknown = sorted(set(o) - {"workload", "warn", "critical", "kind"})
+    if unknown:
+        raise AlertConfigError(f"{where}.{unknown[0]}: unknown key (known: workload, warn, critical, kind)")
+    if not isinstance(o.get("workload"), str) or not o["workload"]:
+        raise AlertConfigError(f"{where}.workload: expected a glob such as 'pgbench-rw-*'")
+    kind = o.get("kind", "both")
+    if kind not in ("both", *KINDS):
+        raise AlertConfigError(f"{where}.kind: {kind!r} is not one of both, regression, improvement")
+    if "warn" not in o or "critical" not in o:
+        raise AlertConfigError(f"{where}: needs both warn and critical")
+    try:
+        th = Thresholds(_num(f"{where}.warn", o["warn"]), _num(f"{where}.critical", o["critical"]))
+    except AlertConfigError as e:
+        raise AlertConfigError(f"{where}: {e}") from None
+    return Override(o["workload"], th, kind)
+
+
+def _channel(i: int, c: dict[str, Any]) -> ChannelConfig:
+    where = f"alerts.channels[{i}]"
+    unknown = sorted(set(c) - _CHANNEL_KEYS)
+    for key in unknown:
+        if _SECRETISH.search(key):
+            raise AlertConfigError(
+                f"{where}.{key}: secrets never go in the settings file; store the value as "
+                f"a Buildbot secret and name it in url_secret / password_secret"
+            )
+    if unknown:
+        raise AlertConfigError(f"{where}.{unknown[0]}: unknown key (known: {sorted(_CHANNEL_KEYS)})")
+    for key in ("name", "kind"):
+        if not isinstance(c.get(key), str):
+            raise AlertConfigError(f"{where}.{key}: required string")
+    kw = dict(c)
+    for key in ("mail_to", "kinds"):
+        if key in kw:
+            if not isinstance(kw[key], list) or not all(isinstance(v, str) for v in kw[key]):
+                raise AlertConfigError(f"{where}.{key}: expected a list of strings")
+            kw[key] = tuple(kw[key])
+    if "smtp_port" in kw and (
+        isinstance(kw["smtp_port"], bool) or not isinstance(kw["smtp_port"], int) or not 1 <= kw["smtp_port"] <= 65535
+    ):
+        raise AlertConfigError(f"{where}.smtp_port: expected a port number, got {kw['smtp_port']!r}")
+    return ChannelConfig(**kw)

@@ -1,0 +1,139 @@
+"""Deliver the outbox: lease due messages, send each through its channel's sender, mark sent or back off.
+
+Exactly once, as far as a sender can know: a message is marked sent in the same database, right after the
+receiver accepted it; a deliverer killed before that mark leaves a lease that expires (or is released at the
+next start), and the message is sent again with the *same* idempotency key (HTTP header `Idempotency-Key`,
+the JSON body's `delivery_id`, the email's Message-ID), so a receiver that honours the key sees it once.
+Nothing is ever dropped: failures are retried with exponential backoff, for ever, and a channel whose
+messages keep failing is reported by `channel_health`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from master import store
+from master.alerts import db
+from master.alerts.channels import Sender, SendError, redact
+from master.alerts.config import AlertSettings
+
+
+def owner_id() -> str:
+    """This process as a lease owner: host and pid, so a restarted master can free its dead self's leases."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(owner: str) -> bool | None:
+    """Whether a lease owner on this host still runs (None: another host, cannot tell)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_dead_leases(conn: sqlite3.Connection) -> int:
+    """Free leases of deliverers on this host that no longer run (after kill -9 or a crash)."""
+    dead = [o for o in db.lease_owners(conn) if _alive(o) is False]
+    return db.release_leases(conn, dead) if dead else 0
+
+
+@dataclass
+class DeliveryReport:
+    """What one pass did."""
+
+    sent: list[str] = field(default_factory=list)  # idempotency keys
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (key, reason)
+
+
+def deliver_once(
+    conn: sqlite3.Connection,
+    settings: AlertSettings,
+    senders: Mapping[str, Sender],
+    *,
+    owner: str | None = None,
+    now: Callable[[], float] = time.time,
+    limit: int = 50,
+    secrets: Mapping[str, str] | None = None,
+) -> DeliveryReport:
+    """Lease due messages and send each once; a failure schedules a retry with backoff."""
+    owner = owner or owner_id()
+    policy = settings.retry
+    with store.transaction(conn):
+        rows = db.claim(conn, owner, now(), policy.lease_seconds, limit)
+    report = DeliveryReport()
+    for row in rows:
+        sender = senders.get(row.channel)
+        try:
+            if sender is None:
+                raise SendError(f"channel {row.channel!r} is not configured any more", permanent=True)
+            sender.send(row)
+        except SendError as e:
+            reason = redact(str(e), secrets or {})
+            attempts = row.attempts + 1
+            delay = policy.max_delay if e.permanent else policy.delay(attempts)
+            db.mark_failed(conn, row.id, owner, reason, e.permanent, now() + delay)
+            report.failed.append((row.key, reason))
+            continue
+        db.mark_sent(conn, row.id, now())
+        report.sent.append(row.key)
+    return report
+
+
+@dataclass(frozen=True)
+class ChannelHealth:
+    """How a channel is doing, for `perffarm status` and the site."""
+
+    name: str
+    kind: str | None  # None: messages exist for a channel no longer configured
+    status: str  # ok | retrying | failing
+    pending: int
+    sent: int
+    max_attempts: int
+    oldest_pending_age: float | None
+    last_sent_at: float | None
+    last_error: str | None
+
+
+def channel_health(conn: sqlite3.Connection, settings: AlertSettings, now: float | None = None) -> list[ChannelHealth]:
+    """Every configured channel (and any with leftover messages): ok, retrying, or failing."""
+    now = time.time() if now is None else now
+    rows = {r["channel"]: r for r in db.channel_rows(conn)}
+    names = [c.name for c in settings.channels] + sorted(set(rows) - {c.name for c in settings.channels})
+    out = []
+    for name in names:
+        ch = settings.channel(name)
+        r = rows.get(name)
+        pending = int(r["pending"] or 0) if r else 0
+        attempts = int(r["max_attempts"] or 0) if r else 0
+        permanent = bool(r["permanent"]) if r else False
+        if pending and (attempts >= settings.retry.failing_after or permanent or ch is None):
+            status = "failing"
+        elif pending and attempts > 0:
+            status = "retrying"
+        else:
+            status = "ok"
+        out.append(
+            ChannelHealth(
+                name=name,
+                kind=ch.kind if ch else None,
+                status=status,
+                pending=pending,
+                sent=int(r["sent"] or 0) if r else 0,
+                max_attempts=attempts,
+                oldest_pending_age=(now - r["oldest_pending"]) if r and r["oldest_pending"] else None,
+                last_sent_at=r["last_sent_at"] if r else None,
+                last_error=db.worst_error(conn, name) if pending else None,
+            )
+        )
+    return out

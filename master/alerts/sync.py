@@ -1,0 +1,348 @@
+"""Derive alerts from change points and queue their messages: idempotent, one transaction per call.
+
+`sync` is what the master calls after each analysis round (and the delivery service calls it every pass, so a
+missed call only delays an alert). It files new alerting change points into alerts grouped by commit range,
+refreshes every alert (severity, range, still active?), and when an alert's notifiable content changed —
+new, more workloads, more severe, culprit found, retracted — queues one message per interested channel. A
+message nobody has tried to send is refreshed in place (so six lines arriving one by one during the settle
+time still make one message); anything a receiver may have seen gets a follow-up 'updated' message, never a
+second 'opened'. Triaged alerts are never notified again.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from master import store
+from master.alerts import db, grouping, lifecycle, messages, rules
+from master.alerts.config import AlertSettings
+from master.detect.model import Direction
+from master.detect.rqps import Bands, colour
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    """What one sync did to one alert: opened, updated (with what changed), and which channels got a message."""
+
+    alert_id: str
+    action: str  # opened | updated
+    revision: int
+    changes: tuple[str, ...]
+    queued: tuple[str, ...]  # channel names with a new or refreshed message
+
+
+def sync(conn: sqlite3.Connection, settings: AlertSettings, now: float | None = None) -> list[AlertEvent]:
+    """File new change points into alerts, refresh every alert, queue messages; safe to call any time."""
+    now = time.time() if now is None else now
+    with store.transaction(conn):
+        existing = {a["id"]: a for a in db.alerts(conn)}
+        groups = [
+            grouping.OpenGroup(a["id"], grouping.Range(a["branch"], a["kind"], a["prev_position"], a["position"]))
+            for a in existing.values()
+        ]
+        candidates = [(x, rules.severity(x, settings)) for x in db.unassigned_lines(conn)]
+        alerting = {x.change_point_id: (x, sev) for x, sev in candidates if sev is not None}
+        placed = grouping.assign(groups, [x for x, _ in alerting.values()])
+        founders: dict[str, rules.Line] = {}
+        for cp_id, alert_id in sorted(placed.items()):
+            line, sev = alerting[cp_id]
+            if alert_id not in existing and alert_id not in founders:
+                founders[alert_id] = line
+                _insert_placeholder(conn, alert_id, line, sev, now)
+            db.add_line(conn, alert_id, cp_id, sev, now)
+        events = []
+        for alert_id, members in db.member_lines(conn).items():
+            event = _refresh(conn, settings, alert_id, members, is_new=alert_id in founders, now=now)
+            if event is not None:
+                events.append(event)
+        return events
+
+
+def _insert_placeholder(conn: sqlite3.Connection, alert_id: str, line: rules.Line, sev: str, now: float) -> None:
+    db.insert_alert(
+        conn,
+        {
+            "id": alert_id,
+            "branch": line.branch,
+            "kind": line.kind,
+            "severity": sev,
+            "state": "new",
+            "prev_sha": line.prev_sha,
+            "sha": line.sha,
+            "prev_position": line.prev_position,
+            "position": line.position,
+            "revision": 0,
+            "signature": "",
+            "created_at": now,
+            "updated_at": now,
+        },
+    )
+    db.add_history(conn, alert_id, None, "new", "perffarm", None, now)
+
+
+def _signature(line_ids: list[int], severity: str, culprit: str | None, active: bool) -> str:
+    return json.dumps([sorted(line_ids), severity, culprit, active])
+
+
+def _refresh(
+    conn: sqlite3.Connection,
+    settings: AlertSettings,
+    alert_id: str,
+    members: list[tuple[rules.Line, str]],
+    *,
+    is_new: bool,
+    now: float,
+) -> AlertEvent | None:
+    a = db.alert(conn, alert_id)
+    for line, stored in members:  # a line escalates with more data; it never silently de-escalates
+        current = rules.severity(line, settings)
+        if current is not None and current != stored and rules.max_severity([current, stored]) == current:
+            db.set_line_severity(conn, line.change_point_id, current)
+    severities = {x.change_point_id: s for x, s in members}
+    for line, _ in members:
+        cur = rules.severity(line, settings)
+        if cur is not None:
+            severities[line.change_point_id] = rules.max_severity([cur, severities[line.change_point_id]])
+    active = [x for x, _ in members if x.active]
+    shown = active or [x for x, _ in members]
+    severity = rules.max_severity([severities[x.change_point_id] for x in shown])
+    rng = grouping.common_range(shown)
+    line_ids = [x.change_point_id for x, _ in members]
+    signature = _signature(line_ids, severity, a["culprit_sha"], bool(active))
+    values = {
+        "prev_position": rng.prev_position,
+        "position": rng.position,
+        "severity": severity,
+        "active": 1 if active else 0,
+    }
+    by_pos = {x.position: x.sha for x in shown} | {x.prev_position: x.prev_sha for x in shown}
+    values["sha"] = by_pos.get(rng.position, a["sha"])
+    values["prev_sha"] = by_pos.get(rng.prev_position) if rng.prev_position is not None else None
+    if signature == a["signature"]:
+        if any(values[k] != a[k] for k in values):
+            db.update_alert(conn, alert_id, values)
+        return None
+    old = json.loads(a["signature"]) if a["signature"] else None
+    revision = a["revision"] + 1
+    changes = [] if old is None else _describe(old, line_ids, severity, a["culprit_sha"], bool(active), members)
+    history = json.loads(a["changes"]) + [[revision, c] for c in changes]
+    db.update_alert(
+        conn,
+        alert_id,
+        {**values, "revision": revision, "signature": signature, "changes": json.dumps(history), "updated_at": now},
+    )
+    queued = (
+        ()
+        if lifecycle.is_triaged(a["state"]) or not settings.enabled
+        else _queue(conn, settings, alert_id, revision, now)
+    )
+    return AlertEvent(alert_id, "opened" if is_new else "updated", revision, tuple(changes), queued)
+
+
+def _describe(
+    old: list,
+    line_ids: list[int],
+    severity: str,
+    culprit: str | None,
+    active: bool,
+    members: list[tuple[rules.Line, str]],
+) -> list[str]:
+    old_ids, old_sev, old_culprit, old_active = old
+    out = []
+    added = [x for x, _ in members if x.change_point_id not in set(old_ids)]
+    if added:
+        names = ", ".join(sorted({x.workload for x in added}))
+        out.append(f"{len(added)} more workload{'s' if len(added) != 1 else ''}: {names}")
+    if severity != old_sev:
+        out.append(f"severity {old_sev} -> {severity}")
+    if culprit != old_culprit and culprit:
+        out.append(f"culprit found: {culprit[:10]}")
+    if active != old_active:
+        out.append("active again" if active else "retracted: the change no longer holds")
+    return out
+
+
+def _queue(
+    conn: sqlite3.Connection, settings: AlertSettings, alert_id: str, revision: int, now: float
+) -> tuple[str, ...]:
+    a = db.alert(conn, alert_id)
+    queued = []
+    for ch in settings.channels:
+        rows = db.outbox_rows(conn, alert_id, ch.name)
+        maybe_seen = [r for r in rows if r["state"] == "sent" or r["attempts"] > 0 or r["lease_owner"]]
+        fresh = next(
+            (r for r in rows if r["state"] == "pending" and r["attempts"] == 0 and r["lease_owner"] is None), None
+        )
+        if not a["active"]:
+            db.cancel_unsent(conn, alert_id, ch.name)
+            if not maybe_seen:
+                continue
+            fresh = None
+        elif not ch.wants(a["kind"], a["severity"]):
+            continue
+        event = fresh["event"] if fresh else ("updated" if maybe_seen else "opened")
+        seen_rev = max((r["revision"] for r in maybe_seen), default=0)
+        view = alert_view(conn, settings, alert_id, since_revision=seen_rev)
+        key = f"{alert_id}/{ch.name}/r{revision}"
+        payload = messages.build(view, ch.kind, event, key, ch.name)
+        available = a["created_at"] + settings.settle_seconds if event == "opened" else now
+        if fresh is not None and db.replace_unsent(
+            conn, fresh["id"], revision=revision, key=key, payload=payload, available_at=available
+        ):
+            queued.append(ch.name)
+            continue
+        db.enqueue(
+            conn,
+            alert_id=alert_id,
+            channel=ch.name,
+            event=event,
+            revision=revision,
+            key=key,
+            payload=payload,
+            available_at=available,
+            now=now,
+        )
+        queued.append(ch.name)
+    return tuple(queued)
+
+
+# ------------------------------------------------------------------------------------------------ views
+
+
+def _commit_view(conn: sqlite3.Connection, sha: str | None) -> messages.CommitView | None:
+    if not sha:
+        return None
+    row = db.commit(conn, sha)
+    return messages.CommitView(sha, row["subject"] if row else "", row["author"] if row else "")
+
+
+def alert_view(
+    conn: sqlite3.Connection, settings: AlertSettings, alert_id: str, since_revision: int = 0
+) -> messages.AlertView:
+    """The alert as messages and the CLI show it, with the changes made after `since_revision`."""
+    a = db.alert(conn, alert_id)
+    if a is None:
+        raise KeyError(alert_id)
+    members = db.member_lines(conn, alert_id).get(alert_id, [])
+    stored = {x.change_point_id: s for x, s in members}
+    lines = [x for x, _ in members if x.active] or [x for x, _ in members]
+    bands = Bands(settings.band_red, settings.band_green)
+    views = tuple(
+        messages.LineView(
+            workload=x.workload,
+            metric=x.metric,
+            unit=x.unit,
+            direction=x.direction,
+            machine_id=x.machine_id,
+            recipe=x.recipe,
+            kind=x.kind,
+            severity=stored[x.change_point_id],
+            ratio=x.ratio,
+            ci_low=x.ci_low,
+            ci_high=x.ci_high,
+            colour=colour(x.ratio, Direction.parse(x.direction), bands).value,
+            sha=x.sha,
+            prev_sha=x.prev_sha,
+        )
+        for x in sorted(lines, key=lambda x: (x.workload, x.metric, x.machine_id, x.change_point_id))
+    )
+    commits = None if a["prev_position"] is None else a["position"] - a["prev_position"]
+    changes = tuple(c for rev, c in json.loads(a["changes"]) if rev > since_revision)
+    return messages.AlertView(
+        id=a["id"],
+        revision=a["revision"],
+        kind=a["kind"],
+        severity=a["severity"],
+        state=a["state"],
+        active=bool(a["active"]),
+        branch=a["branch"],
+        prev_sha=a["prev_sha"],
+        sha=a["sha"],
+        commits=commits,
+        commit=_commit_view(conn, a["sha"]) if commits == 1 else None,
+        culprit=_commit_view(conn, a["culprit_sha"]),
+        bisection_state=a["bisection_state"],
+        link=settings.link_template.format(site_url=settings.site_url, alert_id=a["id"]),
+        lines=views,
+        changes=changes,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ state
+
+
+class AlertNotFound(LookupError):
+    """No alert (or more than one) matches the id given."""
+
+
+def resolve(conn: sqlite3.Connection, alert_id: str) -> str:
+    """A full alert id from a full or unambiguous short one."""
+    found = db.find_alerts(conn, alert_id.strip())
+    exact = [r for r in found if r["id"] == alert_id.strip().lower()]
+    if exact:
+        return exact[0]["id"]
+    if len(found) != 1:
+        raise AlertNotFound(
+            f"no alert matches {alert_id!r}"
+            if not found
+            else f"{alert_id!r} is ambiguous: {', '.join(r['id'] for r in found[:5])}"
+        )
+    return found[0]["id"]
+
+
+def set_state(
+    conn: sqlite3.Connection, alert_id: str, state: str, *, by: str, note: str | None = None, now: float | None = None
+) -> tuple[str, str]:
+    """Triage by hand (ack, set-state); returns (old, new). A triaged alert's unsent messages are dropped."""
+    now = time.time() if now is None else now
+    wanted = lifecycle.parse_state(state)
+    with store.transaction(conn):
+        aid = resolve(conn, alert_id)
+        a = db.alert(conn, aid)
+        new = lifecycle.after_triage(a["state"], wanted)
+        if wanted == "new" and a["culprit_sha"]:
+            new = "culprit-found"  # reopening keeps what bisection found
+        db.update_alert(conn, aid, {"state": new, "state_changed_at": now, "state_by": by, "state_note": note})
+        db.add_history(conn, aid, a["state"], new, by, note, now)
+        if lifecycle.is_triaged(new):
+            db.cancel_unsent(conn, aid)
+    return a["state"], new
+
+
+def record_bisection(
+    conn: sqlite3.Connection,
+    alert_id: str,
+    bisection_state: str,
+    culprit_sha: str | None = None,
+    *,
+    by: str = "bisection",
+    now: float | None = None,
+) -> str:
+    """Bisection's progress (issue #5): set its state and culprit; the next `sync` sends the update message."""
+    now = time.time() if now is None else now
+    with store.transaction(conn):
+        aid = resolve(conn, alert_id)
+        a = db.alert(conn, aid)
+        new = lifecycle.after_bisection(a["state"], bisection_state, culprit_sha)
+        db.update_alert(
+            conn,
+            aid,
+            {
+                "bisection_state": bisection_state,
+                "culprit_sha": culprit_sha or a["culprit_sha"],
+                "state": new,
+                "updated_at": now,
+            },
+        )
+        if new != a["state"]:
+            db.add_history(conn, aid, a["state"], new, by, f"culprit {culprit_sha}" if culprit_sha else None, now)
+    return new
+
+
+def alert_for_change_point(conn: sqlite3.Connection, change_point_id: int) -> str | None:
+    """The alert a change point belongs to (bisection starts from change points)."""
+    row = conn.execute("SELECT alert_id FROM alert_lines WHERE change_point_id = ?", (change_point_id,)).fetchone()
+    return row[0] if row else None

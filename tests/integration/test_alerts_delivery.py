@@ -1,0 +1,218 @@
+"""Delivery to real receivers on 127.0.0.1: Slack-style and JSON webhooks over HTTP, email over SMTP.
+
+Payloads arrive exactly as stored (and as golden-tested), hostile commit text is inert in every channel,
+a receiver that is down and comes back gets each message once, failures back off and show in channel health,
+and no secret value reaches the database or an error text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from master.alerts import AlertSettings, ChannelConfig, channel_health, deliver_once, sync
+from master.alerts.channels import build_senders
+from master.alerts.config import RetryPolicy
+from tests.alerts_support import HOSTILE_AUTHOR, HOSTILE_SUBJECT, Farm, HttpReceiver, SmtpSink, free_port
+
+RETRY = RetryPolicy(base_delay=10, max_delay=300, failing_after=3, lease_seconds=30, timeout=5)
+SMTP_PASSWORD = "s3cret-smtp-pass"
+SIGNING_KEY = "hmac-key-123456"
+
+
+@pytest.fixture
+def receivers():
+    chat, hook, sink = HttpReceiver().start(), HttpReceiver().start(), SmtpSink(password=SMTP_PASSWORD).start()
+    yield chat, hook, sink
+    chat.stop(), hook.stop(), sink.stop()
+
+
+def settings_for(sink: SmtpSink) -> AlertSettings:
+    return AlertSettings(
+        settle_seconds=0,
+        retry=RETRY,
+        channels=(
+            ChannelConfig("chat", "slack", url_secret="alerts-chat-url"),
+            ChannelConfig("hook", "webhook", url_secret="alerts-hook-url", signing_secret="alerts-hook-key"),
+            ChannelConfig(
+                "mail",
+                "email",
+                smtp_host="127.0.0.1",
+                smtp_port=sink.port,
+                smtp_user="farm",
+                password_secret="alerts-smtp-password",
+                mail_from="farm@perf.example",
+                mail_to=("pgsql-perf@example.org",),
+            ),
+        ),
+    )
+
+
+def secrets_for(chat: HttpReceiver, hook: HttpReceiver) -> dict[str, str]:
+    return {
+        "alerts-chat-url": chat.url,
+        "alerts-hook-url": hook.url,
+        "alerts-hook-key": SIGNING_KEY,
+        "alerts-smtp-password": SMTP_PASSWORD,
+    }
+
+
+ACTIVE = [
+    re.compile(p)
+    for p in (r"<!channel>", r"<script", r"@here", r"\[click\]\(", r"\*FREE\*", r"<@U0", "\u202e", r"\nBcc:")
+]
+
+
+def test_every_channel_gets_its_payload_once_with_hostile_text_inert(tmp_path: Path, receivers) -> None:
+    chat, hook, sink = receivers
+    farm = Farm(tmp_path / "results.sqlite")
+    farm.set_subject(10, HOSTILE_SUBJECT, HOSTILE_AUTHOR)
+    for w in ("pgbench-ro", "pgbench-rw"):
+        farm.change_point(farm.series(w), 10, 0.88)
+    settings = settings_for(sink)
+    secrets = secrets_for(chat, hook)
+    (event,) = sync(farm.conn, settings, now=1000)
+    senders = build_senders(settings.channels, secrets, timeout=RETRY.timeout)
+    report = deliver_once(farm.conn, settings, senders, now=lambda: 1000.0, secrets=secrets)
+    assert sorted(report.sent) == sorted(f"{event.alert_id}/{c}/r1" for c in ("chat", "hook", "mail"))
+    assert deliver_once(farm.conn, settings, senders, now=lambda: 2000.0).sent == []  # nothing twice
+
+    stored = {r["channel"]: json.loads(r["payload"]) for r in farm.outbox()}
+    assert len(chat.requests) == 1 and chat.requests[0].json == stored["chat"]
+    assert chat.requests[0].path == "/hook/T000/SECRETPATH"
+    assert chat.requests[0].key == f"{event.alert_id}/chat/r1"
+    (h,) = hook.requests
+    assert h.json == stored["hook"] and h.json["delivery_id"] == h.key
+    expected = "sha256=" + hmac.new(SIGNING_KEY.encode(), h.body, hashlib.sha256).hexdigest()
+    assert h.headers["X-Perffarm-Signature"] == expected
+    (mail,) = sink.mails
+    msg = mail.message
+    assert mail.rcpt == ["pgsql-perf@example.org"] and sink.auth_failures == 0
+    assert msg["Message-ID"] == f"<{event.alert_id}.mail@perffarm.alerts>"
+    assert msg["X-Perffarm-Idempotency-Key"] == f"{event.alert_id}/mail/r1"
+    assert msg["Bcc"] is None and "\n" not in str(msg["Subject"])
+    assert msg.get_content().replace("\r\n", "\n") == stored["mail"]["text"]
+
+    texts = {"chat": chat.requests[0].body.decode(), "hook": h.body.decode(), "mail": mail.data.decode()}
+    for channel, text in texts.items():
+        decoded = json.loads(text) if channel != "mail" else text
+        flat = json.dumps(decoded, ensure_ascii=False) if channel != "mail" else msg.get_content() + str(msg["Subject"])
+        assert "FREE" in flat, f"{channel}: the subject must still be shown"
+        for pattern in ACTIVE:
+            assert not pattern.search(flat), f"{channel}: {pattern.pattern} survived"
+    # No secret value in the database.
+    dump = "\n".join(farm.conn.iterdump())
+    for value in secrets.values():
+        assert value not in dump
+
+
+def test_receiver_down_then_up_is_delivered_once(tmp_path: Path) -> None:
+    port = free_port()
+    farm = Farm(tmp_path / "results.sqlite")
+    farm.change_point(farm.series("ro"), 10, 0.9)
+    settings = AlertSettings(
+        settle_seconds=0, retry=RETRY, channels=(ChannelConfig("hook", "webhook", url_secret="alerts-hook-url"),)
+    )
+    secrets = {"alerts-hook-url": f"http://127.0.0.1:{port}/in/TOKEN-abcdef"}
+    senders = build_senders(settings.channels, secrets, timeout=2)
+    sync(farm.conn, settings, now=1000)
+    t = [1000.0]
+    clock = lambda: t[0]  # noqa: E731
+
+    report = deliver_once(farm.conn, settings, senders, now=clock, secrets=secrets)
+    assert report.sent == [] and len(report.failed) == 1
+    assert "TOKEN" not in report.failed[0][1] and "127.0.0.1" not in report.failed[0][1]
+    (row,) = farm.outbox()
+    assert (row["attempts"], row["available_at"], row["state"]) == (1, 1010.0, "pending")
+    (health,) = channel_health(farm.conn, settings, now=1001)
+    assert (health.status, health.pending) == ("retrying", 1)
+    t[0] = 1005.0
+    assert deliver_once(farm.conn, settings, senders, now=clock).failed == []  # backing off: not tried
+    t[0] = 1010.0
+    deliver_once(farm.conn, settings, senders, now=clock)  # second failure: next in 20 s
+    assert farm.outbox()[0]["available_at"] == 1030.0
+
+    receiver = HttpReceiver(port=port).start()
+    try:
+        t[0] = 1030.0
+        assert len(deliver_once(farm.conn, settings, senders, now=clock).sent) == 1
+        for t[0] in (1031.0, 5000.0, 99999.0):
+            assert deliver_once(farm.conn, settings, senders, now=clock).sent == []
+        assert len(receiver.requests) == 1 and receiver.duplicates() == 0
+        (health,) = channel_health(farm.conn, settings, now=t[0])
+        assert (health.status, health.pending, health.sent) == ("ok", 0, 1)
+    finally:
+        receiver.stop()
+
+
+def test_failing_channel_is_reported_and_recovers(tmp_path: Path) -> None:
+    receiver = HttpReceiver(status=503).start()
+    try:
+        farm = Farm(tmp_path / "results.sqlite")
+        farm.change_point(farm.series("ro"), 10, 0.9)
+        settings = AlertSettings(
+            settle_seconds=0,
+            retry=RETRY,
+            channels=(
+                ChannelConfig("hook", "webhook", url_secret="u"),
+                ChannelConfig("nosecret", "slack", url_secret="gone"),
+            ),
+        )
+        senders = build_senders(settings.channels, {"u": receiver.url}, timeout=2)
+        sync(farm.conn, settings, now=0)
+        for t in (0, 10, 30, 70):  # 503 four times: failing after 3
+            deliver_once(farm.conn, settings, senders, now=lambda: float(t))
+        health = {h.name: h for h in channel_health(farm.conn, settings, now=80)}
+        assert health["hook"].status == "failing" and health["hook"].last_error == "HTTP 503"
+        assert health["nosecret"].status == "failing"
+        assert health["nosecret"].last_error == "secret 'gone' not found in Buildbot's secrets providers"
+        assert len(receiver.requests) == 4
+        receiver.status = 200
+        deliver_once(farm.conn, settings, senders, now=lambda: 10_000.0)
+        health = {h.name: h for h in channel_health(farm.conn, settings, now=10_001)}
+        assert health["hook"].status == "ok" and len(receiver.processed) == 1
+    finally:
+        receiver.stop()
+
+
+def test_a_permanent_http_error_waits_the_longest_delay(tmp_path: Path) -> None:
+    receiver = HttpReceiver(status=404).start()
+    try:
+        farm = Farm(tmp_path / "results.sqlite")
+        farm.change_point(farm.series("ro"), 10, 0.9)
+        settings = AlertSettings(
+            settle_seconds=0, retry=RETRY, channels=(ChannelConfig("hook", "webhook", url_secret="u"),)
+        )
+        sync(farm.conn, settings, now=0)
+        deliver_once(
+            farm.conn, settings, build_senders(settings.channels, {"u": receiver.url}, timeout=2), now=lambda: 0.0
+        )
+        (row,) = farm.outbox()
+        assert row["last_permanent"] == 1 and row["available_at"] == RETRY.max_delay
+        assert channel_health(farm.conn, settings, now=1)[0].status == "failing"
+    finally:
+        receiver.stop()
+
+
+def test_smtp_password_refused_is_permanent_and_not_logged(tmp_path: Path) -> None:
+    sink = SmtpSink(password="the-right-one").start()
+    try:
+        farm = Farm(tmp_path / "results.sqlite")
+        farm.change_point(farm.series("ro"), 10, 0.9)
+        settings = settings_for(sink)
+        settings = AlertSettings(settle_seconds=0, retry=RETRY, channels=(settings.channels[2],))
+        secrets = {"alerts-smtp-password": "a-wrong-password"}
+        sync(farm.conn, settings, now=0)
+        report = deliver_once(
+            farm.conn, settings, build_senders(settings.channels, secrets, timeout=2), now=lambda: 0.0, secrets=secrets
+        )
+        assert sink.mails == [] and sink.auth_failures == 1
+        assert report.failed[0][1] == "SMTP authentication refused (535)"
+        assert "a-wrong-password" not in "\n".join(farm.conn.iterdump())
+    finally:
+        sink.stop()

@@ -1,0 +1,67 @@
+"""`perffarm alerts list|show|ack|set-state|channels`: through the real `perffarm` parser, on a real DB file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from master.alerts import AlertSettings, ChannelConfig, sync
+from master.cli import main
+from tests.alerts_support import HOSTILE_SUBJECT, Farm
+
+
+def make(tmp_path: Path) -> tuple[Farm, str]:
+    farm = Farm(tmp_path / "results.sqlite")
+    farm.set_subject(10, HOSTILE_SUBJECT)
+    farm.change_point(farm.series("ro"), 10, 0.9)
+    farm.change_point(farm.series("rw"), 10, 0.95)
+    (e,) = sync(farm.conn, AlertSettings(channels=(ChannelConfig("hook", "webhook", url_secret="u"),)), now=1)
+    return farm, e.alert_id
+
+
+def test_list_show_ack_set_state(tmp_path: Path, capsys) -> None:
+    farm, aid = make(tmp_path)
+    db = ["--db", str(farm.path)]
+    assert main(["alerts", "list", *db]) == 0
+    out = capsys.readouterr().out
+    assert aid in out and "2 workload(s)" in out and "new" in out
+    assert main(["alerts", "show", aid[:6], *db]) == 0
+    out = capsys.readouterr().out
+    assert "ro tps on m-1: rQPS 0.900" in out and "hook" in out and "pending" in out
+    assert main(["alerts", "ack", aid, "--by", "alice", "--note", "on it", *db]) == 0
+    assert capsys.readouterr().out.strip() == f"{aid}: new -> acknowledged"
+    assert main(["alerts", "list", *db]) == 0
+    assert "no alerts open" in capsys.readouterr().out
+    assert main(["alerts", "set-state", aid, "won't fix", *db]) == 0
+    assert capsys.readouterr().out.strip() == f"{aid}: acknowledged -> wontfix"
+    assert main(["alerts", "list", "--state", "wontfix", "--format", "json", *db]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["id"] == aid and row["state"] == "wontfix" and row["state_by"]
+    assert main(["alerts", "show", aid, "--format", "json", *db]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [h["new_state"] for h in doc["history"]] == ["new", "acknowledged", "wontfix"]
+    assert {d["state"] for d in doc["deliveries"]} == {"cancelled"}
+
+
+def test_errors_are_clear(tmp_path: Path, capsys) -> None:
+    farm, aid = make(tmp_path)
+    db = ["--db", str(farm.path)]
+    assert main(["alerts", "ack", "a-nope", *db]) == 1
+    assert "no alert matches 'a-nope'" in capsys.readouterr().err
+    assert main(["alerts", "set-state", aid, "closed", *db]) == 2
+    assert "unknown alert state 'closed'" in capsys.readouterr().err
+    assert main(["alerts", "set-state", aid, "culprit-found", *db]) == 2
+    assert "set by bisection" in capsys.readouterr().err
+    assert main(["alerts", "list", "--db", str(tmp_path / "none.sqlite")]) == 1
+
+
+def test_channels_health_from_an_alerts_config(tmp_path: Path, capsys) -> None:
+    farm, _ = make(tmp_path)
+    cfg = tmp_path / "a.toml"
+    cfg.write_text('[alerts]\n[[alerts.channels]]\nname = "hook"\nkind = "webhook"\nurl_secret = "u"\n')
+    assert main(["alerts", "channels", "--db", str(farm.path), "--alerts-config", str(cfg), "--format", "json"]) == 0
+    (h,) = json.loads(capsys.readouterr().out)
+    assert (h["name"], h["status"], h["pending"]) == ("hook", "ok", 1)
+    cfg.write_text('[alerts]\n[[alerts.channels]]\nname = "hook"\nkind = "webhook"\nurl = "https://x"\n')
+    assert main(["alerts", "channels", "--db", str(farm.path), "--alerts-config", str(cfg)]) == 2
+    assert "secrets never go in the settings file" in capsys.readouterr().err

@@ -1,0 +1,160 @@
+"""Deriving alerts from change points: grouping, identity, coalescing, updates, triage silence, retraction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from master.alerts import AlertSettings, ChannelConfig, record_bisection, set_state, sync
+from master.alerts import db as adb
+from master.alerts.lifecycle import LifecycleError
+from master.alerts.sync import AlertNotFound, alert_for_change_point, alert_view
+from tests.alerts_support import Farm
+
+CHANNELS = (
+    ChannelConfig("chat", "slack", url_secret="alerts-slack-url"),
+    ChannelConfig("hook", "webhook", url_secret="alerts-hook-url", kinds=("regression", "improvement")),
+    ChannelConfig("pager", "webhook", url_secret="alerts-pager-url", min_severity="critical"),
+)
+SETTINGS = AlertSettings(settle_seconds=60, channels=CHANNELS)
+
+
+@pytest.fixture
+def farm(tmp_path: Path) -> Farm:
+    return Farm(tmp_path / "results.sqlite")
+
+
+def rows(farm: Farm, channel: str | None = None) -> list[dict]:
+    return [dict(r) for r in farm.outbox() if channel is None or r["channel"] == channel]
+
+
+def test_one_commit_changing_three_workloads_is_one_alert_with_three_lines(farm: Farm) -> None:
+    for w in ("ro", "rw", "insert"):
+        farm.change_point(farm.series(w), 10, 0.94)
+    farm.change_point(farm.series("ro", machine="m-2"), 10, 0.95)
+    events = sync(farm.conn, SETTINGS, now=100)
+    assert [(e.action, e.revision) for e in events] == [("opened", 1)]
+    assert set(events[0].queued) == {"chat", "hook"}  # warn: not for the critical-only pager
+    view = alert_view(farm.conn, SETTINGS, events[0].alert_id)
+    assert len(view.lines) == 4 and view.commits == 1 and view.commit.sha == farm.shas[10]
+    assert [r["available_at"] for r in rows(farm)] == [160, 160]  # settle time from creation
+    assert sync(farm.conn, SETTINGS, now=101) == []  # idempotent
+    assert len(rows(farm)) == 2
+
+
+def test_below_threshold_or_not_significant_makes_no_alert(farm: Farm) -> None:
+    farm.change_point(farm.series("a"), 10, 0.985)
+    farm.change_point(farm.series("b"), 20, 0.90, pvalue=0.2)
+    farm.change_point(farm.series("c"), 30, 0.90, ci=(0.8, 1.02))
+    assert sync(farm.conn, SETTINGS, now=1) == []
+    assert farm.conn.execute("SELECT COUNT(*) FROM alerts").fetchone()[0] == 0
+
+
+def test_lines_arriving_during_settle_refresh_the_unsent_message(farm: Farm) -> None:
+    farm.change_point(farm.series("ro"), 10, 0.94)
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    farm.change_point(farm.series("rw"), 10, 0.93)
+    (u,) = sync(farm.conn, SETTINGS, now=120)
+    assert (u.alert_id, u.action, u.revision) == (e.alert_id, "updated", 2)
+    chat = rows(farm, "chat")
+    assert len(chat) == 1 and chat[0]["event"] == "opened" and chat[0]["revision"] == 2
+    assert chat[0]["available_at"] == 160 and chat[0]["idempotency_key"] == f"{e.alert_id}/chat/r2"
+    assert "2 workloads" in json.loads(chat[0]["payload"])["text"]
+
+
+def test_a_line_after_sending_gives_an_update_not_a_second_alert(farm: Farm) -> None:
+    farm.change_point(farm.series("ro"), 10, 0.94)
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    for r in rows(farm):
+        adb.mark_sent(farm.conn, r["id"], 200)
+    farm.change_point(farm.series("rw"), 10, 0.80)  # critical now
+    (u,) = sync(farm.conn, SETTINGS, now=300)
+    assert u.changes == ("1 more workload: rw", "severity warn -> critical")
+    assert [(r["event"], r["state"]) for r in rows(farm, "chat")] == [("opened", "sent"), ("updated", "pending")]
+    assert [r["event"] for r in rows(farm, "pager")] == ["opened"]  # first message there: it just got critical
+    assert rows(farm, "chat")[1]["available_at"] == 300
+
+
+def test_a_moved_change_point_keeps_its_alert(farm: Farm) -> None:
+    sid = farm.series("ro")
+    farm.change_point(sid, 10, 0.94)
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    farm.change_point(sid, 11, 0.93, first=10, prev=10)  # more data moved it by one commit
+    assert sync(farm.conn, SETTINGS, now=200) == []
+    a = adb.alert(farm.conn, e.alert_id)
+    assert (a["position"], a["sha"]) == (11, farm.shas[11])
+    assert farm.conn.execute("SELECT COUNT(*) FROM alerts").fetchone()[0] == 1
+
+
+def test_triaged_alerts_are_never_notified_again(farm: Farm) -> None:
+    farm.change_point(farm.series("ro"), 10, 0.94)
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    assert set_state(farm.conn, e.alert_id[:6], "ack", by="alice", note="looking", now=110) == ("new", "acknowledged")
+    assert {r["state"] for r in rows(farm)} == {"cancelled"}  # acked before it went out: nothing goes out
+    farm.change_point(farm.series("rw"), 10, 0.80)
+    record_bisection(farm.conn, e.alert_id, "culprit", farm.shas[10], now=120)
+    (u,) = sync(farm.conn, SETTINGS, now=130)
+    assert u.queued == () and u.revision == 2
+    assert {r["state"] for r in rows(farm)} == {"cancelled"}
+    assert adb.alert(farm.conn, e.alert_id)["state"] == "acknowledged"
+    hist = [(h["old_state"], h["new_state"], h["by"]) for h in adb.history(farm.conn, e.alert_id)]
+    assert hist == [(None, "new", "perffarm"), ("new", "acknowledged", "alice")]
+
+
+def test_culprit_found_updates_the_sent_alert(farm: Farm) -> None:
+    sid = farm.series("ro")
+    cp = farm.change_point(sid, 15, 0.90, prev=8)  # a range of 7 untested commits
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    assert alert_for_change_point(farm.conn, cp) == e.alert_id
+    for r in rows(farm):
+        adb.mark_sent(farm.conn, r["id"], 200)
+    assert record_bisection(farm.conn, e.alert_id, "running", now=210) == "bisecting"
+    assert sync(farm.conn, SETTINGS, now=220) == []  # bisecting alone is not worth a message
+    assert record_bisection(farm.conn, e.alert_id, "culprit", farm.shas[12], now=230) == "culprit-found"
+    (u,) = sync(farm.conn, SETTINGS, now=240)
+    assert u.changes == (f"culprit found: {farm.shas[12][:10]}",)
+    upd = [r for r in rows(farm, "hook") if r["event"] == "updated"]
+    body = json.loads(upd[0]["payload"])
+    assert body["alert"]["culprit"]["sha"] == farm.shas[12] and body["alert"]["state"] == "culprit-found"
+    assert body["alert"]["id"] == e.alert_id and body["changes"] == [f"culprit found: {farm.shas[12][:10]}"]
+
+
+def test_improvements_are_a_separate_quieter_kind(farm: Farm) -> None:
+    farm.change_point(farm.series("ro"), 10, 1.20)
+    farm.change_point(farm.series("rw"), 10, 0.80)
+    events = sync(farm.conn, SETTINGS, now=100)
+    kinds = {adb.alert(farm.conn, e.alert_id)["kind"]: e.queued for e in events}
+    assert kinds == {"improvement": ("hook",), "regression": ("chat", "hook", "pager")}
+
+
+def test_retraction_cancels_unsent_and_follows_up_on_sent(farm: Farm) -> None:
+    a_cp = farm.change_point(farm.series("a"), 10, 0.9)
+    b_cp = farm.change_point(farm.series("b"), 30, 0.9)
+    ea, eb = sync(farm.conn, SETTINGS, now=100)
+    for r in rows(farm):
+        if r["alert_id"] == ea.alert_id:
+            adb.mark_sent(farm.conn, r["id"], 200)
+    farm.retract(a_cp)
+    farm.retract(b_cp)
+    sync(farm.conn, SETTINGS, now=300)
+    a_rows = [(r["event"], r["state"]) for r in rows(farm) if r["alert_id"] == ea.alert_id and r["channel"] == "chat"]
+    assert a_rows == [("opened", "sent"), ("updated", "pending")]
+    assert {r["state"] for r in rows(farm) if r["alert_id"] == eb.alert_id} == {"cancelled"}
+    assert "retracted" in json.loads(rows(farm, "chat")[-1]["payload"])["attachments"][0]["text"]
+
+
+def test_cli_style_errors(farm: Farm) -> None:
+    farm.change_point(farm.series("ro"), 10, 0.94)
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    with pytest.raises(AlertNotFound):
+        set_state(farm.conn, "a-zzz", "fixed", by="x")
+    with pytest.raises(LifecycleError):
+        set_state(farm.conn, e.alert_id, "bisecting", by="x")
+
+
+def test_disabled_alerts_are_derived_but_not_sent(farm: Farm) -> None:
+    farm.change_point(farm.series("ro"), 10, 0.9)
+    (e,) = sync(farm.conn, AlertSettings(enabled=False, channels=CHANNELS), now=1)
+    assert e.queued == () and rows(farm) == []
