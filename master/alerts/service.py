@@ -50,7 +50,7 @@ class AlertDelivery(PeriodicService):
     async def run_pass(self) -> None:
         await self.pass_once()
 
-    async def secrets(self) -> dict[str, str]:
+    async def channel_secrets(self) -> dict[str, str]:
         """Values of the secrets the channels name, from Buildbot's providers (missing ones left out)."""
         out: dict[str, str] = {}
         for name in self.settings.secret_names():
@@ -60,7 +60,7 @@ class AlertDelivery(PeriodicService):
         return out
 
     async def pass_once(self) -> delivery.DeliveryReport:
-        secrets = await self.secrets()
+        secrets = await self.channel_secrets()
         report = await threads.deferToThread(self.work, secrets)
         self.last_report = report
         for key, reason in report.failed:

@@ -48,7 +48,7 @@ def test_service_reads_secrets_from_buildbot_and_delivers(tmp_path: Path) -> Non
         svc.reconfigService(settings=settings, results_db=str(farm.path))
         svc.parent = SimpleNamespace(master=SimpleNamespace(secrets_manager=manager))  # only what it reads
 
-        secrets = _result(defer.ensureDeferred(svc.secrets()))
+        secrets = _result(defer.ensureDeferred(svc.channel_secrets()))
         assert secrets == {"alerts-hook-url": receiver.url}
         report = svc.work(secrets)  # what the service runs in deferToThread
         assert len(report.sent) == 1 and len(receiver.processed) == 1
