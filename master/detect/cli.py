@@ -96,8 +96,7 @@ def read_series(path: str) -> Series:
 def analyse(series: Series, direction: Direction) -> Report:
     """Run both detectors the way the service does for one series."""
     cps = offline.detect(series, direction)
-    stable_from = cps[-1].index if cps else 0
-    verdict = online.gate(series, direction, stable_from=stable_from)
+    verdict = online.gate_with_history(series, direction, cuts=[cp.index for cp in cps])
     return Report(tuple(cps), verdict, len(series), len(series.values))
 
 
@@ -109,9 +108,7 @@ def render_text(report: Report) -> str:
     else:
         lines.append(f"{'index':>6}  {'commit':<14} {'ratio':>8}  {'kind':<11} {'pvalue':>9}")
         for cp in report.change_points:
-            lines.append(
-                f"{cp.index:>6}  {cp.commit[:14]:<14} {cp.ratio:>8.4f}  {cp.kind.value:<11} {cp.pvalue:>9.2g}"
-            )
+            lines.append(f"{cp.index:>6}  {cp.commit[:14]:<14} {cp.ratio:>8.4f}  {cp.kind.value:<11} {cp.pvalue:>9.2g}")
     g = report.gate
     if g.change is None:
         lines.append("newest commits: consistent with the recent baseline")

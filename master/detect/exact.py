@@ -14,7 +14,8 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
-_EXACT_LIMIT = 4000
+_EXACT_LIMIT = 1000
+_EXACT_MAX_SMALL = 60
 
 
 def lower_tail(u_small: int, n1: int, n2: int) -> float:
@@ -23,10 +24,12 @@ def lower_tail(u_small: int, n1: int, n2: int) -> float:
         return 0.0
     if u_small >= n1 * n2:
         return 1.0
-    if u_small > _EXACT_LIMIT:
+    if u_small > _EXACT_LIMIT or min(n1, n2) > _EXACT_MAX_SMALL:
         mean = n1 * n2 / 2.0
         sd = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12.0)
         return float(ndtr((u_small + 0.5 - mean) / sd))
+    if n1 > n2:
+        n1, n2 = n2, n1
     size = u_small + 1
     # Coefficients of prod_{i=1..n1} (1 - q^(n2+i)) / (1 - q^i), truncated at degree u_small.
     coef = np.zeros(size)
@@ -39,8 +42,11 @@ def lower_tail(u_small: int, n1: int, n2: int) -> float:
             pad = (-size) % i
             view = np.concatenate([coef, np.zeros(pad)]).reshape(-1, i)
             coef = np.cumsum(view, axis=0).reshape(-1)[:size]
-    total = math.comb(n1 + n2, n1)
-    return float(min(1.0, coef.sum() / total))
+    log_total = math.lgamma(n1 + n2 + 1) - math.lgamma(n1 + 1) - math.lgamma(n2 + 1)
+    count = float(coef.sum())
+    if count <= 0.0:
+        return 0.0
+    return float(min(1.0, math.exp(math.log(count) - log_total)))
 
 
 def pairs_below(new: np.ndarray, base: np.ndarray) -> int:

@@ -61,9 +61,7 @@ class Series:
             raise ValueError("values must be finite")
 
     @classmethod
-    def from_samples(
-        cls, samples: Sequence[Sequence[float] | float], commits: Sequence[str] | None = None
-    ) -> Series:
+    def from_samples(cls, samples: Sequence[Sequence[float] | float], commits: Sequence[str] | None = None) -> Series:
         """Build from one sequence of samples (or one scalar) per commit; commits default to '0', '1', ..."""
         groups = [np.atleast_1d(np.asarray(s, dtype=float)) for s in samples]
         sizes = np.array([len(g) for g in groups], dtype=np.int64)
@@ -81,6 +79,14 @@ class Series:
     def counts(self) -> np.ndarray:
         """Number of samples per commit."""
         return np.diff(self.offsets)
+
+    def commit_medians(self) -> np.ndarray:
+        """Median of each commit's samples (vectorised: one sort for the whole series)."""
+        counts = self.counts
+        owner = np.repeat(np.arange(len(counts)), counts)
+        ordered = self.values[np.lexsort((self.values, owner))]
+        starts = self.offsets[:-1]
+        return (ordered[starts + (counts - 1) // 2] + ordered[starts + counts // 2]) / 2.0
 
     def samples(self, start: int, stop: int) -> np.ndarray:
         """All samples of commits ``start`` .. ``stop - 1``."""

@@ -68,7 +68,7 @@ def test_identity_kept_as_data_grows() -> None:
 def test_tracker_detects_quickly_with_samples() -> None:
     rng = np.random.default_rng(6)
     x = rng.normal(100.0, 2.0, (140, 5))
-    x[120:] *= 0.97
+    x[120:] *= 0.95
     tracker = Tracker("s")
     for n in range(40, 141):
         if tracker.observe(Series.from_samples(list(x[:n]))).new:
