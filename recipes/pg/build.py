@@ -97,14 +97,16 @@ def safe_name(text: str, limit: int = 60) -> str:
 
 def ccache_dir(options: Mapping[str, str]) -> Path:
     """Persistent ccache directory shared by every builder on this worker (so CI reruns start warm)."""
-    explicit = options.get("ccache_dir") or os.environ.get("PERFFARM_CCACHE_DIR")
+    explicit = options.get("ccache_dir") or os.environ.get("PF_CCACHE_DIR")
     if explicit:
         return Path(explicit)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perffarm" / "ccache"
 
 
 def install_cache(ctx: Context) -> Path:
-    return Path(ctx.options.get("install_cache") or ctx.work_dir / "installs")
+    """Installs by sha: per builder by default; PF_PG_INSTALL_CACHE shares one between builders."""
+    return Path(ctx.options.get("install_cache") or os.environ.get("PF_PG_INSTALL_CACHE")
+                or ctx.work_dir / "installs")
 
 
 def postgres_version(ctx: Context, prefix: Path) -> tuple[int, str]:
@@ -227,7 +229,7 @@ def build_install(ctx: Context, spec: BuildSpec, src: Path | None = None, sha: s
     try:
         _compile(ctx, spec, src, build_dir, dest, use_meson)
     except CommandFailed as e:
-        if not reused_dir:
+        if not reused_dir or ctx.options.get("retry_fresh", "1") == "0":
             raise BuildFailed(e.message, e.log_excerpt) from None
         # A stale build directory can break a build that works from scratch; a commit is only blamed for a
         # failure it also has in a fresh directory.

@@ -1,0 +1,134 @@
+"""Instructions per query under valgrind: the deterministic metric for noisy machines.
+
+Why this way: hardware counters are unavailable in this VM and wall-clock throughput has a CV of 6-20% here,
+but the number of instructions a backend executes for a fixed set of queries on a fixed data directory is
+repeatable to far below 0.1%. The backend runs in single-user mode (`postgres --single`: no postmaster, no
+background workers, no network, no timing-dependent checkpoints) under callgrind with collection switched on
+only inside `exec_simple_query`, so backend start-up and idle-time housekeeping are not counted. Each sample
+starts from a pristine copy of the same data directory. Queries come from a seeded generator: the same keys
+every time.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from recipes.api import BenchFailed, Context
+from recipes.pg.build import Install
+from recipes.pg.server import as_server_user
+
+TOGGLE_FUNCTION = "exec_simple_query"
+TOTALS_RE = re.compile(r"^(?:totals|summary):\s+(\d+)", re.M)
+
+
+def queries(kind: str, count: int, scale: int, seed: int = 42) -> list[str]:
+    """The fixed query lines for an instruction workload (one query or one transaction per line)."""
+    rng = random.Random(seed)
+    accounts = 100_000 * scale
+    lines: list[str] = []
+    if kind == "point-select":
+        for _ in range(count):
+            lines.append(f"SELECT abalance FROM pgbench_accounts WHERE aid = {rng.randint(1, accounts)};")
+    elif kind == "point-select-prepared":
+        lines.append("PREPARE ps(int) AS SELECT abalance FROM pgbench_accounts WHERE aid = $1;")
+        for _ in range(count):
+            lines.append(f"EXECUTE ps({rng.randint(1, accounts)});")
+    elif kind == "simple-update":
+        # pgbench -N (TPC-B-like without the branch/teller updates), one transaction per line.
+        for _ in range(count):
+            aid, bid, tid = rng.randint(1, accounts), rng.randint(1, scale), rng.randint(1, 10 * scale)
+            delta = rng.randint(-5000, 5000)
+            lines.append(
+                f"BEGIN; UPDATE pgbench_accounts SET abalance = abalance + {delta} WHERE aid = {aid}; "
+                f"SELECT abalance FROM pgbench_accounts WHERE aid = {aid}; "
+                f"INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) "
+                f"VALUES ({tid}, {bid}, {aid}, {delta}, CURRENT_TIMESTAMP); END;"
+            )
+    else:
+        raise ValueError(f"unknown instruction workload kind {kind!r}")
+    return lines
+
+
+@dataclass(frozen=True)
+class Count:
+    """Instructions counted inside exec_simple_query, and per query line."""
+
+    total: int
+    lines: int
+
+    @property
+    def per_query(self) -> float:
+        return self.total / self.lines
+
+
+def count(
+    ctx: Context,
+    install: Install,
+    snapshot: Path,
+    query_lines: list[str],
+    scratch_root: Path,
+    timeout: float = 1800,
+    settings: Mapping[str, str] | None = None,
+) -> Count:
+    """Run the query lines in a single-user backend on a copy of `snapshot` under callgrind; count instructions."""
+    work = Path(tempfile.mkdtemp(prefix="pf-instr-", dir=scratch_root))
+    try:
+        data = work / "data"
+        shutil.copytree(snapshot, data, symlinks=True)
+        (data / "postmaster.pid").unlink(missing_ok=True)
+        qfile = work / "queries.sql"
+        qfile.write_text("\n".join(query_lines) + "\n")
+        out_file = work / "callgrind.out"
+        argv: list[str] = [
+            "valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", "--collect-atstart=no",
+            f"--toggle-collect={TOGGLE_FUNCTION}", "--dump-instr=no", "--compress-strings=no",
+            "--compress-pos=no", "--error-limit=no", "--quiet",
+            str(install.bindir / "postgres"), "--single", "-D", str(data), "-F",
+        ]
+        for k, v in (settings or {}).items():
+            argv += ["-c", f"{k}={v}"]
+        argv.append("postgres")
+        argv = [str(a) for a in as_server_user(argv)]
+        ctx.log(f"$ {' '.join(argv)} < {qfile.name} ({len(query_lines)} lines)")
+        with qfile.open() as stdin, (work / "output.txt").open("w") as stdout:
+            try:
+                proc = subprocess.run(argv, stdin=stdin, stdout=stdout, stderr=subprocess.STDOUT, timeout=timeout,
+                                      env={**_base_env(), **install.env()})
+            except subprocess.TimeoutExpired:
+                raise BenchFailed(f"valgrind run timed out after {timeout:.0f} s", _tail(work / "output.txt"))
+            except FileNotFoundError:
+                raise BenchFailed("valgrind is not installed on this worker: apt-get install valgrind") from None
+        output = (work / "output.txt").read_text(errors="replace")
+        if proc.returncode != 0:
+            raise BenchFailed(f"single-user postgres under valgrind exited with {proc.returncode}", output[-3000:])
+        errors = [ln for ln in output.splitlines() if "ERROR:" in ln or "FATAL:" in ln or "PANIC:" in ln]
+        if errors:
+            raise BenchFailed(f"the instruction workload hit {len(errors)} errors: {errors[0][:300]}",
+                              output[-3000:])
+        m = TOTALS_RE.search(out_file.read_text(errors="replace")) if out_file.exists() else None
+        if not m or int(m.group(1)) == 0:
+            raise BenchFailed(f"callgrind counted nothing inside {TOGGLE_FUNCTION} (inlined? stripped binary?)",
+                              output[-3000:])
+        return Count(int(m.group(1)), len(query_lines))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _base_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""

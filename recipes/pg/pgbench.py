@@ -1,0 +1,118 @@
+"""Run one pgbench sample and turn its output and per-transaction log into numbers."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from recipes.api import BenchFailed
+from recipes.pg.procstat import Meter, Usage
+from recipes.pg.server import Server
+from recipes.pg.stats import percentile
+
+TPS_RE = re.compile(r"^tps = ([0-9.]+) \((without initial connection time|excluding connections establishing)\)", re.M)
+TPS_ANY_RE = re.compile(r"^tps = ([0-9.]+)", re.M)
+LAT_RE = re.compile(r"^latency average = ([0-9.]+) ms", re.M)
+TX_RE = re.compile(r"^number of transactions actually processed: (\d+)", re.M)
+FAILED_RE = re.compile(r"^number of failed transactions: (\d+)", re.M)
+
+
+@dataclass(frozen=True)
+class PgbenchOutput:
+    """What pgbench printed: throughput, average latency, transactions done and failed."""
+
+    tps: float
+    latency_avg_ms: float | None
+    transactions: int
+    failed: int
+
+
+def parse_output(text: str) -> PgbenchOutput:
+    """Parse pgbench's summary (PostgreSQL 10+ formats); BenchFailed if there is no tps line."""
+    m = TPS_RE.search(text) or TPS_ANY_RE.search(text)
+    if not m:
+        raise BenchFailed("pgbench printed no 'tps =' line", text[-3000:])
+    lat = LAT_RE.search(text)
+    tx = TX_RE.search(text)
+    failed = FAILED_RE.search(text)
+    return PgbenchOutput(
+        tps=float(m.group(1)),
+        latency_avg_ms=float(lat.group(1)) if lat else None,
+        transactions=int(tx.group(1)) if tx else 0,
+        failed=int(failed.group(1)) if failed else 0,
+    )
+
+
+def log_latencies_us(log_dir: Path) -> list[int]:
+    """Per-transaction latencies (µs) from pgbench's --log files (column 3; failed/skipped rows ignored)."""
+    out: list[int] = []
+    for f in sorted(log_dir.glob("pgbench_log.*")):
+        with f.open(errors="replace") as fh:
+            for line in fh:
+                parts = line.split(None, 3)
+                if len(parts) >= 3 and parts[2].isdigit():
+                    out.append(int(parts[2]))
+    return out
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One pgbench sample: parsed output, latency percentiles and resource use."""
+
+    out: PgbenchOutput
+    p95_ms: float | None
+    p99_ms: float | None
+    usage: Usage
+
+    def per_tx(self, value: float, scale: float = 1e6) -> float:
+        return value * scale / self.out.transactions if self.out.transactions else 0.0
+
+
+def run(
+    srv: Server,
+    args: Sequence[str],
+    duration_s: float | None,
+    what: str,
+    script: Path | None = None,
+    sampling_rate: float | None = 0.1,
+    extra_timeout: float = 180,
+    transactions: int | None = None,
+) -> Sample:
+    """One pgbench run against `srv`, measured: -T duration (or -t transactions), logs sampled for p95/p99."""
+    pid = srv.postmaster_pid()
+    if pid is None:
+        raise BenchFailed(f"{what}: the server is not running", srv.log_tail())
+    log_dir = Path(tempfile.mkdtemp(prefix="pgbench-log-", dir=srv.dir))
+    argv: list[str] = [str(srv.bin("pgbench")), "-n", *args]
+    if script is not None:
+        argv += ["-f", str(script)]
+    if transactions is not None:
+        argv += ["-t", str(transactions)]
+    elif duration_s is not None:
+        argv += ["-T", str(int(duration_s))]
+    if sampling_rate is not None:
+        argv += ["-l", f"--log-prefix={log_dir / 'pgbench_log'}"]
+        if sampling_rate < 1:
+            argv += [f"--sampling-rate={sampling_rate}"]
+    timeout = (duration_s or 0) + extra_timeout if transactions is None else 3600
+    try:
+        with Meter(pid) as meter:
+            text = srv.run_client(argv, what, timeout=timeout)
+        srv.check_alive(what)
+        out = parse_output(text)
+        if out.failed:
+            raise BenchFailed(f"{what}: {out.failed} pgbench transactions failed", text[-3000:])
+        lat = sorted(log_latencies_us(log_dir)) if sampling_rate is not None else []
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    assert meter.usage is not None
+    return Sample(
+        out=out,
+        p95_ms=percentile(lat, 95) / 1000 if lat else None,
+        p99_ms=percentile(lat, 99) / 1000 if lat else None,
+        usage=meter.usage,
+    )

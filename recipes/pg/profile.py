@@ -1,0 +1,295 @@
+"""Profiles as data (recipes/pg/profiles/*.json) and the bench loop shared by single-commit runs and A/B runs.
+
+One loop serves both: a single commit is an A/B run with one side. Every target gets its own server (initdb,
+pgbench -i, VACUUM, CHECKPOINT), every pgbench workload is warmed up once and discarded, then samples run in
+rounds: each round visits the wall-clock workloads in a shuffled order and, for A/B, runs A and B back to back
+in alternating order (AB, BA, ...), with a CHECKPOINT before every sample. Instruction counts run last, on a
+pristine copy of each target's data directory taken right after loading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import shutil
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from recipes.api import DIRECTIONS, LOWER, BenchFailed, Context, Metric, WorkloadResult
+from recipes.pg import insertbench, instructions, memprobe, pgbench
+from recipes.pg.build import Install
+from recipes.pg.server import Server, sweep_stale
+
+KINDS = ("pgbench", "instructions", "insert-benchmark", "memory-probe")
+TUNABLE = ("samples", "duration_s", "warmup_s", "scale", "instruction_samples", "seed")
+
+
+def load_profile(name: str) -> dict[str, Any]:
+    """The profile's JSON data (shipped inside the recipes zipapp, hence importlib.resources)."""
+    text = resources.files("recipes.pg").joinpath("profiles", f"{name}.json").read_text()
+    return json.loads(text)
+
+
+def conf_file(name: str) -> str:
+    return resources.files("recipes.pg").joinpath("conf", name).read_text()
+
+
+def conf_text(profile: Mapping[str, Any], major: int) -> str:
+    """postgresql.conf for this major: the profile's base file plus every overlay for majors <= `major`."""
+    parts = [conf_file(profile["conf"])]
+    for since, name in sorted(profile.get("overlays", {}).items(), key=lambda kv: int(kv[0])):
+        if major >= int(since):
+            parts.append(f"# overlay {name} (PostgreSQL >= {since})\n" + conf_file(name))
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark of a profile: what runs and what its primary metric is called, measured in, and wants."""
+
+    name: str
+    kind: str
+    metric: str
+    unit: str
+    direction: str
+    args: tuple[str, ...] = ()
+    script: str | None = None
+    duration_s: float | None = None
+    spec: Mapping[str, Any] = field(default_factory=dict)
+
+
+def workloads(profile: Mapping[str, Any], max_threads: int = 2) -> list[Workload]:
+    """Expand the profile's workload entries (a `clients` list makes one workload per client count)."""
+    out: list[Workload] = []
+    for entry in profile["workloads"]:
+        kind = entry["kind"]
+        if kind not in KINDS:
+            raise ValueError(f"workload {entry.get('name')!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})")
+        if entry.get("direction", "higher") not in DIRECTIONS:
+            raise ValueError(f"workload {entry['name']!r}: direction must be one of {DIRECTIONS}")
+        clients = entry.get("clients")
+        variants = [(f"{entry['name']}-c{c}", ["-c", str(c), "-j", str(max(1, min(c, max_threads)))])
+                    for c in clients] if clients else [(entry["name"], [])]
+        for name, extra in variants:
+            out.append(Workload(
+                name=name,
+                kind=kind,
+                metric=entry.get("metric", "tps"),
+                unit=entry.get("unit", "tx/s"),
+                direction=entry.get("direction", "higher"),
+                args=tuple(entry.get("args", ())) + tuple(extra),
+                script=entry.get("script"),
+                duration_s=entry.get("duration_s"),
+                spec={k: v for k, v in entry.items() if k not in ("name", "kind", "args", "clients")},
+            ))
+    names = [w.name for w in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate workload names in profile {profile.get('profile')!r}")
+    return out
+
+
+def tunables(profile: Mapping[str, Any], options: Mapping[str, str]) -> dict[str, float]:
+    """Sampling parameters: the profile's values, overridden by `--option KEY=VALUE` (recorded in the result)."""
+    out = {k: float(profile[k]) for k in TUNABLE if k in profile}
+    for k in TUNABLE:
+        if k in options:
+            out[k] = float(options[k])
+    return out
+
+
+@dataclass
+class Series:
+    """Samples of one (workload, metric) for one target."""
+
+    unit: str
+    direction: str
+    values: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Collected:
+    """Everything one target measured: (workload, metric) -> Series, and per-workload flags."""
+
+    series: dict[tuple[str, str], Series] = field(default_factory=dict)
+    flags: dict[str, list[str]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+
+    def add(self, workload: str, metric: str, unit: str, direction: str, value: float) -> None:
+        if workload not in self.order:
+            self.order.append(workload)
+        self.series.setdefault((workload, metric), Series(unit, direction)).values.append(float(value))
+
+    def flag(self, workload: str, text: str) -> None:
+        lst = self.flags.setdefault(workload, [])
+        if text not in lst:
+            lst.append(text)
+
+    def results(self) -> list[WorkloadResult]:
+        out = []
+        for w in self.order:
+            metrics = tuple(Metric(m, s.unit, s.direction, tuple(s.values))
+                            for (wn, m), s in self.series.items() if wn == w and s.values)
+            if metrics:
+                out.append(WorkloadResult(w, metrics, tuple(self.flags.get(w, ()))))
+        return out
+
+
+@dataclass
+class Target:
+    """One side of a run: an install, its server, and the pristine data directory copy for instruction counts."""
+
+    label: str
+    install: Install
+    server: Server
+    snapshot: Path | None = None
+    collected: Collected = field(default_factory=Collected)
+
+
+def pgdata_root(ctx: Context, profile: Mapping[str, Any]) -> Path:
+    """Where data directories live: tmpfs (/dev/shm) keeps the quick profile off a noisy disk."""
+    where = ctx.options.get("pgdata", profile.get("pgdata", "disk"))
+    if where == "tmpfs" and Path("/dev/shm").is_dir():
+        return Path("/dev/shm") / f"perffarm-{_uid()}"
+    if where not in ("tmpfs", "disk"):
+        return Path(where)
+    return ctx.work_dir / "run"
+
+
+def _uid() -> int:
+    import os
+
+    return os.getuid()
+
+
+def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool) -> None:
+    srv = t.server
+    ctx.log(f"[{t.label}] PostgreSQL {t.install.version}: loading pgbench scale {scale}")
+    srv.run_client([srv.bin("pgbench"), "-i", "-q", "-s", str(scale)], "pgbench -i", timeout=3600)
+    srv.psql("VACUUM ANALYZE", timeout=3600)
+    srv.checkpoint()
+    if need_snapshot:
+        srv.stop()
+        assert srv.dir is not None
+        t.snapshot = srv.dir / "snapshot"
+        shutil.copytree(srv.datadir, t.snapshot, symlinks=True)
+        srv.start()
+
+
+def _pgbench_sample(t: Target, w: Workload, duration: float, record: bool = True) -> None:
+    srv = t.server
+    script = None
+    if w.script:
+        assert srv.dir is not None
+        script = srv.dir / Path(w.script).name
+        if not script.exists():
+            script.write_text(insertbench.sql_file(w.script))
+    s = pgbench.run(srv, list(w.args), w.duration_s or duration, f"{w.name} on {t.label}", script=script)
+    if not record:
+        return
+    c = t.collected
+    c.add(w.name, w.metric, w.unit, w.direction, s.out.tps)
+    if s.out.latency_avg_ms is not None:
+        c.add(w.name, "latency_avg", "ms", LOWER, s.out.latency_avg_ms)
+    if s.p95_ms is not None and s.p99_ms is not None:
+        c.add(w.name, "latency_p95", "ms", LOWER, s.p95_ms)
+        c.add(w.name, "latency_p99", "ms", LOWER, s.p99_ms)
+    if s.out.transactions:
+        u = s.usage
+        c.add(w.name, "cpu_per_tx", "us/tx", LOWER, s.per_tx(u.server_cpu_s + u.client_cpu_s))
+        c.add(w.name, "server_cpu_per_tx", "us/tx", LOWER, s.per_tx(u.server_cpu_s))
+        c.add(w.name, "ctx_switches_per_tx", "switches/tx", LOWER, s.per_tx(u.context_switches, 1))
+    if s.usage.peak_backend_rss_kib:
+        c.add(w.name, "peak_backend_rss", "KiB", LOWER, s.usage.peak_backend_rss_kib)
+
+
+def _special_sample(t: Target, w: Workload) -> None:
+    if w.kind == "insert-benchmark":
+        steps = insertbench.run(t.server, w.spec)
+    else:
+        steps = {"": memprobe.run(t.server, w.spec)}
+    for step, res in steps.items():
+        name = f"{w.name}-{step}" if step else w.name
+        for metric, (unit, direction, value) in res.values.items():
+            t.collected.add(name, metric, unit, direction, value)
+        for f in res.flags:
+            t.collected.flag(name, f)
+
+
+def _instruction_samples(ctx: Context, t: Target, w: Workload, n: int, scale: int, scratch: Path) -> None:
+    assert t.snapshot is not None
+    lines = instructions.queries(w.spec.get("queries", "point-select"), int(w.spec.get("count", 1000)), scale)
+    for i in range(n):
+        c = instructions.count(ctx, t.install, t.snapshot, lines, scratch)
+        ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {c.per_query:,.1f} {w.unit}")
+        t.collected.add(w.name, w.metric, w.unit, w.direction, c.per_query)
+
+
+def run_bench(
+    ctx: Context, profile: Mapping[str, Any], installs: Mapping[str, Install], threads: int = 2
+) -> dict[str, list[WorkloadResult]]:
+    """Run the profile on every install (interleaved), returning each label's workload results."""
+    tun = tunables(profile, ctx.options)
+    samples, scale = int(tun.get("samples", 5)), int(tun.get("scale", 1))
+    duration, warmup = tun.get("duration_s", 10.0), tun.get("warmup_s", 5.0)
+    wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
+    wls = [w for w in workloads(profile, threads) if not wanted or w.name in wanted]
+    if not wls:
+        raise BenchFailed(f"no workloads selected (workloads={ctx.options.get('workloads')!r})")
+    instr = [w for w in wls if w.kind == "instructions"]
+    wall = [w for w in wls if w.kind != "instructions"]
+    root = pgdata_root(ctx, profile)
+    for stale in sweep_stale(root):
+        ctx.log(f"removed a stale run directory left by a killed run: {stale}")
+    rng = random.Random(int(tun.get("seed", 1)))
+    targets: list[Target] = []
+    with contextlib.ExitStack() as stack:
+        for label, inst in installs.items():
+            srv = stack.enter_context(Server(ctx, inst, conf_text(profile, inst.major), root, name=label))
+            targets.append(Target(label, inst, srv))
+            targets[-1].collected.order.extend(w.name for w in wls)  # results in profile order
+            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr))
+        for t in targets:
+            for w in wall:
+                if w.kind == "pgbench" and warmup > 0:
+                    ctx.log(f"[{t.label}] warm-up {w.name} ({warmup:.0f} s, discarded)")
+                    _pgbench_sample(t, w, warmup, record=False)
+        for r in range(samples):
+            order = list(wall)
+            rng.shuffle(order)
+            for i, w in enumerate(order):
+                if r >= int(w.spec.get("samples", samples)):
+                    continue  # a long workload (e.g. the Insert Benchmark) may ask for fewer samples
+                sides = list(targets) if (r + i) % 2 == 0 else list(reversed(targets))
+                for t in sides:
+                    t.server.checkpoint()
+                    if w.kind == "pgbench":
+                        _pgbench_sample(t, w, duration)
+                    else:
+                        _special_sample(t, w)
+                    ctx.log(f"[{t.label}] round {r + 1}/{samples} {w.name}: " + _summary(t.collected, w))
+        if instr:
+            for t in targets:
+                t.server.stop()  # nothing else runs while valgrind counts
+            n = int(tun.get("instruction_samples", 2))
+            for w in instr:
+                for t in targets:
+                    _instruction_samples(ctx, t, w, n, scale, root)
+    return {t.label: t.collected.results() for t in targets}
+
+
+def _summary(c: Collected, w: Workload) -> str:
+    s = c.series.get((w.name, w.metric))
+    return f"{w.metric}={s.values[-1]:,.1f} {s.unit}" if s and s.values else "done"
+
+
+def describe(profile: Mapping[str, Any]) -> str:
+    names = ", ".join(w.name for w in workloads(profile))
+    return f"{profile.get('description', '')} Workloads: {names}."
+
+
+def selected_names(profile: Mapping[str, Any], options: Mapping[str, str]) -> Sequence[str]:
+    wanted = {x for x in options.get("workloads", "").split(",") if x}
+    return [w.name for w in workloads(profile) if not wanted or w.name in wanted]

@@ -1,0 +1,67 @@
+"""Turn a profile's data into a Recipe: build() and bench() entry points shared by pg-quick and pg-full."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+from importlib import resources
+from typing import Any, Callable
+
+from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
+from recipes.pg import build as pgbuild
+from recipes.pg import deps
+from recipes.pg.profile import load_profile, run_bench, workloads
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # Turn a stop request into an exception so every `finally` runs: servers stopped, directories removed.
+    raise BenchFailed(f"terminated by signal {signum} during the benchmark")
+
+
+def data_file_hashes() -> dict[str, str]:
+    """Hashes of the postgresql.conf files and SQL scripts: editing one changes the recipe's config hash."""
+    base = resources.files("recipes.pg")
+    out = {}
+    for sub in ("conf", "sql"):
+        for f in sorted(base.joinpath(sub).iterdir(), key=lambda p: p.name):
+            if f.name.endswith((".conf", ".sql")):
+                out[f"{sub}/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+    return out
+
+
+def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
+    """A Recipe whose config is the profile's data plus the build settings (so the config hash covers both)."""
+    profile = load_profile(profile_name)
+    spec = pgbuild.BuildSpec()
+    config = {
+        "profile": profile,
+        "build": {"cflags": list(spec.cflags), "configure_args": list(spec.configure_args),
+                  "meson_args": list(spec.meson_args)},
+        "data_files": data_file_hashes(),
+    }
+    need_valgrind = any(w.kind == "instructions" for w in workloads(profile))
+
+    def build(ctx: Context) -> None:
+        wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
+        deps.check_bench(need_valgrind and (not wanted or any(w.startswith("instr") for w in wanted)))
+        install = pgbuild.build_install(ctx, spec)
+        pgbuild.save_install(ctx, install)
+
+    def bench(ctx: Context) -> list[WorkloadResult]:
+        install = pgbuild.load_install(ctx)
+        previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            results = run_bench(ctx, profile, {"run": install}, threads=os.cpu_count() or 2)
+        finally:
+            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+        return results["run"]
+
+    return Recipe(
+        name=name,
+        version=version,
+        description=profile["description"],
+        config=config,
+        build=build,
+        bench=bench,
+    )

@@ -1,0 +1,260 @@
+"""PostgreSQL server lifecycle for one benchmark run: initdb in a private directory, start, always stop and remove.
+
+Why this care: a benchmark that leaves a server running steals the CPU from every later run on that host, and a
+data directory left behind fills the disk. The server listens only on a unix socket in a private 0700 directory
+(no TCP, no fixed port: two runs never collide, nothing else can connect), on a free port number. Directories
+carry the pid of the process that owns them, so a run killed with SIGKILL is cleaned up by the next one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+from recipes.api import BenchFailed, CommandFailed, Context
+from recipes.pg.build import Install
+
+OWNER_FILE = "owner.pid"
+
+
+def as_server_user(argv: Sequence[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
+    """Prefix server-side programs so they never run as root (initdb, pg_ctl and postgres refuse to).
+
+    Under root (a CI container, a worker started by root) they run in a fresh user namespace: there geteuid()
+    is the overflow uid, so PostgreSQL's root check passes, while file access still uses the caller's own
+    uid, so the install and data directories need no chown and no world-readable parents.
+    """
+    if os.geteuid() != 0:
+        return list(argv)
+    if shutil.which("unshare") is None:
+        raise BenchFailed("running as root needs unshare(1) from util-linux (apt-get install util-linux), "
+                          "or run the worker as an unprivileged user")
+    return ["unshare", "--user", "--", *argv]
+
+
+def free_port() -> int:
+    """A TCP port number nobody is listening on right now (used only to name the unix socket)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _postmaster_pid(datadir: Path) -> int | None:
+    try:
+        first = (datadir / "postmaster.pid").read_text().splitlines()[0]
+        return int(first.strip())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _kill_postmaster(datadir: Path) -> None:
+    """SIGKILL a postmaster still running on `datadir` (its backends exit when they notice it died)."""
+    pid = _postmaster_pid(datadir)
+    if pid is None or not _pid_alive(pid):
+        return
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return
+    if b"postgres" not in cmdline:
+        return  # the pid was reused by something else
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(100):
+        if not _pid_alive(pid):
+            break
+        time.sleep(0.05)
+
+
+def sweep_stale(root: Path) -> list[Path]:
+    """Remove run directories (and stop their servers) whose owning process is gone; returns what was removed."""
+    removed = []
+    if not root.is_dir():
+        return removed
+    for d in root.glob("pf-*"):
+        try:
+            owner = int((d / OWNER_FILE).read_text().strip())
+        except (OSError, ValueError):
+            owner = -1
+        if owner > 0 and _pid_alive(owner):
+            continue
+        _kill_postmaster(d / "data")
+        try:
+            sock = Path((d / "sockdir").read_text().strip())
+            if sock.name.startswith("pf-sock-"):
+                shutil.rmtree(sock, ignore_errors=True)
+        except OSError:
+            pass
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
+
+class Server:
+    """One PostgreSQL server: `with Server(...) as s:` initdb + start, and always stop + remove on exit."""
+
+    def __init__(self, ctx: Context, install: Install, conf_text: str, root: Path, name: str = "pg") -> None:
+        self.ctx = ctx
+        self.install = install
+        self.conf_text = conf_text
+        self.root = root
+        self.name = name
+        self.dir: Path | None = None
+        self.sockdir: Path | None = None
+        self.port = 0
+        self.running = False
+        self.pgoptions = ""  # PGOPTIONS for clients (e.g. a probe that forces JIT on)
+
+    # -- paths and environment -------------------------------------------------------------------------
+    @property
+    def datadir(self) -> Path:
+        assert self.dir is not None
+        return self.dir / "data"
+
+    @property
+    def logfile(self) -> Path:
+        assert self.dir is not None
+        return self.dir / "server.log"
+
+    def bin(self, program: str) -> Path:
+        return self.install.bindir / program
+
+    def env(self) -> dict[str, str]:
+        """Environment for clients: this install's libpq, this server's socket; no password files, no service."""
+        return {
+            **self.install.env(),
+            "PGHOST": str(self.sockdir),
+            "PGPORT": str(self.port),
+            "PGUSER": "postgres",
+            "PGDATABASE": "postgres",
+            "PGPASSFILE": str(self.dir / "no-passfile") if self.dir else "",  # absent: no warning, no password
+            "PGSERVICEFILE": str(self.dir / "no-servicefile") if self.dir else "",
+            "PGOPTIONS": self.pgoptions,
+        }
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.logfile.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def __enter__(self) -> "Server":
+        try:
+            self.create()
+            self.start()
+        except BaseException:
+            self.destroy()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    def create(self) -> None:
+        """initdb into a fresh private directory and write the recipe's postgresql.conf."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix=f"pf-{self.name}-", dir=self.root))
+        (self.dir / OWNER_FILE).write_text(str(os.getpid()))
+        # Socket paths are limited to ~107 bytes, so the socket lives in a short private directory in /tmp.
+        self.sockdir = Path(tempfile.mkdtemp(prefix="pf-sock-"))
+        (self.dir / "sockdir").write_text(str(self.sockdir))
+        self.port = free_port()
+        try:
+            self.ctx.run(as_server_user([self.bin("initdb"), "-D", self.datadir, "-U", "postgres", "-A", "trust",
+                                         "-E", "UTF8", "--locale=C", "--no-sync"]), env=self.install.env(), timeout=300, capture=True)
+        except CommandFailed as e:
+            raise BenchFailed(f"initdb failed: {e.message}", e.log_excerpt) from None
+        conf = self.datadir / "postgresql.conf"
+        with conf.open("a") as f:
+            f.write("\n# ---- perffarm recipe settings ----\n")
+            f.write(self.conf_text.rstrip() + "\n")
+            f.write("\n# ---- perffarm run settings ----\n")
+            f.write("listen_addresses = ''\n")
+            f.write(f"port = {self.port}\n")
+            f.write(f"unix_socket_directories = '{self.sockdir}'\n")
+
+    def start(self) -> None:
+        try:
+            self.ctx.run(as_server_user([self.bin("pg_ctl"), "-D", self.datadir, "-l", self.logfile, "-w", "-t",
+                                         "120", "start"]),
+                         env=self.install.env(), timeout=180, capture=True)
+        except CommandFailed as e:
+            raise BenchFailed(f"the server did not start: {e.message}", self.log_tail()) from None
+        self.running = True
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (fast, then immediate, then SIGKILL): never leaves it running."""
+        if self.dir is None or not self.datadir.exists():
+            return
+        for m in (mode, "immediate"):
+            if _postmaster_pid(self.datadir) is None:
+                break
+            proc = self.ctx.run(as_server_user([self.bin("pg_ctl"), "-D", self.datadir, "-m", m, "-w", "-t", "60",
+                                                "stop"]),
+                                env=self.install.env(), timeout=90, capture=True, check=False)
+            if proc.returncode == 0:
+                break
+        _kill_postmaster(self.datadir)
+        self.running = False
+
+    def destroy(self) -> None:
+        """Stop and remove every directory this server created (also after a failure)."""
+        try:
+            self.stop()
+        finally:
+            for d in (self.dir, self.sockdir):
+                if d is not None:
+                    shutil.rmtree(d, ignore_errors=True)
+            self.dir = self.sockdir = None
+
+    # -- health and queries --------------------------------------------------------------------------------
+    def postmaster_pid(self) -> int | None:
+        return _postmaster_pid(self.datadir) if self.dir else None
+
+    def alive(self) -> bool:
+        pid = self.postmaster_pid()
+        return pid is not None and _pid_alive(pid)
+
+    def check_alive(self, what: str) -> None:
+        if not self.alive():
+            raise BenchFailed(f"the server died during {what}", self.log_tail())
+
+    def psql(self, sql: str, timeout: float = 600, db: str = "postgres") -> str:
+        """Run SQL through this install's psql (ON_ERROR_STOP); returns unaligned tuples-only output."""
+        try:
+            proc = self.ctx.run([self.bin("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db,
+                                 "-c", sql], env=self.env(), timeout=timeout, capture=True)
+        except CommandFailed as e:
+            raise BenchFailed(f"SQL failed: {sql[:120]!r}: {e.message}",
+                              f"{e.log_excerpt}\n--- server log ---\n{self.log_tail()}") from None
+        return proc.stdout.strip()
+
+    def run_client(self, argv: Sequence[str | os.PathLike[str]], what: str, timeout: float,
+                   capture: bool = True) -> str:
+        """Run a client program against this server; a failure carries the client output and the server log."""
+        try:
+            proc = self.ctx.run(argv, env=self.env(), timeout=timeout, capture=capture)
+        except CommandFailed as e:
+            alive = "running" if self.alive() else "NOT running (crashed?)"
+            raise BenchFailed(f"{what}: {e.message}; the server is {alive}",
+                              f"{e.log_excerpt}\n--- server log ---\n{self.log_tail()}") from None
+        return proc.stdout
+
+    def checkpoint(self) -> None:
+        self.psql("CHECKPOINT")

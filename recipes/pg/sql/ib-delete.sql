@@ -1,0 +1,1 @@
+DELETE FROM ib WHERE pk IN (SELECT pk FROM ib ORDER BY pk LIMIT :batch);

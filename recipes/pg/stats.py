@@ -1,0 +1,90 @@
+"""Small, distribution-free statistics for A/B runs in pure stdlib: median ratio with a bootstrap 95% CI.
+
+Why paired ratios: A and B samples are interleaved (ABAB...), so sample i of A and sample i of B ran under the
+same neighbour load; the ratio B_i/A_i cancels slow drift on a shared machine, and the median of those ratios
+resists the occasional sample that a neighbour ruined. The CI is a percentile bootstrap of that median
+(Efron & Tibshirani, "An Introduction to the Bootstrap", ch. 13), seeded so a report is reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+
+def cv(samples: Sequence[float]) -> float:
+    """Coefficient of variation (stdev / mean); 0 for fewer than two samples."""
+    if len(samples) < 2:
+        return 0.0
+    mean = statistics.fmean(samples)
+    return statistics.stdev(samples) / mean if mean else math.inf
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (0 <= q <= 100) of already sorted values."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class RatioEstimate:
+    """Median of paired ratios B/A with a bootstrap confidence interval."""
+
+    ratio: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def half_width(self) -> float:
+        """Half the CI width, relative to the ratio (0.02 means +-2%)."""
+        return (self.high - self.low) / 2 / self.ratio if self.ratio else math.inf
+
+    def excludes_one(self) -> bool:
+        """True when the CI does not contain 1.0: A and B are separated at this confidence."""
+        return self.low > 1.0 or self.high < 1.0
+
+
+def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    if len(a) != len(b):
+        raise ValueError(f"paired samples need equal counts, got {len(a)} and {len(b)}")
+    return [y / x for x, y in zip(a, b) if x > 0]
+
+
+def bootstrap_median_ratio(
+    a: Sequence[float], b: Sequence[float], resamples: int = 5000, confidence: float = 0.95, seed: int = 1
+) -> RatioEstimate:
+    """Median of B_i/A_i and its percentile-bootstrap CI (deterministic for a given seed)."""
+    ratios = paired_ratios(a, b)
+    if not ratios:
+        raise ValueError("no positive A samples to form ratios")
+    rng = random.Random(seed)
+    n = len(ratios)
+    medians = sorted(statistics.median(rng.choices(ratios, k=n)) for _ in range(resamples))
+    tail = (1 - confidence) / 2 * 100
+    return RatioEstimate(statistics.median(ratios), percentile(medians, tail), percentile(medians, 100 - tail), n)
+
+
+def interleaved_order(rounds: int, labels: Sequence[str] = ("A", "B"), seed: int = 1) -> list[str]:
+    """ABBA-style order: each round runs every label once, alternating direction so neither side goes first.
+
+    A fixed A-then-B order would hand any systematic "second run is warmer" effect to B; alternating rounds
+    (AB, BA, AB, ...) cancels it in the paired ratios. A seed adds a shuffle for more than two labels.
+    """
+    order: list[str] = []
+    rng = random.Random(seed)
+    for r in range(rounds):
+        labs = list(labels)
+        if len(labs) > 2:
+            rng.shuffle(labs)
+        elif r % 2:
+            labs.reverse()
+        order.extend(labs)
+    return order

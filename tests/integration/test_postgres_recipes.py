@@ -1,0 +1,233 @@
+"""The PostgreSQL recipes on real PostgreSQL 15 from Debian's source package: build, bench, failures, A/B, farm.
+
+One build is shared by every test: the module fixture makes the git repository with scripts/pg-source-repo.sh
+(deterministic shas), checks out its head in a private clone under a persistent work directory and builds it
+once; the install cache (keyed by sha) and ccache live in ~/.cache/perffarm, so a rerun on the same machine
+starts warm, and a cold machine pays one cold build (~6 min on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from master import compare
+from recipes.api import Context
+from recipes.pg.build import BuildSpec, Install, build_install
+from tests.benchmarks.pg_inject import busy_loop_patch
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "pg-source-repo.sh"
+WORK = Path(os.environ.get("PF_TEST_PG_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg")
+FAST = ["--option", "samples=2", "--option", "duration_s=1", "--option", "warmup_s=0", "--option", "scale=1",
+        "--option", "instruction_samples=2"]
+
+
+@dataclass(frozen=True)
+class Pg:
+    repo: Path
+    src: Path
+    sha: str
+    install: Install
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def pg(tmp_path_factory: pytest.TempPathFactory) -> Pg:
+    base = tmp_path_factory.mktemp("pg")
+    repo = base / "repo"
+    subprocess.run([str(SCRIPT), str(repo)], check=True, timeout=1200)
+    sha = git(repo, "rev-parse", "HEAD")
+    src = compare._clone(str(repo), WORK)
+    compare._checkout(src, sha, None)
+    (base / "state").mkdir()
+    ctx = Context(src_dir=src, work_dir=WORK, state_dir=base / "state", sha=sha, ref="compare", options={})
+    install = build_install(ctx, BuildSpec(), ref="compare")
+    return Pg(repo, src, sha, install)
+
+
+def runner(phase: str, pg: Pg, tmp: Path, *extra: str, sha: str | None = None,
+           popen: bool = False) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "recipes", phase, "--recipe", "pg-quick", "--src", str(pg.src),
+            "--work", str(WORK), "--state", str(tmp / "state"), "--sha", sha or pg.sha, "--ref", "compare",
+            "--result", str(tmp / "result.json"), *extra]
+    if popen:
+        return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+
+
+def processes_running(prefix: Path) -> list[int]:
+    """Pids of processes whose executable lives under `prefix` (a server that was not stopped)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if os.readlink(proc / "exe").startswith(str(prefix)):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_quick_profile_runs_through_the_runner(pg: Pg, tmp_path: Path) -> None:
+    build = runner("build", pg, tmp_path)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert "reusing the cached install" in build.stdout
+    bench = runner("bench", pg, tmp_path, *FAST, "--option", f"pgdata={tmp_path / 'pgdata'}")
+    assert bench.returncode == 0, bench.stdout[-5000:] + bench.stderr[-3000:]
+    doc = json.loads((tmp_path / "result.json").read_text())
+    assert doc["status"] == "ok"
+    by_name = {w["name"]: {m["name"]: m for m in w["metrics"]} for w in doc["workloads"]}
+    for name in ("pgbench-ro-prepared-c1", "pgbench-ro-prepared-c2", "pgbench-ro-simple-c1",
+                 "pgbench-rw-prepared-c1", "pgbench-rw-simple-c1"):
+        metrics = by_name[name]
+        assert len(metrics["tps"]["samples"]) == 2 and min(metrics["tps"]["samples"]) > 0
+        for m in ("latency_avg", "latency_p95", "latency_p99", "cpu_per_tx", "ctx_switches_per_tx"):
+            assert metrics[m]["direction"] == "lower" and min(metrics[m]["samples"]) > 0, (name, m)
+        assert metrics["peak_backend_rss"]["samples"][0] > 1000  # KiB: a backend is more than 1 MiB
+    for name in ("instr-point-select", "instr-point-select-prepared", "instr-simple-update"):
+        s = by_name[name]["instructions"]["samples"]
+        assert len(s) == 2 and s[0] > 10_000
+        assert abs(s[0] - s[1]) / s[0] < 1e-4, f"{name}: instruction counts not repeatable: {s}"
+    # Prepared statements skip parse/plan: fewer instructions per query than the simple protocol.
+    assert by_name["instr-point-select-prepared"]["instructions"]["samples"][0] < \
+        by_name["instr-point-select"]["instructions"]["samples"][0]
+    assert doc["host_checks"]["noisy"] in (True, False)
+    assert processes_running(pg.install.prefix) == []
+    assert list((tmp_path / "pgdata").glob("pf-*")) == []
+
+
+def test_server_crash_is_a_bench_failed_result(pg: Pg, tmp_path: Path) -> None:
+    assert runner("build", pg, tmp_path).returncode == 0
+    pgdata = tmp_path / "pgdata"
+    proc = runner("bench", pg, tmp_path, "--option", "samples=100", "--option", "duration_s=1",
+                  "--option", "warmup_s=0", "--option", "scale=1", "--option", "workloads=pgbench-ro-simple-c1",
+                  "--option", f"pgdata={pgdata}", popen=True)
+    assert isinstance(proc, subprocess.Popen)
+    try:
+        deadline = time.monotonic() + 120
+        pid = None
+        while time.monotonic() < deadline and pid is None:
+            for f in pgdata.glob("pf-*/data/postmaster.pid"):
+                try:
+                    lines = f.read_text().splitlines()
+                    # initdb's standalone backends write this file too; line 8 says a postmaster is ready.
+                    if len(lines) >= 8 and lines[7].strip() == "ready":
+                        pid = int(lines[0])
+                except (OSError, ValueError, IndexError):
+                    pass
+            time.sleep(0.2)
+        assert pid is not None, "the server never started"
+        time.sleep(4)  # into the samples
+        os.kill(pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, out[-3000:]
+    doc = json.loads((tmp_path / "result.json").read_text())
+    assert doc["status"] == "bench-failed" and doc["workloads"] == []
+    assert "server" in doc["log_excerpt"].lower()
+    assert processes_running(pg.install.prefix) == []
+    assert list(pgdata.glob("pf-*")) == [], "the run directory was left behind"
+
+
+def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> None:
+    patch = tmp_path / "busy.patch"
+    patch.write_text(busy_loop_patch(pg.src, 2000))
+    opts = ["--option", "workloads=instr-point-select,pgbench-ro-prepared-c1", "--option", "samples=3",
+            "--option", "duration_s=1", "--option", "warmup_s=0", "--option", "scale=1",
+            "--option", "instruction_samples=2"]
+    same, slower = tmp_path / "aa.json", tmp_path / "ab.json"
+    assert compare.main(["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, *opts,
+                         "--json", str(same)]) == 0
+    assert compare.main(["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, "--patch", str(patch), *opts,
+                         "--json", str(slower)]) == 0
+
+    def instr(path: Path) -> dict:
+        doc = json.loads(path.read_text())
+        return next(c for c in doc["comparisons"]
+                    if c["workload"] == "instr-point-select" and c["metric"] == "instructions")
+
+    aa, ab = instr(same), instr(slower)
+    assert aa["ratio"] == pytest.approx(1.0, abs=1e-4) and aa["verdict"] == "same"
+    assert ab["ratio"] > 1.02 and ab["verdict"] == "regression", ab
+    tps = [c for c in json.loads(same.read_text())["comparisons"] if c["metric"] == "tps"]
+    assert tps and len(tps[0]["a"]) == 3 and len(tps[0]["b"]) == 3
+
+
+def test_build_failure_is_a_build_failed_result(pg: Pg, tmp_path: Path) -> None:
+    target = pg.src / "src/backend/tcop/postgres.c"
+    original = target.read_text()
+    try:
+        target.write_text(original + "\nthis is not C;\n")
+        fake_sha = "0" * 40  # not in the install cache: the build must really compile
+        res = runner("build", pg, tmp_path, "--option", "retry_fresh=0", sha=fake_sha)
+        assert res.returncode == 3, res.stdout[-3000:]
+        doc = json.loads((tmp_path / "result.json").read_text())
+        assert doc["status"] == "build-failed"
+        assert "postgres.c" in doc["log_excerpt"] and "error" in doc["log_excerpt"]
+    finally:
+        target.write_text(original)
+
+
+def test_pg_quick_end_to_end_through_the_farm(pg: Pg, tmp_path: Path) -> None:
+    from tests.harness import Farm
+
+    env = {"PF_PG_INSTALL_CACHE": str(WORK / "installs")}  # reuse the module's build
+    with Farm(tmp_path / "data", str(pg.repo), recipes=("pg-quick",), env=env) as farm:
+        farm.force("pg-quick@local", pg.sha, "master")
+        runs = farm.wait_for_runs(1, timeout=1200)
+    run = runs[0]
+    assert run["status"] == "ok", run
+    assert run["sha"] == pg.sha
+    m = run["measurements"]
+    assert len(m[("pgbench-ro-prepared-c1", "tps")]) == 5
+    instr = m[("instr-point-select", "instructions")]
+    assert len(instr) == 2 and instr[0] == pytest.approx(instr[1], rel=1e-4)
+
+
+def test_full_profile_kinds_run_at_small_sizes(pg: Pg, tmp_path: Path) -> None:
+    """The full profile's contention, connection, Insert Benchmark and memory kinds, shrunk to seconds."""
+    from recipes.pg.profile import load_profile, run_bench
+
+    small = dict(load_profile("full"))
+    small.update(samples=1, scale=1, warmup_s=0, duration_s=1, pgdata=str(tmp_path / "pgdata"))
+    small["workloads"] = [
+        {"name": "txid-contention", "kind": "pgbench", "script": "txid.sql", "args": ["-M", "prepared"],
+         "clients": [4], "metric": "tps", "unit": "tx/s", "direction": "higher"},
+        {"name": "connect-rate", "kind": "pgbench", "args": ["-C", "-S"], "clients": [2],
+         "metric": "connections", "unit": "conn/s", "direction": "higher"},
+        {"name": "ib", "kind": "insert-benchmark", "rows": 20000, "load_batch": 1000, "l_i1_rows": 2000,
+         "l_i2_rows": 500, "query_seconds": 3, "rates": [50, 1000000], "sla": 0.95,
+         "metric": "qps", "unit": "queries/s", "direction": "higher"},
+        {"name": "memory-probe", "kind": "memory-probe", "rows": 2000, "queries": 400,
+         "metric": "rss_growth", "unit": "KiB", "direction": "lower"},
+    ]
+    (tmp_path / "state").mkdir()
+    ctx = Context(src_dir=pg.src, work_dir=tmp_path, state_dir=tmp_path / "state", sha=pg.sha, ref="t",
+                  options={})
+    res = {w.name: w for w in run_bench(ctx, small, {"x": pg.install})["x"]}
+    metric = {(w, m.name): m.samples[0] for w, r in res.items() for m in r.metrics}
+    assert metric[("txid-contention-c4", "tps")] > 0
+    assert metric[("connect-rate-c2", "connections")] > 0
+    for step, m in (("l.i0", "inserts"), ("l.x", "indexed"), ("l.i1", "inserts"), ("l.i2", "inserts"),
+                    ("qr50", "qps"), ("qp50", "qps"), ("qr50", "background_inserts")):
+        assert metric[(f"ib-{step}", m)] > 0, (step, m)
+    assert any(f.startswith("sla-miss") for f in res["ib-qr1000000"].flags), "an impossible rate must be flagged"
+    assert metric[("memory-probe", "rss_peak")] > 1000
+    assert res["memory-probe"].flags and "jit" in res["memory-probe"].flags[0]
+    assert processes_running(pg.install.prefix) == []

@@ -1,0 +1,165 @@
+"""The PostgreSQL recipes' data: profiles, workloads, postgresql.conf overlays, pgbench parsing, build keys."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recipes import registry
+from recipes.api import HIGHER, LOWER, BenchFailed, BuildFailed
+from recipes.pg import build, deps, instructions, pgbench
+from recipes.pg.profile import KINDS, conf_text, load_profile, tunables, workloads
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILES = ("quick", "full")
+
+PGBENCH_15 = """\
+pgbench (15.18)
+transaction type: <builtin: select only>
+scaling factor: 10
+query mode: prepared
+number of clients: 2
+number of threads: 2
+maximum number of tries: 1
+duration: 10 s
+number of transactions actually processed: 212345
+number of failed transactions: 0 (0.000%)
+latency average = 0.094 ms
+initial connection time = 3.210 ms
+tps = 21234.567890 (without initial connection time)
+"""
+
+PGBENCH_12 = """\
+number of transactions actually processed: 1000/1000
+latency average = 1.234 ms
+tps = 810.123456 (including connections establishing)
+tps = 812.654321 (excluding connections establishing)
+"""
+
+
+def test_both_recipes_are_registered_with_distinct_config_hashes() -> None:
+    found = registry.discover()
+    quick, full = found["pg-quick"], found["pg-full"]
+    assert quick.config_hash() != full.config_hash()
+    assert quick.config["profile"]["profile"] == "quick"
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_workload_is_well_formed(name: str) -> None:
+    profile = load_profile(name)
+    wls = workloads(profile, max_threads=2)
+    assert wls, "a profile without workloads"
+    for w in wls:
+        assert w.kind in KINDS
+        assert w.direction in (HIGHER, LOWER)
+        assert w.unit and w.metric
+        if w.kind == "instructions":
+            assert w.direction == LOWER
+            assert instructions.queries(w.spec["queries"], 3, 1), w.name
+        if w.script:
+            from recipes.pg.insertbench import sql_file
+
+            assert sql_file(w.script).strip()
+
+
+def test_quick_profile_has_what_the_issue_asks_for() -> None:
+    names = {w.name for w in workloads(load_profile("quick"))}
+    for needed in ("pgbench-ro-prepared-c1", "pgbench-ro-simple-c1", "pgbench-rw-prepared-c1",
+                   "pgbench-rw-simple-c1", "instr-point-select"):
+        assert needed in names
+
+
+def test_full_profile_has_matrix_contention_connections_insert_benchmark_and_memory() -> None:
+    wls = {w.name: w for w in workloads(load_profile("full"), max_threads=8)}
+    assert {"pgbench-ro-prepared-c64", "pgbench-rw-simple-c1", "txid-contention-c1024", "connect-rate-c4",
+            "insert-benchmark", "memory-probe"} <= set(wls)
+    assert wls["txid-contention-c1024"].args[-4:] == ("-c", "1024", "-j", "8")
+    assert "-C" in wls["connect-rate-c4"].args
+    assert wls["insert-benchmark"].spec["sla"] == 0.95
+
+
+def test_unknown_kind_is_rejected_with_its_name() -> None:
+    with pytest.raises(ValueError, match="bogus"):
+        workloads({"workloads": [{"name": "x", "kind": "bogus"}]})
+
+
+def test_conf_overlays_follow_the_major_version() -> None:
+    profile = load_profile("quick")
+    c13, c15, c18 = conf_text(profile, 13), conf_text(profile, 15), conf_text(profile, 18)
+    assert "fsync = off" in c13
+    assert "compute_query_id" not in c13 and "compute_query_id" in c15
+    assert "io_method" not in c15 and "io_method = 'sync'" in c18
+
+
+def test_tunables_take_options_over_profile() -> None:
+    t = tunables(load_profile("quick"), {"samples": "10", "duration_s": "2.5"})
+    assert t["samples"] == 10 and t["duration_s"] == 2.5 and t["scale"] == 10
+
+
+def test_pgbench_output_parsing_across_versions() -> None:
+    o = pgbench.parse_output(PGBENCH_15)
+    assert (o.tps, o.latency_avg_ms, o.transactions, o.failed) == (21234.56789, 0.094, 212345, 0)
+    assert pgbench.parse_output(PGBENCH_12).tps == 812.654321
+    with pytest.raises(BenchFailed):
+        pgbench.parse_output("connection to server failed\n")
+
+
+def test_pgbench_log_latencies(tmp_path: Path) -> None:
+    (tmp_path / "pgbench_log.123").write_text("0 1 250 0 1700000000 1\n0 2 failed 0 1700000000 2\n")
+    (tmp_path / "pgbench_log.123.1").write_text("1 1 750 0 1700000000 3\n")
+    assert pgbench.log_latencies_us(tmp_path) == [250, 750]
+
+
+def test_instruction_queries_are_deterministic() -> None:
+    assert instructions.queries("point-select", 50, 10) == instructions.queries("point-select", 50, 10)
+    prepared = instructions.queries("point-select-prepared", 5, 1)
+    assert prepared[0].startswith("PREPARE") and len(prepared) == 6
+    assert all("\n" not in q for q in instructions.queries("simple-update", 5, 1))
+
+
+def test_build_keys_and_names() -> None:
+    spec = build.BuildSpec()
+    assert spec.key() == build.BuildSpec().key()
+    assert spec.key() != build.BuildSpec(cflags=("-O3",)).key()
+    assert "-fno-omit-frame-pointer" in spec.cflags and "-O2" in spec.cflags
+    assert "--enable-cassert" not in spec.configure_args and "-Dcassert=false" in spec.meson_args
+    weird = build.safe_name("feature/../../x; rm -rf /")
+    assert "/" not in weird and " " not in weird and ";" not in weird
+    assert build.safe_name("a/b") != build.safe_name("a_b")
+    assert build._meson_flags(("-O2", "-fno-omit-frame-pointer")) == [
+        "-Doptimization=2", "-Dc_args=-fno-omit-frame-pointer"]
+
+
+def test_dependency_check_names_debian_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deps.shutil, "which", lambda prog: None if prog in ("bison", "ninja") else "/usr/bin/x")
+    (tmp_path / "src/backend/parser").mkdir(parents=True)  # a git checkout: no gram.c
+    with pytest.raises(BuildFailed) as e:
+        deps.check_build(tmp_path, use_meson=True)
+    assert "apt-get install bison ninja-build" in e.value.message
+    (tmp_path / "src/backend/parser/gram.c").write_text("")  # a release tarball: bison not needed
+    with pytest.raises(BuildFailed) as e:
+        deps.check_build(tmp_path, use_meson=True)
+    assert "bison" not in e.value.message and "ninja-build" in e.value.message
+    deps.check_build(tmp_path, use_meson=False)
+
+
+def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None:
+    from master import shipping
+
+    pyz = shipping.build_zipapp(tmp_path)
+    code = (
+        "import json, sys\n"
+        "from recipes.pg.profile import load_profile, conf_text\n"
+        "from recipes import registry\n"
+        "p = load_profile('quick')\n"
+        "print(json.dumps({'conf': conf_text(p, 18), 'hash': registry.get('pg-quick').config_hash()}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(pyz)}, capture_output=True,
+                         text=True, cwd=tmp_path, check=True).stdout
+    doc = json.loads(out)
+    assert "io_method" in doc["conf"]
+    assert doc["hash"] == registry.get("pg-quick").config_hash()

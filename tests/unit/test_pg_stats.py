@@ -1,0 +1,96 @@
+"""The A/B statistics: paired median ratios, bootstrap CIs, interleaving order, CV."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from recipes.pg.stats import bootstrap_median_ratio, cv, interleaved_order, paired_ratios, percentile
+
+
+def test_percentile_interpolates() -> None:
+    assert percentile([1, 2, 3, 4, 5], 50) == 3
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([10], 99) == 10
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_cv() -> None:
+    assert cv([5.0]) == 0.0
+    assert cv([10, 10, 10]) == 0.0
+    assert cv([9, 11]) == pytest.approx(1.41421356 / 10, rel=1e-6)
+
+
+def test_paired_ratios_need_equal_lengths() -> None:
+    assert paired_ratios([2, 4], [3, 2]) == [1.5, 0.5]
+    with pytest.raises(ValueError):
+        paired_ratios([1, 2], [1])
+
+
+def test_identical_sides_give_ratio_one_and_zero_width() -> None:
+    a = [100.0, 103.0, 97.0, 101.0]
+    est = bootstrap_median_ratio(a, a)
+    assert est.ratio == 1.0 and est.low == 1.0 and est.high == 1.0
+    assert not est.excludes_one()
+
+
+def test_bootstrap_separates_a_real_shift_from_noise() -> None:
+    rng = random.Random(7)
+    # Shared drift per round (the neighbour load) plus independent noise: pairing cancels the drift.
+    drift = [rng.uniform(0.7, 1.3) for _ in range(30)]
+    a = [1000 * d * rng.gauss(1, 0.01) for d in drift]
+    same = [1000 * d * rng.gauss(1, 0.01) for d in drift]
+    slower = [970 * d * rng.gauss(1, 0.01) for d in drift]
+    aa = bootstrap_median_ratio(a, same)
+    ab = bootstrap_median_ratio(a, slower)
+    assert not aa.excludes_one()
+    assert ab.excludes_one() and ab.high < 1.0
+    assert ab.ratio == pytest.approx(0.97, abs=0.01)
+    assert aa.half_width < 0.02
+
+
+def test_bootstrap_is_reproducible_for_a_seed() -> None:
+    a, b = [1.0, 2.0, 3.0, 4.0, 5.0], [1.1, 1.9, 3.3, 4.1, 5.2]
+    assert bootstrap_median_ratio(a, b, seed=3) == bootstrap_median_ratio(a, b, seed=3)
+
+
+def test_interleaved_order_alternates_who_goes_first() -> None:
+    assert interleaved_order(4) == ["A", "B", "B", "A", "A", "B", "B", "A"]
+    three = interleaved_order(5, ("x", "y", "z"))
+    assert len(three) == 15 and all(sorted(three[i:i + 3]) == ["x", "y", "z"] for i in range(0, 15, 3))
+
+
+def test_ab_verdicts_follow_direction_and_ignore_tiny_exact_changes() -> None:
+    from recipes.api import Metric, WorkloadResult
+    from recipes.pg.ab import compare
+
+    def run(tps: list[float], instr: list[float]) -> list[WorkloadResult]:
+        return [WorkloadResult("w", (Metric("tps", "tx/s", "higher", tuple(tps)),
+                                     Metric("instructions", "i/q", "lower", tuple(instr))))]
+
+    a = run([100, 101, 99, 100, 100], [50_000] * 5)
+    slower = {c.metric: c for c in compare(a, run([90, 91, 89, 90, 90], [50_003] * 5))}
+    assert slower["tps"].verdict == "regression"
+    assert slower["instructions"].verdict == "same"  # +0.006%: a rebuild, not a change
+    more = {c.metric: c for c in compare(a, run([110, 111, 109, 110, 110], [51_000] * 5))}
+    assert more["tps"].verdict == "improvement" and more["instructions"].verdict == "regression"
+
+
+def test_sweep_removes_dirs_of_dead_owners_only(tmp_path) -> None:
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from recipes.pg.server import sweep_stale
+
+    dead, alive = tmp_path / "pf-run-dead", tmp_path / "pf-run-alive"
+    for d in (dead, alive):
+        (d / "data").mkdir(parents=True)
+    sock = Path(tempfile.mkdtemp(prefix="pf-sock-"))
+    (dead / "owner.pid").write_text("999999999")
+    (dead / "sockdir").write_text(str(sock))
+    (alive / "owner.pid").write_text(str(os.getpid()))
+    assert sweep_stale(tmp_path) == [dead]
+    assert not dead.exists() and not sock.exists() and alive.exists()
