@@ -205,14 +205,21 @@ def cmd_settings(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------- parser
 
 
-def _optional_module(name: str):
-    """Subcommands contributed by other packages (e.g. master.detect.cli) when they are present."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name and name.startswith(e.name):
-            return None
-        raise
+# Verbs whose code lives with the feature: (verb, module with add_arguments/run, help, description).
+MOUNTED = [
+    ("bisect", "master.bisection.cli", "find the commit that caused a change (on the farm, or --local)",
+     "Bisect (good, bad] on a branch's first-parent history to the culprit commit. Submits to the running master "
+     "(its probes are real builds), or runs here with --local. --status ID shows the state, culprit, rQPS with its "
+     "CI, probes used and the search log."),
+    ("detect", "master.detect.cli", "find change points in a CSV of benchmark results",
+     "Find change points in FILE.csv (columns commit,value; rows in commit order; consecutive rows of one commit "
+     "are its samples)."),
+    ("alerts", "master.alerts.cli", "list, show and triage alerts (ack, set-state); channel health",
+     "Alerts: change points past a threshold, grouped by commit range. list|show|ack|set-state|channels|deliver."),
+    ("compare", "master.compare", "A/B-measure two PostgreSQL commits (or a commit and a patch) locally",
+     "Build A and B, interleave their samples in one job and print B/A median ratios with bootstrap 95% "
+     "confidence intervals. No master needed."),
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,36 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["text", "json"], default="text")
     s.set_defaults(func=cmd_settings)
 
-    from master.bisection import cli as bisect_cli
-
-    s = sub.add_parser("bisect", help="find the commit that caused a change (on the farm, or --local)",
-                       description="Bisect (good, bad] on a branch's first-parent history to the culprit commit. "
-                       "Submits to the running master (its probes are real builds), or runs here with --local. "
-                       "--status ID shows the state, culprit, rQPS with its CI, probes used and the search log.")
-    bisect_cli.add_arguments(s)
-    s.set_defaults(func=bisect_cli.run)
-
-    detect = _optional_module("master.detect.cli")
-    if detect is not None:
-        s = sub.add_parser("detect", help="find change points in a CSV of benchmark results",
-                           description="Find change points in FILE.csv (columns commit,value; rows in commit "
-                           "order; consecutive rows of one commit are its samples).")
-        detect.add_arguments(s)
-        s.set_defaults(func=detect.run)
-    alerts = _optional_module("master.alerts.cli")
-    if alerts is not None:
-        s = sub.add_parser("alerts", help="list, show and triage alerts (ack, set-state); channel health",
-                           description="Alerts: change points past a threshold, grouped by commit range. "
-                           "list|show|ack|set-state|channels|deliver.")
-        alerts.add_arguments(s)
-        s.set_defaults(func=alerts.run)
-    compare = _optional_module("master.compare")
-    if compare is not None:
-        s = sub.add_parser("compare", help="A/B-measure two PostgreSQL commits (or a commit and a patch) locally",
-                           description="Build A and B, interleave their samples in one job and print B/A "
-                           "median ratios with bootstrap 95% confidence intervals. No master needed.")
-        compare.add_arguments(s)
-        s.set_defaults(func=compare.run)
+    for name, module, help_text, description in MOUNTED:
+        mod = importlib.import_module(module)
+        s = sub.add_parser(name, help=help_text, description=description)
+        mod.add_arguments(s)
+        s.set_defaults(func=mod.run)
     return p
 
 
