@@ -1,0 +1,8 @@
+"""The static history site: view models, jinja2 rendering, atomic publishing (pure: no Buildbot/Twisted)."""
+
+from __future__ import annotations
+
+from master.publish.publisher import PublishReport, publish_all, publish_incremental, site_dir
+from master.publish.serve import serve
+
+__all__ = ["PublishReport", "publish_all", "publish_incremental", "serve", "site_dir"]

@@ -1,0 +1,27 @@
+"""The Atom feed of alerts: stable entry ids (the alert's id never changes), newest first."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Sequence
+
+from master.publish.render import render
+from master.publish.views import AlertView
+
+
+def iso(ts: float | None) -> str:
+    return dt.datetime.fromtimestamp(ts or 0, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def entry_id(alert: AlertView) -> str:
+    """A stable, globally unique id: the same alert keeps it across publishes and state changes."""
+    return f"urn:perffarm:alert:{alert.file}"
+
+
+def atom(alerts: Sequence[AlertView], now: float) -> str:
+    entries = sorted(alerts, key=lambda a: (a.updated or 0, a.id), reverse=True)[:200]
+    updated = max((a.updated or 0 for a in entries), default=0) or 0
+    return render("alerts.atom", updated=iso(updated), entries=[
+        {"id": entry_id(a), "title": f"[{a.state}] {a.title}", "updated": iso(a.updated), "link": f"alerts/{a.file}.html",
+         "summary": f"{a.kind} {a.sha or ''} state {a.state}" + (f", culprit {a.culprit}" if a.culprit else "")}
+        for a in entries])

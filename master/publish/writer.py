@@ -1,0 +1,118 @@
+"""Render into a new version directory next to the output, then swap it in with one atomic rename.
+
+`out_dir` is a symlink to `.<name>.versions/<version>/`. A publish writes a complete new version (an incremental
+one hard-links every unchanged file from the current version and writes changed files as new inodes, so the
+old version is never modified), then points a fresh symlink at it and renames that over `out_dir`: a reader
+sees the old site or the new one, never a half-written one. The previous version is kept for readers in the
+middle of loading a page; older ones are removed. Nothing is ever deleted before its replacement is live.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path, PurePosixPath
+
+MARKER = "manifest.json"
+
+
+class PublishError(RuntimeError):
+    """The output directory cannot be published to; the message says why."""
+
+
+def _check_rel(rel: str) -> str:
+    p = PurePosixPath(rel)
+    if p.is_absolute() or not p.parts or any(part in ("", ".", "..") for part in p.parts) or "\\" in rel:
+        raise PublishError(f"refusing to write outside the site: {rel!r}")
+    return str(p)
+
+
+class SiteWriter:
+    """One new version of the site; `commit()` swaps it in, `abort()` throws it away."""
+
+    def __init__(self, out_dir: Path, incremental: bool) -> None:
+        self.out_dir = Path(os.path.abspath(out_dir))
+        self.versions = self.out_dir.parent / f".{self.out_dir.name}.versions"
+        self.versions.mkdir(parents=True, exist_ok=True)
+        self.current = self._current()
+        if incremental and self.current is None:
+            raise PublishError(f"no published site at {self.out_dir} to update; run a full publish first")
+        self.root = self.versions / f"v{time.time_ns():020d}-{os.getpid()}.tmp"
+        self.root.mkdir()
+        self.written: list[str] = []
+        if incremental and self.current is not None:
+            self._link_tree(self.current, self.root)
+
+    def _current(self) -> Path | None:
+        if self.out_dir.is_symlink():
+            target = Path(os.path.realpath(self.out_dir))
+            return target if target.is_dir() else None
+        if self.out_dir.exists():
+            if not self.out_dir.is_dir() or any(self.out_dir.iterdir()) and not (self.out_dir / MARKER).exists():
+                raise PublishError(f"{self.out_dir} exists and is not a perffarm site; choose another --out")
+        return None
+
+    @staticmethod
+    def _link_tree(src: Path, dst: Path) -> None:
+        for dirpath, dirnames, filenames in os.walk(src):
+            rel = os.path.relpath(dirpath, src)
+            target = dst if rel == "." else dst / rel
+            for d in dirnames:
+                (target / d).mkdir()
+            for f in filenames:
+                os.link(os.path.join(dirpath, f), target / f)
+
+    def exists(self, rel: str) -> bool:
+        return (self.root / _check_rel(rel)).exists()
+
+    def write(self, rel: str, text: str) -> None:
+        """Write one file of the new version (a new inode: hard-linked old content is left untouched)."""
+        path = self.root / _check_rel(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".part")
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        self.written.append(rel)
+
+    def copy_tree(self, src: Path, rel: str) -> None:
+        """Copy static assets into the new version."""
+        dst = self.root / _check_rel(rel)
+        if dst.exists():
+            shutil.rmtree(dst)  # inside the new, unpublished version only
+        shutil.copytree(src, dst)
+
+    def commit(self) -> Path:
+        """Swap the new version in atomically and prune versions older than the previous one."""
+        final = self.root.with_suffix("")
+        os.rename(self.root, final)
+        if self.out_dir.exists() and not self.out_dir.is_symlink():
+            # a first publish over an older, plain-directory site: keep it as a version, then link
+            legacy = self.versions / f"v{time.time_ns():020d}-legacy"
+            os.rename(self.out_dir, legacy)
+        link = self.out_dir.parent / f".{self.out_dir.name}.swap-{os.getpid()}"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        os.symlink(os.path.relpath(final, self.out_dir.parent), link)
+        os.replace(link, self.out_dir)
+        self._prune(keep={final.name, self.current.name if self.current else ""})
+        return final
+
+    def abort(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _prune(self, keep: set[str]) -> None:
+        for entry in self.versions.iterdir():
+            if entry.name not in keep and not entry.name.endswith(".tmp"):
+                shutil.rmtree(entry, ignore_errors=True)
+            elif entry.name.endswith(".tmp") and entry != self.root and _stale(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def _stale(path: Path, age: float = 3600.0) -> bool:
+    """A leftover temp version from a publish that crashed an hour ago."""
+    try:
+        return time.time() - path.stat().st_mtime > age
+    except OSError:
+        return False

@@ -1,0 +1,255 @@
+/* perffarm series chart: canvas, zoom/pan/hover over up to tens of thousands of points. No dependencies.
+   Data arrives through <script src> files calling perffarm.points/commits/samples (works from file://). */
+(function () {
+  "use strict";
+  var pf = window.perffarm = window.perffarm || {};
+  var store = { points: {}, samples: {}, commits: {}, waiting: {}, requested: {} };
+  pf.points = function (sid, k, d) { store.points[k] = d; };
+  pf.samples = function (sid, k, d) { store.samples[k] = d; fire("s" + k); };
+  pf.commits = function (branch, k, rows) { store.commits[k] = rows; fire("c" + k); };
+
+  function fire(key) {
+    var cbs = store.waiting[key] || [];
+    store.waiting[key] = [];
+    cbs.forEach(function (cb) { cb(); });
+  }
+  function need(key, src, have, cb) {
+    if (have()) { cb(); return; }
+    (store.waiting[key] = store.waiting[key] || []).push(cb);
+    if (store.requested[key]) return;
+    store.requested[key] = true;
+    var s = document.createElement("script");
+    s.src = src;
+    s.onerror = function () { store.requested[key] = false; };
+    document.head.appendChild(s);
+  }
+
+  var COLOURS = { regression: "#c62828", improvement: "#2e7d32", tag: "#6d6d6d", config: "#1565c0" };
+
+  function fmt(x) {
+    var a = Math.abs(x);
+    if (a >= 1000) return Math.round(x).toLocaleString("en-US");
+    if (a >= 10) return x.toFixed(1);
+    if (a >= 0.01 || a === 0) return x.toFixed(3);
+    return x.toPrecision(3);
+  }
+  function day(ts) { return ts ? new Date(ts * 1000).toISOString().slice(0, 10) : ""; }
+
+  function init() {
+    var metaEl = document.getElementById("meta");
+    var canvas = document.getElementById("chart");
+    if (!metaEl || !canvas) return;
+    var meta = JSON.parse(metaEl.textContent);
+    var pos = [], med = [], lo = [], hi = [], n = [], flag = [];
+    meta.chunks.forEach(function (k) {
+      var d = store.points[k];
+      if (!d) return;
+      for (var i = 0; i < d.pos.length; i++) {
+        pos.push(d.pos[i]); med.push(d.med[i]); lo.push(d.lo[i]); hi.push(d.hi[i]); n.push(d.n[i]); flag.push(d.flag[i]);
+      }
+    });
+    var N = pos.length;
+    var chunk = meta.chunk_size;
+    var ctx = canvas.getContext("2d");
+    var tip = document.getElementById("tip");
+    var ML = 64, MR = 12, MT = 18, MB = 28;
+    var W = 0, H = 0, dpr = window.devicePixelRatio || 1;
+    var full0 = N ? pos[0] - 0.5 : 0, full1 = N ? pos[N - 1] + 0.5 : 1;
+    var x0 = full0, x1 = full1, hover = -1;
+
+    function size() {
+      W = Math.max(320, canvas.parentElement.clientWidth);
+      H = 360;
+      canvas.width = W * dpr; canvas.height = H * dpr;
+      canvas.style.width = W + "px"; canvas.style.height = H + "px";
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    }
+    function bsearch(x) { var a = 0, b = N; while (a < b) { var m = (a + b) >> 1; if (pos[m] < x) a = m + 1; else b = m; } return a; }
+    function sx(p) { return ML + (p - x0) / (x1 - x0) * (W - ML - MR); }
+    function px(cx) { return x0 + (cx - ML) / (W - ML - MR) * (x1 - x0); }
+    var y0 = 0, y1 = 1;
+    function sy(v) { return MT + (1 - (v - y0) / (y1 - y0)) * (H - MT - MB); }
+
+    function draw() {
+      ctx.clearRect(0, 0, W, H);
+      ctx.font = "11px system-ui, sans-serif";
+      var a = bsearch(x0), b = bsearch(x1 + 1e-9);
+      if (a > 0) a--;
+      if (b < N) b++;
+      y0 = Infinity; y1 = -Infinity;
+      for (var i = a; i < b; i++) { if (lo[i] < y0) y0 = lo[i]; if (hi[i] > y1) y1 = hi[i]; }
+      if (!isFinite(y0)) { y0 = 0; y1 = 1; }
+      var pad = (y1 - y0) * 0.08 || Math.abs(y1) * 0.05 || 1;
+      y0 -= pad; y1 += pad;
+      // axes and grid
+      ctx.strokeStyle = "#e3e3e3"; ctx.fillStyle = "#555"; ctx.lineWidth = 1;
+      for (var t = 0; t <= 4; t++) {
+        var v = y0 + (y1 - y0) * t / 4, yy = Math.round(sy(v)) + 0.5;
+        ctx.beginPath(); ctx.moveTo(ML, yy); ctx.lineTo(W - MR, yy); ctx.stroke();
+        ctx.textAlign = "right"; ctx.fillText(fmt(v), ML - 4, yy + 4);
+      }
+      ctx.textAlign = "center";
+      for (t = 0; t <= 5; t++) {
+        var p = x0 + (x1 - x0) * t / 5;
+        ctx.fillText(String(Math.round(p)), sx(p), H - 8);
+      }
+      ctx.save();
+      ctx.beginPath(); ctx.rect(ML, MT, W - ML - MR, H - MT - MB); ctx.clip();
+      // markers
+      meta.markers.forEach(function (m) {
+        if (m.pos < x0 || m.pos > x1) return;
+        var xx = Math.round(sx(m.pos)) + 0.5;
+        ctx.strokeStyle = COLOURS[m.kind] || "#999";
+        ctx.setLineDash(m.kind === "tag" ? [2, 3] : [6, 3]);
+        ctx.beginPath(); ctx.moveTo(xx, MT); ctx.lineTo(xx, H - MB); ctx.stroke();
+        ctx.setLineDash([]);
+        ctx.fillStyle = COLOURS[m.kind] || "#999"; ctx.textAlign = "left";
+        ctx.fillText(m.label, xx + 3, MT + 10);
+      });
+      // spread: one vertical bar per pixel column (min of lo, max of hi) keeps 10,000 points cheap
+      ctx.strokeStyle = "rgba(33,102,172,0.28)";
+      ctx.beginPath();
+      var col = -1, cmin = 0, cmax = 0;
+      for (i = a; i < b; i++) {
+        var c = Math.round(sx(pos[i]));
+        if (c !== col) {
+          if (col >= 0) { ctx.moveTo(col + 0.5, sy(cmin)); ctx.lineTo(col + 0.5, sy(cmax)); }
+          col = c; cmin = lo[i]; cmax = hi[i];
+        } else { if (lo[i] < cmin) cmin = lo[i]; if (hi[i] > cmax) cmax = hi[i]; }
+      }
+      if (col >= 0) { ctx.moveTo(col + 0.5, sy(cmin)); ctx.lineTo(col + 0.5, sy(cmax) - 0.5); }
+      ctx.stroke();
+      // median line
+      ctx.strokeStyle = "#2166ac"; ctx.lineWidth = 1.5;
+      ctx.beginPath();
+      for (i = a; i < b; i++) { if (i === a) ctx.moveTo(sx(pos[i]), sy(med[i])); else ctx.lineTo(sx(pos[i]), sy(med[i])); }
+      ctx.stroke();
+      if (b - a <= (W - ML - MR) / 4) {
+        ctx.fillStyle = "#2166ac";
+        for (i = a; i < b; i++) { ctx.beginPath(); ctx.arc(sx(pos[i]), sy(med[i]), 2.2, 0, 6.3); ctx.fill(); }
+      }
+      if (hover >= 0) {
+        ctx.strokeStyle = "#000"; ctx.lineWidth = 1;
+        ctx.beginPath(); ctx.arc(sx(pos[hover]), sy(med[hover]), 4.5, 0, 6.3); ctx.stroke();
+      }
+      ctx.restore();
+      canvas.dataset.ready = "1";
+      canvas.dataset.visible = String(b - a);
+    }
+
+    function commitAt(p, cb) {
+      var k = Math.floor(p / chunk);
+      need("c" + k, "../data/branches/" + encodeURIComponent(meta.branch_dir) + "/" + k + ".js",
+        function () { return !!store.commits[k]; },
+        function () { cb(store.commits[k][p - k * chunk] || null); });
+    }
+
+    function line(text, cls) { var d = document.createElement("div"); if (cls) d.className = cls; d.textContent = text; return d; }
+    function showTip(i, cx, cy) {
+      hover = i; draw();
+      tip.hidden = false;
+      tip.replaceChildren(line("position " + pos[i] + " · loading commit…", "tip-sha"));
+      var fl = (flag[i] & 1 ? " · noisy host" : "") + (flag[i] & 2 ? " · SLA miss" : "");
+      var val = line(fmt(med[i]) + " " + meta.unit + " (median of " + n[i] + "; spread " + fmt(lo[i]) + "–" + fmt(hi[i]) + ")" + fl, "tip-val");
+      tip.appendChild(val);
+      tip.style.left = Math.min(cx + 14, W - 300) + "px";
+      tip.style.top = Math.max(cy - 10, 0) + "px";
+      commitAt(pos[i], function (c) {
+        if (hover !== i) return;
+        tip.replaceChildren();
+        if (c) {
+          tip.appendChild(line(c[0].slice(0, 12), "tip-sha"));
+          tip.appendChild(line(c[1], "tip-subject"));
+          tip.appendChild(line(c[2] + " · " + day(c[3]), "tip-author"));
+        }
+        tip.appendChild(val);
+      });
+    }
+
+    canvas.addEventListener("mousemove", function (e) {
+      var r = canvas.getBoundingClientRect(), cx = e.clientX - r.left, cy = e.clientY - r.top;
+      if (drag) {
+        var dp = (drag.x - cx) / (W - ML - MR) * (drag.x1 - drag.x0);
+        setView(drag.x0 + dp, drag.x1 + dp); return;
+      }
+      if (!N || cx < ML || cx > W - MR) return;
+      var p = px(cx), j = bsearch(p);
+      if (j >= N || (j > 0 && p - pos[j - 1] < pos[j] - p)) j--;
+      if (j < 0) return;
+      if (Math.abs(sx(pos[j]) - cx) > 30) { tip.hidden = true; hover = -1; draw(); return; }
+      if (j !== hover) showTip(j, cx, cy);
+    });
+    canvas.addEventListener("mouseleave", function () { tip.hidden = true; hover = -1; drag = null; draw(); });
+    var drag = null;
+    canvas.addEventListener("mousedown", function (e) { var r = canvas.getBoundingClientRect(); drag = { x: e.clientX - r.left, x0: x0, x1: x1 }; });
+    window.addEventListener("mouseup", function () { drag = null; });
+    function setView(a, b) {
+      var span = Math.min(Math.max(b - a, 4), full1 - full0);
+      if (a < full0) a = full0;
+      if (a + span > full1) a = full1 - span;
+      x0 = a; x1 = a + span; draw();
+    }
+    function zoom(f, at) { setView(at - (at - x0) * f, at + (x1 - at) * f); }
+    canvas.addEventListener("wheel", function (e) {
+      e.preventDefault();
+      var r = canvas.getBoundingClientRect();
+      zoom(e.deltaY > 0 ? 1.25 : 0.8, px(e.clientX - r.left));
+    }, { passive: false });
+    canvas.addEventListener("dblclick", function () { setView(full0, full1); });
+    document.querySelectorAll("[data-zoom]").forEach(function (btn) {
+      btn.addEventListener("click", function () {
+        var k = btn.getAttribute("data-zoom"), mid = (x0 + x1) / 2;
+        if (k === "in") zoom(0.5, mid); else if (k === "out") zoom(2, mid); else setView(full0, full1);
+      });
+    });
+    window.addEventListener("resize", function () { size(); draw(); });
+
+    // the table of points, newest first, a page at a time
+    var PAGE = 50, page = 0, tbody = document.querySelector("#points tbody"), pager = document.getElementById("pager");
+    function td(text, cls) { var c = document.createElement("td"); if (cls) c.className = cls; c.textContent = text; return c; }
+    function renderPage() {
+      tbody.replaceChildren();
+      var start = N - 1 - page * PAGE, end = Math.max(start - PAGE, -1);
+      for (var i = start; i > end; i--) (function (i) {
+        var tr = document.createElement("tr");
+        tr.appendChild(td(String(pos[i]), "num"));
+        var shaCell = td(""), subj = td("");
+        tr.appendChild(shaCell); tr.appendChild(subj);
+        tr.appendChild(td(fmt(med[i]), "num"));
+        tr.appendChild(td(fmt(lo[i]) + "–" + fmt(hi[i]), "num"));
+        tr.appendChild(td(String(n[i]), "num"));
+        var b = document.createElement("button"); b.type = "button"; b.textContent = "Samples";
+        var bc = document.createElement("td"); bc.appendChild(b); tr.appendChild(bc);
+        b.addEventListener("click", function () { showSamples(i, tr, b); });
+        tbody.appendChild(tr);
+        commitAt(pos[i], function (c) {
+          if (!c) return;
+          var a = document.createElement("a"); a.href = "../commit/" + encodeURIComponent(c[0]) + ".html";
+          a.className = "sha"; a.textContent = c[0].slice(0, 12); shaCell.appendChild(a);
+          subj.textContent = c[1];
+        });
+      })(i);
+      pager.replaceChildren();
+      var pages = Math.ceil(N / PAGE);
+      var prev = document.createElement("button"); prev.type = "button"; prev.textContent = "‹ newer"; prev.disabled = page === 0;
+      var next = document.createElement("button"); next.type = "button"; next.textContent = "older ›"; next.disabled = page >= pages - 1;
+      prev.onclick = function () { page--; renderPage(); }; next.onclick = function () { page++; renderPage(); };
+      pager.appendChild(prev); pager.appendChild(document.createTextNode(" page " + (page + 1) + " of " + Math.max(pages, 1) + " ")); pager.appendChild(next);
+    }
+    function showSamples(i, tr, btn) {
+      var k = Math.floor(pos[i] / chunk);
+      need("s" + k, "../data/series/" + encodeURIComponent(meta.sid) + "/" + k + ".samples.js",
+        function () { return !!store.samples[k]; },
+        function () {
+          var d = store.samples[k], j = d.pos.indexOf(pos[i]);
+          var row = document.createElement("tr"), c = td(j < 0 ? "" : d.samples[j].map(fmt).join(", "), "samples");
+          c.colSpan = 7; row.appendChild(c); tr.after(row); btn.disabled = true;
+        });
+    }
+    pf.chart = { clientXOf: function (p) { return canvas.getBoundingClientRect().left + sx(p); },
+                 clientYOf: function (i) { return canvas.getBoundingClientRect().top + sy(med[i]); },
+                 positions: pos, medians: med, setView: setView };
+    size(); draw(); renderPage();
+  }
+  document.addEventListener("DOMContentLoaded", init);
+})();
