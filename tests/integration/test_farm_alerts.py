@@ -27,13 +27,13 @@ def test_a_pushed_regression_is_alerted_once_with_its_commit(tmp_path):
     secret.chmod(0o600)
     farm.start()
     try:
-        for i in range(8):
+        for i in range(12):
             repo.commit(f"fast {i}", {"perffarm_bench.c": f"/* {i} */\n" + NOISY_C.format(i=i, value=1000, cv=0.005)})
         culprit = repo.commit("make it slower <!channel> <script>x</script>",
-                              {"perffarm_bench.c": NOISY_C.format(i=8, value=900, cv=0.005)})
-        for i in range(9, 16):
+                              {"perffarm_bench.c": NOISY_C.format(i=12, value=900, cv=0.005)})
+        for i in range(13, 24):
             repo.commit(f"slow {i}", {"perffarm_bench.c": f"/* {i} */\n" + NOISY_C.format(i=i, value=900, cv=0.005)})
-        farm.wait_for_runs(16, timeout=300)
+        farm.wait_for_runs(24, timeout=300)
         wait_until(lambda: receiver.processed, 60, "the webhook message")
         farm.api("masters")  # one more pass of everything
         wait_until(lambda: farm.query("SELECT COUNT(*) FROM alert_outbox WHERE state = 'pending'")[0][0] == 0,
