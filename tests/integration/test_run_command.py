@@ -33,9 +33,11 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
     port = env["PERFFARM_MASTER_WEB_PORT"]
     log = open(tmp_path / "run.log", "w+")
     proc = subprocess.Popen([PERFFARM, "run"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    pids: list[int] = []
     try:
         wait_until(lambda: "Ctrl-C stops it" in Path(log.name).read_text() or proc.poll() is not None, 120,
                    "perffarm run to be ready")
+        pids = _children(proc.pid)  # taken now: once `perffarm run` is gone they are no longer its children
         out = Path(log.name).read_text()
         assert proc.poll() is None, out
         assert f"http://127.0.0.1:{port}/" in out and "results DB" in out
@@ -51,7 +53,6 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
         sha = repo.bench_commit("measured by make run", 4242)
         wait_until(lambda: sha[:12] in subprocess.run([PERFFARM, "results", "list"], env=env, capture_output=True,
                                                       text=True).stdout, 120, "the commit's result")
-        pids = _children(proc.pid)
         assert pids, "master and worker should be child processes"
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         assert proc.wait(timeout=90) == 0
@@ -64,8 +65,9 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-        for p in _children(proc.pid):
-            os.kill(p, signal.SIGKILL)
+        for p in set(pids) | set(_children(proc.pid)):
+            if Path(f"/proc/{p}").exists():
+                os.kill(p, signal.SIGKILL)
 
 
 def _children(pid: int) -> list[int]:
