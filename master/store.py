@@ -291,15 +291,21 @@ def connect(path: Path | str) -> sqlite3.Connection:
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply the migrations this database has not seen; return the resulting schema version."""
-    current = conn.execute("PRAGMA user_version").fetchone()[0]
-    if current > len(MIGRATIONS):
-        raise StoreError(
-            f"the results database is at schema version {current}, newer than this code "
-            f"({len(MIGRATIONS)}); upgrade perffarm or point it at another data directory"
-        )
-    for version in range(current + 1, len(MIGRATIONS) + 1):
-        with transaction(conn):
+    """Apply the migrations this database has not seen; return the resulting schema version.
+
+    Several processes open the database at once (the master, `perffarm` CLI verbs, tests), so the version is read
+    inside the write lock: a second opener waits for the first migration and then finds nothing left to do.
+    """
+    if conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+        return len(MIGRATIONS)  # the common case, without taking the write lock
+    with transaction(conn):
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > len(MIGRATIONS):
+            raise StoreError(
+                f"the results database is at schema version {current}, newer than this code "
+                f"({len(MIGRATIONS)}); upgrade perffarm or point it at another data directory"
+            )
+        for version in range(current + 1, len(MIGRATIONS) + 1):
             for statement in _statements(MIGRATIONS[version - 1]):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version={version}")

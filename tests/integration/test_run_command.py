@@ -71,12 +71,19 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
 
 
 def _children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True).stdout
+    """Buildbot processes whose parent is `pid`, read from /proc (ps truncates `args` to $COLUMNS in CI)."""
     found = []
-    for line in out.splitlines():
-        p, pp, args = line.split(None, 2)
-        if int(pp) == pid and "buildbot" in args:
-            found.append(int(p))
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the comm field may hold spaces and parentheses
+        if ppid == pid and "buildbot" in cmdline:
+            found.append(int(entry.name))
     return found
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +14,8 @@ from master import ingest, store
 from master.settings import load_settings
 from tests.harness import make_repo
 from tests.unit.test_result_schema import good
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -49,6 +54,19 @@ def test_migrations_wal_and_version(tmp_path):
     conn.close()
     with pytest.raises(store.StoreError, match="newer than this code"):
         store.connect(tmp_path / "r.sqlite")
+
+
+def test_processes_opening_a_new_database_at_once_migrate_it_once(tmp_path):
+    # The master and a CLI verb (or a test) may open a fresh results DB at the same moment: the second must wait
+    # for the first migration instead of replaying it ("table machines already exists" before the fix).
+    path = tmp_path / "r.sqlite"
+    code = "import sys; from master import store; store.connect(sys.argv[1]).close(); print('ok')"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [(p.returncode, o.strip()) for p, (o, _) in zip(procs, outs)] == [(0, "ok")] * 8, [e for _, e in outs]
+    conn = store.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(store.MIGRATIONS)
 
 
 def test_ingest_stores_run_samples_commit_and_branch_order(env):
