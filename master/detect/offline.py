@@ -29,8 +29,8 @@ from master.detect.ranktest import (
     design_effect,
     normal_scores,
     scan_pvalue,
+    scan_pvalue_one,
     serial_factor,
-    split_scan,
     tie_broken_ranks,
 )
 
@@ -188,8 +188,77 @@ def _median_ratio(series: Series, lo: int, mid: int, hi: int) -> float:
     return after / before
 
 
+class _RankSums:
+    """Prefix sums of within-range ranks, memoized per commit range.
+
+    Re-ranking a range costs one sort; the best split of the range and the rank-sum test of any cut
+    in it then cost O(1) each, so the pruning loop sorts each range it visits once.
+    """
+
+    def __init__(self, ranks: np.ndarray, offsets: np.ndarray) -> None:
+        self.ranks = ranks
+        self.offsets = offsets
+        self.memo: dict[tuple[int, int], np.ndarray] = {}
+        self.splits: dict[tuple[int, int, int], tuple[int, float]] = {}
+
+    def prefix(self, lo: int, hi: int) -> np.ndarray:
+        """Cumulative sums (from 0) of the 1-based ranks of the samples of commits [lo, hi) among themselves."""
+        key = (lo, hi)
+        got = self.memo.get(key)
+        if got is None:
+            s0, s1 = int(self.offsets[lo]), int(self.offsets[hi])
+            local = np.empty(s1 - s0)
+            local[np.argsort(self.ranks[s0:s1])] = np.arange(1.0, s1 - s0 + 1.0)
+            got = np.concatenate([[0.0], np.cumsum(local)])
+            self.memo[key] = got
+        return got
+
+    def best_split(self, lo: int, hi: int, min_seg: int) -> tuple[int, float]:
+        """Best Mann-Whitney split of [lo, hi) with ``min_seg`` commits a side: (cut, z); (-1, 0) if too short."""
+        key = (lo, hi, min_seg)
+        got = self.splits.get(key)
+        if got is None:
+            if hi - lo < 2 * min_seg:
+                got = (-1, 0.0)
+            else:
+                cum = self.prefix(lo, hi)
+                s0 = int(self.offsets[lo])
+                n = len(cum) - 1
+                cuts = np.arange(lo + min_seg, hi - min_seg + 1)
+                n1 = (self.offsets[cuts] - s0).astype(float)
+                z = (n1 * (n + 1) / 2.0 - cum[self.offsets[cuts] - s0]) / np.sqrt(n1 * (n - n1) * (n + 1) / 12.0)
+                best = int(np.argmax(np.abs(z)))
+                got = (int(cuts[best]), float(z[best]))
+            self.splits[key] = got
+        return got
+
+    def z(self, lo: int, cut: int, hi: int, enough: Callable[[float], bool] | None = None) -> float:
+        """Mann-Whitney of commits [lo, cut) vs [cut, hi) as a normal deviate, using the exact tail.
+
+        The normal approximation badly understates the evidence when one side is short (6 commits far
+        above 150 others: exact p = 1/C(156,6), not the normal curve's 1e-5), so the exact null
+        distribution is used and mapped back to z (positive: the right side is larger). When
+        ``enough(z)`` says the normal deviate already decides the test, the (slower) exact tail, which
+        only ever adds evidence far out in the tail, is skipped.
+        """
+        cum = self.prefix(lo, hi)
+        n = len(cum) - 1
+        n1 = int(self.offsets[cut] - self.offsets[lo])
+        n2 = n - n1
+        r1 = float(cum[n1])
+        z = (n1 * (n + 1) / 2.0 - r1) / math.sqrt(n1 * n2 * (n + 1) / 12.0)
+        if min(n1, n2) > 60 or abs(z) < 1.96 or (enough is not None and enough(z)):
+            return z
+        u_left_high = r1 - n1 * (n1 + 1) / 2.0
+        u_opposed = int(round(n1 * n2 - u_left_high)) if z < 0 else int(round(u_left_high))
+        p = lower_tail(u_opposed, min(n1, n2), max(n1, n2))
+        if p <= 0.0 or p >= 0.5:
+            return z
+        return math.copysign(float(-ndtri(p)), z)
+
+
 def _prune(
-    series: Series, ranks: np.ndarray, cuts: list[int], settings: OfflineSettings, deff: float
+    series: Series, sums: _RankSums, cuts: list[int], settings: OfflineSettings, deff: float
 ) -> list[tuple[int, float, float]]:
     """Re-locate each cut between its neighbours; drop failing cuts that are locally weakest; repeat.
 
@@ -201,35 +270,28 @@ def _prune(
     offsets = series.offsets
     n = len(series)
     m = settings.min_segment
-    split_memo: dict[tuple[int, int], tuple[int, float]] = {}
     eval_memo: dict[tuple[int, int, int], tuple[float, float, bool]] = {}
     log_min = math.log1p(settings.min_effect)
     sd = math.sqrt(deff)
-    commit_ranks: np.ndarray | None = None
+    commit_sums: _RankSums | None = None
     unit_offsets = np.arange(n + 1)
     if int(series.counts.max()) > 1:
-        commit_ranks = tie_broken_ranks(series.commit_medians())
-
-    def best_split(lo: int, hi: int) -> tuple[int, float]:
-        key = (lo, hi)
-        if key not in split_memo:
-            split_memo[key] = split_scan(ranks, offsets, lo, hi, m)
-        return split_memo[key]
+        commit_sums = _RankSums(tie_broken_ranks(series.commit_medians()), unit_offsets)
 
     def evaluate(lo: int, c: int, hi: int) -> tuple[float, float, bool]:
         """(scan p-value, median ratio, weak) of cut ``c`` between neighbours ``lo`` and ``hi``."""
         key = (lo, c, hi)
         if key not in eval_memo:
             edge = _min_frac(offsets, lo, hi, m)
-            zc = _z_at(ranks, offsets, lo, c, hi, enough=lambda z: float(scan_pvalue(z / sd, edge)) <= settings.alpha)
-            p = float(scan_pvalue(zc / sd, edge))
+            zc = sums.z(lo, c, hi, enough=lambda z: scan_pvalue_one(z / sd, edge) <= settings.alpha)
+            p = scan_pvalue_one(zc / sd, edge)
             ratio = _median_ratio(series, lo, c, hi) if p <= settings.alpha else 1.0
             weak = ratio > 0 and abs(math.log(ratio)) < log_min
-            if not weak and p <= settings.alpha and commit_ranks is not None:
+            if not weak and p <= settings.alpha and commit_sums is not None:
                 # With several samples per commit, one bad run moves all of them: the shift must also
                 # show in the commit medians, or two outlying runs could make a 3-commit "segment".
-                zk = _z_at(commit_ranks, unit_offsets, lo, c, hi)
-                weak = float(scan_pvalue(zk, _min_frac(unit_offsets, lo, hi, m))) > settings.commit_alpha
+                zk = commit_sums.z(lo, c, hi)
+                weak = scan_pvalue_one(zk, _min_frac(unit_offsets, lo, hi, m)) > settings.commit_alpha
             eval_memo[key] = (p, ratio, weak)
         return eval_memo[key]
 
@@ -240,7 +302,7 @@ def _prune(
             for j in range(len(cuts)):
                 lo = cuts[j - 1] if j > 0 else 0
                 hi = cuts[j + 1] if j + 1 < len(cuts) else n
-                best, _ = best_split(lo, hi)
+                best, _ = sums.best_split(lo, hi, m)
                 if best >= 0 and best != cuts[j]:
                     cuts[j] = best
                     moved = True
@@ -255,14 +317,14 @@ def _prune(
             if sc >= 0 and (j == 0 or sc >= score[j - 1]) and (j + 1 == len(score) or sc > score[j + 1])
         ]
         if not drop:
-            return _finish(series, ranks, cuts, settings, deff)
+            return _finish(series, sums, cuts, settings, deff)
         for j in reversed(drop):
             del cuts[j]
     return []
 
 
 def _finish(
-    series: Series, ranks: np.ndarray, cuts: list[int], settings: OfflineSettings, deff: float
+    series: Series, sums: _RankSums, cuts: list[int], settings: OfflineSettings, deff: float
 ) -> list[tuple[int, float, float]]:
     """Polish every kept cut's position and report (index, ratio, p-value) at the final positions."""
     n = len(series)
@@ -276,8 +338,8 @@ def _finish(
     bounds = [0, *final, n]
     for j, c in enumerate(final):
         lo, hi = bounds[j], bounds[j + 2]
-        z = _z_at(ranks, series.offsets, lo, c, hi)
-        p = float(scan_pvalue(z / math.sqrt(deff), _min_frac(series.offsets, lo, hi, m)))
+        z = sums.z(lo, c, hi)
+        p = scan_pvalue_one(z / math.sqrt(deff), _min_frac(series.offsets, lo, hi, m))
         out.append((c, _median_ratio(series, lo, c, hi), p))
     return out
 
@@ -319,40 +381,6 @@ def _polish(series: Series, lo: int, cut: int, hi: int, min_seg: int, reach: int
     return int(positions[order[0]])
 
 
-def _z_at(
-    ranks: np.ndarray,
-    offsets: np.ndarray,
-    lo: int,
-    cut: int,
-    hi: int,
-    enough: Callable[[float], bool] | None = None,
-) -> float:
-    """Mann-Whitney of commits [lo, cut) vs [cut, hi) as a normal deviate, using the exact tail.
-
-    Ranks re-taken within the range. The normal approximation badly understates the evidence when one
-    side is short (6 commits far above 150 others: exact p = 1/C(156,6), not the normal curve's 1e-5),
-    so the exact null distribution is used and mapped back to z (positive: the right side is larger).
-    When ``enough(z)`` says the normal deviate already decides the test, the (slower) exact tail, which
-    only ever adds evidence far out in the tail, is skipped.
-    """
-    s0, s1, sc = int(offsets[lo]), int(offsets[hi]), int(offsets[cut])
-    n = s1 - s0
-    local = np.empty(n)
-    local[np.argsort(ranks[s0:s1])] = np.arange(1.0, n + 1.0)
-    n1 = sc - s0
-    n2 = n - n1
-    r1 = local[:n1].sum()
-    z = float((n1 * (n + 1) / 2.0 - r1) / math.sqrt(n1 * n2 * (n + 1) / 12.0))
-    if min(n1, n2) > 60 or abs(z) < 1.96 or (enough is not None and enough(z)):
-        return z
-    u_left_high = r1 - n1 * (n1 + 1) / 2.0
-    u_opposed = int(round(n1 * n2 - u_left_high)) if z < 0 else int(round(u_left_high))
-    p = lower_tail(u_opposed, min(n1, n2), max(n1, n2))
-    if p <= 0.0 or p >= 0.5:
-        return z
-    return math.copysign(float(-ndtri(p)), z)
-
-
 def detect(
     series: Series, direction: Direction = Direction.HIGHER, settings: OfflineSettings | None = None
 ) -> list[ChangePoint]:
@@ -366,7 +394,7 @@ def detect(
     serial = serial_factor(scores, series.offsets)
     deff = design_effect(scores, series.offsets) * serial
     cuts = _candidates(scores, series.offsets, n, settings, serial)
-    kept = _prune(series, ranks, cuts, settings, deff)
+    kept = _prune(series, _RankSums(ranks, series.offsets), cuts, settings, deff)
     return [
         ChangePoint(
             commit=series.commits[c],

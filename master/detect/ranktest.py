@@ -19,8 +19,12 @@ _TIE_SEED = 0x5EED
 def tie_broken_ranks(values: np.ndarray) -> np.ndarray:
     """0-based ranks of ``values`` with ties broken by a fixed pseudo-random order (no time bias)."""
     n = len(values)
-    key = np.random.default_rng(_TIE_SEED).permutation(n)
-    order = np.lexsort((key, values))
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    if n > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
+        # Ties only: the fixed permutation decides their order (without ties the result is the same).
+        key = np.random.default_rng(_TIE_SEED).permutation(n)
+        order = np.lexsort((key, values))
     ranks = np.empty(n, dtype=np.int64)
     ranks[order] = np.arange(n)
     return ranks
@@ -98,6 +102,17 @@ def scan_pvalue(z: np.ndarray | float, frac_lo: np.ndarray | float) -> np.ndarra
     p = c * phi * (1.0 - 1.0 / (c * c)) * span + 4.0 * phi / c
     p = np.where(c < 1.5, 1.0, p)
     return np.clip(p, 0.0, 1.0)
+
+
+def scan_pvalue_one(z: float, frac_lo: float) -> float:
+    """``scan_pvalue`` for one split, in plain floats (the pruning loop calls it thousands of times)."""
+    c = max(abs(z), 1e-9)
+    if c < 1.5:
+        return 1.0
+    u0 = min(max(frac_lo, 1e-6), 0.5 - 1e-9)
+    phi = math.exp(-0.5 * c * c) / math.sqrt(2.0 * math.pi)
+    p = c * phi * (1.0 - 1.0 / (c * c)) * math.log(((1.0 - u0) / u0) ** 2) + 4.0 * phi / c
+    return min(max(p, 0.0), 1.0)
 
 
 def point_pvalue(z: np.ndarray | float) -> np.ndarray:
