@@ -4,7 +4,9 @@ A series is (machine, recipe + version + config hash, workload, metric, branch).
 commits in first-parent order that have `ok` runs, each with every raw sample of every such run (bisection and
 forced runs add samples to a commit; build order never matters). After each ingest the touched series are
 re-detected and `change_points` is reconciled: a change point keeps its identity (series + first commit) and
-is updated in place when more data moves it, never duplicated. Pure: no Buildbot or Twisted imports.
+is updated in place when more data moves it, never duplicated; new points must survive Benjamini-Hochberg
+across the farm's series; a point whose evidence more data has taken away is marked `retracted`, and comes
+back under the same identity if the change reappears. Pure: no Buildbot or Twisted imports.
 """
 
 from __future__ import annotations
@@ -13,17 +15,21 @@ import json
 import math
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from master import store
-from master.detect import rqps
-from master.detect.identity import Reported, reconcile
+from master.detect import fdr, rqps
+from master.detect.identity import Reconciliation, Reported, reconcile
 from master.detect.model import ChangePoint, Direction, Kind, Series
-from master.detect.tracker import Tracker
+from master.detect.tracker import Tracker, review_unmatched
 
 IDENTITY_WINDOW = 5  # commits: a re-detection this close (same kind) is the same change moved by data
+# Benjamini-Hochberg level across the farm's series for newly reported change points. With the
+# detector's own per-series level (1e-4) it binds from 100 series on: a farm of m series admits a
+# lone new point at p <= 0.01/m, and k points in one pass at p <= 0.01·k/m (docs/detection.md).
+FARM_FDR = 0.01
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class ChangeEvent:
 
     change_point_id: int
     series_id: int
-    action: str  # new | updated
+    action: str  # new | updated (moved, or back after a retraction) | retracted (more data took the evidence away)
     kind: str
     sha: str
     ratio: float
@@ -115,16 +121,15 @@ def load_series(conn: sqlite3.Connection, series_id: int) -> SeriesData:
 
 
 def _reported(conn: sqlite3.Connection, data: SeriesData) -> list[Reported]:
+    """Every change point stored for the series, retracted ones too (so a returning change keeps its identity)."""
     index_of = {sha: i for i, sha in enumerate(data.series.commits)}
     out = []
-    for row in conn.execute(
-        "SELECT * FROM change_points WHERE series_id = ? AND state = 'active' ORDER BY position", (data.id,)
-    ):
+    for row in conn.execute("SELECT * FROM change_points WHERE series_id = ? ORDER BY position", (data.id,)):
         if row["sha"] not in index_of:
             continue  # its commit left the branch (history rewritten): it cannot be matched
         cp = ChangePoint(row["sha"], index_of[row["sha"]], row["ratio"], Kind(row["kind"]), row["pvalue"],
                          _nan(row["ci_low"]), _nan(row["ci_high"]))
-        out.append(Reported(str(data.id), row["first_sha"], cp))
+        out.append(Reported(str(data.id), row["first_sha"], cp, active=row["state"] == "active"))
     return out
 
 
@@ -145,9 +150,16 @@ def _with_ci(data: SeriesData, cp: ChangePoint, next_index: int | None) -> Chang
     return ChangePoint(cp.commit, cp.index, est.ratio, cp.kind, cp.pvalue, est.low, est.high)
 
 
-def analyse_series(conn: sqlite3.Connection, series_id: int, now: float | None = None) -> list[ChangeEvent]:
-    """Re-detect one series and reconcile its change points (caller holds the transaction)."""
-    now = time.time() if now is None else now
+@dataclass(frozen=True)
+class Proposal:
+    """One series' detection round before it is written: what is new, moved, kept or withdrawn."""
+
+    data: SeriesData
+    result: Reconciliation
+
+
+def propose(conn: sqlite3.Connection, series_id: int) -> Proposal:
+    """Detect on one series and reconcile with its stored change points, without writing anything."""
     data = load_series(conn, series_id)
     tracker = Tracker(str(series_id), data.direction, window=IDENTITY_WINDOW)
     detected = tracker.detections(data.series) if len(data.series) else []
@@ -156,6 +168,34 @@ def analyse_series(conn: sqlite3.Connection, series_id: int, now: float | None =
         for i, cp in enumerate(detected)
     ]
     result = reconcile(str(series_id), _reported(conn, data), detected, IDENTITY_WINDOW)
+    if len(data.series):
+        result = review_unmatched(data.series, result, detected, data.direction)
+    return Proposal(data, result)
+
+
+def admit(proposals: list[Proposal], n_series: int, q: float = FARM_FDR) -> list[Proposal]:
+    """Benjamini-Hochberg across series: keep only the new change points that survive at level ``q``.
+
+    The family is every series of the farm (``n_series``; series not re-tested in this pass count as
+    p = 1), the p-values those of the change points the pass would newly report. Points already
+    reported are not re-judged here; they stay until ``review_unmatched`` withdraws them.
+    """
+    flat = [(i, r) for i, prop in enumerate(proposals) for r in prop.result.new]
+    mask = fdr.benjamini_hochberg([r.current.pvalue for _, r in flat], q, m=max(n_series, len(flat)))
+    dropped = {(i, r.first_commit) for (i, r), ok in zip(flat, mask) if not ok}
+    if not dropped:
+        return proposals
+    return [
+        replace(prop, result=replace(
+            prop.result, new=tuple(r for r in prop.result.new if (i, r.first_commit) not in dropped)))
+        for i, prop in enumerate(proposals)
+    ]
+
+
+def write(conn: sqlite3.Connection, proposal: Proposal, now: float) -> list[ChangeEvent]:
+    """Store one series' round: insert new points, update moved or returning ones, retract withdrawn ones."""
+    data, result = proposal.data, proposal.result
+    series_id = data.id
     events = []
     for rep, action in [(r, "updated") for r in result.updated] + [(r, "new") for r in result.new]:
         cp = rep.current
@@ -188,22 +228,44 @@ def analyse_series(conn: sqlite3.Connection, series_id: int, now: float | None =
             cp_id = conn.execute(
                 "UPDATE change_points SET sha = :sha, prev_sha = :prev_sha, position = :position, "
                 "prev_position = :prev_position, kind = :kind, ratio = :ratio, ci_low = :ci_low, "
-                "ci_high = :ci_high, pvalue = :pvalue, updated_at = :now "
+                "ci_high = :ci_high, pvalue = :pvalue, state = 'active', updated_at = :now "
                 "WHERE series_id = :series_id AND first_sha = :first_sha RETURNING id",
                 dict(values, series_id=series_id, first_sha=rep.first_commit, now=now),
             ).fetchone()[0]
         events.append(ChangeEvent(cp_id, series_id, action, cp.kind.value, cp.commit, float(cp.ratio)))
+    for rep in result.withdrawn:
+        # The evidence is gone: keep the row (alerts and the site refer to it) but mark it retracted.
+        cp_id = conn.execute(
+            "UPDATE change_points SET state = 'retracted', updated_at = ? WHERE series_id = ? AND first_sha = ? "
+            "RETURNING id",
+            (now, series_id, rep.first_commit),
+        ).fetchone()[0]
+        cp = rep.current
+        events.append(ChangeEvent(cp_id, series_id, "retracted", cp.kind.value, cp.commit, float(cp.ratio)))
     conn.execute("UPDATE series SET analysed_at = ? WHERE id = ?", (now, series_id))
     return events
 
 
+def _n_series(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM series").fetchone()[0])
+
+
+def analyse_many(conn: sqlite3.Connection, series_ids: list[int], now: float | None = None) -> list[ChangeEvent]:
+    """One analysis pass over several series: detect each, control false alarms across them, store (caller holds the transaction)."""
+    now = time.time() if now is None else now
+    proposals = admit([propose(conn, sid) for sid in series_ids], _n_series(conn))
+    return [e for prop in proposals for e in write(conn, prop, now)]
+
+
+def analyse_series(conn: sqlite3.Connection, series_id: int, now: float | None = None) -> list[ChangeEvent]:
+    """Re-detect one series and reconcile its change points (caller holds the transaction)."""
+    return analyse_many(conn, [series_id], now)
+
+
 def analyse_run(conn: sqlite3.Connection, run_id: int) -> list[ChangeEvent]:
-    """Re-detect every series a newly stored run touches, in one transaction."""
+    """Re-detect every series a newly stored run touches, in one transaction and one FDR family."""
     with store.transaction(conn):
-        events: list[ChangeEvent] = []
-        for series_id in ensure_series_for_run(conn, run_id):
-            events.extend(analyse_series(conn, series_id))
-    return events
+        return analyse_many(conn, sorted(set(ensure_series_for_run(conn, run_id))))
 
 
 def analyse_all(conn: sqlite3.Connection) -> list[ChangeEvent]:
@@ -211,7 +273,7 @@ def analyse_all(conn: sqlite3.Connection) -> list[ChangeEvent]:
     with store.transaction(conn):
         run_ids = [r[0] for r in conn.execute("SELECT id FROM runs WHERE status = 'ok'")]
         series_ids = sorted({sid for run_id in run_ids for sid in ensure_series_for_run(conn, run_id)})
-        return [e for sid in series_ids for e in analyse_series(conn, sid)]
+        return analyse_many(conn, series_ids)
 
 
 def series_summary(data: SeriesData) -> dict[str, object]:

@@ -17,7 +17,7 @@ single outlying commit can never become a change point of its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -405,3 +405,33 @@ def detect(
         )
         for c, ratio, p in kept
     ]
+
+
+def support(
+    series: Series, index: int, neighbours: Sequence[int] = (), settings: OfflineSettings | None = None
+) -> tuple[float, float]:
+    """(p-value, median ratio) of a change at ``index`` between the nearest ``neighbours`` on each side.
+
+    The same tests as ``detect`` applies to a kept cut, but at a given position: the rank-sum scan
+    p-value of the samples and, with several samples per commit, of the commit medians (the larger
+    of the two is returned: both must show the change). The service asks it whether a change point
+    reported earlier still holds once the detector stops listing it. p = 1 when a side has fewer
+    than ``min_segment`` commits.
+    """
+    settings = settings or OfflineSettings()
+    n = len(series)
+    m = settings.min_segment
+    lo = max([c for c in neighbours if c < index], default=0)
+    hi = min([c for c in neighbours if c > index], default=n)
+    if index - lo < m or hi - index < m:
+        return 1.0, 1.0
+    ranks = tie_broken_ranks(series.values)
+    scores = normal_scores(ranks)
+    deff = design_effect(scores, series.offsets) * serial_factor(scores, series.offsets)
+    z = _RankSums(ranks, series.offsets).z(lo, index, hi)
+    p = scan_pvalue_one(z / math.sqrt(deff), _min_frac(series.offsets, lo, hi, m))
+    if int(series.counts.max()) > 1:
+        unit = np.arange(n + 1)
+        zk = _RankSums(tie_broken_ranks(series.commit_medians()), unit).z(lo, index, hi)
+        p = max(p, scan_pvalue_one(zk, _min_frac(unit, lo, hi, m)))
+    return p, _median_ratio(series, lo, index, hi)

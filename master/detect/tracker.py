@@ -2,19 +2,63 @@
 
 Each round runs the retrospective detector on the whole history and the online gate on the newest
 commits (baseline: up to ``baseline_max`` commits, levels aligned across the retrospective change
-points); retrospective points are
-alerted live only below ``live_alpha``. The round is then reconciled with
-what was already reported, so a change point that moves as data arrives is updated, never reported
-twice.
+points). Every retrospective point the detector lists (p <= ``OfflineSettings.alpha``, the same list
+`perffarm detect` prints) is a detection; the gate adds the newest commits when they already differ.
+The round is then reconciled with what was already reported, so a change point that moves as data
+arrives is updated, never reported twice; a reported point the detector no longer lists is re-tested
+where it is, and withdrawn only when the evidence is gone (``keep_alpha``, a looser level than the one
+that reported it, so a borderline point does not flap).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from master.detect import offline, online
 from master.detect.identity import Reconciliation, Reported, reconcile
-from master.detect.model import ChangePoint, Direction, Series
+from master.detect.model import ChangePoint, Direction, Kind, Series
+
+KEEP_ALPHA = 1e-2
+
+
+def still_holds(
+    series: Series,
+    report: Reported,
+    detections: Sequence[ChangePoint],
+    direction: Direction,
+    settings: offline.OfflineSettings | None = None,
+    keep_alpha: float = KEEP_ALPHA,
+) -> bool:
+    """Whether a reported change the detector stopped listing is still there, tested at its own commit.
+
+    The split at the reported commit, between the nearest current detections, must still be
+    significant at ``keep_alpha`` and point the same way.
+    """
+    cp = report.current
+    if not 0 < cp.index < len(series):
+        return True  # outside the data we have: nothing to judge it by
+    p, ratio = offline.support(series, cp.index, [d.index for d in detections], settings)
+    return p <= keep_alpha and Kind.of(ratio, direction) is cp.kind
+
+
+def review_unmatched(
+    series: Series,
+    result: Reconciliation,
+    detections: Sequence[ChangePoint],
+    direction: Direction,
+    settings: offline.OfflineSettings | None = None,
+    keep_alpha: float = KEEP_ALPHA,
+) -> Reconciliation:
+    """Move active reports that no longer hold from ``unmatched_old`` to ``withdrawn`` (inactive)."""
+    kept: list[Reported] = []
+    withdrawn: list[Reported] = []
+    for r in result.unmatched_old:
+        if r.active and not still_holds(series, r, detections, direction, settings, keep_alpha):
+            withdrawn.append(replace(r, active=False))
+        else:
+            kept.append(r)
+    return replace(result, unmatched_old=tuple(kept), withdrawn=tuple(withdrawn))
 
 
 @dataclass
@@ -26,25 +70,25 @@ class Tracker:
     offline_settings: offline.OfflineSettings = field(default_factory=offline.OfflineSettings)
     online_settings: online.OnlineSettings = field(default_factory=online.OnlineSettings)
     window: int = 5
-    live_alpha: float = 1e-5
+    keep_alpha: float = KEEP_ALPHA
     reported: list[Reported] = field(default_factory=list)
 
     def detections(self, series: Series) -> list[ChangePoint]:
         """Retrospective change points plus the gate's verdict on the newest commits."""
-        listed = offline.detect(series, self.direction, self.offline_settings)
-        # A live alert needs stronger evidence than a line in the retrospective list: the detector is
-        # re-run on every commit, so each run is another chance for a borderline split to appear.
-        found = [cp for cp in listed if cp.pvalue <= self.live_alpha]
-        verdict = online.gate_with_history(series, self.direction, self.online_settings, [cp.index for cp in listed])
+        found = offline.detect(series, self.direction, self.offline_settings)
+        verdict = online.gate_with_history(series, self.direction, self.online_settings, [cp.index for cp in found])
         change = verdict.change
         if change is not None and not any(
             cp.kind is change.kind and abs(cp.index - change.index) <= self.window for cp in found
         ):
             found.append(change)
+            found.sort(key=lambda cp: cp.index)
         return found
 
     def observe(self, series: Series) -> Reconciliation:
         """Run one round on the series as it is now and remember the reconciled reports."""
-        result = reconcile(self.series_key, self.reported, self.detections(series), self.window)
+        detected = self.detections(series)
+        result = reconcile(self.series_key, self.reported, detected, self.window)
+        result = review_unmatched(series, result, detected, self.direction, self.offline_settings, self.keep_alpha)
         self.reported = list(result.all)
         return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from master import analysis, store
@@ -94,5 +95,68 @@ def test_flat_noise_reports_nothing(conn):
     add_commits(conn, 120)
     for i in range(120):
         run_id = add_run(conn, i, values(i, rng), i + 1)
+    assert analysis.analyse_run(conn, run_id) == []
+    assert conn.execute("SELECT COUNT(*) FROM change_points").fetchone()[0] == 0
+
+
+def test_a_change_point_whose_evidence_goes_away_is_retracted_then_returns_under_its_identity(conn):
+    rng = random.Random(5)
+    add_commits(conn, 80)
+    build = iter(range(1, 1000))
+    for i in range(70):
+        run_id = add_run(conn, i, values(i, rng, step_at=60, ratio=0.95), next(build))
+    assert [(e.action, e.sha) for e in analysis.analyse_run(conn, run_id)] == [("new", sha(60))]
+    # Re-runs of 60..69 measure them at the old level (the first runs hit a bad stretch of the
+    # machine), and newer commits agree: the change is gone, and the row says so.
+    for i in range(60, 70):
+        add_run(conn, i, values(i, rng) + values(i, rng) + values(i, rng), next(build))
+    for i in range(70, 80):
+        run_id = add_run(conn, i, values(i, rng), next(build))
+    events = analysis.analyse_run(conn, run_id)
+    assert [(e.action, e.kind, e.sha) for e in events] == [("retracted", "regression", sha(60))]
+    assert [tuple(r) for r in conn.execute("SELECT first_sha, state FROM change_points")] == [(sha(60), "retracted")]
+    assert analysis.analyse_run(conn, run_id) == []  # nothing left to say: no repeated retraction
+    # More runs show the slowdown after all: the same row comes back, not a second change point.
+    for i in range(60, 70):
+        run_id = add_run(conn, i, [s * 0.95 for s in values(i, rng) * 5], next(build))
+    events = analysis.analyse_run(conn, run_id)
+    assert ("updated", "regression", sha(60)) in [(e.action, e.kind, e.sha) for e in events]
+    rows = conn.execute("SELECT first_sha, state FROM change_points WHERE kind = 'regression'").fetchall()
+    assert [tuple(r) for r in rows] == [(sha(60), "active")]
+
+
+def _borderline_series(conn):
+    """8 + 8 commits, 5 samples each, a 1 % step at 0.5 % noise: the detector's p is about 4e-5."""
+    rng = np.random.default_rng(11)
+    add_commits(conn, 16)
+    for i in range(16):
+        level = 1000.0 if i < 8 else 990.0
+        run_id = add_run(conn, i, [float(v) for v in level * (1 + 0.005 * rng.standard_normal(5))], i + 1)
+    return run_id
+
+
+def _more_series(conn, count):
+    conn.execute("INSERT OR IGNORE INTO machines (id) SELECT machine_id FROM runs LIMIT 1")
+    with store.transaction(conn):
+        for j in range(count):
+            conn.execute(
+                "INSERT INTO series (machine_id, recipe, recipe_version, config_hash, workload, metric, branch, "
+                "unit, direction) SELECT machine_id, recipe, recipe_version, config_hash, ?, 'tps', 'master', "
+                "'tps', 'higher' FROM runs LIMIT 1",
+                (f"other-{j}",),
+            )
+
+
+def test_a_borderline_change_is_kept_on_a_small_farm(conn):
+    run_id = _borderline_series(conn)
+    _more_series(conn, 20)
+    events = analysis.analyse_run(conn, run_id)
+    assert [(e.action, e.sha) for e in events] == [("new", sha(8))]
+    assert 1e-5 < conn.execute("SELECT pvalue FROM change_points").fetchone()[0] <= 1e-4
+
+
+def test_a_borderline_change_does_not_survive_fdr_across_a_thousand_series(conn):
+    run_id = _borderline_series(conn)
+    _more_series(conn, 999)  # Benjamini-Hochberg at 0.01 over 1000 series: a lone point needs p <= 1e-5
     assert analysis.analyse_run(conn, run_id) == []
     assert conn.execute("SELECT COUNT(*) FROM change_points").fetchone()[0] == 0

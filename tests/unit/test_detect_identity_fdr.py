@@ -64,3 +64,13 @@ def test_exact_tail_matches_scipy() -> None:
         expected = mannwhitneyu(x, y, alternative="greater", method="exact").pvalue
         assert one_sided_p(x, y, greater=True) == pytest.approx(expected, rel=1e-9)
     assert lower_tail(0, 3, 60) == pytest.approx(1 / math.comb(63, 3))
+
+
+def test_benjamini_hochberg_over_a_family_larger_than_the_p_values_given() -> None:
+    # 1000 series, one new point at p = 3e-5: a lone point needs p <= q/m = 1e-5.
+    assert benjamini_hochberg([3e-5], 0.01, m=1000).tolist() == [False]
+    # Three series change in the same pass: the k-th smallest needs p <= q·k/m.
+    assert benjamini_hochberg([2.9e-5, 1e-6, 1.9e-5], 0.01, m=1000).tolist() == [True, True, True]
+    assert benjamini_hochberg([3e-5], 0.01, m=100).tolist() == [True]
+    with pytest.raises(ValueError):
+        benjamini_hochberg([0.1, 0.2], 0.05, m=1)
