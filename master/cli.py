@@ -219,6 +219,11 @@ MOUNTED = [
     ("compare", "master.compare", "A/B-measure two PostgreSQL commits (or a commit and a patch) locally",
      "Build A and B, interleave their samples in one job and print B/A median ratios with bootstrap 95% "
      "confidence intervals. No master needed."),
+    ("publish", "master.publish.cli", "render the static history site now (all of it) into [site] out_dir or --out",
+     "Render every page of the static history site from the results database into a new directory and swap it "
+     "in atomically (readers never see a half-written site). The master also publishes incrementally after "
+     "each ingest; use this after changing templates or to publish elsewhere. Open DIR/index.html from disk "
+     "or serve DIR with any web server (--serve)."),
 ]
 
 

@@ -126,6 +126,31 @@ def _stop(procs: list[subprocess.Popen]) -> None:
                 p.wait()
 
 
+def _start_site(settings: Settings):
+    """Publish the site (so its URL works at once) and serve it on 127.0.0.1 from a thread of this process.
+
+    The first publish of an empty farm is quick and runs before the URL is printed; an existing site is
+    served as it is while a full re-publish (templates may have changed) runs in the background.
+    """
+    import threading
+
+    from master.publish import publish_all, serve
+
+    def publish() -> None:
+        try:
+            report = publish_all(settings)
+            say(f"site published: {report.files_written} files in {report.seconds:.1f} s")
+        except Exception as e:  # noqa: BLE001 - the farm runs without a site; say why
+            say(f"publishing the site failed: {type(e).__name__}: {e} (retry with `perffarm publish`)")
+
+    if settings.site_dir.is_symlink():
+        threading.Thread(target=publish, name="perffarm-publish", daemon=True).start()
+    else:
+        publish()
+    _, _, server = serve(settings.site_dir, "127.0.0.1", settings.site_port)
+    return server
+
+
 def run(settings: Settings, check_repo: bool = True) -> int:
     """Start master (+ local worker), print where to look, wait for Ctrl-C; returns the exit status."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -147,6 +172,13 @@ def run(settings: Settings, check_repo: bool = True) -> int:
         )
         return 2
     master_dir = prepare_master(settings)
+    try:
+        site_server = _start_site(settings)
+    except OSError as e:
+        print(f"perffarm: cannot serve the site on 127.0.0.1:{settings.site_port}: {e}\n"
+              "Another process holds the port? Set PERFFARM_SITE_PORT (or [site] port) to a free one.",
+              file=sys.stderr)
+        return 2
     procs: list[subprocess.Popen] = []
     interrupted = False
 
@@ -184,6 +216,7 @@ def run(settings: Settings, check_repo: bool = True) -> int:
         say("running. Ctrl-C stops it.")
         print(
             f"  web UI        {settings.web_url}\n"
+            f"  history site  {settings.site_url}  (files: {settings.site_dir})\n"
             f"  REST API      {settings.web_url}api/v2/\n"
             f"  results DB    {settings.results_db}\n"
             f"  master log    {master_dir / 'twistd.log'}\n"
@@ -205,6 +238,8 @@ def run(settings: Settings, check_repo: bool = True) -> int:
         return 1
     finally:
         _stop(procs)
+        site_server.shutdown()
+        site_server.server_close()
         for s, handler in old.items():
             signal.signal(s, handler)
         if procs:

@@ -62,4 +62,20 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
             out.messages.append(f"alert sync failed: {type(e).__name__}: {e}")
     finally:
         conn.close()
+    _publish(settings, run_id, out)
     return out
+
+
+def _publish(settings: Settings, run_id: int, out: AfterIngest) -> None:
+    """Re-render what the run changed in the static site (last: it shows detection, alerts, bisections)."""
+    from master.publish import publish_incremental
+
+    try:
+        report = publish_incremental(settings, run_id)
+    except Exception as e:  # the site is derived data: the result is stored, the next publish catches up
+        out.failed.append("publish")
+        out.messages.append(f"site publish failed: {type(e).__name__}: {e} (the result is stored; "
+                            f"`perffarm publish` re-renders the whole site into {settings.site_dir})")
+    else:
+        out.messages.append(f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s "
+                            f"({'incremental' if report.incremental else 'full'}) at {report.out_dir}")

@@ -46,6 +46,8 @@ class Settings:
     worker_hosts: Mapping[str, str]
     run_local_worker: bool
     recipes: tuple[str, ...]
+    site_out_dir: Path | None  # None: <data_dir>/site (see the site_dir property)
+    site_port: int
     alerts: AlertSettings = field(default_factory=AlertSettings)
     source_of: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -81,6 +83,16 @@ class Settings:
     def web_url(self) -> str:
         return f"http://{self.web_host}:{self.web_port}/"
 
+    @property
+    def site_dir(self) -> Path:
+        """Where the static history site is published (a symlink swapped atomically; see docs/site.md)."""
+        return self.site_out_dir or self.data_dir / "site"
+
+    @property
+    def site_url(self) -> str:
+        """Where `perffarm run` serves the site: always 127.0.0.1 (a static server with no auth)."""
+        return f"http://127.0.0.1:{self.site_port}/"
+
     def ref_matches(self, ref: str) -> bool:
         """Whether a full ref name (refs/heads/X, refs/tags/Y) is watched."""
         if ref.startswith("refs/heads/"):
@@ -110,6 +122,8 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("workers", "hosts"): ("host_map", "worker_hosts"),
     ("workers", "run_local"): ("bool", "run_local_worker"),
     ("recipes", "enabled"): ("name_list", "recipes"),
+    ("site", "out_dir"): ("opt_path", "site_out_dir"),
+    ("site", "port"): ("port", "site_port"),
 }
 
 
@@ -151,6 +165,12 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
         if not isinstance(value, str) or not value.strip():
             raise SettingsError(f"{name}: expected a non-empty string, got {value!r}")
         return value.strip()
+    if kind == "opt_path":
+        if not isinstance(value, str):
+            raise SettingsError(f"{name}: expected a path (or \"\" for the default), got {value!r}")
+        if not value.strip():
+            return None
+        kind = "path"
     if kind == "path":
         if not isinstance(value, str) or not value.strip():
             raise SettingsError(f"{name}: expected a path, got {value!r}")
@@ -253,6 +273,9 @@ def load_settings(
             raise SettingsError(f"workers.hosts: {worker!r} is not in workers.names")
     if settings.web_port == settings.worker_port:
         raise SettingsError("master.worker_port: must differ from master.web_port")
+    if settings.site_port in (settings.web_port, settings.worker_port):
+        raise SettingsError(f"site.port: {settings.site_port} is already used by master.web_port or "
+                            "master.worker_port; choose another port")
     if settings.run_local_worker and "local" not in settings.worker_names:
         raise SettingsError("workers.run_local: true needs a worker named 'local' in workers.names")
     return settings
@@ -266,6 +289,8 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
         value = getattr(settings, attr)
         if isinstance(value, Path):
             value = str(value)
+        elif value is None:
+            value = ""
         elif isinstance(value, tuple):
             value = list(value)
         elif isinstance(value, Mapping):

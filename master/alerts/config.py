@@ -132,7 +132,7 @@ class AlertSettings:
     max_pvalue: float = 0.01
     band_red: float = 0.97
     band_green: float = 1.03
-    site_url: str = "http://127.0.0.1:8000/"
+    site_url: str = "http://127.0.0.1:8011/"  # [site] port: where `perffarm run` serves the site
     link_template: str = "{site_url}alerts/alert-{alert_id}.html"  # the page master/publish writes
     settle_seconds: float = 300.0
     poll_interval: float = 10.0

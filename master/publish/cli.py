@@ -1,34 +1,54 @@
-"""`perffarm publish [--out DIR]`: render the whole static site now."""
+"""`perffarm publish [--out DIR]`: render the whole static site now (the master re-renders incrementally)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from master.settings import load_settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=None,
-                        help="directory to publish into (default: [site] out_dir, i.e. <data_dir>/site)")
-    parser.add_argument("--serve", action="store_true", help="after publishing, serve the site until Ctrl-C")
-    parser.add_argument("--port", type=int, default=8011, help="port for --serve (default 8011)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="directory to publish into (default: [site] out_dir, i.e. <data_dir>/site). DIR becomes "
+                        "a symlink to the current version in .DIR.versions/ next to it; an existing directory that "
+                        "is not a perffarm site is refused")
+    parser.add_argument("--serve", action="store_true",
+                        help="after publishing, serve DIR on http://127.0.0.1:PORT/ until Ctrl-C")
+    parser.add_argument("--port", type=int, default=None,
+                        help="port for --serve (default: [site] port, 8011)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
 
 
 def run(args: argparse.Namespace) -> int:
     from master.publish.publisher import publish_all, site_dir
+    from master.publish.writer import PublishError
 
     settings = load_settings(getattr(args, "config", None))
-    report = publish_all(settings, args.out, allow_pool=True)
+    if not settings.results_db.exists():
+        print(f"perffarm publish: no results database at {settings.results_db}; start the farm (`make run`) or "
+              "set master.data_dir / PERFFARM_MASTER_DATA_DIR", file=sys.stderr)
+        return 1
     out = args.out or site_dir(settings)
-    print(f"published {report.series} series, {report.commit_pages} commit pages, {report.files_written} files "
-          f"in {report.seconds:.2f} s ({report.ratios_computed} ratios computed, {report.ratios_reused} reused)")
-    print(f"open {Path(out).resolve() / 'index.html'}")
+
+    def progress(message: str) -> None:
+        if not args.quiet:
+            print(f"publish: {message}", flush=True)
+
+    try:
+        report = publish_all(settings, args.out, allow_pool=True, progress=progress)
+    except PublishError as e:
+        print(f"perffarm publish: {e}", file=sys.stderr)
+        return 1
+    print(f"published {report.series} series, {report.commit_pages} commits, {report.files_written} files "
+          f"in {report.seconds:.2f} s ({report.ratios_computed} rQPS computed, {report.ratios_reused} reused)")
+    print(f"open {Path(out).resolve() / 'index.html'} (works from disk) or serve {out} with any web server")
     if args.serve:
         from master.publish.serve import make_server
 
-        server = make_server(out, "127.0.0.1", args.port)
-        print(f"serving http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")
+        server = make_server(out, "127.0.0.1", args.port or settings.site_port)
+        print(f"serving http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

@@ -9,21 +9,21 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from master import store
 from master.detect.rqps import Bands
 from master.publish import feed, source
-from master.publish.model import Point, SeriesData, assemble
+from master.publish.model import Point, SeriesData, assemble, median
 from master.publish.names import commit_name, safe_name
 from master.publish.ratios import RatioCache, Want
-from master.publish.render import SITE_DIR, author_name, js_call, json_document, render
+from master.publish.render import SITE_DIR, author_name, js_call, json_document, render, wrap_js
 from master.publish.source import CHUNK, MeasureKey, SeriesKey
 from master.publish.views import (
     AlertView, ChangeView, CommitRow, Marker, RatioView, ReleaseCell, ReleaseRow, ReleaseTable, RunView, Summary,
-    alert_view, previous_tag, safe_url, series_label, spark_path, tag_order, tail,
+    alert_views, previous_tag, safe_url, spark_path, tag_order, tail,
 )
-from master.publish.writer import SiteWriter
+from master.publish.writer import SiteWriter, publish_lock
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ class PublishReport:
 
 
 def site_dir(settings: Any) -> Path:
-    """Where the site goes: `[site] out_dir` when the settings have it, else <data_dir>/site."""
-    return Path(getattr(settings, "site_out_dir", None) or Path(settings.data_dir) / "site")
+    """Where the site goes: `[site] out_dir`, else <data_dir>/site."""
+    return Path(settings.site_dir)
 
 
 def cache_path(settings: Any) -> Path:
@@ -51,7 +51,8 @@ def cache_path(settings: Any) -> Path:
 
 
 def _bands(settings: Any) -> Bands:
-    return Bands(getattr(settings, "rqps_red", 0.97), getattr(settings, "rqps_green", 1.03))
+    """The rQPS colour bands: the alerts' bands (alerts.band_red/band_green), one definition for the farm."""
+    return Bands(settings.alerts.band_red, settings.alerts.band_green)
 
 
 # ------------------------------------------------------------------------------------------------ context
@@ -60,8 +61,9 @@ def _bands(settings: Any) -> Bands:
 class Context:
     """What one publish loaded: series (whole or a window), commits, tags, change points, alerts."""
 
-    def __init__(self, conn: sqlite3.Connection, cache: RatioCache, bands: Bands) -> None:
+    def __init__(self, conn: sqlite3.Connection, cache: RatioCache, bands: Bands, settings: Any) -> None:
         self.conn = conn
+        self.settings = settings
         self.cache = cache
         self.bands = bands
         self.tags = source.tags(conn)
@@ -79,11 +81,18 @@ class Context:
             self.changes.setdefault(c.sid, []).append(
                 ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue,
                            c.state))
-        self.alerts = [alert_view(r, self.sid_of_cp) for r in source.alerts(conn)]
+        rows = source.alert_rows(conn)
+        facts = {sha: (c.subject, author_name(c.author)) for sha, c in source.commits(
+            conn, {x for r in rows for x in (r["sha"], r["culprit_sha"]) if x}).items()}
+        self.alerts: list[AlertView] = alert_views(
+            rows, source.alert_lines(conn), source.alert_history(conn), source.alert_deliveries(conn),
+            source.bisections_by_change_point(conn), facts,
+            lambda r, d: cache._ratio(r, None, None, d).colour)
         # per series: ratio of each point vs the previous point, aligned with points (None for the first)
         self.vs_prev: dict[str, list[RatioView | None]] = {}
         self.tag_positions: dict[str, dict[str, int]] = {}
         self._got: dict = {}
+        self.now = 0.0
 
     def load(self, where: Mapping[str, list[tuple[str, int]]], shas: Iterable[str] | None,
              keys: set[MeasureKey] | None) -> None:
@@ -149,44 +158,56 @@ def _chunks_of(s: SeriesData, lo_chunk: int, hi_chunk: int) -> dict[int, list[tu
     return out
 
 
+def _num(x: float) -> float | None:
+    return None if x != x or x in (math.inf, -math.inf) else x
+
+
 def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int, hi_chunk: int) -> None:
-    """Chart chunks (.js), raw-sample chunks (.samples.js) and tool chunks (.json) of one series."""
+    """Per chunk of branch positions: chart columns (.js) and everything for tools (.json, also .samples.js).
+
+    The .json text holds only numbers, hex shas and fixed words, so the same text is wrapped into the
+    .samples.js script (checked by render.wrap_js) instead of being encoded twice.
+    """
     base = f"data/series/{s.sid}"
     vs = ctx.vs_prev.get(s.sid, [])
     for k, items in _chunks_of(s, lo_chunk, hi_chunk).items():
         pts = [p for _, p in items]
         flags = [(1 if p.noisy else 0) | (2 if p.sla_miss else 0) for p in pts]
-        w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {
-            "pos": [p.position for p in pts], "med": [p.median for p in pts], "lo": [p.lo for p in pts],
-            "hi": [p.hi for p in pts], "n": [len(p.samples) for p in pts], "flag": flags}))
-        w.write(f"{base}/{k}.samples.js", js_call("samples", s.sid, k, {
-            "pos": [p.position for p in pts], "samples": [list(p.samples) for p in pts]}))
-        rows = []
-        for i, p in items:
-            r = vs[i] if i < len(vs) else None
-            rows.append({"position": p.position, "sha": p.sha, "samples": list(p.samples), "median": p.median,
-                         "runs": list(p.run_ids), "noisy": p.noisy, "sla_miss": p.sla_miss,
-                         "vs_previous": None if r is None else {"ratio": r.ratio, "ci_low": r.low,
-                                                                 "ci_high": r.high, "base": r.base}})
-        w.write(f"{base}/{k}.json", json_document("series-chunk", {"series": s.sid, "chunk": k,
-                                                                     "chunk_size": CHUNK, "points": rows}))
+        pos = [p.position for p in pts]
+        med = [p.median for p in pts]
+        lo = [p.lo for p in pts]
+        hi = [p.hi for p in pts]
+        n = [len(p.samples) for p in pts]
+        w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {"pos": pos, "med": med, "lo": lo, "hi": hi, "n": n,
+                                                                "flag": flags}))
+        rs = [vs[i] if i < len(vs) else None for i, _ in items]
+        text = json_document("series-chunk", {
+            "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
+            "position": pos, "sha": [p.sha for p in pts], "median": med, "min": lo, "max": hi,
+            "samples": [p.samples for p in pts], "runs": [p.run_ids for p in pts],
+            "noisy": [p.noisy for p in pts], "sla_miss": [p.sla_miss for p in pts],
+            "vs_previous": {"ratio": [None if r is None else _num(r.ratio) for r in rs],
+                            "ci_low": [None if r is None else _num(r.low) for r in rs],
+                            "ci_high": [None if r is None else _num(r.high) for r in rs]},
+        }, clean=False)
+        w.write(f"{base}/{k}.json", text)
+        w.write(f"{base}/{k}.samples.js", wrap_js("samples", s.sid, k, text))
 
 
 def write_series_page(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
-    changes = sorted(ctx.changes.get(summ.sid, []), key=lambda c: c.position)
+    changes = sorted(ctx.changes.get(summ.sid, []), key=lambda c: (c.position, c.id))
     tag_marks = []
     for name, sha in ctx.tags.items():
         pos = ctx.tag_positions.get(summ.branch, {}).get(sha)
-        if pos is not None:
+        if pos is not None and summ.first_position <= pos <= summ.last_position:
             tag_marks.append(Marker(pos, "tag", name))
     config_marks = [Marker(o.first_position, "config",
                            f"{o.machine_id} {o.recipe} v{o.recipe_version} {o.config_hash[:8]} starts")
-                    for o in siblings if o.sid != summ.sid]
+                    for o in siblings if o.sid != summ.sid and o.first_position > summ.first_position]
     change_marks = [Marker(c.position, c.kind, f"{c.kind} ×{c.ratio:.3f}") for c in changes if c.state == "active"]
     markers = sorted(tag_marks + config_marks + change_marks, key=lambda m: (m.position, m.kind, m.label))
     chunks = list(range(summ.first_position // CHUNK, summ.last_position // CHUNK + 1))
-    branch_file = safe_name(summ.branch)
-    meta = {"sid": summ.sid, "chunks": chunks, "chunk_size": CHUNK, "branch_dir": branch_file,
+    meta = {"sid": summ.sid, "chunks": chunks, "chunk_size": CHUNK, "branch_dir": safe_name(summ.branch),
             "unit": summ.unit, "direction": summ.direction,
             "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers]}
     w.write(f"series/{summ.sid}.html", render(
@@ -194,12 +215,11 @@ def write_series_page(w: SiteWriter, ctx: Context, summ: Summary, siblings: list
         markers=markers, meta=meta, chunks=chunks, siblings=[o for o in siblings if o.sid != summ.sid]))
     w.write(f"data/series/{summ.sid}/index.json", json_document("series", {
         "series": summ.to_json(), "chunks": chunks, "chunk_size": CHUNK,
-        "change_points": [c.__dict__ for c in changes],
-        "markers": meta["markers"]}))
+        "change_points": [c.__dict__ for c in changes], "markers": meta["markers"]}))
 
 
 def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tuple[int, str]]) -> None:
-    """Commit facts for hovering a chart, one script per chunk of branch positions."""
+    """Commit facts for hovering a chart, one script per chunk of branch positions (`order` chunk-aligned)."""
     by_chunk: dict[int, list[Any]] = {}
     for pos, sha in order:
         k = pos // CHUNK
@@ -208,6 +228,8 @@ def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tu
         rows[pos - k * CHUNK] = [sha, c.subject if c else "", author_name(c.author) if c else "",
                                  c.authored_at if c else 0]
     for k, rows in by_chunk.items():
+        while rows and rows[-1] is None:
+            rows.pop()
         w.write(f"data/branches/{safe_name(branch)}/{k}.js", js_call("commits", safe_name(branch), k, rows))
 
 
@@ -223,21 +245,28 @@ def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[CommitRow
                 s.sid, s.key.branch, m.machine_id, m.recipe, m.recipe_version, m.workload, m.metric, s.unit,
                 p.median, p.lo, p.hi, len(p.samples), vs[i] if i < len(vs) else None, p.noisy, p.sla_miss))
     for rows in out.values():
-        rows.sort(key=lambda r: (r.workload, r.metric, r.branch, r.machine_id, r.recipe, r.recipe_version))
+        rows.sort(key=lambda r: (r.workload, r.metric, r.branch, r.machine_id, r.recipe, r.recipe_version, r.sid))
     return out
 
 
 def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: list[CommitRow], runs: list[RunView]) -> None:
+    """data/commits/<sha>.js: what commit.html?c=<sha> shows and what the compare page divides."""
     name = commit_name(sha)
     c = ctx.commits.get(sha)
-    w.write(f"commit/{name}.html", render(
-        "commit.html", root="../", title=f"{sha[:12]} {c.subject if c else ''}", sha=sha,
-        subject=c.subject if c else "", author=author_name(c.author) if c else "",
-        authored_at=c.authored_at if c else 0, tags=sorted(ctx.tag_at.get(sha, [])), rows=rows, runs=runs))
-    w.write(f"data/commits/{name}.js", js_call("commit", sha, {r.sid: [r.value, r.n] for r in rows}))
+    w.write(f"data/commits/{name}.js", js_call("commit", name, {
+        "subject": c.subject if c else "", "author": author_name(c.author) if c else "",
+        "authored_at": c.authored_at if c else 0, "tags": sorted(ctx.tag_at.get(sha, [])),
+        "rows": [[r.sid, r.value, r.lo, r.hi, r.n,
+                  *((None, None, None, "grey", "") if r.vs_parent is None else
+                    (_num(r.vs_parent.ratio), _num(r.vs_parent.low), _num(r.vs_parent.high), r.vs_parent.colour,
+                     r.vs_parent.base)),
+                  (1 if r.noisy else 0) | (2 if r.sla_miss else 0)] for r in rows],
+        "runs": [[r.id, r.status, r.ref, r.builder, r.worker, r.source, r.ingested_at, r.build_url,
+                  r.log_excerpt if r.status != "ok" else ""] for r in runs],
+    }))
 
 
-def run_views(ctx: Context, shas: Iterable[str]) -> dict[str, list[RunView]]:
+def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunView]]:
     out: dict[str, list[RunView]] = {}
     for r in source.runs(ctx.conn, shas=shas).values():
         out.setdefault(r.sha, []).append(RunView(
@@ -251,12 +280,13 @@ def run_views(ctx: Context, shas: Iterable[str]) -> dict[str, list[RunView]]:
 def write_overview(w: SiteWriter, summaries: list[Summary], ctx: Context) -> None:
     open_by_sid: dict[str, int] = {}
     for a in ctx.alerts:
-        if a.is_open and a.sid:
-            open_by_sid[a.sid] = open_by_sid.get(a.sid, 0) + 1
+        if a.is_open:
+            for sid in a.sids:
+                open_by_sid[sid] = open_by_sid.get(sid, 0) + 1
     rows = sorted(summaries, key=lambda s: (s.branch != "master", s.branch, s.workload, s.metric, s.machine_id,
-                                            s.recipe, -s.recipe_version))
+                                            s.recipe, -s.recipe_version, s.sid))
     w.write("index.html", render(
-        "index.html", root="", title="perffarm", rows=rows, open_by_sid=open_by_sid,
+        "index.html", root="", title="perffarm", rows=rows, open_by_sid=open_by_sid, bands=ctx.bands,
         branches=sorted({s.branch for s in rows}), machines=sorted({s.machine_id for s in rows}),
         workloads=sorted({s.workload for s in rows}), open_alerts=[a for a in ctx.alerts if a.is_open][:20]))
 
@@ -271,12 +301,13 @@ def write_compare(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None
                                              "recent": tested}))
     w.write("compare.html", render("compare.html", root="", title="Compare commits",
                                    tags=tag_order(ctx.tags, {}), bands=ctx.bands))
+    w.write("commit.html", render("commit.html", root="", title="Commit", bands=ctx.bands))
 
 
 def write_releases(w: SiteWriter, ctx: Context) -> None:
     """Callaghan-style tables: absolute value per release × workload, rQPS vs a chosen base release."""
     if not ctx.tags:
-        w.write("releases.html", render("releases.html", root="", title="Releases", table=None))
+        w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands))
         return
     tag_samples = source.samples(ctx.conn, set(ctx.tags.values()))
     authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(ctx.tags.values())).items()}
@@ -312,26 +343,30 @@ def write_releases(w: SiteWriter, ctx: Context) -> None:
                     continue
                 unit, direction = x.unit, x.direction
                 rel = None if b is None else RatioView.of(got[(sid, x.sha, b.sha)], base)
-                cells.append(ReleaseCell(t, _median(x.samples), rel, x.sla_miss))
+                cells.append(ReleaseCell(t, median(x.samples), rel, x.sla_miss))
             rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
         table = ReleaseTable(base, files[base], tuple(tags), tuple(rows), tuple((t, files[t]) for t in tags))
-        w.write(files[base], render("releases.html", root="../", title=f"Releases vs {base}", table=table))
+        w.write(files[base], render("releases.html", root="../", title=f"Releases vs {base}", table=table,
+                                    bands=ctx.bands))
         if base == tags[0]:
-            w.write("releases.html", render("releases.html", root="", title="Releases", table=table))
+            w.write("releases.html", render("releases.html", root="", title="Releases", table=table,
+                                            bands=ctx.bands))
 
 
-def _median(xs: tuple[float, ...]) -> float:
-    from master.publish.model import median
+def _channels(ctx: Context) -> list[Any]:
+    from master.alerts import channel_health
 
-    return median(xs)
+    if not source.has_table(ctx.conn, "alert_outbox"):
+        return []
+    return channel_health(ctx.conn, ctx.settings.alerts, now=ctx.now)
 
 
 def write_alerts(w: SiteWriter, ctx: Context, now: float) -> None:
     alerts = ctx.alerts
-    w.write("alerts.html", render("alerts.html", root="", title="Alerts", alerts=alerts,
-                                  table_exists=bool(source.has_table(ctx.conn, "alerts"))))
+    failing = [c for c in _channels(ctx) if c.status != "ok"]
+    w.write("alerts.html", render("alerts.html", root="", title="Alerts", alerts=alerts, failing=failing))
     for a in alerts:
-        w.write(f"alerts/{a.file}.html", render("alert.html", root="../", title=a.title, a=a))
+        w.write(f"alerts/{a.file}.html", render("alert.html", root="../", title=f"Alert {a.id}", a=a))
     w.write("alerts.atom", feed.atom(alerts, now))
 
 
@@ -345,7 +380,7 @@ def write_health(w: SiteWriter, ctx: Context, now: float) -> None:
     for wk in workers:
         wk["age"] = now - wk["last"] if wk["last"] else None
     noisy = []
-    for mid, info in source.machines(ctx.conn).items():
+    for mid in source.machines(ctx.conn):
         row = ctx.conn.execute("SELECT host_checks, ingested_at FROM runs WHERE machine_id = ? AND noisy = 1 "
                                "ORDER BY id DESC LIMIT 1", (mid,)).fetchone()
         if row:
@@ -356,7 +391,7 @@ def write_health(w: SiteWriter, ctx: Context, now: float) -> None:
             noisy.append({"machine": mid, "reasons": [str(r) for r in reasons] if isinstance(reasons, list) else [],
                           "last": row[1]})
     w.write("health.html", render("health.html", root="", title="Farm health", branches=branches,
-                                  workers=workers, noisy=noisy, now=now))
+                                  workers=workers, noisy=noisy, now=now, channels=_channels(ctx)))
 
 
 def write_common(w: SiteWriter, ctx: Context, summaries: list[Summary], now: float) -> None:
@@ -377,20 +412,25 @@ def siblings_of(summaries: list[Summary]) -> dict[str, list[Summary]]:
     groups: dict[tuple[str, str, str], list[Summary]] = {}
     for s in summaries:
         groups.setdefault((s.workload, s.metric, s.branch), []).append(s)
+    for g in groups.values():
+        g.sort(key=lambda s: (s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
     return {s.sid: groups[(s.workload, s.metric, s.branch)] for s in summaries}
 
 
-# ------------------------------------------------------------------------------------------------ summaries cache
+# ------------------------------------------------------------------------------------------------ publish cache
 
 
-def _summary_table(cache: RatioCache) -> sqlite3.Connection | None:
+def _meta_table(cache: RatioCache) -> sqlite3.Connection | None:
     if cache.conn is not None:
         cache.conn.execute("CREATE TABLE IF NOT EXISTS summary (sid TEXT PRIMARY KEY, json TEXT NOT NULL)")
+        cache.conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, json TEXT NOT NULL)")
     return cache.conn
 
 
-def save_summaries(cache: RatioCache, summaries: Iterable[Summary], replace_all: bool) -> None:
-    conn = _summary_table(cache)
+def save_state(cache: RatioCache, summaries: Iterable[Summary], replace_all: bool, out: Path,
+               heads: Mapping[str, tuple[int, str]], tags: Mapping[str, str]) -> None:
+    """What the next incremental publish builds on: summaries, branch heads and tags as published."""
+    conn = _meta_table(cache)
     if conn is None:
         return
     with conn:
@@ -398,43 +438,67 @@ def save_summaries(cache: RatioCache, summaries: Iterable[Summary], replace_all:
             conn.execute("DELETE FROM summary")
         conn.executemany("INSERT OR REPLACE INTO summary VALUES (?, ?)",
                          [(s.sid, json.dumps(s.to_json(), sort_keys=True)) for s in summaries])
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('state', ?)", (json.dumps(
+            {"out": str(out), "heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags)},
+            sort_keys=True),))
 
 
-def load_summaries(cache: RatioCache) -> dict[str, Summary]:
-    conn = _summary_table(cache)
+def load_state(cache: RatioCache) -> tuple[dict[str, Summary], dict[str, Any] | None]:
+    conn = _meta_table(cache)
     if conn is None:
-        return {}
-    return {sid: Summary.from_json(json.loads(text)) for sid, text in conn.execute("SELECT sid, json FROM summary")}
+        return {}, None
+    summaries = {sid: Summary.from_json(json.loads(text)) for sid, text in conn.execute("SELECT sid, json FROM summary")}
+    row = conn.execute("SELECT json FROM meta WHERE key = 'state'").fetchone()
+    return summaries, (json.loads(row[0]) if row else None)
 
 
 # ------------------------------------------------------------------------------------------------ entry points
 
 
 def _open(settings: Any) -> sqlite3.Connection:
-    return store.connect(settings.results_db)
+    conn = store.connect(settings.results_db)
+    conn.row_factory = sqlite3.Row
+    return conn
 
 
-def publish_all(settings: Any, out_dir: Path | None = None, *, allow_pool: bool = False) -> PublishReport:
+def _heads_with_sha(conn: sqlite3.Connection, heads: Mapping[str, int]) -> dict[str, tuple[int, str]]:
+    return {b: (pos, source.sha_at(conn, b, pos) or "") for b, pos in heads.items()}
+
+
+Progress = Callable[[str], None]
+
+
+def publish_all(settings: Any, out_dir: Path | None = None, *, allow_pool: bool = False, now: float | None = None,
+                progress: Progress | None = None) -> PublishReport:
     """Render the whole site from the results database into a new version and swap it in."""
-    t0 = time.perf_counter()
-    now = time.time()
     out = Path(out_dir) if out_dir else site_dir(settings)
+    with publish_lock(out):
+        return _publish_all(settings, out, allow_pool, time.time() if now is None else now, progress)
+
+
+def _publish_all(settings: Any, out: Path, allow_pool: bool, now: float, progress: Progress | None) -> PublishReport:
+    t0 = time.perf_counter()
+    say = progress or (lambda _m: None)
     conn = _open(settings)
     cache = RatioCache(cache_path(settings), _bands(settings), allow_pool=allow_pool)
     w = SiteWriter(out, incremental=False)
     try:
-        ctx = Context(conn, cache, _bands(settings))
+        ctx = Context(conn, cache, _bands(settings), settings)
+        ctx.now = now
         orders = {b: source.branch_order(conn, b) for b in ctx.heads}
         where: dict[str, list[tuple[str, int]]] = {}
         for b, order in orders.items():
             for pos, sha in order:
                 where.setdefault(sha, []).append((b, pos))
         ctx.tag_positions = {b: {sha: pos for pos, sha in order if sha in ctx.tag_at} for b, order in orders.items()}
+        say(f"loading samples of {len(where)} commits on {len(orders)} branch(es)")
         ctx.load(where, None, None)
+        say(f"{len(ctx.series)} series: computing rQPS vs the previous point (cached ratios are reused)")
         ctx.compute_ratios()
         summaries = [x for x in (ctx.summary(s) for s in ctx.series.values()) if x is not None]
         sib = siblings_of(summaries)
         by_sid = {s.sid: s for s in ctx.series.values()}
+        say(f"writing {len(summaries)} series pages and their data")
         for summ in summaries:
             s = by_sid[summ.sid]
             write_series_data(w, ctx, s, summ.first_position // CHUNK, summ.last_position // CHUNK)
@@ -442,55 +506,81 @@ def publish_all(settings: Any, out_dir: Path | None = None, *, allow_pool: bool 
         for b, order in orders.items():
             write_branch_chunks(w, ctx, b, order)
         rows = commit_rows(ctx, None)
-        runs = run_views(ctx, list(rows))
-        for sha, r in rows.items():
-            write_commit(w, ctx, sha, r, runs.get(sha, []))
+        runs = run_views(ctx, None)
+        shas = sorted(set(rows) | set(runs))
+        say(f"writing data for {len(shas)} commits")
+        for sha in shas:
+            write_commit(w, ctx, sha, rows.get(sha, []), runs.get(sha, []))
         write_common(w, ctx, summaries, now)
+        say("swapping the new version in")
         final = w.commit()
         cache.flush()
-        save_summaries(cache, summaries, replace_all=True)
+        save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags)
     except BaseException:
         w.abort()
         raise
     finally:
         cache.close()
         conn.close()
-    return PublishReport(out, final.name, False, len(w.written), len(summaries), len(rows), cache.computed,
+    return PublishReport(out, final.name, False, len(w.written), len(summaries), len(shas), cache.computed,
                          cache.reused, time.perf_counter() - t0)
 
 
-def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None) -> PublishReport:
-    """Re-render only what one new run changed; falls back to a full publish when there is no site yet."""
-    t0 = time.perf_counter()
-    now = time.time()
+class _FullPublishNeeded(Exception):
+    """The incremental path cannot prove it would match a full publish; the message says why."""
+
+
+def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None, *, now: float | None = None,
+                        progress: Progress | None = None) -> PublishReport:
+    """Re-render only what one new run changed; a full publish when there is no site (or cache) to build on.
+
+    The output is byte-for-byte what a full publish would write (tests/unit/test_publish_incremental.py).
+    """
     out = Path(out_dir) if out_dir else site_dir(settings)
-    if not out.is_symlink():
-        return publish_all(settings, out)
+    now = time.time() if now is None else now
+    with publish_lock(out):
+        if not out.is_symlink():
+            return _publish_all(settings, out, False, now, progress)
+        try:
+            return _publish_incremental(settings, run_id, out, now)
+        except _FullPublishNeeded as e:
+            (progress or (lambda _m: None))(f"full publish: {e}")
+            return _publish_all(settings, out, False, now, progress)
+
+
+def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> PublishReport:
+    t0 = time.perf_counter()
     conn = _open(settings)
     cache = RatioCache(cache_path(settings), _bands(settings))
-    cached = load_summaries(cache)
-    if not cached and conn.execute("SELECT 1 FROM runs WHERE status = 'ok' AND id != ? LIMIT 1",
-                                   (run_id,)).fetchone():
-        cache.close()
-        conn.close()
-        return publish_all(settings, out)  # no summaries cached (cache deleted): rebuild them
-    w = SiteWriter(out, incremental=True)
+    w: SiteWriter | None = None
     try:
-        ctx = Context(conn, cache, _bands(settings))
+        cached, state = load_state(cache)
+        if state is None or state.get("out") != str(out):
+            raise _FullPublishNeeded("no publish state for this output directory")
         run = source.run_of(conn, run_id)
         if run is None:
-            raise ValueError(f"no run with id {run_id}")
+            raise ValueError(f"no run with id {run_id} in {settings.results_db}")
+        ctx = Context(conn, cache, _bands(settings), settings)
+        ctx.now = now
+        if ctx.tags != state["tags"]:
+            raise _FullPublishNeeded("tags changed (every series' rQPS vs its previous release may change)")
+        old_heads = {b: tuple(h) for b, h in state["heads"].items()}
+        for b, (pos, sha) in old_heads.items():
+            if b in ctx.heads and source.sha_at(conn, b, pos) != sha:
+                raise _FullPublishNeeded(f"branch {b} was rewritten")
+        w = SiteWriter(out, incremental=True)
         at = source.positions_of(conn, run.sha)
-        windows: dict[str, tuple[int, int]] = {}
-        write_from: dict[str, int] = {}
-        for b, pos in at.items():
-            prev = conn.execute(
-                "SELECT MAX(bc.position) FROM branch_commits bc WHERE bc.branch = ? AND bc.position < ? AND "
-                "EXISTS (SELECT 1 FROM runs r WHERE r.sha = bc.sha AND r.status = 'ok')", (b, pos)).fetchone()[0]
-            head = ctx.heads[b]
-            lo_chunk = max(min(pos // CHUNK - 1, head // CHUNK - 1, (prev if prev is not None else pos) // CHUNK), 0)
-            windows[b] = (lo_chunk * CHUNK, head)
-            write_from[b] = pos // CHUNK
+        keys = source.keys_at(conn, [run.sha]) if run.status == "ok" else set()
+        # which commits' data change: the run's commit and, per series, the next tested commit after it
+        lows: dict[str, list[int]] = {}
+        for b, pos in at.items():  # the run's commit, each series' previous point, the sparkline's two chunks
+            lows[b] = [pos, max(ctx.heads[b] // CHUNK - 1, 0) * CHUNK]
+            lows[b] += [p for p in (source.prev_point_position(conn, key, b, pos) for key in keys) if p is not None]
+        for b, head in ctx.heads.items():  # a branch that grew: the commit facts of its new positions
+            old = old_heads.get(b, (-1, ""))[0]
+            if old != head:
+                lows.setdefault(b, []).append(max(old, 0))
+        windows = {b: (min(v) // CHUNK * CHUNK, ctx.heads[b]) for b, v in lows.items()}
         orders = {b: source.branch_order(conn, b, lo, hi) for b, (lo, hi) in windows.items()}
         where: dict[str, list[tuple[str, int]]] = {}
         for b, order in orders.items():
@@ -500,20 +590,24 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None)
         for name, sha in ctx.tags.items():
             for b, pos in source.positions_of(conn, sha).items():
                 ctx.tag_positions.setdefault(b, {})[sha] = pos
-                if b in windows and not any(x == (b, pos) for x in where.get(sha, [])):
+                if b in windows and (b, pos) not in where.get(sha, []):
                     where.setdefault(sha, []).append((b, pos))
-        keys = source.keys_at(conn, [run.sha])
         ctx.load(where, list(where), keys)
-        affected = {k: s for k, s in ctx.series.items() if k.branch in windows and any(
-            p.sha == run.sha for p in s.points)}
-        # commits whose page changes: the run's commit and the next tested commit in each affected series
+        affected = {k: s for k, s in ctx.series.items() if k.branch in at and any(p.sha == run.sha for p in s.points)}
         changed = {run.sha}
         for s in affected.values():
             idx = next(i for i, p in enumerate(s.points) if p.sha == run.sha)
             if idx + 1 < len(s.points):
                 changed.add(s.points[idx + 1].sha)
+        # the other series measured at the changed commits: their rows are on those commits' pages too
         more = source.keys_at(conn, sorted(changed)) - keys
         if more:
+            for b, lo_hi in windows.items():
+                starts = [pos for sha in changed for bb, pos in where.get(sha, []) if bb == b]
+                for key in more:
+                    prev = source.prev_point_position(conn, key, b, min(starts)) if starts else None
+                    if prev is not None and prev < lo_hi[0]:
+                        raise _FullPublishNeeded("a changed commit's other series reach back past the window")
             ctx.load(where, list(where), more)
         ctx.compute_ratios()
         fresh = {x.sid: x for x in (ctx.summary(s) for s in affected.values()) if x is not None}
@@ -525,11 +619,11 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None)
         sib = siblings_of(summaries)
         for key, s in affected.items():
             summ = summaries_map[s.sid]
-            lo_chunk = write_from[key.branch]
-            if not w.exists(f"series/{s.sid}.html"):
-                lo_chunk = summ.first_position // CHUNK
+            pos = at[key.branch]
+            lo_chunk = pos // CHUNK if s.sid in cached else summ.first_position // CHUNK
             write_series_data(w, ctx, s, lo_chunk, summ.last_position // CHUNK)
-            write_series_page(w, ctx, summ, sib[s.sid])
+        for summ in summaries:  # every series page: markers, siblings and change points may have moved
+            write_series_page(w, ctx, summ, sib[summ.sid])
         for b, order in orders.items():
             write_branch_chunks(w, ctx, b, order)
         rows = commit_rows(ctx, changed)
@@ -539,9 +633,10 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None)
         write_common(w, ctx, summaries, now)
         final = w.commit()
         cache.flush()
-        save_summaries(cache, fresh.values(), replace_all=False)
+        save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags)
     except BaseException:
-        w.abort()
+        if w is not None:
+            w.abort()
         raise
     finally:
         cache.close()

@@ -17,10 +17,17 @@ FORMAT_VERSION = 1
 _JS_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
+def _script_safe(text: str) -> str:
+    """Escape what could end a <script> element or confuse a JS parser (fast path: numbers-only data)."""
+    if "<" in text or ">" in text or "&" in text or "\u2028" in text or "\u2029" in text:
+        return text.translate(_JS_ESCAPES)
+    return text
+
+
 def js_literal(value: Any) -> str:
     """JSON that is safe anywhere in a script: no '<', '>', '&' or line separators can end or confuse it."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False,
-                      ensure_ascii=False).translate(_JS_ESCAPES)
+    return _script_safe(json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False,
+                                   ensure_ascii=False))
 
 
 def js_call(func: str, *args: Any) -> str:
@@ -30,10 +37,22 @@ def js_call(func: str, *args: Any) -> str:
     return f"perffarm.{func}({','.join(js_literal(a) for a in args)});\n"
 
 
-def json_document(kind: str, body: dict[str, Any]) -> str:
-    """A versioned, deterministic JSON file for other tools (sorted keys, NaN as null)."""
+def wrap_js(func: str, *args_then_json: Any) -> str:
+    """`perffarm.<func>(args..., <json text>);`: a JSON document served as a script without re-encoding it."""
+    *args, text = args_then_json
+    if not func.isidentifier():
+        raise ValueError(f"not an identifier: {func!r}")
+    head = ",".join(js_literal(a) for a in args)
+    return f"perffarm.{func}({head},{_script_safe(text.rstrip())});\n"
+
+
+def json_document(kind: str, body: dict[str, Any], clean: bool = True) -> str:
+    """A versioned, deterministic JSON file for other tools (sorted keys, NaN as null).
+
+    clean=False skips the NaN walk for large, already-clean bodies (a NaN then raises instead of slipping out).
+    """
     doc = {"format": f"perffarm-{kind}", "version": FORMAT_VERSION, **body}
-    return json.dumps(_clean(doc), sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    return json.dumps(_clean(doc) if clean else doc, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
 
 
 def _clean(value: Any) -> Any:

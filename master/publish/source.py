@@ -7,6 +7,7 @@ with PRAGMA table_info so the site degrades to empty lists when a later migratio
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ class SeriesKey:
     measure: MeasureKey
     branch: str
 
-    @property
+    @functools.cached_property
     def sid(self) -> str:
         """Stable file id of the series (a digest of its key, so no untrusted text reaches a path)."""
         m = self.measure
@@ -272,3 +273,103 @@ def _chunked(conn: sqlite3.Connection, sql: str, column: str, values: Iterable[A
     for i in range(0, len(vals), 900):
         part = vals[i : i + 900]
         yield from conn.execute(f"{sql}{joiner}{column} IN ({','.join('?' * len(part))})", part)
+
+
+# ------------------------------------------------------------------------------------------------ alerts
+
+
+@dataclass(frozen=True)
+class AlertLineRow:
+    """One workload of an alert: its change point and series."""
+
+    alert_id: str
+    change_point_id: int
+    sid: str
+    workload: str
+    metric: str
+    machine_id: str
+    recipe: str
+    recipe_version: int
+    unit: str
+    direction: str
+    kind: str
+    severity: str
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    sha: str
+    prev_sha: str | None
+    state: str
+
+
+def alert_rows(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    """Every alert (migration 3), newest first; [] when the table does not exist."""
+    if not has_table(conn, "alerts"):
+        return []
+    return conn.execute("SELECT * FROM alerts ORDER BY created_at DESC, id").fetchall()
+
+
+def alert_lines(conn: sqlite3.Connection) -> list[AlertLineRow]:
+    if not has_table(conn, "alert_lines"):
+        return []
+    out = []
+    for r in conn.execute(
+        "SELECT al.alert_id, cp.id, s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.workload, s.metric, "
+        "s.branch, s.unit, s.direction, cp.kind, al.severity, cp.ratio, cp.ci_low, cp.ci_high, cp.sha, cp.prev_sha, "
+        "cp.state FROM alert_lines al JOIN change_points cp ON cp.id = al.change_point_id "
+        "JOIN series s ON s.id = cp.series_id ORDER BY al.alert_id, s.workload, s.metric, cp.id"
+    ):
+        sid = SeriesKey(MeasureKey(r[2], r[3], int(r[4]), r[5], r[6], r[7]), r[8]).sid
+        out.append(AlertLineRow(r[0], r[1], sid, r[6], r[7], r[2], r[3], int(r[4]), r[9], r[10], r[11], r[12],
+                                float(r[13]), r[14], r[15], r[16], r[17], r[18]))
+    return out
+
+
+def alert_history(conn: sqlite3.Connection) -> dict[str, list[sqlite3.Row]]:
+    if not has_table(conn, "alert_history"):
+        return {}
+    out: dict[str, list[sqlite3.Row]] = {}
+    for r in conn.execute("SELECT alert_id, at, old_state, new_state, by, note FROM alert_history ORDER BY at, id"):
+        out.setdefault(r["alert_id"], []).append(r)
+    return out
+
+
+def alert_deliveries(conn: sqlite3.Connection) -> dict[str, list[sqlite3.Row]]:
+    """alert id -> its messages per channel (state, attempts, last error; never the payload)."""
+    if not has_table(conn, "alert_outbox"):
+        return {}
+    out: dict[str, list[sqlite3.Row]] = {}
+    for r in conn.execute("SELECT alert_id, channel, event, revision, state, attempts, last_error, sent_at "
+                          "FROM alert_outbox ORDER BY alert_id, id"):
+        out.setdefault(r["alert_id"], []).append(r)
+    return out
+
+
+def bisections_by_change_point(conn: sqlite3.Connection) -> dict[int, sqlite3.Row]:
+    """change point id -> its bisection (state, culprit, ratio, probes, log as JSON lines)."""
+    if not has_table(conn, "bisections"):
+        return {}
+    return {r["change_point_id"]: r for r in conn.execute(
+        "SELECT b.*, (SELECT COUNT(*) FROM bisection_runs br WHERE br.bisection_id = b.id) AS probe_runs "
+        "FROM bisections b WHERE b.change_point_id IS NOT NULL ORDER BY b.id")}
+
+
+def prev_point_position(conn: sqlite3.Connection, key: MeasureKey, branch: str, before: int) -> int | None:
+    """Branch position of the series' last tested commit before `before` (for the ratio vs the previous point)."""
+    row = conn.execute(
+        "SELECT MAX(bc.position) FROM branch_commits bc JOIN runs r ON r.sha = bc.sha "
+        "JOIN measurements m ON m.run_id = r.id WHERE bc.branch = ? AND bc.position < ? AND r.status = 'ok' "
+        "AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? AND r.config_hash = ? AND m.workload = ? "
+        "AND m.metric = ?",
+        (branch, before, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric),
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def sha_at(conn: sqlite3.Connection, branch: str, position: int) -> str | None:
+    row = conn.execute("SELECT sha FROM branch_commits WHERE branch = ? AND position = ?", (branch, position)).fetchone()
+    return row[0] if row else None
+
+
+def run_shas(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT DISTINCT sha FROM runs")}

@@ -206,63 +206,147 @@ class ReleaseTable:
     bases: tuple[tuple[str, str], ...]  # (tag, file name) for the base chooser
 
 
+OPEN_STATES = ("new", "bisecting", "culprit-found", "acknowledged", "investigating")  # not yet resolved
+
+
+@dataclass(frozen=True)
+class AlertLineView:
+    sid: str
+    label: str
+    where: str
+    severity: str
+    ratio: RatioView
+    sha: str
+    prev_sha: str | None
+    retracted: bool
+
+
+@dataclass(frozen=True)
+class BisectionView:
+    id: int
+    workload: str
+    state: str
+    culprit: str | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    probes: int
+    rounds: int
+    reason: str
+    log: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    at: float
+    old_state: str | None
+    new_state: str
+    by: str
+    note: str | None
+
+
+@dataclass(frozen=True)
+class DeliveryView:
+    channel: str
+    event: str
+    revision: int
+    state: str
+    attempts: int
+    last_error: str | None
+    sent_at: float | None
+
+
 @dataclass(frozen=True)
 class AlertView:
-    """An alert row from whatever alerts table exists, with the fields the site knows how to show."""
+    """An alert (docs/alerts.md) as the site shows it: triage state, lines, range or culprit, bisection log."""
 
     id: str
-    file: str
-    title: str
-    state: str
+    file: str  # alert-<id>: alerts.link_template points at alerts/<file>.html
+    branch: str
     kind: str
-    sha: str | None
+    severity: str
+    state: str
+    active: bool
+    sha: str
+    prev_sha: str | None
+    range_size: int | None
+    bisection_state: str | None
     culprit: str | None
-    bisection: str | None
-    sid: str | None
-    created: float | None
-    updated: float | None
-    fields: tuple[tuple[str, str], ...] = field(default=())
+    culprit_subject: str
+    culprit_author: str
+    subject: str  # of `sha` when the range is one commit, else ""
+    created: float
+    updated: float
+    state_by: str | None
+    state_note: str | None
+    lines: tuple[AlertLineView, ...]
+    history: tuple[HistoryView, ...]
+    deliveries: tuple[DeliveryView, ...]
+    bisections: tuple[BisectionView, ...]
 
     @property
     def is_open(self) -> bool:
-        return self.state.lower() not in ("closed", "resolved", "fixed", "invalid", "wontfix", "ignored",
-                                           "retracted", "accepted", "done")
+        return self.active and self.state in OPEN_STATES
+
+    @property
+    def sids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(line.sid for line in self.lines))
+
+    @property
+    def title(self) -> str:
+        n = len(self.lines)
+        where = f"culprit {self.culprit[:12]}" if self.culprit else (
+            f"{self.sha[:12]}" if self.range_size in (None, 1) else
+            f"({(self.prev_sha or '')[:12]}, {self.sha[:12]}] ({self.range_size} commits)")
+        return f"{self.severity} {self.kind} on {self.branch}: {n} workload{'s' if n != 1 else ''} at {where}"
 
 
-_SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")
+def _log_lines(text: str | None) -> tuple[str, ...]:
+    import json
 
-
-def alert_view(row: Mapping[str, Any], sid_of_cp: Mapping[int, str]) -> AlertView:
-    """Map an alerts row to a view without assuming more than a few likely column names."""
-
-    def pick(*names: str) -> Any:
-        for n in names:
-            if n in row and row[n] is not None:
-                return row[n]
-        return None
-
-    ident = str(pick("id", "alert_id", "uid") or "")
-    state = str(pick("triage_state", "state", "status") or "new")
-    sha = pick("sha", "first_sha", "commit")
-    culprit = pick("culprit", "culprit_sha", "bisect_culprit", "bisection_culprit")
-    bisection = pick("bisection_log", "bisect_log", "bisection", "bisection_state", "bisect_state")
-    cp = pick("change_point_id")
-    sid = sid_of_cp.get(int(cp)) if isinstance(cp, int) else None
-    kind = str(pick("kind") or "")
-    title = str(pick("title", "summary") or f"{kind or 'change'} at {str(sha or '')[:12]}")
-    fields = tuple((str(k), "" if v is None else str(v)) for k, v in sorted(row.items()))
-    return AlertView(ident, safe_name(f"alert-{ident}"), title, state, kind,
-                     str(sha) if sha and _SHA.match(str(sha)) else None,
-                     str(culprit) if culprit and _SHA.match(str(culprit)) else (str(culprit) if culprit else None),
-                     None if bisection is None else str(bisection), sid, _num(pick("created_at", "first_seen")),
-                     _num(pick("updated_at", "triaged_at", "created_at", "first_seen")), fields)
-
-
-def _num(v: Any) -> float | None:
     try:
-        return float(v) if v is not None else None
-    except (TypeError, ValueError):
-        return None
+        lines = json.loads(text or "[]")
+    except ValueError:
+        return ()
+    return tuple(str(x) for x in lines) if isinstance(lines, list) else ()
+
+
+def alert_views(rows: Sequence[Mapping[str, Any]], lines: Sequence[Any], history: Mapping[str, Sequence[Any]],
+                deliveries: Mapping[str, Sequence[Any]], bisections: Mapping[int, Any],
+                commit_facts: Mapping[str, tuple[str, str]], colour_of: Any) -> list[AlertView]:
+    """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
+    by_alert: dict[str, list[Any]] = {}
+    for ln in lines:
+        by_alert.setdefault(ln.alert_id, []).append(ln)
+    out = []
+    for r in rows:
+        aid = str(r["id"])
+        lv, bv = [], []
+        for ln in by_alert.get(aid, []):
+            lo = math.nan if ln.ci_low is None else ln.ci_low
+            hi = math.nan if ln.ci_high is None else ln.ci_high
+            lv.append(AlertLineView(ln.sid, f"{ln.workload} · {ln.metric}",
+                                    f"{ln.machine_id} · {ln.recipe} v{ln.recipe_version}", ln.severity,
+                                    RatioView(ln.ratio, lo, hi, colour_of(ln.ratio, ln.direction), "before"),
+                                    ln.sha, ln.prev_sha, ln.state != "active"))
+            b = bisections.get(ln.change_point_id)
+            if b is not None:
+                bv.append(BisectionView(int(b["id"]), ln.workload, b["state"], b["culprit"], b["ratio"], b["ci_low"],
+                                        b["ci_high"], int(b["probes"]), int(b["rounds"]), b["reason"] or "",
+                                        _log_lines(b["log"])))
+        culprit = r["culprit_sha"]
+        cs, ca = commit_facts.get(culprit, ("", "")) if culprit else ("", "")
+        size = None if r["prev_position"] is None else int(r["position"]) - int(r["prev_position"])
+        subject = commit_facts.get(r["sha"], ("", ""))[0] if size == 1 else ""
+        out.append(AlertView(
+            aid, safe_name(f"alert-{aid}"), r["branch"], r["kind"], r["severity"], r["state"], bool(r["active"]),
+            r["sha"], r["prev_sha"], size, r["bisection_state"], culprit, cs, ca, subject, float(r["created_at"]),
+            float(r["updated_at"]), r["state_by"], r["state_note"], tuple(lv),
+            tuple(HistoryView(h["at"], h["old_state"], h["new_state"], h["by"], h["note"]) for h in history.get(aid, [])),
+            tuple(DeliveryView(d["channel"], d["event"], int(d["revision"]), d["state"], int(d["attempts"]),
+                               d["last_error"], d["sent_at"]) for d in deliveries.get(aid, [])),
+            tuple(sorted(bv, key=lambda b: b.id))))
+    return out
 
 
 def series_label(key: SeriesKey) -> str:

@@ -9,10 +9,13 @@ middle of loading a page; older ones are removed. Nothing is ever deleted before
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import time
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
 MARKER = "manifest.json"
 
@@ -28,6 +31,20 @@ def _check_rel(rel: str) -> str:
     return str(p)
 
 
+@contextlib.contextmanager
+def publish_lock(out_dir: Path) -> Iterator[None]:
+    """One publisher at a time per output directory (the master's incremental publish, `perffarm publish`,
+    `perffarm run`'s start-up publish): the later one waits, then builds on the version the first swapped in."""
+    out = Path(os.path.abspath(out_dir))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 class SiteWriter:
     """One new version of the site; `commit()` swaps it in, `abort()` throws it away."""
 
@@ -40,6 +57,8 @@ class SiteWriter:
             raise PublishError(f"no published site at {self.out_dir} to update; run a full publish first")
         self.root = self.versions / f"v{time.time_ns():020d}-{os.getpid()}.tmp"
         self.root.mkdir()
+        self.incremental = incremental
+        self._dirs: set[Path] = {self.root}
         self.written: list[str] = []
         if incremental and self.current is not None:
             self._link_tree(self.current, self.root)
@@ -67,13 +86,18 @@ class SiteWriter:
         return (self.root / _check_rel(rel)).exists()
 
     def write(self, rel: str, text: str) -> None:
-        """Write one file of the new version (a new inode: hard-linked old content is left untouched)."""
+        """Write one file of the new, not yet visible version. A file hard-linked from the live version is
+        unlinked first, so the new content gets a new inode and the live file is never modified."""
         path = self.root / _check_rel(rel)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".part")
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        parent = path.parent
+        if parent not in self._dirs:
+            parent.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(parent)
+        if self.incremental:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
-        os.replace(tmp, path)
         self.written.append(rel)
 
     def copy_tree(self, src: Path, rel: str) -> None:

@@ -224,7 +224,7 @@
         tbody.appendChild(tr);
         commitAt(pos[i], function (c) {
           if (!c) return;
-          var a = document.createElement("a"); a.href = "../commit/" + encodeURIComponent(c[0]) + ".html";
+          var a = document.createElement("a"); a.href = "../commit.html?c=" + encodeURIComponent(c[0]);
           a.className = "sha"; a.textContent = c[0].slice(0, 12); shaCell.appendChild(a);
           subj.textContent = c[1];
         });

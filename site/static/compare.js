@@ -4,7 +4,11 @@
   var pf = window.perffarm = window.perffarm || {};
   var refs = null, commits = {}, waiting = {};
   pf.refs = function (d) { refs = d; };
-  pf.commit = function (sha, d) { commits[sha] = d; (waiting[sha] || []).forEach(function (cb) { cb(); }); waiting[sha] = []; };
+  pf.commit = function (sha, d) {
+    var by = {};  // sid -> [median, n] (rows: [sid, median, min, max, n, ...], see master/publish/publisher.write_commit)
+    d.rows.forEach(function (r) { by[r[0]] = [r[1], r[4]]; });
+    commits[sha] = by; (waiting[sha] || []).forEach(function (cb) { cb(); }); waiting[sha] = [];
+  };
 
   function load(sha, ok, fail) {
     if (commits[sha]) { ok(); return; }
@@ -65,6 +69,7 @@
         tbody.appendChild(tr);
       });
       table.hidden = false;
+      document.body.dataset.ready = "1";
       status.textContent = rows.length + " series measured at both " + b.slice(0, 12) + " and " + n.slice(0, 12) + ".";
     }
   });

@@ -23,6 +23,7 @@ def farm_env(tmp_path, repo_url):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
     env.update(PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"), PERFFARM_REPOSITORY_URL=repo_url,
                PERFFARM_MASTER_WEB_PORT=str(free_port()), PERFFARM_MASTER_WORKER_PORT=str(free_port()),
+               PERFFARM_SITE_PORT=str(free_port()),
                PERFFARM_REPOSITORY_POLL_INTERVAL="1", PERFFARM_RECIPES_ENABLED="fixture")
     return env
 
@@ -43,6 +44,9 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
         assert f"http://127.0.0.1:{port}/" in out and "results DB" in out
         page = requests.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert page.status_code == 200 and "<html" in page.text.lower()
+        site = f"http://127.0.0.1:{env['PERFFARM_SITE_PORT']}/"
+        assert site in out  # the history site, published at start and served by `perffarm run`
+        assert "Every series" in requests.get(site + "index.html", timeout=10).text
         workers = requests.get(f"http://127.0.0.1:{port}/api/v2/workers", timeout=10).json()["workers"]
         connected = {w["name"]: bool(w["connected_to"]) for w in workers}
         # the local benchmark worker, and the in-process control worker of the bisection form

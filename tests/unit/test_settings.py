@@ -88,3 +88,17 @@ def test_worker_hosts_share_a_measurement_lock_key():
     s = load_settings(environ={"PERFFARM_WORKERS_NAMES": "local,a,b", "PERFFARM_WORKERS_HOSTS": "a=box,b=box"})
     assert s.host_of("a") == s.host_of("b") == "box"
     assert s.host_of("local") == "local"
+
+
+def test_site_defaults_overrides_and_port_clash(tmp_path):
+    s = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "d")})
+    assert s.site_out_dir is None and s.site_dir == (tmp_path / "d" / "site").resolve()
+    assert s.site_port == 8011 and s.site_url == "http://127.0.0.1:8011/"
+    assert s.alerts.site_url == s.site_url  # alert links point where `perffarm run` serves the site
+    assert dict((k, v) for k, v, _ in describe(s))["site.out_dir"] == ""
+    s = load_settings(environ={"PERFFARM_SITE_OUT_DIR": str(tmp_path / "www"), "PERFFARM_SITE_PORT": "8111"})
+    assert s.site_dir == (tmp_path / "www").resolve() and s.site_url == "http://127.0.0.1:8111/"
+    with pytest.raises(SettingsError, match=r"^site\.port: 8010 is already used"):
+        load_settings(environ={"PERFFARM_SITE_PORT": "8010"})
+    with pytest.raises(SettingsError, match=r"^site\.port"):
+        load_settings(environ={"PERFFARM_SITE_PORT": "http"})

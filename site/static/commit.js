@@ -1,0 +1,71 @@
+/* The commit page: one static shell; the commit comes from ?c=<sha> and its data from data/commits/<sha>.js.
+   Untrusted text (subject, author, refs, logs) only ever goes through textContent. */
+(function () {
+  "use strict";
+  var pf = window.perffarm = window.perffarm || {};
+  var refs = null, data = {};
+  pf.refs = function (d) { refs = d; };
+  pf.commit = function (sha, d) { data[sha] = d; };
+
+  function el(tag, text, cls) { var e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; }
+  function fmt(x) {
+    if (x === null || x === undefined) return "–";
+    var a = Math.abs(x);
+    if (a >= 1000) return Math.round(x).toLocaleString("en-US");
+    if (a >= 10) return x.toFixed(1);
+    if (a >= 0.01 || a === 0) return x.toFixed(3);
+    return x.toPrecision(3);
+  }
+  function when(ts) { return ts ? new Date(ts * 1000).toISOString().slice(0, 16).replace("T", " ") + " UTC" : "–"; }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var sha = (new URLSearchParams(location.search).get("c") || "").toLowerCase();
+    var status = document.getElementById("status");
+    if (!/^[0-9a-f]{7,64}$/.test(sha)) { status.textContent = "No commit given: open this page as commit.html?c=<full sha>."; return; }
+    var s = document.createElement("script");
+    s.src = "data/commits/" + sha + ".js";
+    s.onerror = function () { status.textContent = "No published data for commit " + sha + " (not measured, or not published yet)."; };
+    s.onload = function () { if (data[sha]) show(sha, data[sha]); else status.textContent = "The data file for " + sha + " is empty."; };
+    document.head.appendChild(s);
+  });
+
+  function show(sha, d) {
+    document.title = sha.slice(0, 12) + " " + d.subject + " · perffarm";
+    document.getElementById("subject").textContent = d.subject;
+    var facts = document.getElementById("facts");
+    facts.replaceChildren(el("span", sha, "sha"), document.createTextNode(" · " + d.author + " · " + when(d.authored_at)));
+    d.tags.forEach(function (t) { facts.appendChild(document.createTextNode(" · ")); facts.appendChild(el("span", t, "tagname")); });
+    var tbody = document.querySelector("#rows tbody"), series = (refs && refs.series) || {};
+    d.rows.forEach(function (r) {
+      // [sid, median, min, max, n, ratio, ci_low, ci_high, colour, base, flags]
+      var s = series[r[0]] || { label: r[0], branch: "", machine: "", recipe: "", unit: "" };
+      var tr = el("tr"), first = el("td"), a = el("a", s.label);
+      a.href = "series/" + encodeURIComponent(r[0]) + ".html"; first.appendChild(a);
+      if (r[10] & 1) first.appendChild(el("span", " noisy host", "noisy"));
+      if (r[10] & 2) first.appendChild(el("span", " SLA miss", "sla"));
+      tr.appendChild(first); tr.appendChild(el("td", s.branch)); tr.appendChild(el("td", s.machine + " · " + s.recipe));
+      tr.appendChild(el("td", fmt(r[1]) + " " + s.unit, "num"));
+      tr.appendChild(el("td", fmt(r[2]) + "–" + fmt(r[3]) + " (" + r[4] + ")", "num"));
+      var rc = el("td");
+      if (r[5] === null) rc.appendChild(el("span", "–", "rq none"));
+      else {
+        rc.appendChild(el("span", r[5].toFixed(3) + (r[8] === "red" ? " ▼" : r[8] === "green" ? " ▲" : ""), "rq " + r[8]));
+        if (r[6] !== null) rc.appendChild(el("span", " [" + r[6].toFixed(3) + ", " + r[7].toFixed(3) + "]", "ci"));
+        rc.appendChild(el("span", " vs " + r[9], "muted"));
+      }
+      tr.appendChild(rc); tbody.appendChild(tr);
+    });
+    var rb = document.querySelector("#runs tbody");
+    d.runs.forEach(function (r) {
+      // [id, status, ref, builder, worker, source, ingested_at, build_url, log_excerpt]
+      var tr = el("tr");
+      [String(r[0]), r[1], r[2], r[3], r[4], r[5], when(r[6])].forEach(function (t, i) { tr.appendChild(el("td", t, i === 1 ? "status-" + r[1] : undefined)); });
+      var bc = el("td");
+      if (r[7]) { var a = el("a", "build log"); a.href = r[7]; a.rel = "nofollow"; bc.appendChild(a); }
+      tr.appendChild(bc); rb.appendChild(tr);
+      if (r[8]) { var lr = el("tr"), c = el("td"); c.colSpan = 8; c.appendChild(el("pre", r[8], "log")); lr.appendChild(c); rb.appendChild(lr); }
+    });
+    document.getElementById("status").textContent = d.rows.length ? "" : "No successful measurement of this commit.";
+    document.body.dataset.ready = "1";
+  }
+})();
