@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -422,33 +423,36 @@ def siblings_of(summaries: list[Summary]) -> dict[str, list[Summary]]:
 
 def _meta_table(cache: RatioCache) -> sqlite3.Connection | None:
     if cache.conn is not None:
-        cache.conn.execute("CREATE TABLE IF NOT EXISTS summary (sid TEXT PRIMARY KEY, json TEXT NOT NULL)")
-        cache.conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, json TEXT NOT NULL)")
+        cache.conn.execute("CREATE TABLE IF NOT EXISTS site_summary (out TEXT, sid TEXT, json TEXT NOT NULL, "
+                           "PRIMARY KEY (out, sid))")
+        cache.conn.execute("CREATE TABLE IF NOT EXISTS site_state (out TEXT PRIMARY KEY, json TEXT NOT NULL)")
     return cache.conn
 
 
 def save_state(cache: RatioCache, summaries: Iterable[Summary], replace_all: bool, out: Path,
                heads: Mapping[str, tuple[int, str]], tags: Mapping[str, str]) -> None:
-    """What the next incremental publish builds on: summaries, branch heads and tags as published."""
+    """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published."""
     conn = _meta_table(cache)
     if conn is None:
         return
+    key = str(out)
     with conn:
         if replace_all:
-            conn.execute("DELETE FROM summary")
-        conn.executemany("INSERT OR REPLACE INTO summary VALUES (?, ?)",
-                         [(s.sid, json.dumps(s.to_json(), sort_keys=True)) for s in summaries])
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('state', ?)", (json.dumps(
-            {"out": str(out), "heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags)},
-            sort_keys=True),))
+            conn.execute("DELETE FROM site_summary WHERE out = ?", (key,))
+        conn.executemany("INSERT OR REPLACE INTO site_summary VALUES (?, ?, ?)",
+                         [(key, s.sid, json.dumps(s.to_json(), sort_keys=True)) for s in summaries])
+        conn.execute("INSERT OR REPLACE INTO site_state VALUES (?, ?)", (key, json.dumps(
+            {"heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags)}, sort_keys=True)))
 
 
-def load_state(cache: RatioCache) -> tuple[dict[str, Summary], dict[str, Any] | None]:
+def load_state(cache: RatioCache, out: Path) -> tuple[dict[str, Summary], dict[str, Any] | None]:
     conn = _meta_table(cache)
     if conn is None:
         return {}, None
-    summaries = {sid: Summary.from_json(json.loads(text)) for sid, text in conn.execute("SELECT sid, json FROM summary")}
-    row = conn.execute("SELECT json FROM meta WHERE key = 'state'").fetchone()
+    key = str(out)
+    summaries = {sid: Summary.from_json(json.loads(text))
+                 for sid, text in conn.execute("SELECT sid, json FROM site_summary WHERE out = ?", (key,))}
+    row = conn.execute("SELECT json FROM site_state WHERE out = ?", (key,)).fetchone()
     return summaries, (json.loads(row[0]) if row else None)
 
 
@@ -471,7 +475,7 @@ Progress = Callable[[str], None]
 def publish_all(settings: Any, out_dir: Path | None = None, *, allow_pool: bool = False, now: float | None = None,
                 progress: Progress | None = None) -> PublishReport:
     """Render the whole site from the results database into a new version and swap it in."""
-    out = Path(out_dir) if out_dir else site_dir(settings)
+    out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
     with publish_lock(out):
         return _publish_all(settings, out, allow_pool, time.time() if now is None else now, progress)
 
@@ -536,7 +540,7 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None,
 
     The output is byte-for-byte what a full publish would write (tests/unit/test_publish_incremental.py).
     """
-    out = Path(out_dir) if out_dir else site_dir(settings)
+    out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
     now = time.time() if now is None else now
     with publish_lock(out):
         if not out.is_symlink():
@@ -554,8 +558,8 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
     cache = RatioCache(cache_path(settings), _bands(settings))
     w: SiteWriter | None = None
     try:
-        cached, state = load_state(cache)
-        if state is None or state.get("out") != str(out):
+        cached, state = load_state(cache, out)
+        if state is None:
             raise _FullPublishNeeded("no publish state for this output directory")
         run = source.run_of(conn, run_id)
         if run is None:

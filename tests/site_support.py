@@ -1,0 +1,115 @@
+"""A small farm history for the site's tests, made by the real paths: a git repo, ingest, the after-ingest pipeline
+(detection, bisection start, alerts, incremental publish), a bisection's probe runs, and triage.
+
+History of branch master (positions 0..N): `pgbench` at ~1000 ops/s, then ~850 from commit CULPRIT on (a 15%
+regression); commit CULPRIT is first left unmeasured so detection reports a range and starts a bisection, whose
+probes then find it. Commit subjects include script/markup injections; a tag REL_1_0 marks a release.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from master import ingest, pipeline, store
+from master.bisection import state as bisection
+from master.settings import Settings, load_settings
+from tests.harness import GitRepo, make_repo
+
+XSS_IMG = "<img src=x onerror=alert(1)>"
+XSS_SCRIPT = "</script><script>alert(1)</script>"
+XSS_AUTHOR = "Mallory <img src=y onerror=alert(2)>"
+N_BEFORE, N_AFTER = 12, 12
+WORKLOADS = ("pgbench", "select1")
+
+
+@dataclass
+class SiteFarm:
+    repo: GitRepo
+    settings: Settings
+    shas: list[str]  # commit i of master (0 = the initial commit)
+    culprit: str
+    builds: int = 0
+
+    def ingest(self, i: int, level: float, seed: int, bisection_id: int | None = None) -> int:
+        """Store one run of commit i through master.ingest, then the after-ingest pipeline (as the master does)."""
+        rng = random.Random(seed)
+        doc = result_doc(self.shas[i], {w: [level * (1 + k * 0.1) * (1 + rng.gauss(0, 0.004)) for _ in range(5)]
+                                        for k, w in enumerate(WORKLOADS)})
+        self.builds += 1
+        path = self.settings.incoming_dir / f"b-{self.builds}.json"
+        path.write_text(json.dumps(doc))
+        ctx = store.RunContext(builder="fixture@local", worker="local", source="bisect" if bisection_id else "poll",
+                               build_id=self.builds, got_revision=self.shas[i], bisection_id=bisection_id,
+                               build_url=f"http://127.0.0.1:8010/#/builders/1/builds/{self.builds}")
+        out = ingest.ingest_file(self.settings, path, ctx, "fixture")
+        after = pipeline.after_ingest(self.settings, out.run_id)
+        assert not after.failed, after.messages
+        return out.run_id
+
+
+def result_doc(sha: str, samples: dict[str, list[float]]) -> dict:
+    return {
+        "schema": "perffarm-result", "schema_version": 1, "commit": {"sha": sha, "ref": "master"},
+        "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
+        "machine": {"id": "m1", "fingerprint": {"cpu_model": "x", "cores": 2, "memory_bytes": 1, "kernel": "6",
+                                                "compiler": "gcc"}},
+        "host_checks": {"noisy": False}, "status": "ok", "log_excerpt": "",
+        "workloads": [{"name": w, "metrics": [{"name": "throughput", "unit": "ops/s", "direction": "higher",
+                                               "samples": xs}]} for w, xs in samples.items()],
+    }
+
+
+def settings_for(data_dir: Path, repo: Path, config: Path | None = None) -> Settings:
+    env = {"PERFFARM_MASTER_DATA_DIR": str(data_dir), "PERFFARM_REPOSITORY_URL": str(repo)}
+    if config is not None:
+        env["PERFFARM_CONFIG"] = str(config)
+    return load_settings(environ=env)
+
+
+def build_farm(tmp: Path, *, bisect: bool = True) -> SiteFarm:
+    """The history described above, with an alert, its bisection's culprit, and a channel failing delivery.
+
+    The alert is left untriaged (triage cancels unsent messages, which would make the channel healthy again);
+    tests triage it themselves with master.alerts.set_state."""
+    repo = make_repo(tmp / "repo")
+    shas = [repo.head()]
+    culprit_at = N_BEFORE + 1
+    for i in range(1, N_BEFORE + N_AFTER + 1):
+        subject = {3: XSS_IMG, 5: XSS_SCRIPT, culprit_at: f"make it slower {XSS_IMG}"}.get(i, f"change {i}")
+        if i == 7:
+            repo.git("config", "user.name", XSS_AUTHOR)
+        shas.append(repo.bench_commit(subject, 1000 + i))
+        if i == 7:
+            repo.git("config", "user.name", "Test Er")
+        if i == 4:
+            repo.tag("REL_1_0")
+    repo.tag("REL_2_0")  # the head: 15% slower than REL_1_0
+    # a channel that is then dropped from the settings: its queued messages make it "failing" (docs/alerts.md)
+    config = tmp / "farm.toml"
+    config.write_text('[[alerts.channels]]\nname = "ops-hook"\nkind = "webhook"\nurl_secret = "ops-hook-url"\n'
+                      'kinds = ["regression", "improvement"]\n')
+    settings = settings_for(tmp / "data", repo.path, config)
+    settings.incoming_dir.mkdir(parents=True, exist_ok=True)
+    farm = SiteFarm(repo, settings, shas, shas[culprit_at])
+    for i in range(len(shas)):
+        if i != culprit_at:
+            farm.ingest(i, 1000.0 if i < culprit_at else 850.0, seed=i)
+    conn = store.connect(settings.results_db)
+    try:
+        running = bisection.running(conn)
+        if bisect and running:
+            bid = running[0]
+            for round_ in range(12):
+                decision = bisection.advance(conn, bid)
+                if not isinstance(decision, bisection.Measure):
+                    break
+                i = shas.index(decision.commit)
+                farm.ingest(i, 1000.0 if i < culprit_at else 850.0, seed=100 + round_, bisection_id=bid)
+            bisection.report_to_alert(conn, bid, settings.alerts)
+    finally:
+        conn.close()
+    farm.settings = settings_for(tmp / "data", repo.path)  # without the channel: it is now "not configured"
+    return farm

@@ -1,0 +1,327 @@
+"""The static history site, rendered from a results DB filled by the real ingest path (tests/site_support.py)."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from master import alerts, store
+from master.publish import publish_all, publish_incremental
+from master.publish.names import commit_name, safe_name
+from master.publish.render import environment, js_call, render
+from master.publish.views import RatioView
+from master.publish.writer import PublishError
+from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, settings_for
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = 1_800_000_000.0
+ATOM = "{http://www.w3.org/2005/Atom}"
+
+
+@pytest.fixture(scope="module")
+def farm_template(tmp_path_factory):
+    return build_farm(tmp_path_factory.mktemp("site-farm"))
+
+
+@pytest.fixture
+def farm(farm_template, tmp_path):
+    """A private copy of the farm (repo + data dir), so tests can add runs and publish without interfering."""
+    src = farm_template.settings.data_dir.parent
+    dst = tmp_path / "farm"
+    shutil.copytree(src, dst, symlinks=True)
+    f = farm_template
+    return type(f)(f.repo.__class__(dst / "repo"), settings_for(dst / "data", dst / "repo"), list(f.shas), f.culprit,
+                   f.builds)
+
+
+def files(root: Path) -> dict[str, Path]:
+    root = Path(os.path.realpath(root))
+    return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def text_of(out: Path, rel: str) -> str:
+    return (out / rel).read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------------ safety
+
+
+def test_untrusted_text_is_escaped_in_every_page_and_data_file(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    all_files = files(out)
+    pages = {k: p.read_text() for k, p in all_files.items() if k.endswith((".html", ".atom"))}
+    scripts = {k: p.read_text() for k, p in all_files.items() if k.startswith("data/") and k.endswith(".js")}
+    assert pages and scripts
+    for name, text in pages.items():
+        assert "<img" not in text, f"{name} has a raw <img> tag from a commit subject"
+        assert "<script>alert" not in text and "</script><script>" not in text, name
+    for name, text in scripts.items():
+        # data reaches the browser only as <script src> files: no '<' at all, so nothing can end a script block
+        assert "<" not in text and ">" not in text, name
+    # the hostile subjects and author really are in the site, escaped
+    alert_page = next(t for k, t in pages.items() if k.startswith("alerts/alert-"))
+    assert "make it slower &lt;img src=x onerror=alert(1)&gt;" in alert_page
+    joined = "".join(scripts.values())
+    assert json.dumps(XSS_SCRIPT).replace("<", "\\u003c").replace(">", "\\u003e") in joined
+    assert json.dumps(XSS_IMG).replace("<", "\\u003c").replace(">", "\\u003e") in joined
+    assert XSS_AUTHOR.split("<")[0].strip() in joined  # author names are published without the address part
+
+
+def test_js_call_cannot_break_out_of_a_script_element():
+    text = js_call("commit", "abc", {"subject": XSS_SCRIPT + "\u2028&"})
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text[len("perffarm.commit("):-3].split(",", 1)[1])["subject"] == XSS_SCRIPT + "\u2028&"
+    with pytest.raises(ValueError, match="not an identifier"):
+        js_call("x);alert(1", 1)
+
+
+def test_templates_autoescape_and_undefined_names_are_errors():
+    env = environment()
+    assert env.autoescape is True and env.undefined is jinja2.StrictUndefined
+    with pytest.raises(jinja2.UndefinedError):
+        render("commit.html", root="", title="t")  # `bands` missing
+    assert "&lt;b&gt;" in render("health.html", root="", title="<b>", branches=[], workers=[], noisy=[], now=0,
+                                 channels=[])
+
+
+@pytest.mark.parametrize("names", [
+    ["../evil", "..", ".", "", "a/b", "a_b", "a_b-" + "0" * 8, "REL_17_5", "/etc/passwd", "x\\y", "é", "a" * 200],
+])
+def test_ref_file_names_are_safe_and_distinct(names):
+    got = [safe_name(n) for n in names]
+    assert len(set(got)) == len(got), got
+    for n, g in zip(names, got):
+        assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,80}", g), (n, g)
+        assert g not in (".", "..") and "/" not in g
+    assert safe_name("REL_17_5") == "REL_17_5"  # readable when already safe
+    with pytest.raises(ValueError, match="not a commit sha"):
+        commit_name("../../etc/passwd")
+
+
+def test_hostile_tag_names_from_the_database_stay_inside_the_site(farm, tmp_path):
+    conn = store.connect(farm.settings.results_db)
+    with store.transaction(conn):
+        store.set_tags(conn, {"../../escaped": farm.shas[2], "a/b": farm.shas[6], "a_b": farm.shas[8]})
+    conn.close()
+    out = tmp_path / "www" / "site"
+    publish_all(farm.settings, out, now=NOW)
+    assert sorted(p.name for p in (tmp_path / "www").iterdir()) == [".site.lock", ".site.versions", "site"]
+    releases = [k for k in files(out) if k.startswith("releases/")]
+    assert len(releases) == 5 and all("/" not in k[len("releases/"):] for k in releases)
+    assert "../../escaped" in text_of(out, "releases.html")  # shown as text, only the file name is sanitised
+
+
+# ------------------------------------------------------------------------------------------------ publishing
+
+
+def test_incremental_publish_after_a_new_run_equals_a_full_publish(farm, tmp_path):
+    inc, full = tmp_path / "inc", tmp_path / "full"
+    first = publish_all(farm.settings, inc, now=NOW)
+    assert first.incremental is False
+    sha = farm.repo.bench_commit(f"one more {XSS_SCRIPT}", 4242)
+    farm.shas.append(sha)
+    run_id = farm.ingest(len(farm.shas) - 1, 850.0, seed=999)  # the master's pipeline (publishes to site_dir)
+    report = publish_incremental(farm.settings, run_id, inc, now=NOW)
+    assert report.incremental is True and report.commit_pages == 1 < first.commit_pages, report
+    publish_all(farm.settings, full, now=NOW)
+    a, b = files(inc), files(full)
+    assert sorted(a) == sorted(b)
+    different = [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)]
+    assert different == []
+    assert f"data/commits/{sha}.js" in a
+
+
+def test_a_failure_mid_render_leaves_the_live_site_intact(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    live = os.path.realpath(out)
+    before = {k: p.read_bytes() for k, p in files(out).items()}
+    conn = store.connect(farm.settings.results_db)
+    with store.transaction(conn):  # a run whose commit is not a sha: rendering its commit data fails
+        doc = json.loads(conn.execute("SELECT result FROM runs WHERE status = 'ok' LIMIT 1").fetchone()[0])
+        doc["commit"]["sha"] = "../../not-a-sha"
+        store.insert_run(conn, doc, store.RunContext(builder="fixture@local", worker="local", source="poll"))
+    conn.close()
+    with pytest.raises(ValueError, match="not a commit sha"):
+        publish_all(farm.settings, out, now=NOW + 1)
+    assert os.path.realpath(out) == live
+    assert {k: p.read_bytes() for k, p in files(out).items()} == before
+    assert not [p for p in (tmp_path / ".site.versions").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_swap_is_one_rename_of_a_symlink_and_the_previous_version_stays_readable(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    old = Path(os.path.realpath(out))
+    publish_all(farm.settings, out, now=NOW + 60)
+    new = Path(os.path.realpath(out))
+    assert out.is_symlink() and old != new and old.is_dir()  # a reader mid-page keeps the old files
+    assert (old / "index.html").read_text().endswith("</html>\n")
+    publish_all(farm.settings, out, now=NOW + 120)
+    assert not old.exists()  # only the previous version is kept
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "thesis.txt").write_text("mine")
+    with pytest.raises(PublishError, match="is not a perffarm site"):
+        publish_all(farm.settings, tmp_path / "plain", now=NOW)
+    assert (tmp_path / "plain" / "thesis.txt").read_text() == "mine"
+
+
+def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    conn = store.connect(farm.settings.results_db)
+    stored = {}
+    for sha, w, samples in conn.execute(
+            "SELECT r.sha, m.workload, m.samples FROM runs r JOIN measurements m ON m.run_id = r.id "
+            "WHERE r.status = 'ok' AND r.source = 'poll'"):
+        stored[(sha, w)] = json.loads(samples)
+    indexes = [k for k in files(out) if re.fullmatch(r"data/series/[0-9a-f]{12}/index\.json", k)]
+    assert len(indexes) == 2
+    checked = 0
+    for k in indexes:
+        idx = json.loads(text_of(out, k))
+        assert idx["format"] == "perffarm-series" and idx["version"] == 1
+        workload = idx["series"]["workload"]
+        for c in idx["chunks"]:
+            chunk = json.loads(text_of(out, str(Path(k).parent / f"{c}.json")))
+            assert chunk["format"] == "perffarm-series-chunk"
+            n = len(chunk["position"])
+            assert all(len(chunk[f]) == n for f in ("sha", "median", "min", "max", "samples", "runs"))
+            assert chunk["vs_previous"]["ratio"][0] is None and len(chunk["vs_previous"]["ratio"]) == n
+            for sha, xs in zip(chunk["sha"], chunk["samples"]):
+                if farm.culprit != sha:  # the culprit has only bisection probes
+                    assert xs[: len(stored[(sha, workload)])] == stored[(sha, workload)]
+                    checked += 1
+    assert checked >= 2 * 20
+
+
+def test_atom_feed_has_stable_entry_ids(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    feed1 = ET.fromstring(text_of(out, "alerts.atom"))
+    ids1 = [e.findtext(f"{ATOM}id") for e in feed1.iter(f"{ATOM}entry")]
+    assert len(ids1) == 1 and ids1[0].startswith("urn:perffarm:alert:alert-a-")
+    conn = store.connect(farm.settings.results_db)
+    alerts.set_state(conn, ids1[0].split("alert-", 1)[1], "investigating", by="tester")
+    conn.close()
+    publish_all(farm.settings, out, now=NOW + 3600)
+    feed2 = ET.fromstring(text_of(out, "alerts.atom"))
+    entries = list(feed2.iter(f"{ATOM}entry"))
+    assert [e.findtext(f"{ATOM}id") for e in entries] == ids1
+    assert entries[0].findtext(f"{ATOM}title").startswith("[investigating]")
+
+
+def test_alerts_show_triage_state_culprit_bisection_log_and_failing_channels(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    page = text_of(out, "alerts.html")
+    assert re.search(r'<span class="state state-culprit-found">culprit-found</span>', page)
+    assert 'id="channels-failing"' in page and "<b>ops-hook</b>" in page and "failing" in page
+    assert "ops-hook" in text_of(out, "health.html")
+    conn = store.connect(farm.settings.results_db)
+    aid = conn.execute("SELECT id FROM alerts").fetchone()[0]
+    alerts.set_state(conn, aid, "acknowledged", by="tester", note=f"looking {XSS_IMG}")
+    conn.close()
+    publish_all(farm.settings, out, now=NOW)
+    page = text_of(out, "alerts.html")
+    assert '<span class="state state-acknowledged">acknowledged</span>' in page
+    # the link alert messages carry (alerts.link_template) is the page the site writes
+    link = farm.settings.alerts.link_template.format(site_url="", alert_id=aid)
+    detail = text_of(out, link)
+    assert f'culprit <a class="sha" href="commit.html?c={farm.culprit}">{farm.culprit[:12]}</a>' in page
+    assert farm.culprit[:12] in detail and "bisection-log" in detail
+    assert re.search(r"culprit [0-9a-f]{12} &#39;make it slower &lt;img", detail)
+    assert "looking &lt;img src=x onerror=alert(1)&gt;" in detail  # triage note, escaped
+    assert "tester" in detail and "acknowledged" in detail
+
+
+@pytest.mark.parametrize("ratio, direction, colour, arrow", [
+    (0.9699, "higher", "red", " ▼"), (0.97, "higher", "red", " ▼"), (0.9701, "higher", "grey", ""),
+    (1.0299, "higher", "grey", ""), (1.03, "higher", "green", " ▲"), (1.2, "higher", "green", " ▲"),
+    (1.04, "lower", "red", " ▼"), (0.96, "lower", "green", " ▲"),
+])
+def test_rqps_colour_bands_and_the_number_is_always_printed(ratio, direction, colour, arrow):
+    from master.detect.rqps import Bands
+    from master.publish.ratios import RatioCache
+
+    got = RatioCache(None, Bands(0.97, 1.03))._ratio(ratio, 0.9, 1.1, direction)
+    assert got.colour == colour
+    html = environment().from_string('{% from "macros.html" import ratio %}{{ ratio(r) }}').render(
+        r=RatioView.of(got, "REL_1_0"))
+    assert f'class="rq {colour}"' in html and f"{ratio:.3f}{arrow}</span>" in html
+
+
+def test_release_comparison_table(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    page = text_of(out, "releases.html")  # base: the oldest release, REL_1_0; REL_2_0 is ~15% slower
+    cells = re.findall(r'<td class="num cell-(red|grey|green)"[^>]*>([0-9.]+)( ▼| ▲)?', page)
+    assert ("grey", "1.000", "") in cells
+    assert any(c == "red" and 0.84 < float(v) < 0.86 and a == " ▼" for c, v, a in cells), cells
+    vs2 = text_of(out, "releases/REL_2_0.html")
+    assert re.search(r'cell-green"[^>]*>1\.1[67]\d ▲', vs2)
+
+
+def test_works_from_disk_relative_links_no_network(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    all_files = files(out)
+    for name, path in all_files.items():
+        if not name.endswith((".html", ".css", ".js")) or name.startswith("data/"):
+            continue
+        text = path.read_text()
+        for attr, url in re.findall(r'\b(href|src)="([^"]*)"', text):
+            assert not re.match(r"^(https?:)?//|^/", url), f"{name}: {attr}={url} is not relative"
+            target = url.split("?", 1)[0].split("#", 1)[0]
+            if target:
+                assert (path.parent / target).resolve().exists(), f"{name}: {url} does not exist"
+        assert "http://" not in text.replace("http://www.w3.org", "") or name.endswith(".atom"), name
+    assert not re.search(r"https?://", "".join(p.read_text() for k, p in all_files.items()
+                                                if k.startswith("static/")))
+
+
+def test_publish_cli(farm, tmp_path):
+    out = tmp_path / "cli-site"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
+    env.update(PERFFARM_MASTER_DATA_DIR=str(farm.settings.data_dir))
+    proc = subprocess.run([sys.executable, "-m", "master.cli", "publish", "--out", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "publish: loading samples" in proc.stdout and f"open {out.resolve() / 'index.html'}" in proc.stdout
+    assert (out / "index.html").exists()
+    env.update(PERFFARM_MASTER_DATA_DIR=str(tmp_path / "empty"))
+    proc = subprocess.run([sys.executable, "-m", "master.cli", "publish"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "no results database" in proc.stderr
+
+
+def test_a_failing_publish_never_loses_the_ingest(farm, tmp_path):
+    # the site directory is taken by something that is not a site: the pipeline reports it, the run is stored
+    farm.settings.site_dir.unlink()
+    farm.settings.site_dir.mkdir()
+    (farm.settings.site_dir / "notes.txt").write_text("not a site")
+    sha = farm.repo.bench_commit("after the site broke", 4000)
+    farm.shas.append(sha)
+    from master import ingest, pipeline
+
+    path = farm.settings.incoming_dir / "late.json"
+    from tests.site_support import result_doc
+    path.write_text(json.dumps(result_doc(sha, {"pgbench": [850.0, 851.0]})))
+    out = ingest.ingest_file(farm.settings, path, store.RunContext(builder="fixture@local", worker="local",
+                                                                   source="poll", build_id=10_000), "fixture")
+    after = pipeline.after_ingest(farm.settings, out.run_id)
+    assert after.failed == ["publish"]
+    assert any("site publish failed" in m and "perffarm publish" in m for m in after.messages)
+    conn = store.connect(farm.settings.results_db)
+    assert conn.execute("SELECT sha FROM runs WHERE id = ?", (out.run_id,)).fetchone()[0] == sha
