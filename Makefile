@@ -30,7 +30,7 @@ apt:
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(VENV)/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
 	@touch $@
 
 checkconfig: setup

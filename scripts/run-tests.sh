@@ -3,6 +3,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p test-artifacts
+# The site's browser tests use Debian's chromium (scripts/apt-packages-site.txt): never let Playwright download one.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 start=$(date +%s)
 .venv/bin/pytest --junitxml=test-artifacts/junit.xml --durations=15 "$@"
 rc=$?

@@ -1,0 +1,183 @@
+"""The published site in a real browser: Debian's headless Chromium driven by Playwright (never a downloaded one).
+
+The site is rendered from a results DB filled by the real ingest path (tests/site_support.py), then opened from
+disk (file://) and through master.publish.serve. Screenshots go to test-artifacts/<test>/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from master.publish import publish_all
+from master.publish.serve import serve
+from tests.site_support import XSS_IMG, XSS_SCRIPT, build_farm
+
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra (pip install -e '.[test]')")
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+NOW = 1_800_000_000.0
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("site-browser")
+    farm = build_farm(tmp)
+    out = tmp / "www"
+    publish_all(farm.settings, out, now=NOW)
+    url, _, server = serve(out, "127.0.0.1", 0)
+    yield farm, Path(os.path.realpath(out)), url
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian's chromium is not installed: `make test` installs it (scripts/apt-packages-site.txt)")
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """A page that records console errors, page errors, failed requests and dialogs (an XSS would fire one)."""
+
+    def __init__(self, browser, base: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.page.set_default_timeout(10_000)
+        self.base = base
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+
+    def open(self, rel: str):
+        self.page.goto(self.base + rel, wait_until="load")
+        return self.page
+
+    def shot(self, artifacts: Path, name: str) -> None:
+        self.page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+
+
+def bases(site):
+    _, out, url = site
+    return [("file", out.as_uri() + "/"), ("http", url)]
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_every_page_loads_without_errors(site, browser, artifacts_dir, scheme):
+    base = dict(bases(site))[scheme]
+    _, out, _ = site
+    p = Page(browser, base)
+    pages = ["index.html", "releases.html", "compare.html", "alerts.html", "health.html",
+             *sorted(str(x.relative_to(out)) for x in out.glob("alerts/*.html")),
+             *sorted(str(x.relative_to(out)) for x in out.glob("series/*.html"))[:1],
+             *sorted(str(x.relative_to(out)) for x in out.glob("releases/*.html"))[:1]]
+    for rel in pages:
+        page = p.open(rel)
+        assert page.locator("main h1").count() == 1, rel
+        p.shot(artifacts_dir, f"{scheme}-{rel.replace('/', '_')}")
+    assert p.errors == [] and p.dialogs == []
+
+
+def test_chart_renders_and_hover_shows_the_commit(site, browser, artifacts_dir):
+    farm, out, url = site
+    sid = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs("):-3])
+    series = next(s for s, v in sid["series"].items() if v["label"].startswith("pgbench"))
+    p = Page(browser, url)
+    page = p.open(f"series/{series}.html")
+    page.wait_for_selector("#chart[data-ready='1']")
+    visible = int(page.get_attribute("#chart", "data-visible"))
+    assert visible >= 20
+    # the canvas really has the median line drawn: some non-white pixels in the plot area
+    inked = page.evaluate("""() => { const c = document.getElementById('chart'), g = c.getContext('2d');
+        const d = g.getImageData(0, 0, c.width, c.height).data; let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 3] && (d[i] < 200 || d[i + 2] < 200)) n++; return n; }""")
+    assert inked > 500
+    # hover the point of the commit with the hostile subject (commit 3 of the branch)
+    pos = 3
+    x = page.evaluate(f"() => perffarm.chart.clientXOf({pos})")
+    i = page.evaluate(f"() => perffarm.chart.positions.indexOf({pos})")
+    y = page.evaluate(f"() => perffarm.chart.clientYOf({i})")
+    page.mouse.move(x, y)
+    page.wait_for_selector(".tip-subject")
+    tip = page.inner_text("#tip")
+    assert farm.shas[3][:12] in tip and XSS_IMG in tip  # shown as text, not as an element
+    assert "ops/s" in tip and "median of" in tip
+    assert page.locator("#tip img").count() == 0
+    p.shot(artifacts_dir, "series-hover")
+    # zoom in with the wheel: fewer points visible
+    page.mouse.wheel(0, -600)
+    page.wait_for_timeout(100)
+    assert int(page.get_attribute("#chart", "data-visible")) < visible
+    # the table of points below, and raw samples on demand
+    page.locator("#points tbody tr button").first.click()
+    page.wait_for_selector("td.samples")
+    assert re.search(r"\d", page.inner_text("td.samples"))
+    assert p.errors == [] and p.dialogs == []
+
+
+def test_compare_page_computes_the_ratio_from_the_published_data(site, browser, artifacts_dir):
+    farm, out, url = site
+    head = farm.shas[-1]
+
+    def medians(sha):
+        text = (out / f"data/commits/{sha}.js").read_text()
+        d = json.loads(text[text.index(",") + 1:-3])
+        return {r[0]: r[1] for r in d["rows"]}
+
+    base, new = medians(farm.shas[4]), medians(head)  # REL_1_0 is commit 4
+    p = Page(browser, url)
+    page = p.open("compare.html")
+    page.fill("#base", "REL_1_0")
+    page.fill("#new", head[:10])
+    page.click("#compare button[type=submit]")
+    page.wait_for_selector("body[data-ready='1']")
+    rows = page.locator("#result tbody tr")
+    assert rows.count() == 2
+    shown = {}
+    for k in range(rows.count()):
+        cells = rows.nth(k).locator("td")
+        sid = cells.nth(0).locator("a").get_attribute("href").split("/")[-1][: -len(".html")]
+        shown[sid] = (cells.nth(5).inner_text(), cells.nth(5).get_attribute("class"))
+    for sid, (text, cls) in shown.items():
+        expect = new[sid] / base[sid]
+        assert 0.8 < expect < 0.9  # the regression: red, with the number printed
+        assert text == f"{expect:.3f} ▼" and "cell-red" in cls
+    p.shot(artifacts_dir, "compare")
+    assert p.errors == [] and p.dialogs == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_hostile_commit_subjects_render_as_text(site, browser, artifacts_dir, scheme):
+    farm, _, _ = site
+    p = Page(browser, dict(bases(site))[scheme])
+    for i, hostile in ((3, XSS_IMG), (5, XSS_SCRIPT)):
+        page = p.open(f"commit.html?c={farm.shas[i]}")
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.inner_text("#subject") == hostile
+        assert page.locator("main img").count() == 0 and page.locator("main script").count() == 0
+        assert page.locator("#rows tbody tr").count() == 2
+        p.shot(artifacts_dir, f"commit-{i}-{scheme}")
+    page = p.open(f"commit.html?c={farm.culprit}")
+    page.wait_for_selector("body[data-ready='1']")
+    assert "make it slower " + XSS_IMG == page.inner_text("#subject")
+    runs = page.locator("#runs tbody tr")
+    assert runs.count() >= 3  # bisection probes of the culprit, each a stored run with its build link
+    assert page.locator("#runs a[href^='http://127.0.0.1:8010/']").count() == runs.count()
+    page = p.open("alerts.html")
+    assert "make it slower " + XSS_IMG in page.inner_text("#alerts")
+    page.wait_for_timeout(200)  # an onerror handler would have fired by now
+    assert p.dialogs == [] and p.errors == []
