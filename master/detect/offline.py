@@ -8,7 +8,9 @@
    Mann-Whitney split between its neighbours and kept only if that split is significant (exact tail
    for short segments, Siegmund's scan correction, commit-level run effects and serial dependence
    divided out) and moves the median by at least ``min_effect``; the weakest failing cuts go first.
-3. Position: a Huber M-estimate of the split near each kept cut, so large shifts land on the commit.
+3. Position: the maximum-likelihood split near each kept cut under the noise density estimated from
+   the neighbouring segments (kernel density with a heavy-tailed share), so shifts land on the commit
+   whatever the noise shape.
 
 Ranks make it indifferent to skew, bimodality and outliers; a minimum segment of a few commits means a
 single outlying commit can never become a change point of its own.
@@ -350,30 +352,54 @@ def _huber(r: np.ndarray, c: float) -> np.ndarray:
     return np.where(a <= c, 0.5 * r * r, c * a - 0.5 * c * c)
 
 
-def _polish(series: Series, lo: int, cut: int, hi: int, min_seg: int, reach: int = 5) -> int:
-    """Exact position of a confirmed change: Huber M-estimation of the split near ``cut``.
+def _polish(
+    series: Series, lo: int, cut: int, hi: int, min_seg: int, reach: int = 5, span: int = 60, floor: float = 0.02
+) -> int:
+    """Exact position of a confirmed change: maximum likelihood of the split near ``cut``, noise shape estimated.
 
     Ranks find and test a change well but place it poorly when the shift is large: a commit that is
     clearly at the new level yet the best of its segment ranks like a borderline one. With the two
-    levels fixed at the medians of the segments away from the boundary, each nearby sample pays
-    Huber's loss (Huber 1964, c = 1.345 robust sd) to its side's level; the cheapest contiguous
-    split wins. Uses magnitudes, yet an outlier cannot drag the boundary.
+    levels fixed at the medians of up to ``span`` commits on each side away from the boundary, the
+    noise density is estimated from those segments' relative residuals (a Gaussian kernel density,
+    Silverman's bandwidth), so skewed and bimodal noise are modelled as they are rather than as
+    Gaussian; a heavy-tailed (Cauchy) share ``floor`` bounds what an outlying sample can cost.
+    Each split within ``reach`` scores every nearby sample against its side's level; the cheapest
+    contiguous split wins (ties: closest to ``cut``). Falls back to Huber's loss when the residuals
+    have no spread.
     """
     a = max(lo + min_seg, cut - reach)
     b = min(hi - min_seg, cut + reach)
     if b <= a:
         return cut
-    left = series.samples(lo, a) if a - lo >= min_seg else series.samples(lo, cut)
-    right = series.samples(b, hi) if hi - b >= min_seg else series.samples(cut, hi)
+    left = series.samples(max(lo, a - span), a) if a - lo >= min_seg else series.samples(lo, cut)
+    right = series.samples(b, min(hi, b + span)) if hi - b >= min_seg else series.samples(cut, hi)
     m_left, m_right = float(np.median(left)), float(np.median(right))
-    resid = np.concatenate([left - m_left, right - m_right])
-    scale = 1.4826 * float(np.median(np.abs(resid)))
-    if scale <= 0.0:
-        scale = max(abs(m_right - m_left) / 10.0, 1e-12)
-    c = 1.345 * scale
     x = series.samples(a, b)
-    cost_left = np.add.reduceat(_huber(x - m_left, c), series.offsets[a:b] - series.offsets[a])
-    cost_right = np.add.reduceat(_huber(x - m_right, c), series.offsets[a:b] - series.offsets[a])
+    offs = series.offsets[a:b] - series.offsets[a]
+    if m_left > 0 and m_right > 0:
+        resid = np.concatenate([left / m_left - 1.0, right / m_right - 1.0])
+        q75, q25 = np.percentile(resid, [75, 25])
+        spread = min(float(np.std(resid)), float(q75 - q25) / 1.349)
+    else:
+        spread = 0.0
+    if spread > 0.0:
+        h = 0.9 * spread * len(resid) ** -0.2
+        wide = 3.0 * spread
+
+        def cost(level: float) -> np.ndarray:
+            r = x / level - 1.0
+            kde = np.exp(-0.5 * ((r[:, None] - resid[None, :]) / h) ** 2).mean(axis=1) / (h * math.sqrt(2 * math.pi))
+            cauchy = 1.0 / (math.pi * wide * (1.0 + (r / wide) ** 2))
+            return -np.log((1.0 - floor) * kde + floor * cauchy)
+
+        cost_left = np.add.reduceat(cost(m_left), offs)
+        cost_right = np.add.reduceat(cost(m_right), offs)
+    else:
+        both = np.concatenate([left - m_left, right - m_right])
+        scale = 1.4826 * float(np.median(np.abs(both)))
+        c = 1.345 * (scale if scale > 0.0 else max(abs(m_right - m_left) / 10.0, 1e-12))
+        cost_left = np.add.reduceat(_huber(x - m_left, c), offs)
+        cost_right = np.add.reduceat(_huber(x - m_right, c), offs)
     # total(t) = sum of left costs of commits a..t-1 + right costs of commits t..b-1, t in [a, b].
     total = np.concatenate([[0.0], np.cumsum(cost_left)]) + np.concatenate([np.cumsum(cost_right[::-1])[::-1], [0.0]])
     positions = np.arange(a, b + 1)

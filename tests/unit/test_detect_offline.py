@@ -128,3 +128,17 @@ def test_runtime_10000_commits() -> None:
     cps = detect(s)
     assert time.perf_counter() - t < 1.0
     assert [cp.index for cp in cps] == [5000]
+
+
+def test_bimodal_noise_steps_land_on_their_commit() -> None:
+    # 6 % steps at bimodal noise (30 % of runs in a slow mode 5 % below): placing the change with a
+    # Gaussian-shaped (Huber) loss hit the exact commit in 44 of 80; the estimated noise density: 53.
+    hits = 0
+    for seed in (42, 1):
+        rng = np.random.default_rng(seed)
+        for _ in range(40):
+            pos = int(rng.integers(60, 140))
+            level = np.where(np.arange(200) >= pos, 1.06, 1.0)
+            noise = 1 + 0.01 * rng.standard_normal(200) - (rng.random(200) < 0.3) * 0.05
+            hits += pos in [cp.index for cp in detect(Series.from_samples(list(1000 * level * noise)))]
+    assert hits >= 50
