@@ -251,7 +251,7 @@ def _n_series(conn: sqlite3.Connection) -> int:
 
 
 def analyse_many(conn: sqlite3.Connection, series_ids: list[int], now: float | None = None) -> list[ChangeEvent]:
-    """One analysis pass over several series: detect each, control false alarms across them, store (caller holds the transaction)."""
+    """One analysis pass: detect each series, control false alarms across them, store (caller holds the transaction)."""
     now = time.time() if now is None else now
     proposals = admit([propose(conn, sid) for sid in series_ids], _n_series(conn))
     return [e for prop in proposals for e in write(conn, prop, now)]

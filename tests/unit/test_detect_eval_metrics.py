@@ -38,3 +38,12 @@ def test_generator_is_deterministic() -> None:
     b = build_suite(7, 0.05).groups["mixed-5"][0]
     assert a.episodes == b.episodes
     assert all((x == y).all() for x, y in zip(a.samples, b.samples))
+
+
+def test_exact_placement_bound() -> None:
+    # Known levels, Gaussian noise: a 3 % step at CV 2 % with 5 samples per commit lands on its
+    # commit about 90 % of the time at best, so the 95 % is out of reach on such data.
+    from evaluate import exact_hit_bound
+
+    assert 0.88 < exact_hit_bound(0.03, 0.02, 5, draws=20_000) < 0.92
+    assert exact_hit_bound(0.20, 0.02, 5, draws=2_000) == 1.0
