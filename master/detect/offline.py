@@ -147,19 +147,54 @@ def _candidates(scores: np.ndarray, offsets: np.ndarray, n: int, settings: Offli
             continue
         accepted.append(c)
         blocked[max(0, c - m + 1) : c + m] = True
-    return _thin(prefix, offsets, n, sorted(accepted), sigma2, settings)
+    return _thin(prefix, scores, offsets, n, sorted(accepted), sigma2, serial, settings)
+
+
+# The local noise estimate replaces the series-wide one only when clearly larger: an average over a
+# short stretch is itself noisy, and taking the larger of two estimates every time would
+# inflate the variance, and cost power, everywhere.
+_LOCAL_NOISE_FACTOR = 1.5
+
+
+def _clipped_square_differences(means: np.ndarray, clip: float = 3.0) -> np.ndarray:
+    """Half the squared successive differences of commit means, each capped at ``clip`` robust sd.
+
+    Their mean over a stretch estimates the noise variance there with the tails counted (a MAD alone
+    misses them when the noise is skewed or heavy-tailed), while a step or an outlying commit adds at
+    most ``clip``² sd² once. Length ``len(means) - 1``.
+    """
+    d = np.diff(means)
+    if len(d) == 0:
+        return d
+    sd = 1.4826 * float(np.median(np.abs(d - np.median(d))))
+    return np.minimum(d * d, (clip * sd) ** 2) / 2.0
 
 
 def _thin(
-    prefix: np.ndarray, offsets: np.ndarray, n: int, cuts: list[int], sigma2: float, settings: OfflineSettings
+    prefix: np.ndarray,
+    scores: np.ndarray,
+    offsets: np.ndarray,
+    n: int,
+    cuts: list[int],
+    sigma2: float,
+    serial: float,
+    settings: OfflineSettings,
 ) -> list[int]:
     """Cheap backward elimination on the score CUSUM between neighbours (O(1) per cut via prefix sums).
 
     Drops candidates that are not even candidate-significant once their neighbours are known, so
-    the exact rank tests of ``_prune`` run on a short list even for 10,000-commit series.
+    the exact rank tests of ``_prune`` run on a short list even for 10,000-commit series. Normal
+    scores spread more in the tails than in the middle, so when large steps put a long segment at the
+    top or bottom of the ranks, the series-wide noise variance understates that segment's and its
+    random wiggles pass as candidates; there the local estimate (``_clipped_square_differences``,
+    averaged over the two segments) is used instead. Halves the candidates of a 10,000-commit series.
     """
     cuts_arr = np.array(cuts, dtype=np.int64)
     m = settings.min_segment
+    counts = np.diff(offsets)
+    means = np.add.reduceat(scores, offsets[:-1]) / counts
+    k_harm = len(counts) / float(np.sum(1.0 / counts))
+    vprefix = np.concatenate([[0.0], np.cumsum(_clipped_square_differences(means) * k_harm * serial)])
     while len(cuts_arr):
         lo = np.concatenate([[0], cuts_arr[:-1]])
         hi = np.concatenate([cuts_arr[1:], [n]])
@@ -168,7 +203,9 @@ def _thin(
         n2 = (s1 - sc).astype(float)
         tot = n1 + n2
         mean = (prefix[s1] - prefix[s0]) / tot
-        z = (prefix[sc] - prefix[s0] - n1 * mean) / np.sqrt(sigma2 * n1 * n2 / tot)
+        local = (vprefix[hi - 1] - vprefix[lo]) / np.maximum(hi - 1 - lo, 1)
+        var = np.where(local > _LOCAL_NOISE_FACTOR * sigma2, local, sigma2)
+        z = (prefix[sc] - prefix[s0] - n1 * mean) / np.sqrt(var * n1 * n2 / tot)
         edge = np.minimum(offsets[lo + m] - s0, s1 - offsets[hi - m]) / tot
         p = scan_pvalue(z, edge)
         fail = np.where(p > settings.thin_alpha, p, -1.0)
