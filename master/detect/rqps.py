@@ -111,3 +111,97 @@ def rqps(series: Series, commit: str, base: str | None = None, confidence: float
         except ValueError:
             raise ValueError(f"base {base!r} is not in the series") from None
     return median_ratio(series.samples(j, j + 1), series.samples(i, i + 1), confidence)
+
+
+def _median_support(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact bootstrap distribution of the median of n resampled values: (i, j, p) over sorted indices.
+
+    The resampled median is (x_(i) + x_(j)) / 2 with probability p (i == j for odd n). Odd n, m = (n+1)/2:
+    P(med* = x_(k)) = P(Bin(n, k/n) >= m) - P(Bin(n, (k-1)/n) >= m). Even n, a = n/2, 1-based i < j:
+    P = C(n, a) [(i/n)^a - ((i-1)/n)^a] [((n-j+1)/n)^(n-a) - ((n-j)/n)^(n-a)]  (a draws at or below x_(i), at
+    least one equal to it; the rest at or above x_(j), at least one equal); P(i, i) = P(x*_(a) = x_(i)) minus
+    the i < j terms. This is the B -> infinity limit of the resampling median_ratio does (Efron & Tibshirani
+    1993, ch. 13: the "ideal" bootstrap).
+    """
+    from scipy.stats import binom
+
+    k = np.arange(1, n + 1)
+    if n % 2:
+        m = (n + 1) // 2
+        tail = binom.sf(m - 1, n, k / n) - binom.sf(m - 1, n, (k - 1) / n)
+        return k - 1, k - 1, tail
+    a = n // 2
+    pa = binom.sf(a - 1, n, k / n) - binom.sf(a - 1, n, (k - 1) / n)  # P(x*_(a) = x_(i))
+    low = (k / n) ** a - ((k - 1) / n) ** a
+    high = ((n - k + 1) / n) ** (n - a) - ((n - k) / n) ** (n - a)
+    comb = math.comb(n, a)
+    ii, jj, pp = [], [], []
+    for i in range(1, n + 1):
+        off = [comb * low[i - 1] * high[j - 1] for j in range(i + 1, n + 1)]
+        ii.append(i - 1), jj.append(i - 1), pp.append(pa[i - 1] - sum(off))
+        for j, p in zip(range(i + 1, n + 1), off):
+            ii.append(i - 1), jj.append(j - 1), pp.append(p)
+    return np.array(ii), np.array(jj), np.clip(np.array(pp), 0.0, None)
+
+
+def median_ratio_many(
+    pairs: Sequence[tuple[Sequence[float], Sequence[float]]], confidence: float = 0.95, batch: int = 2_000_000
+) -> np.ndarray:
+    """median_ratio for many (base, new) pairs at once: an array of rows (ratio, low, high).
+
+    The ratio is the same median(new)/median(base); the CI is the exact (ideal) percentile bootstrap that
+    median_ratio approximates with 2000 seeded resamples, computed for all pairs of one sample-size pair with
+    array operations instead of a Python loop (the site needs ~1M of these; median_ratio costs ~1 ms each).
+    NaN bounds when a side has one sample, NaN everywhere when the base median is zero.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    out = np.full((len(pairs), 3), np.nan)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for idx, (b, x) in enumerate(pairs):
+        if len(b) == 0 or len(x) == 0:
+            raise ValueError("median_ratio_many needs at least one base and one new sample per pair")
+        groups.setdefault((len(b), len(x)), []).append(idx)
+    for (nb, nx), members in groups.items():
+        rows = np.asarray(members)
+        B = np.asarray([pairs[i][0] for i in members], dtype=float)
+        X = np.asarray([pairs[i][1] for i in members], dtype=float)
+        out[rows] = median_ratio_block(B, X, confidence, batch)
+    return out
+
+
+def median_ratio_block(B: np.ndarray, X: np.ndarray, confidence: float = 0.95, batch: int = 2_000_000) -> np.ndarray:
+    """median_ratio_many for N pairs given as arrays: B is (N, n_base), X is (N, n_new); rows (ratio, low, high)."""
+    B = np.sort(np.asarray(B, dtype=float), axis=1)
+    X = np.sort(np.asarray(X, dtype=float), axis=1)
+    n_rows, nb = B.shape
+    nx = X.shape[1]
+    out = np.full((n_rows, 3), np.nan)
+    mb, mx = np.median(B, axis=1), np.median(X, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(mb == 0.0, np.nan, mx / mb)
+    out[:, 0] = ratio
+    if nb < 2 or nx < 2 or n_rows == 0:
+        return out
+    tail = (1.0 - confidence) / 2.0
+    bi, bj, bp = _median_support(nb)
+    xi, xj, xp = _median_support(nx)
+    w = (xp[:, None] * bp[None, :]).ravel()
+    step = max(1, batch // len(w))
+    for s in range(0, n_rows, step):
+        Bb, Xb = B[s : s + step], X[s : s + step]
+        med_b = (Bb[:, bi] + Bb[:, bj]) / 2.0
+        med_x = (Xb[:, xi] + Xb[:, xj]) / 2.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = (med_x[:, :, None] / med_b[:, None, :]).reshape(len(Bb), -1)
+        order = np.argsort(r, axis=1, kind="stable")
+        rs = np.take_along_axis(r, order, axis=1)
+        cw = np.cumsum(w[order], axis=1)
+        cw /= cw[:, -1:]
+        lo_i = np.argmax(cw >= tail - 1e-12, axis=1)
+        hi_i = np.argmax(cw >= 1.0 - tail - 1e-12, axis=1)
+        idx = np.arange(len(Bb))
+        ok = ~np.isnan(ratio[s : s + step])
+        out[s : s + step, 1] = np.where(ok, rs[idx, lo_i], np.nan)
+        out[s : s + step, 2] = np.where(ok, rs[idx, hi_i], np.nan)
+    return out

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"publish: {message}", flush=True)
 
     try:
-        report = publish_all(settings, args.out, allow_pool=True, progress=progress)
+        report = publish_all(settings, args.out, progress=progress)
     except PublishError as e:
         print(f"perffarm publish: {e}", file=sys.stderr)
         return 1

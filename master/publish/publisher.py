@@ -12,17 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+import numpy as np
+
 from master import store
 from master.detect.rqps import Bands
 from master.publish import feed, source
-from master.publish.model import Point, SeriesData, assemble, median
+from master.publish import model
+from master.publish.model import SeriesData, median
 from master.publish.names import commit_name, safe_name
 from master.publish.ratios import RatioCache, Want
 from master.publish.render import SITE_DIR, author_name, js_call, json_document, render, wrap_js
 from master.publish.source import CHUNK, MeasureKey, SeriesKey
 from master.publish.views import (
-    AlertView, ChangeView, CommitRow, Marker, RatioView, ReleaseCell, ReleaseRow, ReleaseTable, RunView, Summary,
-    alert_views, previous_tag, safe_url, spark_path, tag_order, tail,
+    AlertView, ChangeView, Marker, RatioView, ReleaseCell, ReleaseRow, ReleaseTable, RunView, Summary,
+    alert_views, previous_tag, safe_url, spark_path, tag_order, tail_rows,
 )
 from master.publish.writer import SiteWriter, publish_lock
 
@@ -90,107 +93,132 @@ class Context:
             source.bisections_by_change_point(conn), facts,
             lambda r, d: cache._ratio(r, None, None, d).colour)
         # per series: ratio of each point vs the previous point, aligned with points (None for the first)
-        self.vs_prev: dict[str, list[RatioView | None]] = {}
+        self.table: model.Table | None = None
         self.tag_positions: dict[str, dict[str, int]] = {}
         self._got: dict = {}
         self.now = 0.0
 
     def load(self, where: Mapping[str, list[tuple[str, int]]], shas: Iterable[str] | None,
              keys: set[MeasureKey] | None) -> None:
-        samples = source.samples(self.conn, shas, keys)
-        self.series.update(assemble(samples, where))
+        """Load the series (replacing what was loaded) and every point's rQPS vs the previous point."""
+        self.series = model.load(self.conn, where, shas, keys)
         need = set(where) if shas is not None else None
         self.commits.update(source.commits(self.conn, need))
-
-    def compute_ratios(self, sids: set[str] | None = None, tag_heads: dict[str, int] | None = None) -> None:
-        """Every point's rQPS vs the previous tested point, and each latest point vs the previous tag."""
-        wants: list[Want] = []
+        table = next(iter(self.series.values())).table if self.series else None
+        self.table = table
+        if table is None:
+            return
+        size = len(table.pos)
+        first = np.zeros(size, dtype=bool)
+        higher = np.zeros(size, dtype=bool)
         for s in self.series.values():
-            if sids is not None and s.sid not in sids:
-                continue
-            pts = s.points
-            for i in range(1, len(pts)):
-                a, b = pts[i - 1], pts[i]
-                wants.append(Want(s.sid, b.sha, a.sha, b.runs_key, a.runs_key, b.samples, a.samples, s.direction))
-            if pts:
-                prev = previous_tag(s, self.tag_at, pts[-1].position)
-                if prev is not None:
-                    _, tp = prev
-                    b = pts[-1]
-                    wants.append(Want(s.sid, b.sha, tp.sha, b.runs_key, tp.runs_key, b.samples, tp.samples,
-                                      s.direction))
-        got = self.cache.resolve(wants)
-        for s in self.series.values():
-            if sids is not None and s.sid not in sids:
-                continue
-            pts = s.points
-            out: list[RatioView | None] = [None]
-            for i in range(1, len(pts)):
-                r = got[(s.sid, pts[i].sha, pts[i - 1].sha)]
-                out.append(RatioView.of(r, pts[i - 1].sha[:12]))
-            self.vs_prev[s.sid] = out[: len(pts)]
-        self._got = got
+            first[s.start] = True
+            higher[s.start : s.end] = s.direction == "higher"
+        rows = np.nonzero(~first)[0]
+        r = model.ratios(table, rows, rows - 1, higher[rows], self.bands)
+        self.prev_ratio = np.full(size, np.nan)
+        self.prev_low = np.full(size, np.nan)
+        self.prev_high = np.full(size, np.nan)
+        self.prev_colour = ["grey"] * size
+        self.has_prev = ~first
+        self.prev_ratio[rows], self.prev_low[rows], self.prev_high[rows] = r.ratio, r.low, r.high
+        for i, c in zip(rows.tolist(), r.colour):
+            self.prev_colour[i] = c
+        self.med_r = round6(table.med)
+        self.lo_r = round6(table.lo)
+        self.hi_r = round6(table.hi)
 
-    def summary(self, s: SeriesData) -> Summary | None:
-        if not s.points:
+    def vs_prev(self, i: int) -> RatioView | None:
+        if not self.has_prev[i]:
             return None
-        last = s.points[-1]
-        head = self.heads.get(s.key.branch, last.position)
-        vs_tag = None
-        prev = previous_tag(s, self.tag_at, last.position)
-        if prev is not None:
-            name, tp = prev
-            vs_tag = RatioView.of(self._got[(s.sid, last.sha, tp.sha)], name)
-        m = s.key.measure
-        return Summary(s.sid, s.key.branch, m.machine_id, m.recipe, m.recipe_version, m.config_hash, m.workload,
-                       m.metric, s.unit, s.direction, s.points[0].position, last.position, last.sha, last.median,
-                       spark_path(tail(s, head)), vs_tag, last.sla_miss)
+        return RatioView(float(self.prev_ratio[i]), float(self.prev_low[i]), float(self.prev_high[i]),
+                         self.prev_colour[i], self.table.sha[i - 1][:12])
+
+    def summaries(self, series: Iterable[SeriesData]) -> dict[str, Summary]:
+        """Overview rows: latest value, sparkline, rQPS of the latest point vs the previous release tag."""
+        series = [s for s in series if len(s)]
+        tagged = [(s, previous_tag(s, self.tag_at, int(s.table.pos[s.end - 1]))) for s in series]
+        with_tag = [(s, t) for s, t in tagged if t is not None]
+        got = model.ratios(self.table, np.array([s.end - 1 for s, _ in with_tag], dtype=np.int64),
+                           np.array([t[1] for _, t in with_tag], dtype=np.int64),
+                           np.array([s.direction == "higher" for s, _ in with_tag], dtype=bool), self.bands) \
+            if with_tag else None
+        vs_tag: dict[str, RatioView] = {}
+        for j, (s, (name, _)) in enumerate(with_tag):
+            vs_tag[s.sid] = RatioView(float(got.ratio[j]), float(got.low[j]), float(got.high[j]), got.colour[j], name)
+        out = {}
+        for s in series:
+            t = s.table
+            last = s.end - 1
+            m = s.key.measure
+            head = self.heads.get(s.key.branch, int(t.pos[last]))
+            spark = spark_path([float(t.med[i]) for i in tail_rows(s, head)])
+            out[s.sid] = Summary(s.sid, s.key.branch, m.machine_id, m.recipe, m.recipe_version, m.config_hash,
+                                 m.workload, m.metric, s.unit, s.direction, int(t.pos[s.start]), int(t.pos[last]),
+                                 t.sha[last], float(self.med_r[last]), spark, vs_tag.get(s.sid), bool(t.sla[last]))
+        return out
+
+
+def round6(a: np.ndarray) -> np.ndarray:
+    """Each value to 6 significant digits (per value, so a full and an incremental publish agree)."""
+    out = a.copy()
+    finite = np.isfinite(a) & (a != 0)
+    if not finite.any():
+        return out
+    mag = np.floor(np.log10(np.abs(a[finite]))).astype(np.int64)
+    decimals = np.clip(5 - mag, 0, 15)
+    idx = np.nonzero(finite)[0]
+    for d in np.unique(decimals):
+        sel = idx[decimals == d]
+        out[sel] = np.round(a[sel], int(d))
+    return out
+
+
+def _nums(a: np.ndarray, digits: int | None = None) -> list[float | None]:
+    """A float column for JSON: NaN as null, optionally rounded to `digits` decimals."""
+    if digits is not None:
+        a = np.round(a, digits)
+    return [None if x != x else x for x in a.tolist()]
 
 
 # ------------------------------------------------------------------------------------------------ renderers
 
 
-def _chunks_of(s: SeriesData, lo_chunk: int, hi_chunk: int) -> dict[int, list[tuple[int, Point]]]:
-    out: dict[int, list[tuple[int, Point]]] = {k: [] for k in range(lo_chunk, hi_chunk + 1)}
-    for i, p in enumerate(s.points):
-        k = p.position // CHUNK
-        if lo_chunk <= k <= hi_chunk:
-            out[k].append((i, p))
-    return out
+def _chunk_bounds(s: SeriesData, k: int) -> tuple[int, int]:
+    """Rows [a, b) of series s whose positions are in chunk k."""
+    p = s.positions
+    return (s.start + int(np.searchsorted(p, k * CHUNK)), s.start + int(np.searchsorted(p, (k + 1) * CHUNK)))
 
 
-def _num(x: float) -> float | None:
-    return None if x != x or x in (math.inf, -math.inf) else x
+_SAMPLES = "\u0000samples\u0000"
 
 
 def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int, hi_chunk: int) -> None:
     """Per chunk of branch positions: chart columns (.js) and everything for tools (.json, also .samples.js).
 
-    The .json text holds only numbers, hex shas and fixed words, so the same text is wrapped into the
-    .samples.js script (checked by render.wrap_js) instead of being encoded twice.
+    Samples are spliced in as stored (JSON text), and the .json text holds only numbers, hex shas and fixed
+    words, so the same text is wrapped into the .samples.js script (render.wrap_js checks it).
     """
     base = f"data/series/{s.sid}"
-    vs = ctx.vs_prev.get(s.sid, [])
-    for k, items in _chunks_of(s, lo_chunk, hi_chunk).items():
-        pts = [p for _, p in items]
-        flags = [(1 if p.noisy else 0) | (2 if p.sla_miss else 0) for p in pts]
-        pos = [p.position for p in pts]
-        med = [p.median for p in pts]
-        lo = [p.lo for p in pts]
-        hi = [p.hi for p in pts]
-        n = [len(p.samples) for p in pts]
+    t = ctx.table
+    for k in range(lo_chunk, hi_chunk + 1):
+        a, b = _chunk_bounds(s, k) if t is not None else (0, 0)
+        pos = t.pos[a:b].tolist() if b > a else []
+        med, lo, hi = (ctx.med_r[a:b].tolist(), ctx.lo_r[a:b].tolist(), ctx.hi_r[a:b].tolist()) if b > a else ([], [], [])
+        n = t.n[a:b].tolist() if b > a else []
+        flags = ((t.noisy[a:b].astype(np.int64)) | (t.sla[a:b].astype(np.int64) * 2)).tolist() if b > a else []
         w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {"pos": pos, "med": med, "lo": lo, "hi": hi, "n": n,
                                                                 "flag": flags}))
-        rs = [vs[i] if i < len(vs) else None for i, _ in items]
         text = json_document("series-chunk", {
             "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
-            "position": pos, "sha": [p.sha for p in pts], "median": med, "min": lo, "max": hi,
-            "samples": [p.samples for p in pts], "runs": [p.run_ids for p in pts],
-            "noisy": [p.noisy for p in pts], "sla_miss": [p.sla_miss for p in pts],
-            "vs_previous": {"ratio": [None if r is None else _num(r.ratio) for r in rs],
-                            "ci_low": [None if r is None else _num(r.low) for r in rs],
-                            "ci_high": [None if r is None else _num(r.high) for r in rs]},
+            "position": pos, "sha": t.sha[a:b] if b > a else [], "median": med, "min": lo, "max": hi,
+            "samples": _SAMPLES, "runs": t.runs[a:b] if b > a else [],
+            "noisy": t.noisy[a:b].tolist() if b > a else [], "sla_miss": t.sla[a:b].tolist() if b > a else [],
+            "vs_previous": {"ratio": _nums(ctx.prev_ratio[a:b], 6) if b > a else [],
+                            "ci_low": _nums(ctx.prev_low[a:b], 6) if b > a else [],
+                            "ci_high": _nums(ctx.prev_high[a:b], 6) if b > a else []},
         }, clean=False)
+        text = text.replace(json.dumps(_SAMPLES), "[" + ",".join(t.text[a:b] if b > a else []) + "]", 1)
         w.write(f"{base}/{k}.json", text)
         w.write(f"{base}/{k}.samples.js", wrap_js("samples", s.sid, k, text))
 
@@ -234,34 +262,43 @@ def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tu
         w.write(f"data/branches/{safe_name(branch)}/{k}.js", js_call("commits", safe_name(branch), k, rows))
 
 
-def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[CommitRow]]:
-    out: dict[str, list[CommitRow]] = {}
-    for s in ctx.series.values():
-        vs = ctx.vs_prev.get(s.sid, [])
-        m = s.key.measure
-        for i, p in enumerate(s.points):
-            if shas is not None and p.sha not in shas:
+def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[list[Any]]]:
+    """sha -> one row per series measured there: [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]."""
+    out: dict[str, list[list[Any]]] = {}
+    t = ctx.table
+    if t is None:
+        return out
+    ratio, low, high = _nums(ctx.prev_ratio, 6), _nums(ctx.prev_low, 6), _nums(ctx.prev_high, 6)
+    med = ctx.med_r.tolist()
+    n = t.n.tolist()
+    flags = ((t.noisy.astype(np.int64)) | (t.sla.astype(np.int64) * 2)).tolist()
+    colour = ctx.prev_colour
+    order = sorted(ctx.series.values(), key=lambda s: (s.key.measure.workload, s.key.measure.metric, s.key.branch,
+                                                       s.key.measure.machine_id, s.key.measure.recipe,
+                                                       s.key.measure.recipe_version, s.sid))
+    for s in order:
+        sid = s.sid
+        for i in range(s.start, s.end):
+            sha = t.sha[i]
+            if shas is not None and sha not in shas:
                 continue
-            out.setdefault(p.sha, []).append(CommitRow(
-                s.sid, s.key.branch, m.machine_id, m.recipe, m.recipe_version, m.workload, m.metric, s.unit,
-                p.median, p.lo, p.hi, len(p.samples), vs[i] if i < len(vs) else None, p.noisy, p.sla_miss))
-    for rows in out.values():
-        rows.sort(key=lambda r: (r.workload, r.metric, r.branch, r.machine_id, r.recipe, r.recipe_version, r.sid))
+            row = [sid, med[i], n[i], ratio[i], low[i], high[i], colour[i],
+                   t.sha[i - 1][:12] if i > s.start else "", flags[i]]
+            rows = out.get(sha)
+            if rows is None:
+                out[sha] = [row]
+            else:
+                rows.append(row)
     return out
 
 
-def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: list[CommitRow], runs: list[RunView]) -> None:
+def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: list[list[Any]], runs: list[RunView]) -> None:
     """data/commits/<sha>.js: what commit.html?c=<sha> shows and what the compare page divides."""
     name = commit_name(sha)
     c = ctx.commits.get(sha)
     w.write(f"data/commits/{name}.js", js_call("commit", name, {
         "subject": c.subject if c else "", "author": author_name(c.author) if c else "",
-        "authored_at": c.authored_at if c else 0, "tags": sorted(ctx.tag_at.get(sha, [])),
-        "rows": [[r.sid, r.value, r.lo, r.hi, r.n,
-                  *((None, None, None, "grey", "") if r.vs_parent is None else
-                    (_num(r.vs_parent.ratio), _num(r.vs_parent.low), _num(r.vs_parent.high), r.vs_parent.colour,
-                     r.vs_parent.base)),
-                  (1 if r.noisy else 0) | (2 if r.sla_miss else 0)] for r in rows],
+        "authored_at": c.authored_at if c else 0, "tags": sorted(ctx.tag_at.get(sha, [])), "rows": rows,
         "runs": [[r.id, r.status, r.ref, r.builder, r.worker, r.source, r.ingested_at, r.build_url,
                   r.log_excerpt if r.status != "ok" else ""] for r in runs],
     }))
@@ -472,19 +509,19 @@ def _heads_with_sha(conn: sqlite3.Connection, heads: Mapping[str, int]) -> dict[
 Progress = Callable[[str], None]
 
 
-def publish_all(settings: Any, out_dir: Path | None = None, *, allow_pool: bool = False, now: float | None = None,
+def publish_all(settings: Any, out_dir: Path | None = None, *, now: float | None = None,
                 progress: Progress | None = None) -> PublishReport:
     """Render the whole site from the results database into a new version and swap it in."""
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
     with publish_lock(out):
-        return _publish_all(settings, out, allow_pool, time.time() if now is None else now, progress)
+        return _publish_all(settings, out, time.time() if now is None else now, progress)
 
 
-def _publish_all(settings: Any, out: Path, allow_pool: bool, now: float, progress: Progress | None) -> PublishReport:
+def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None) -> PublishReport:
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
     conn = _open(settings)
-    cache = RatioCache(cache_path(settings), _bands(settings), allow_pool=allow_pool)
+    cache = RatioCache(cache_path(settings), _bands(settings))
     w = SiteWriter(out, incremental=False)
     try:
         ctx = Context(conn, cache, _bands(settings), settings)
@@ -498,8 +535,7 @@ def _publish_all(settings: Any, out: Path, allow_pool: bool, now: float, progres
         say(f"loading samples of {len(where)} commits on {len(orders)} branch(es)")
         ctx.load(where, None, None)
         say(f"{len(ctx.series)} series: computing rQPS vs the previous point (cached ratios are reused)")
-        ctx.compute_ratios()
-        summaries = [x for x in (ctx.summary(s) for s in ctx.series.values()) if x is not None]
+        summaries = list(ctx.summaries(ctx.series.values()).values())
         sib = siblings_of(summaries)
         by_sid = {s.sid: s for s in ctx.series.values()}
         say(f"writing {len(summaries)} series pages and their data")
@@ -544,12 +580,12 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None,
     now = time.time() if now is None else now
     with publish_lock(out):
         if not out.is_symlink():
-            return _publish_all(settings, out, False, now, progress)
+            return _publish_all(settings, out, now, progress)
         try:
             return _publish_incremental(settings, run_id, out, now)
         except _FullPublishNeeded as e:
             (progress or (lambda _m: None))(f"full publish: {e}")
-            return _publish_all(settings, out, False, now, progress)
+            return _publish_all(settings, out, now, progress)
 
 
 def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> PublishReport:
@@ -597,12 +633,12 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
                 if b in windows and (b, pos) not in where.get(sha, []):
                     where.setdefault(sha, []).append((b, pos))
         ctx.load(where, list(where), keys)
-        affected = {k: s for k, s in ctx.series.items() if k.branch in at and any(p.sha == run.sha for p in s.points)}
+        affected = {k: s for k, s in ctx.series.items() if k.branch in at and s.index_of(run.sha) is not None}
         changed = {run.sha}
         for s in affected.values():
-            idx = next(i for i, p in enumerate(s.points) if p.sha == run.sha)
-            if idx + 1 < len(s.points):
-                changed.add(s.points[idx + 1].sha)
+            idx = s.index_of(run.sha)
+            if idx + 1 < s.end:
+                changed.add(s.table.sha[idx + 1])
         # the other series measured at the changed commits: their rows are on those commits' pages too
         more = source.keys_at(conn, sorted(changed)) - keys
         if more:
@@ -612,9 +648,9 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
                     prev = source.prev_point_position(conn, key, b, min(starts)) if starts else None
                     if prev is not None and prev < lo_hi[0]:
                         raise _FullPublishNeeded("a changed commit's other series reach back past the window")
-            ctx.load(where, list(where), more)
-        ctx.compute_ratios()
-        fresh = {x.sid: x for x in (ctx.summary(s) for s in affected.values()) if x is not None}
+            ctx.load(where, list(where), keys | more)
+            affected = {k: s for k, s in ctx.series.items() if k in affected}
+        fresh = ctx.summaries(affected.values())
         for sid, old in cached.items():
             if sid in fresh and old.first_position < fresh[sid].first_position:
                 fresh[sid] = Summary.from_json({**fresh[sid].to_json(), "first_position": old.first_position})

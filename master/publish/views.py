@@ -7,7 +7,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
-from master.publish.model import Point, SeriesData
+import numpy as np
+
+from master.publish.model import SeriesData
 from master.publish.names import safe_name
 from master.publish.ratios import Ratio
 from master.publish.source import CHUNK, MeasureKey, SeriesKey
@@ -82,34 +84,35 @@ class Summary:
         return cls(vs_tag=vt, **d)
 
 
-def spark_path(points: Sequence[Point]) -> str:
+def spark_path(values: Sequence[float]) -> str:
     """SVG path of the medians, scaled into the sparkline box."""
-    if not points:
+    if not values:
         return ""
-    ys = [p.median for p in points]
-    lo, hi = min(ys), max(ys)
+    lo, hi = min(values), max(values)
     span = (hi - lo) or 1.0
-    n = max(len(ys) - 1, 1)
+    n = max(len(values) - 1, 1)
     parts = []
-    for i, y in enumerate(ys):
+    for i, y in enumerate(values):
         x = i * SPARK_W / n
         yy = SPARK_H - 2 - (y - lo) / span * (SPARK_H - 4)
         parts.append(f"{'M' if i == 0 else 'L'}{x:.1f},{yy:.1f}")
     return "".join(parts)
 
 
-def tail(series: SeriesData, head: int) -> list[Point]:
-    """The sparkline's points: at most SPARK_POINTS from the branch's last two chunks (same in full and
+def tail_rows(series: SeriesData, head: int) -> range:
+    """The sparkline's rows: at most SPARK_POINTS from the branch's last two chunks (same in full and
     incremental publishes, since an incremental one always loads that tail)."""
     start = max(head // CHUNK - 1, 0) * CHUNK
-    return [p for p in series.points if p.position >= start][-SPARK_POINTS:]
+    first = series.start + int(np.searchsorted(series.positions, start))
+    return range(max(first, series.end - SPARK_POINTS), series.end)
 
 
-def previous_tag(series: SeriesData, tag_at: Mapping[str, list[str]], before: int) -> tuple[str, Point] | None:
-    """The newest tagged point of the series strictly before position `before`."""
-    for p in reversed(series.points):
-        if p.position < before and p.sha in tag_at:
-            return sorted(tag_at[p.sha])[-1], p
+def previous_tag(series: SeriesData, tag_at: Mapping[str, list[str]], before: int) -> tuple[str, int] | None:
+    """The newest tagged row of the series strictly before position `before`: (tag name, row)."""
+    t = series.table
+    for i in range(series.end - 1, series.start - 1, -1):
+        if t.pos[i] < before and t.sha[i] in tag_at:
+            return sorted(tag_at[t.sha[i]])[-1], i
     return None
 
 

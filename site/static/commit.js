@@ -37,21 +37,21 @@
     d.tags.forEach(function (t) { facts.appendChild(document.createTextNode(" · ")); facts.appendChild(el("span", t, "tagname")); });
     var tbody = document.querySelector("#rows tbody"), series = (refs && refs.series) || {};
     d.rows.forEach(function (r) {
-      // [sid, median, min, max, n, ratio, ci_low, ci_high, colour, base, flags]
+      // [sid, median, n, ratio, ci_low, ci_high, colour, base, flags] (master/publish/publisher.commit_rows)
       var s = series[r[0]] || { label: r[0], branch: "", machine: "", recipe: "", unit: "" };
       var tr = el("tr"), first = el("td"), a = el("a", s.label);
       a.href = "series/" + encodeURIComponent(r[0]) + ".html"; first.appendChild(a);
-      if (r[10] & 1) first.appendChild(el("span", " noisy host", "noisy"));
-      if (r[10] & 2) first.appendChild(el("span", " SLA miss", "sla"));
+      if (r[8] & 1) first.appendChild(el("span", " noisy host", "noisy"));
+      if (r[8] & 2) first.appendChild(el("span", " SLA miss", "sla"));
       tr.appendChild(first); tr.appendChild(el("td", s.branch)); tr.appendChild(el("td", s.machine + " · " + s.recipe));
       tr.appendChild(el("td", fmt(r[1]) + " " + s.unit, "num"));
-      tr.appendChild(el("td", fmt(r[2]) + "–" + fmt(r[3]) + " (" + r[4] + ")", "num"));
+      tr.appendChild(el("td", String(r[2]), "num"));
       var rc = el("td");
-      if (r[5] === null) rc.appendChild(el("span", "–", "rq none"));
+      if (r[3] === null) rc.appendChild(el("span", "–", "rq none"));
       else {
-        rc.appendChild(el("span", r[5].toFixed(3) + (r[8] === "red" ? " ▼" : r[8] === "green" ? " ▲" : ""), "rq " + r[8]));
-        if (r[6] !== null) rc.appendChild(el("span", " [" + r[6].toFixed(3) + ", " + r[7].toFixed(3) + "]", "ci"));
-        rc.appendChild(el("span", " vs " + r[9], "muted"));
+        rc.appendChild(el("span", r[3].toFixed(3) + (r[6] === "red" ? " ▼" : r[6] === "green" ? " ▲" : ""), "rq " + r[6]));
+        if (r[4] !== null) rc.appendChild(el("span", " [" + r[4].toFixed(3) + ", " + r[5].toFixed(3) + "]", "ci"));
+        rc.appendChild(el("span", " vs " + r[7], "muted"));
       }
       tr.appendChild(rc); tbody.appendChild(tr);
     });

@@ -5,8 +5,8 @@
   var refs = null, commits = {}, waiting = {};
   pf.refs = function (d) { refs = d; };
   pf.commit = function (sha, d) {
-    var by = {};  // sid -> [median, n] (rows: [sid, median, min, max, n, ...], see master/publish/publisher.write_commit)
-    d.rows.forEach(function (r) { by[r[0]] = [r[1], r[4]]; });
+    var by = {};  // sid -> [median, n] (rows: [sid, median, n, ...], see master/publish/publisher.commit_rows)
+    d.rows.forEach(function (r) { by[r[0]] = [r[1], r[2]]; });
     commits[sha] = by; (waiting[sha] || []).forEach(function (cb) { cb(); }); waiting[sha] = [];
   };
 

@@ -1,0 +1,144 @@
+"""The history site's four performance figures (issue #7), measured.
+
+    .venv/bin/python -m tests.benchmarks.site_figures [--work DIR] [--series 100] [--commits 10000] [--runs 3]
+
+1. full publish of SERIES x COMMITS (one branch, 5 samples per point, a release tag every 1,000 commits):
+   the first run into an empty output directory with no publish cache ("cold"), then RUNS more (median);
+2. incremental publish after one new run (one new commit measured on every series), RUNS times (median);
+3. the largest page transferred over master.publish.serve: the page plus everything it loads, measured in
+   Chromium; that server does not gzip, so the bytes are uncompressed (gzip -6 sizes printed for reference);
+4. the series page with COMMITS points in headless Chromium: milliseconds from navigation start until the chart
+   is drawn, the table of points filled and the page answers a hover (RUNS loads, median).
+
+The results DB is built once through master.store (tests/benchmarks/publish_data.py) and kept in --work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+
+from master.publish import publish_all, publish_incremental  # noqa: E402
+from master.publish.serve import serve  # noqa: E402
+from master.settings import load_settings  # noqa: E402
+from tests.benchmarks import publish_data  # noqa: E402
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/perffarm-site-figures"))
+    ap.add_argument("--series", type=int, default=100)
+    ap.add_argument("--commits", type=int, default=10_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--skip-browser", action="store_true")
+    args = ap.parse_args(argv)
+    work = args.work / f"{args.series}x{args.commits}"
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(work)})
+    if not settings.results_db.exists():
+        say(f"building a results DB: {args.series} series x {args.commits} commits (once; kept in {work})")
+        t = time.perf_counter()
+        publish_data.build(settings.results_db, args.commits, args.series, tags_every=1000)
+        say(f"  built in {time.perf_counter() - t:.1f} s")
+    out = work / "site"
+    for p in (out, work / ".site.versions", work / "publish-cache.sqlite"):
+        if p.is_symlink() or p.is_file():
+            p.unlink()
+        elif p.exists():
+            shutil.rmtree(p)
+
+    say(f"\n1. full publish, {args.series} series x {args.commits} commits")
+    cold = publish_all(settings, out)
+    say(f"   cold (no site, no cache): {cold.seconds:.2f} s, {cold.files_written} files")
+    full = [publish_all(settings, out).seconds for _ in range(args.runs)]
+    say(f"   warm: {', '.join(f'{x:.2f}' for x in full)} s -> median {statistics.median(full):.2f} s")
+
+    say("\n2. incremental publish after one new run (a new commit, every series measured)")
+    head = args.commits
+    inc = []
+    for i in range(args.runs):
+        run_id = publish_data.next_run(settings.results_db, head + i, args.series)
+        r = publish_incremental(settings, run_id, out)
+        assert r.incremental, r
+        inc.append(r.seconds)
+        say(f"   run {run_id}: {r.seconds:.3f} s, {r.files_written} files")
+    say(f"   median {statistics.median(inc):.3f} s")
+
+    if args.skip_browser:
+        return 0
+    from playwright.sync_api import sync_playwright
+
+    url, _, server = serve(out, "127.0.0.1", 0)
+    site = Path(os.path.realpath(out))
+    sid = sorted(p.stem for p in (site / "series").glob("*.html"))[0]
+    latest = sorted((site / "data" / "commits").glob("*.js"))[0].stem
+    pages = ["index.html", f"series/{sid}.html", f"commit.html?c={latest}", "compare.html", "alerts.html",
+             "releases.html", "health.html"]
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=ARGS)
+            say("\n3. transferred bytes per page (page + everything it loads; the server does not gzip)")
+            sizes = {}
+            for rel in pages:
+                page = browser.new_page()
+                got: list[tuple[str, int, int]] = []
+
+                def on_response(resp, got=got):
+                    try:
+                        body = resp.body()
+                    except Exception:  # noqa: BLE001 - a redirect or aborted request has no body
+                        return
+                    got.append((resp.url, len(body), len(gzip.compress(body, 6))))
+
+                page.on("response", on_response)
+                page.goto(url + rel, wait_until="networkidle")
+                page.close()
+                raw, gz = sum(x[1] for x in got), sum(x[2] for x in got)
+                sizes[rel] = (raw, gz, len(got))
+                say(f"   {rel:<40} {raw / 1e6:7.3f} MB in {len(got)} files (gzip -6: {gz / 1e6:.3f} MB)")
+            big = max(sizes, key=lambda k: sizes[k][0])
+            say(f"   largest: {big}: {sizes[big][0] / 1e6:.3f} MB uncompressed")
+
+            say(f"\n4. series page interactive time, {args.commits} points, headless Chromium")
+            times = []
+            for i in range(max(args.runs, 5)):
+                ctx = browser.new_context()  # a cold browser cache each time
+                page = ctx.new_page()
+                page.goto(url + f"series/{sid}.html")
+                page.wait_for_selector("#chart[data-interactive-ms]")
+                ready = float(page.get_attribute("#chart", "data-interactive-ms"))
+                n = page.evaluate("() => perffarm.chart.positions.length")
+                x = page.evaluate("() => perffarm.chart.clientXOf(perffarm.chart.positions[perffarm.chart.positions.length >> 1])")
+                y = page.evaluate("() => perffarm.chart.clientYOf(perffarm.chart.positions.length >> 1)")
+                t0 = page.evaluate("() => performance.now()")
+                page.mouse.move(x, y)
+                page.wait_for_selector("#tip:not([hidden])")
+                hover = page.evaluate("() => performance.now()") - t0
+                times.append(ready)
+                say(f"   load {i + 1}: interactive at {ready:.0f} ms ({n} points), hover answered in {hover:.0f} ms")
+                ctx.close()
+            say(f"   median {statistics.median(times):.0f} ms")
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
