@@ -8,6 +8,7 @@ Tibshirani 1993, ch. 13), resampling base and new samples independently.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -113,6 +114,12 @@ def rqps(series: Series, commit: str, base: str | None = None, confidence: float
     return median_ratio(series.samples(j, j + 1), series.samples(i, i + 1), confidence)
 
 
+def _binom_sf(m: int, n: int, p: np.ndarray) -> np.ndarray:
+    """P(Bin(n, p) >= m) for an array of p (exact sum; n is a sample count, small)."""
+    return sum(math.comb(n, k) * p**k * (1.0 - p) ** (n - k) for k in range(m, n + 1))
+
+
+@functools.lru_cache(maxsize=64)
 def _median_support(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact bootstrap distribution of the median of n resampled values: (i, j, p) over sorted indices.
 
@@ -123,15 +130,13 @@ def _median_support(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     the i < j terms. This is the B -> infinity limit of the resampling median_ratio does (Efron & Tibshirani
     1993, ch. 13: the "ideal" bootstrap).
     """
-    from scipy.stats import binom
-
     k = np.arange(1, n + 1)
     if n % 2:
         m = (n + 1) // 2
-        tail = binom.sf(m - 1, n, k / n) - binom.sf(m - 1, n, (k - 1) / n)
+        tail = _binom_sf(m, n, k / n) - _binom_sf(m, n, (k - 1) / n)
         return k - 1, k - 1, tail
     a = n // 2
-    pa = binom.sf(a - 1, n, k / n) - binom.sf(a - 1, n, (k - 1) / n)  # P(x*_(a) = x_(i))
+    pa = _binom_sf(a, n, k / n) - _binom_sf(a, n, (k - 1) / n)  # P(x*_(a) = x_(i))
     low = (k / n) ** a - ((k - 1) / n) ** a
     high = ((n - k + 1) / n) ** (n - a) - ((n - k) / n) ** (n - a)
     comb = math.comb(n, a)

@@ -57,6 +57,9 @@ class Table:
         self.hi = np.empty(size)
         for k in np.unique(self.n):
             rows = np.nonzero(self.n == k)[0]
+            if k == 0:  # no samples (not a valid result, but never a crash here)
+                self.med[rows] = self.lo[rows] = self.hi[rows] = np.nan
+                continue
             block = self.block(rows)
             self.med[rows] = np.median(block, axis=1)
             self.lo[rows] = block.min(axis=1)

@@ -25,7 +25,7 @@ from master.publish.render import SITE_DIR, author_name, js_call, json_document,
 from master.publish.source import CHUNK, MeasureKey, SeriesKey
 from master.publish.views import (
     AlertView, ChangeView, Marker, RatioView, ReleaseCell, ReleaseRow, ReleaseTable, RunView, Summary,
-    alert_views, previous_tag, safe_url, spark_path, tag_order, tail_rows,
+    SPARK_WINDOW, alert_views, previous_tag, safe_url, spark_path, tag_order, tail_rows,
 )
 from master.publish.writer import SiteWriter, publish_lock
 
@@ -432,11 +432,14 @@ def write_health(w: SiteWriter, ctx: Context, now: float) -> None:
                                   workers=workers, noisy=noisy, now=now, channels=_channels(ctx)))
 
 
-def write_common(w: SiteWriter, ctx: Context, summaries: list[Summary], now: float) -> None:
-    """Pages that summarise everything; cheap enough to re-render on every publish."""
+def write_common(w: SiteWriter, ctx: Context, summaries: list[Summary], now: float, releases: bool = True) -> None:
+    """Pages that summarise everything; cheap enough to re-render on every publish. The release tables depend
+    only on the tags and the samples at tagged commits: an incremental publish passes releases=False when
+    neither changed, and the previous version's files stay (hard-linked)."""
     write_overview(w, summaries, ctx)
     write_compare(w, ctx, summaries)
-    write_releases(w, ctx)
+    if releases:
+        write_releases(w, ctx)
     write_alerts(w, ctx, now)
     write_health(w, ctx, now)
     w.copy_tree(SITE_DIR / "static", "static")
@@ -612,20 +615,26 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         at = source.positions_of(conn, run.sha)
         keys = source.keys_at(conn, [run.sha]) if run.status == "ok" else set()
         # which commits' data change: the run's commit and, per series, the next tested commit after it
-        lows: dict[str, list[int]] = {}
-        for b, pos in at.items():  # the run's commit, each series' previous point, the sparkline's two chunks
-            lows[b] = [pos, max(ctx.heads[b] // CHUNK - 1, 0) * CHUNK]
-            lows[b] += [p for p in (source.prev_point_position(conn, key, b, pos) for key in keys) if p is not None]
-        for b, head in ctx.heads.items():  # a branch that grew: the commit facts of its new positions
-            old = old_heads.get(b, (-1, ""))[0]
-            if old != head:
-                lows.setdefault(b, []).append(max(old, 0))
-        windows = {b: (min(v) // CHUNK * CHUNK, ctx.heads[b]) for b, v in lows.items()}
+        # what to load per branch: the chunk of the run's commit (rewritten whole), each series' point before
+        # that chunk (the rQPS of the chunk's first point), the sparkline's window
+        windows: dict[str, tuple[int, int]] = {}
+        for b, pos in at.items():
+            start = pos // CHUNK * CHUNK
+            lows = [start, max(ctx.heads[b] - SPARK_WINDOW + 1, 0)]
+            lows += [p for p in (source.prev_point_position(conn, key, b, start) for key in keys) if p is not None]
+            windows[b] = (min(lows), ctx.heads[b])
         orders = {b: source.branch_order(conn, b, lo, hi) for b, (lo, hi) in windows.items()}
         where: dict[str, list[tuple[str, int]]] = {}
         for b, order in orders.items():
             for pos, sha in order:
                 where.setdefault(sha, []).append((b, pos))
+        # commit facts (for chart hovers) of the positions each branch gained since the last publish
+        grown = {}
+        for b, head in ctx.heads.items():
+            old = old_heads.get(b, (-1, ""))[0]
+            if head > old:
+                grown[b] = source.branch_order(conn, b, (old + 1) // CHUNK * CHUNK, head)
+        ctx.commits.update(source.commits(conn, {sha for order in grown.values() for _, sha in order}))
         ctx.tag_positions = {}
         for name, sha in ctx.tags.items():
             for b, pos in source.positions_of(conn, sha).items():
@@ -664,13 +673,13 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             write_series_data(w, ctx, s, lo_chunk, summ.last_position // CHUNK)
         for summ in summaries:  # every series page: markers, siblings and change points may have moved
             write_series_page(w, ctx, summ, sib[summ.sid])
-        for b, order in orders.items():
+        for b, order in grown.items():
             write_branch_chunks(w, ctx, b, order)
         rows = commit_rows(ctx, changed)
         runs = run_views(ctx, sorted(changed))
         for sha in sorted(changed):
             write_commit(w, ctx, sha, rows.get(sha, []), runs.get(sha, []))
-        write_common(w, ctx, summaries, now)
+        write_common(w, ctx, summaries, now, releases=run.sha in ctx.tag_at)
         final = w.commit()
         cache.flush()
         save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags)

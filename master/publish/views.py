@@ -15,6 +15,7 @@ from master.publish.ratios import Ratio
 from master.publish.source import CHUNK, MeasureKey, SeriesKey
 
 SPARK_POINTS = 120
+SPARK_WINDOW = 200  # the sparkline shows tested commits among the branch's newest SPARK_WINDOW positions
 SPARK_W, SPARK_H = 120, 24
 
 
@@ -100,9 +101,9 @@ def spark_path(values: Sequence[float]) -> str:
 
 
 def tail_rows(series: SeriesData, head: int) -> range:
-    """The sparkline's rows: at most SPARK_POINTS from the branch's last two chunks (same in full and
-    incremental publishes, since an incremental one always loads that tail)."""
-    start = max(head // CHUNK - 1, 0) * CHUNK
+    """The sparkline's rows: at most SPARK_POINTS among the branch's newest SPARK_WINDOW positions (the same in
+    full and incremental publishes, since an incremental one always loads them)."""
+    start = max(head - SPARK_WINDOW + 1, 0)
     first = series.start + int(np.searchsorted(series.positions, start))
     return range(max(first, series.end - SPARK_POINTS), series.end)
 

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import threading
 import time
 from pathlib import Path, PurePosixPath
 from typing import Iterator
@@ -74,13 +75,15 @@ class SiteWriter:
 
     @staticmethod
     def _link_tree(src: Path, dst: Path) -> None:
-        for dirpath, dirnames, filenames in os.walk(src):
-            rel = os.path.relpath(dirpath, src)
-            target = dst if rel == "." else dst / rel
+        """Hard-link every file of the live version into the new one (plain strings: ~15 us per file)."""
+        src_s, dst_s = str(src), str(dst)
+        link, mkdir, join = os.link, os.mkdir, os.path.join
+        for dirpath, dirnames, filenames in os.walk(src_s):
+            target = dst_s + dirpath[len(src_s):]
             for d in dirnames:
-                (target / d).mkdir()
+                mkdir(join(target, d))
             for f in filenames:
-                os.link(os.path.join(dirpath, f), target / f)
+                link(join(dirpath, f), join(target, f))
 
     def exists(self, rel: str) -> bool:
         return (self.root / _check_rel(rel)).exists()
@@ -127,11 +130,29 @@ class SiteWriter:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _prune(self, keep: set[str]) -> None:
+        """Retire old versions: renamed to *.trash at once (so no later publish links from them), deleted by a
+        background thread: deleting ~10,000 files takes about a second, and the new version is already live."""
+        doomed = []
         for entry in self.versions.iterdir():
-            if entry.name not in keep and not entry.name.endswith(".tmp"):
-                shutil.rmtree(entry, ignore_errors=True)
-            elif entry.name.endswith(".tmp") and entry != self.root and _stale(entry):
-                shutil.rmtree(entry, ignore_errors=True)
+            if entry.name.endswith(".trash"):
+                doomed.append(entry)  # left by a process that ended before its cleanup finished
+            elif entry.name.endswith(".tmp"):
+                if entry != self.root and _stale(entry):
+                    doomed.append(entry)
+            elif entry.name not in keep:
+                trash = entry.with_name(f"{entry.name}.{os.getpid()}.{time.time_ns()}.trash")
+                try:
+                    os.rename(entry, trash)
+                except OSError:
+                    continue
+                doomed.append(trash)
+        if doomed:
+            threading.Thread(target=_remove_all, args=(doomed,), name="perffarm-site-prune", daemon=True).start()
+
+
+def _remove_all(paths: list[Path]) -> None:
+    for p in paths:
+        shutil.rmtree(p, ignore_errors=True)
 
 
 def _stale(path: Path, age: float = 3600.0) -> bool:

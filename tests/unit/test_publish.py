@@ -325,3 +325,14 @@ def test_a_failing_publish_never_loses_the_ingest(farm, tmp_path):
     assert any("site publish failed" in m and "perffarm publish" in m for m in after.messages)
     conn = store.connect(farm.settings.results_db)
     assert conn.execute("SELECT sha FROM runs WHERE id = ?", (out.run_id,)).fetchone()[0] == sha
+
+
+def test_an_empty_farm_publishes_a_site_that_says_so(tmp_path):
+    # what `perffarm run` publishes at first start, before any result
+    settings = settings_for(tmp_path / "data", tmp_path / "no-repo")
+    store.connect(settings.results_db).close()
+    report = publish_all(settings, now=NOW)
+    assert report.series == 0 and settings.site_dir.is_symlink()
+    assert "No results yet" in text_of(settings.site_dir, "index.html")
+    assert "No alerts." in text_of(settings.site_dir, "alerts.html")
+    assert ET.fromstring(text_of(settings.site_dir, "alerts.atom")).findtext(f"{ATOM}id") == "urn:perffarm:alerts"
