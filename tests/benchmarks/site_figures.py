@@ -68,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     say(f"   warm: {', '.join(f'{x:.2f}' for x in full)} s -> median {statistics.median(full):.2f} s")
 
     say("\n2. incremental publish after one new run (a new commit, every series measured)")
-    head = args.commits
+    from master import store
+
+    conn = store.connect(settings.results_db)
+    head = store.branch_head(conn, "master")[0] + 1  # earlier runs of this script appended commits
+    conn.close()
     inc = []
     for i in range(args.runs):
         run_id = publish_data.next_run(settings.results_db, head + i, args.series)

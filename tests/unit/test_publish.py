@@ -125,21 +125,29 @@ def test_hostile_tag_names_from_the_database_stay_inside_the_site(farm, tmp_path
 # ------------------------------------------------------------------------------------------------ publishing
 
 
-def test_incremental_publish_after_a_new_run_equals_a_full_publish(farm, tmp_path):
+@pytest.mark.parametrize("where", ["new head commit", "second run of an old commit"])
+def test_incremental_publish_after_a_new_run_equals_a_full_publish(farm, tmp_path, where):
     inc, full = tmp_path / "inc", tmp_path / "full"
     first = publish_all(farm.settings, inc, now=NOW)
     assert first.incremental is False
-    sha = farm.repo.bench_commit(f"one more {XSS_SCRIPT}", 4242)
-    farm.shas.append(sha)
-    run_id = farm.ingest(len(farm.shas) - 1, 850.0, seed=999)  # the master's pipeline (publishes to site_dir)
+    if where == "new head commit":
+        sha = farm.repo.bench_commit(f"one more {XSS_SCRIPT}", 4242)
+        farm.shas.append(sha)
+        i = len(farm.shas) - 1
+    else:  # e.g. a forced re-run or a bisection probe: its samples merge with the first run's
+        i = 8
+        sha = farm.shas[i]
+    run_id = farm.ingest(i, 850.0 if where == "new head commit" else 1000.0, seed=999)  # the master's pipeline
     report = publish_incremental(farm.settings, run_id, inc, now=NOW)
-    assert report.incremental is True and report.commit_pages == 1 < first.commit_pages, report
+    assert report.incremental is True and report.commit_pages < first.commit_pages, report
     publish_all(farm.settings, full, now=NOW)
     a, b = files(inc), files(full)
     assert sorted(a) == sorted(b)
     different = [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)]
     assert different == []
     assert f"data/commits/{sha}.js" in a
+    if where != "new head commit":
+        assert len(json.loads(text_of(full, f"data/commits/{sha}.js")[len("perffarm.commit(") + 43:-3])["runs"]) == 2
 
 
 def test_a_failure_mid_render_leaves_the_live_site_intact(farm, tmp_path):
