@@ -9,6 +9,7 @@ distribution-free online gate fast.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -30,6 +31,15 @@ def lower_tail(u_small: int, n1: int, n2: int) -> float:
         return float(ndtr((u_small + 0.5 - mean) / sd))
     if n1 > n2:
         n1, n2 = n2, n1
+    if u_small < 2 * n2 + 3:
+        # Below degree 2·n2 + 3 the numerator prod (1 - q^(n2+i)) is 1 - sum_i q^(n2+i), so the count
+        # is partitions of at most u_small into at most n1 parts minus those of u_small - n2 - i: table
+        # look-ups instead of n1 polynomial divisions.
+        table = _partition_table()[n1]
+        shifted = u_small - n2 - np.arange(1, n1 + 1)
+        count = float(table[u_small] - table[shifted[shifted >= 0]].sum())
+        log_total = math.lgamma(n1 + n2 + 1) - math.lgamma(n1 + 1) - math.lgamma(n2 + 1)
+        return float(min(1.0, math.exp(math.log(count) - log_total))) if count > 0.0 else 0.0
     size = u_small + 1
     # Coefficients of prod_{i=1..n1} (1 - q^(n2+i)) / (1 - q^i), truncated at degree u_small.
     coef = np.zeros(size)
@@ -47,6 +57,22 @@ def lower_tail(u_small: int, n1: int, n2: int) -> float:
     if count <= 0.0:
         return 0.0
     return float(min(1.0, math.exp(math.log(count) - log_total)))
+
+
+@functools.cache
+def _partition_table() -> np.ndarray:
+    """T[j, u]: partitions of 0..u (summed) into at most j parts, for j <= 60 and u <= 1000 (built once)."""
+    size = _EXACT_LIMIT + 1
+    table = np.zeros((_EXACT_MAX_SMALL + 1, size))
+    coef = np.zeros(size)
+    coef[0] = 1.0
+    table[0] = np.cumsum(coef)
+    for i in range(1, _EXACT_MAX_SMALL + 1):
+        pad = (-size) % i
+        view = np.concatenate([coef, np.zeros(pad)]).reshape(-1, i)
+        coef = np.cumsum(view, axis=0).reshape(-1)[:size]
+        table[i] = np.cumsum(coef)
+    return table
 
 
 def pairs_below(new: np.ndarray, base: np.ndarray) -> int:

@@ -74,3 +74,23 @@ def test_benjamini_hochberg_over_a_family_larger_than_the_p_values_given() -> No
     assert benjamini_hochberg([3e-5], 0.01, m=100).tolist() == [True]
     with pytest.raises(ValueError):
         benjamini_hochberg([0.1, 0.2], 0.05, m=1)
+
+
+def test_exact_tail_table_path_matches_a_direct_count() -> None:
+    # Counts of arrangements with U' = k by the recurrence c(k; a, b) = c(k; a, b-1) + c(k-b; a-1, b),
+    # compared with lower_tail on both sides of its table shortcut (u < 2·n2 + 3) and beyond it.
+    from functools import cache
+
+    @cache
+    def count(k: int, a: int, b: int) -> int:
+        if k < 0:
+            return 0
+        if a == 0 or b == 0:
+            return int(k == 0)
+        return count(k, a, b - 1) + count(k - b, a - 1, b)
+
+    for a, b in [(3, 5), (5, 5), (4, 9), (7, 12), (12, 12)]:
+        total = math.comb(a + b, a)
+        for u in range(0, a * b + 1):
+            expected = sum(count(k, a, b) for k in range(u + 1)) / total
+            assert lower_tail(u, a, b) == pytest.approx(expected, rel=1e-12), (u, a, b)
