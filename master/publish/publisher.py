@@ -262,37 +262,49 @@ def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tu
         w.write(f"data/branches/{safe_name(branch)}/{k}.js", js_call("commits", safe_name(branch), k, rows))
 
 
-def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[list[Any]]]:
-    """sha -> one row per series measured there: [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]."""
-    out: dict[str, list[list[Any]]] = {}
+def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[tuple[Any, ...]]]:
+    """sha -> one row per series measured there: [sid, median, n, ratio, ci_low, ci_high, colour, base, flags],
+    series in a fixed order. Built column-wise (a sort and zip, no per-point Python loop: 1M points)."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
     t = ctx.table
-    if t is None:
+    if t is None or not ctx.series:
         return out
-    ratio, low, high = _nums(ctx.prev_ratio, 6), _nums(ctx.prev_low, 6), _nums(ctx.prev_high, 6)
-    med = ctx.med_r.tolist()
-    n = t.n.tolist()
-    flags = ((t.noisy.astype(np.int64)) | (t.sla.astype(np.int64) * 2)).tolist()
-    colour = ctx.prev_colour
     order = sorted(ctx.series.values(), key=lambda s: (s.key.measure.workload, s.key.measure.metric, s.key.branch,
                                                        s.key.measure.machine_id, s.key.measure.recipe,
                                                        s.key.measure.recipe_version, s.sid))
+    rows_of = np.concatenate([np.arange(s.start, s.end) for s in order])
+    if shas is not None:
+        rows_of = np.array([i for i in rows_of.tolist() if t.sha[i] in shas], dtype=np.int64)
+        if not len(rows_of):
+            return out
+    ids: dict[str, int] = {}
+    cid = np.fromiter((ids.setdefault(t.sha[i], len(ids)) for i in rows_of.tolist()), dtype=np.int64,
+                      count=len(rows_of))
+    perm = np.lexsort((np.arange(len(rows_of)), cid))  # by commit, then series order (stable)
+    rows = rows_of[perm]
+    cid = cid[perm]
+    sid_of = np.empty(len(t.pos), dtype=object)
+    first = np.zeros(len(t.pos), dtype=bool)
     for s in order:
-        sid = s.sid
-        for i in range(s.start, s.end):
-            sha = t.sha[i]
-            if shas is not None and sha not in shas:
-                continue
-            row = [sid, med[i], n[i], ratio[i], low[i], high[i], colour[i],
-                   t.sha[i - 1][:12] if i > s.start else "", flags[i]]
-            rows = out.get(sha)
-            if rows is None:
-                out[sha] = [row]
-            else:
-                rows.append(row)
+        sid_of[s.start : s.end] = s.sid
+        first[s.start] = True
+    rl = rows.tolist()
+    cols = [
+        sid_of[rows].tolist(), ctx.med_r[rows].tolist(), t.n[rows].tolist(),
+        _nums(ctx.prev_ratio[rows], 6), _nums(ctx.prev_low[rows], 6), _nums(ctx.prev_high[rows], 6),
+        [ctx.prev_colour[i] for i in rl], ["" if first[i] else t.sha[i - 1][:12] for i in rl],
+        ((t.noisy[rows].astype(np.int64)) | (t.sla[rows].astype(np.int64) * 2)).tolist(),
+    ]
+    zipped = list(zip(*cols))
+    bounds = np.flatnonzero(np.diff(cid)) + 1
+    starts = [0, *bounds.tolist()]
+    ends = [*bounds.tolist(), len(rl)]
+    for a, b in zip(starts, ends):
+        out[t.sha[rl[a]]] = zipped[a:b]
     return out
 
 
-def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: list[list[Any]], runs: list[RunView]) -> None:
+def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: list[tuple[Any, ...]], runs: list[RunView]) -> None:
     """data/commits/<sha>.js: what commit.html?c=<sha> shows and what the compare page divides."""
     name = commit_name(sha)
     c = ctx.commits.get(sha)
@@ -535,9 +547,8 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
             for pos, sha in order:
                 where.setdefault(sha, []).append((b, pos))
         ctx.tag_positions = {b: {sha: pos for pos, sha in order if sha in ctx.tag_at} for b, order in orders.items()}
-        say(f"loading samples of {len(where)} commits on {len(orders)} branch(es)")
+        say(f"loading the samples of {len(where)} commits on {len(orders)} branch(es), rQPS of every point")
         ctx.load(where, None, None)
-        say(f"{len(ctx.series)} series: computing rQPS vs the previous point (cached ratios are reused)")
         summaries = list(ctx.summaries(ctx.series.values()).values())
         sib = siblings_of(summaries)
         by_sid = {s.sid: s for s in ctx.series.values()}
