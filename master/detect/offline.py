@@ -62,8 +62,10 @@ def seeded_intervals(n: int, min_len: int, decay: float = 0.5) -> list[tuple[np.
         shift = (n - length) / (count - 1) if count > 1 else 0.0
         starts = np.floor(np.arange(count) * shift).astype(np.int64)
         stops = np.minimum(np.ceil(np.arange(count) * shift + length).astype(np.int64), n)
-        pairs = np.unique(np.stack([starts, stops], axis=1), axis=0)
-        levels.append((pairs[:, 0], pairs[:, 1]))
+        # Both ends are non-decreasing in the interval number, so duplicates are neighbours.
+        keep = np.ones(len(starts), dtype=bool)
+        keep[1:] = (starts[1:] != starts[:-1]) | (stops[1:] != stops[:-1])
+        levels.append((starts[keep], stops[keep]))
         k += 1
     return levels
 
@@ -82,19 +84,17 @@ def _level_scan(
     s1 = offsets[stops]
     lens = (s1 - s0).astype(float)
     mean = (prefix[s1] - prefix[s0]) / lens
-    ncommits = stops - starts
-    pos = np.arange(int(ncommits.max()) + 1)
-    cvalid = (pos[None, :] >= min_seg) & (pos[None, :] <= (ncommits - min_seg)[:, None])
-    cut = np.where(cvalid, starts[:, None] + pos[None, :], starts[:, None] + min_seg)
-    n1 = (offsets[cut] - s0[:, None]).astype(float)
-    n = lens[:, None]
-    left = prefix[offsets[cut]] - prefix[s0][:, None]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z = (left - n1 * mean[:, None]) / np.sqrt(sigma2 * n1 * (n - n1) / n)
-    z = np.where(cvalid, z, 0.0)
-    best = np.argmax(np.abs(z), axis=1)
+    pos = np.arange(min_seg, int((stops - starts).max()) - min_seg + 1)
+    # Splits past an interval's last valid one repeat that one; argmax keeps the first occurrence.
+    cut = np.minimum(starts[:, None] + pos[None, :], (stops - min_seg)[:, None])
+    oc = offsets[cut]
+    n1 = (oc - s0[:, None]).astype(float)
+    dev = prefix[oc] - prefix[s0][:, None] - n1 * mean[:, None]
+    best = np.argmax(dev * dev / (n1 * (lens[:, None] - n1)), axis=1)  # |z| up to a per-interval factor
     rows = np.arange(len(starts))
-    return cut[rows, best], z[rows, best], lens
+    nb = n1[rows, best]
+    z = dev[rows, best] / np.sqrt(sigma2 * nb * (lens - nb) / lens)
+    return cut[rows, best], z, lens
 
 
 def _noise_variance(scores: np.ndarray, offsets: np.ndarray) -> float:
