@@ -224,10 +224,18 @@ def _thin(
     return [int(c) for c in cuts_arr]
 
 
+def _median(x: np.ndarray) -> float:
+    """np.median of a 1-D array (same value), without its generic-axis overhead: one partition."""
+    n = len(x)
+    lo, hi = (n - 1) // 2, n // 2
+    part = np.partition(x, [lo, hi]) if lo != hi else np.partition(x, lo)
+    return float((part[lo] + part[hi]) / 2.0)
+
+
 def _median_ratio(series: Series, lo: int, mid: int, hi: int) -> float:
     """Median of the samples after the split over the median before it."""
-    before = float(np.median(series.samples(lo, mid)))
-    after = float(np.median(series.samples(mid, hi)))
+    before = _median(series.samples(lo, mid))
+    after = _median(series.samples(mid, hi))
     if before == 0.0:
         return math.inf if after > 0 else (1.0 if after == 0 else -math.inf)
     return after / before
@@ -416,7 +424,7 @@ def _polish(
         return cut
     left = series.samples(max(lo, a - span), a) if a - lo >= min_seg else series.samples(lo, cut)
     right = series.samples(b, min(hi, b + span)) if hi - b >= min_seg else series.samples(cut, hi)
-    m_left, m_right = float(np.median(left)), float(np.median(right))
+    m_left, m_right = _median(left), _median(right)
     x = series.samples(a, b)
     offs = series.offsets[a:b] - series.offsets[a]
     if m_left > 0 and m_right > 0:
