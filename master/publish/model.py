@@ -7,6 +7,7 @@ array operations (master.detect.rqps.median_ratio_block), and pages read slices.
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from dataclasses import dataclass, field
@@ -127,35 +128,107 @@ def _grouped(conn: sqlite3.Connection, shas: Iterable[str] | None) -> list[tuple
     return conn.execute(_GROUPED.format(where=" AND r.sha IN (SELECT sha FROM publish_shas)")).fetchall()
 
 
+@dataclass
+class KeyGroup:
+    """Every ok run's samples of one measure key, in one place (the unit of the samples cache)."""
+
+    key: MeasureKey
+    unit: str
+    direction: str
+    ids: list[int]
+    shas: list[str]
+    noisy: list[bool]
+    sla: list[bool]
+    texts: list[str]  # the samples as stored (JSON)
+    counts: list[int]
+    flat: np.ndarray
+
+
+def _parse(g: tuple) -> KeyGroup:
+    texts = g[11].split("|")
+    counts = [t.count(",") + 1 if t.strip() != "[]" else 0 for t in texts]
+    body = ",".join(t.strip()[1:-1] for t, c in zip(texts, counts) if c)
+    flat = np.fromstring(body, sep=",") if body else np.empty(0)  # the C parser: ~0.3 us per sample
+    return KeyGroup(MeasureKey(g[0], g[1], int(g[2]), g[3], g[4], g[5]), g[6], g[7],
+                    [int(x) for x in g[8].split(",")], g[9].split(","), [x == "1" for x in g[10].split(",")],
+                    [x == "1" for x in g[12].split(",")], texts, counts, flat)
+
+
+_CACHE_VERSION = 1
+
+
+def _cached_groups(conn: sqlite3.Connection, cache: sqlite3.Connection) -> list[KeyGroup]:
+    """Every key's samples: parsed ones from the publish cache plus measurement rows stored since (by rowid).
+
+    Runs and their measurements never change once stored, so the cache only grows; if the number of
+    measurement rows does not add up (rows deleted), it is rebuilt. Derived data: deleting it costs time only.
+    """
+    cache.execute("CREATE TABLE IF NOT EXISTS sample_groups (key TEXT PRIMARY KEY, unit TEXT, direction TEXT, "
+                  "ids TEXT, shas TEXT, noisy TEXT, sla TEXT, texts TEXT, counts BLOB, flat BLOB)")
+    cache.execute("CREATE TABLE IF NOT EXISTS sample_meta (name TEXT PRIMARY KEY, value INTEGER)")
+    meta = dict(cache.execute("SELECT name, value FROM sample_meta").fetchall())
+    upto, seen = meta.get("upto", 0), meta.get("seen", 0)
+    top, total = conn.execute("SELECT COALESCE(MAX(rowid), 0), COUNT(*) FROM measurements").fetchone()
+    fresh = conn.execute("SELECT COUNT(*) FROM measurements WHERE rowid > ?", (upto,)).fetchone()[0]
+    groups: dict[MeasureKey, KeyGroup] = {}
+    if meta.get("version") == _CACHE_VERSION and seen + fresh == total:
+        for row in cache.execute("SELECT key, unit, direction, ids, shas, noisy, sla, texts, counts, flat "
+                                 "FROM sample_groups"):
+            k = MeasureKey(*json.loads(row[0]))
+            groups[k] = KeyGroup(k, row[1], row[2], [int(x) for x in row[3].split(",")], row[4].split(","),
+                                 [x == "1" for x in row[5]], [x == "1" for x in row[6]], row[7].split("|"),
+                                 np.frombuffer(row[8], dtype=np.int64).tolist(), np.frombuffer(row[9], dtype=float))
+    else:
+        upto = 0
+    new = [_parse(g) for g in conn.execute(_GROUPED.format(where=" AND m.rowid > ? AND m.rowid <= ?"),
+                                           (upto, top)).fetchall()]
+    for g in new:
+        old = groups.get(g.key)
+        if old is None:
+            groups[g.key] = g
+        else:
+            groups[g.key] = KeyGroup(g.key, g.unit, g.direction, old.ids + g.ids, old.shas + g.shas,
+                                     old.noisy + g.noisy, old.sla + g.sla, old.texts + g.texts,
+                                     old.counts + g.counts, np.concatenate([old.flat, g.flat]))
+    if new or meta.get("version") != _CACHE_VERSION or upto == 0:
+        with cache:
+            cache.execute("DELETE FROM sample_groups WHERE ? = 0", (upto,))
+            cache.executemany("INSERT OR REPLACE INTO sample_groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+                (json.dumps([k.machine_id, k.recipe, k.recipe_version, k.config_hash, k.workload, k.metric]),
+                 g.unit, g.direction, ",".join(map(str, g.ids)), ",".join(g.shas),
+                 "".join("1" if x else "0" for x in g.noisy), "".join("1" if x else "0" for x in g.sla),
+                 "|".join(g.texts), np.asarray(g.counts, dtype=np.int64).tobytes(), g.flat.tobytes())
+                for k, g in groups.items() if upto == 0 or any(n.key == k for n in new)])
+            cache.executemany("INSERT OR REPLACE INTO sample_meta VALUES (?, ?)",
+                              [("version", _CACHE_VERSION), ("upto", top), ("seen", total)])
+    return list(groups.values())
+
+
 def load(
     conn: sqlite3.Connection,
     where: Mapping[str, list[tuple[str, int]]],
     shas: Iterable[str] | None,
     keys: set[MeasureKey] | None,
+    cache: sqlite3.Connection | None = None,
 ) -> dict[SeriesKey, SeriesData]:
     """Series for every (measure key, branch) of the ok runs at `shas` (None: all); `where` maps a sha to the
-    (branch, position) pairs it sits at. Runs of one commit are merged (bisection probes add samples)."""
-    groups = []
-    for g in _grouped(conn, shas):
-        key = MeasureKey(g[0], g[1], int(g[2]), g[3], g[4], g[5])
-        if keys is None or key in keys:
-            groups.append((key, g))
-    groups.sort(key=lambda kg: (kg[0].machine_id, kg[0].recipe, kg[0].recipe_version, kg[0].config_hash,
-                                kg[0].workload, kg[0].metric))
+    (branch, position) pairs it sits at. Runs of one commit are merged (bisection probes add samples).
+    With `cache` (and shas None) parsed samples come from the publish cache (see _cached_groups)."""
+    if shas is None and cache is not None:
+        found = _cached_groups(conn, cache)
+    else:
+        found = [_parse(g) for g in _grouped(conn, shas)]
+    groups = [g for g in found if keys is None or g.key in keys]
+    groups.sort(key=lambda g: (g.key.machine_id, g.key.recipe, g.key.recipe_version, g.key.config_hash,
+                               g.key.workload, g.key.metric))
     cols: dict[str, list] = {c: [] for c in ("pos", "sha", "off", "n", "text", "runs", "noisy", "sla")}
     flats: list[np.ndarray] = []  # every key's parsed samples, and merged samples of commits with several runs
     main_blocks: list[int] = []  # which of `flats` are keys' samples, in key order
     base = 0
     spans: list[tuple[MeasureKey, str, str, str, int, int]] = []
-    for key, g in groups:
-        ids = [int(x) for x in g[8].split(",")]
-        shas_k = g[9].split(",")
-        noisy = [x == "1" for x in g[10].split(",")]
-        texts = g[11].split("|")
-        sla = [x == "1" for x in g[12].split(",")]
-        counts = [t.count(",") + 1 if t.strip() != "[]" else 0 for t in texts]
-        body = ",".join(t.strip()[1:-1] for t, c in zip(texts, counts) if c)
-        flat = np.fromstring(body, sep=",") if body else np.empty(0)  # the C parser: ~0.3 us per sample
+    for g in groups:
+        key = g.key
+        ids, shas_k, noisy, texts, sla, counts, flat = g.ids, g.shas, g.noisy, g.texts, g.sla, g.counts, g.flat
         offs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) + base
         wl = [where.get(sha, ()) for sha in shas_k]
         if len(set(shas_k)) == len(shas_k) and all(len(w) == 1 for w in wl):
@@ -179,7 +252,7 @@ def load(
                 cols["runs"].extend([(ids[i],) for i in ol])
                 cols["noisy"].append(nz[o])
                 cols["sla"].append(sl[o])
-                spans.append((key, branch, g[6], g[7], first, len(cols["sha"])))
+                spans.append((key, branch, g.unit, g.direction, first, len(cols["sha"])))
         else:
             # runs of one commit merged, oldest first; commits on several branches
             by_sha: dict[str, list[int]] = {}
@@ -213,7 +286,7 @@ def load(
                         cols["runs"].append(tuple(ids[j] for j in js))
                         cols["noisy"].append(np.array([any(noisy[j] for j in js)]))
                         cols["sla"].append(np.array([any(sla[j] for j in js)]))
-                spans.append((key, branch, g[6], g[7], first, len(cols["sha"])))
+                spans.append((key, branch, g.unit, g.direction, first, len(cols["sha"])))
         flats.append(flat)
         main_blocks.append(len(flats) - 1)
         base += len(flat)

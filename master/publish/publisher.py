@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 import sqlite3
 import time
@@ -101,7 +100,7 @@ class Context:
     def load(self, where: Mapping[str, list[tuple[str, int]]], shas: Iterable[str] | None,
              keys: set[MeasureKey] | None) -> None:
         """Load the series (replacing what was loaded) and every point's rQPS vs the previous point."""
-        self.series = model.load(self.conn, where, shas, keys)
+        self.series = model.load(self.conn, where, shas, keys, cache=self.cache.conn)
         need = set(where) if shas is not None else None
         self.commits.update(source.commits(self.conn, need))
         table = next(iter(self.series.values())).table if self.series else None
@@ -194,11 +193,9 @@ _SAMPLES = "\u0000samples\u0000"
 
 
 def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int, hi_chunk: int) -> None:
-    """Per chunk of branch positions: chart columns (.js) and everything for tools (.json, also .samples.js).
-
-    Samples are spliced in as stored (JSON text), and the .json text holds only numbers, hex shas and fixed
-    words, so the same text is wrapped into the .samples.js script (render.wrap_js checks it).
-    """
+    """Per chunk of branch positions: chart columns (.js), everything for tools (.json) and the raw samples
+    for the page (.samples.js). Samples are spliced in as stored (JSON text), never decoded and re-encoded;
+    render.wrap_js escapes anything that could end a script element."""
     base = f"data/series/{s.sid}"
     t = ctx.table
     for k in range(lo_chunk, hi_chunk + 1):
@@ -218,9 +215,11 @@ def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int,
                             "ci_low": _nums(ctx.prev_low[a:b], 6) if b > a else [],
                             "ci_high": _nums(ctx.prev_high[a:b], 6) if b > a else []},
         }, clean=False)
-        text = text.replace(json.dumps(_SAMPLES), "[" + ",".join(t.text[a:b] if b > a else []) + "]", 1)
-        w.write(f"{base}/{k}.json", text)
-        w.write(f"{base}/{k}.samples.js", wrap_js("samples", s.sid, k, text))
+        samples = "[" + ",".join(t.text[a:b] if b > a else []) + "]"
+        w.write(f"{base}/{k}.json", text.replace(json.dumps(_SAMPLES), samples, 1))
+        # raw samples on demand (the chart's "Samples" button): positions and the stored sample arrays only
+        w.write(f"{base}/{k}.samples.js", wrap_js("samples", s.sid, k, f'{{"position":{json.dumps(pos)},'
+                                                                         f'"samples":{samples}}}'))
 
 
 def write_series_page(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:

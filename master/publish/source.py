@@ -114,10 +114,6 @@ def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict
     return out
 
 
-def branches(conn: sqlite3.Connection) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT DISTINCT branch FROM branch_commits ORDER BY branch")]
-
-
 def branch_order(conn: sqlite3.Connection, branch: str, lo: int = 0, hi: int | None = None) -> list[tuple[int, str]]:
     """(position, sha) of a branch between lo and hi (inclusive), oldest first."""
     hi = 2**62 if hi is None else hi
@@ -203,16 +199,6 @@ def change_points(conn: sqlite3.Connection) -> list[ChangePointRow]:
     return out
 
 
-def alerts(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Rows of the alerts table as dicts (whatever columns it has); [] when the table does not exist."""
-    cols = has_table(conn, "alerts")
-    if not cols:
-        return []
-    order = "id" if "id" in cols else "rowid"
-    return [dict(zip(cols, r)) for r in conn.execute(f"SELECT {', '.join(_quote(c) for c in cols)} FROM alerts "
-                                                     f"ORDER BY {_quote(order)}")]
-
-
 def machines(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     out = {}
     for r in conn.execute("SELECT id, fingerprint, first_seen FROM machines ORDER BY id"):
@@ -256,10 +242,6 @@ def untested_counts(conn: sqlite3.Connection, window: int = 100) -> dict[str, in
 
 def run_of(conn: sqlite3.Connection, run_id: int) -> Run | None:
     return runs(conn, ids=[run_id]).get(run_id)
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _chunked(conn: sqlite3.Connection, sql: str, column: str, values: Iterable[Any] | None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -12,7 +12,7 @@ import numpy as np
 from master.publish.model import SeriesData
 from master.publish.names import safe_name
 from master.publish.ratios import Ratio
-from master.publish.source import CHUNK, MeasureKey, SeriesKey
+from master.publish.source import MeasureKey
 
 SPARK_POINTS = 120
 SPARK_WINDOW = 200  # the sparkline shows tested commits among the branch's newest SPARK_WINDOW positions
@@ -138,27 +138,6 @@ class ChangeView:
     ci_high: float | None
     pvalue: float
     state: str
-
-
-@dataclass(frozen=True)
-class CommitRow:
-    """One series at one commit on the commit page."""
-
-    sid: str
-    branch: str
-    machine_id: str
-    recipe: str
-    recipe_version: int
-    workload: str
-    metric: str
-    unit: str
-    value: float
-    lo: float
-    hi: float
-    n: int
-    vs_parent: RatioView | None
-    noisy: bool
-    sla_miss: bool
 
 
 @dataclass(frozen=True)
@@ -351,11 +330,6 @@ def alert_views(rows: Sequence[Mapping[str, Any]], lines: Sequence[Any], history
                                d["last_error"], d["sent_at"]) for d in deliveries.get(aid, [])),
             tuple(sorted(bv, key=lambda b: b.id))))
     return out
-
-
-def series_label(key: SeriesKey) -> str:
-    m = key.measure
-    return f"{m.workload} · {m.metric} · {key.branch} · {m.machine_id} · {m.recipe} v{m.recipe_version}"
 
 
 def tag_order(tags: Mapping[str, str], authored: Mapping[str, int]) -> list[str]:

@@ -241,7 +241,7 @@
       need("s" + k, "../data/series/" + encodeURIComponent(meta.sid) + "/" + k + ".samples.js",
         function () { return !!store.samples[k]; },
         function () {
-          var d = store.samples[k], j = d.position.indexOf(pos[i]);  // the chunk's JSON document (k.json)
+          var d = store.samples[k], j = d.position.indexOf(pos[i]);  // {position: [...], samples: [[...], ...]}
           var row = document.createElement("tr"), c = td(j < 0 ? "" : d.samples[j].map(fmt).join(", "), "samples");
           c.colSpan = 7; row.appendChild(c); tr.after(row); btn.disabled = true;
         });

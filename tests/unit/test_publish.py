@@ -344,3 +344,18 @@ def test_an_empty_farm_publishes_a_site_that_says_so(tmp_path):
     assert "No results yet" in text_of(settings.site_dir, "index.html")
     assert "No alerts." in text_of(settings.site_dir, "alerts.html")
     assert ET.fromstring(text_of(settings.site_dir, "alerts.atom")).findtext(f"{ATOM}id") == "urn:perffarm:alerts"
+
+
+def test_a_full_publish_from_the_samples_cache_equals_one_without_it(farm, tmp_path):
+    publish_all(farm.settings, tmp_path / "first", now=NOW)  # fills <data_dir>/publish-cache.sqlite
+    sha = farm.repo.bench_commit("measured after the cache was filled", 4100)
+    farm.shas.append(sha)
+    farm.ingest(len(farm.shas) - 1, 850.0, seed=77)
+    farm.ingest(9, 1000.0, seed=78)  # a second run of an old commit: merged with its first
+    warm = publish_all(farm.settings, tmp_path / "warm", now=NOW)
+    (farm.settings.data_dir / "publish-cache.sqlite").unlink()
+    cold = publish_all(farm.settings, tmp_path / "cold", now=NOW)
+    a, b = files(tmp_path / "warm"), files(tmp_path / "cold")
+    assert sorted(a) == sorted(b) and warm.files_written == cold.files_written
+    assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
+    assert f"data/commits/{sha}.js" in a
