@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import sqlite3
 import time
@@ -173,6 +174,26 @@ def round6(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _fixed(*cols: np.ndarray) -> tuple[int, list[list[int]]]:
+    """Columns of rounded values as integers over one power of ten (integers encode ~5x faster than floats;
+    page data only, the tool JSON keeps floats). Exact for values rounded to <= the chosen decimals."""
+    both = np.concatenate(cols) if cols else np.empty(0)
+    finite = both[np.isfinite(both) & (both != 0)]
+    if not finite.size:
+        return 1, [np.zeros(len(c), dtype=np.int64).tolist() for c in cols]
+    decimals = int(np.clip(5 - np.floor(np.log10(np.abs(finite))), 0, 15).max())
+    top = float(np.max(np.abs(finite)))
+    decimals = max(0, min(decimals, int(math.floor(math.log10(2**52 / top)))))  # stay exact in a double
+    scale = 10**decimals
+    return scale, [np.rint(c * scale).astype(np.int64).tolist() for c in cols]
+
+
+def _micro(a: np.ndarray) -> list[int | None]:
+    """Ratios in millionths as integers (null where undefined) for the per-commit page data."""
+    ints = np.rint(np.nan_to_num(a, nan=0.0) * 1e6).astype(np.int64).tolist()
+    return [None if x != x else i for x, i in zip(a.tolist(), ints)]
+
+
 def _nums(a: np.ndarray, digits: int | None = None) -> list[float | None]:
     """A float column for JSON: NaN as null, optionally rounded to `digits` decimals."""
     if digits is not None:
@@ -204,8 +225,9 @@ def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int,
         med, lo, hi = (ctx.med_r[a:b].tolist(), ctx.lo_r[a:b].tolist(), ctx.hi_r[a:b].tolist()) if b > a else ([], [], [])
         n = t.n[a:b].tolist() if b > a else []
         flags = ((t.noisy[a:b].astype(np.int64)) | (t.sla[a:b].astype(np.int64) * 2)).tolist() if b > a else []
-        w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {"pos": pos, "med": med, "lo": lo, "hi": hi, "n": n,
-                                                                "flag": flags}))
+        scale, ints = _fixed(ctx.med_r[a:b], ctx.lo_r[a:b], ctx.hi_r[a:b])
+        w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {"pos": pos, "scale": scale, "med": ints[0],
+                                                                "lo": ints[1], "hi": ints[2], "n": n, "flag": flags}))
         text = json_document("series-chunk", {
             "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
             "position": pos, "sha": t.sha[a:b] if b > a else [], "median": med, "min": lo, "max": hi,
@@ -262,7 +284,8 @@ def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tu
 
 
 def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[tuple[Any, ...]]]:
-    """sha -> one row per series measured there: [sid, median, n, ratio, ci_low, ci_high, colour, base, flags],
+    """sha -> one row per series measured there: [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]
+    (ratio and CI in millionths, integers),
     series in a fixed order. Built column-wise (a sort and zip, no per-point Python loop: 1M points)."""
     out: dict[str, list[tuple[Any, ...]]] = {}
     t = ctx.table
@@ -290,7 +313,7 @@ def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[tuple[Any
     rl = rows.tolist()
     cols = [
         sid_of[rows].tolist(), ctx.med_r[rows].tolist(), t.n[rows].tolist(),
-        _nums(ctx.prev_ratio[rows], 6), _nums(ctx.prev_low[rows], 6), _nums(ctx.prev_high[rows], 6),
+        _micro(ctx.prev_ratio[rows]), _micro(ctx.prev_low[rows]), _micro(ctx.prev_high[rows]),
         [ctx.prev_colour[i] for i in rl], ["" if first[i] else t.sha[i - 1][:12] for i in rl],
         ((t.noisy[rows].astype(np.int64)) | (t.sla[rows].astype(np.int64) * 2)).tolist(),
     ]

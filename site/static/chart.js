@@ -45,7 +45,9 @@
       var d = store.points[k];
       if (!d) return;
       for (var i = 0; i < d.pos.length; i++) {
-        pos.push(d.pos[i]); med.push(d.med[i]); lo.push(d.lo[i]); hi.push(d.hi[i]); n.push(d.n[i]); flag.push(d.flag[i]);
+        // med/lo/hi are integers over d.scale (a power of ten): master/publish/publisher._fixed
+        pos.push(d.pos[i]); med.push(d.med[i] / d.scale); lo.push(d.lo[i] / d.scale); hi.push(d.hi[i] / d.scale);
+        n.push(d.n[i]); flag.push(d.flag[i]);
       }
     });
     var N = pos.length;

@@ -37,7 +37,8 @@
     d.tags.forEach(function (t) { facts.appendChild(document.createTextNode(" · ")); facts.appendChild(el("span", t, "tagname")); });
     var tbody = document.querySelector("#rows tbody"), series = (refs && refs.series) || {};
     d.rows.forEach(function (r) {
-      // [sid, median, n, ratio, ci_low, ci_high, colour, base, flags] (master/publish/publisher.commit_rows)
+      // [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]; ratio and CI in millionths
+      // (master/publish/publisher.commit_rows)
       var s = series[r[0]] || { label: r[0], branch: "", machine: "", recipe: "", unit: "" };
       var tr = el("tr"), first = el("td"), a = el("a", s.label);
       a.href = "series/" + encodeURIComponent(r[0]) + ".html"; first.appendChild(a);
@@ -49,8 +50,8 @@
       var rc = el("td");
       if (r[3] === null) rc.appendChild(el("span", "–", "rq none"));
       else {
-        rc.appendChild(el("span", r[3].toFixed(3) + (r[6] === "red" ? " ▼" : r[6] === "green" ? " ▲" : ""), "rq " + r[6]));
-        if (r[4] !== null) rc.appendChild(el("span", " [" + r[4].toFixed(3) + ", " + r[5].toFixed(3) + "]", "ci"));
+        rc.appendChild(el("span", (r[3] / 1e6).toFixed(3) + (r[6] === "red" ? " ▼" : r[6] === "green" ? " ▲" : ""), "rq " + r[6]));
+        if (r[4] !== null) rc.appendChild(el("span", " [" + (r[4] / 1e6).toFixed(3) + ", " + (r[5] / 1e6).toFixed(3) + "]", "ci"));
         rc.appendChild(el("span", " vs " + r[7], "muted"));
       }
       tr.appendChild(rc); tbody.appendChild(tr);

@@ -101,6 +101,9 @@ def test_chart_renders_and_hover_shows_the_commit(site, browser, artifacts_dir):
     page.wait_for_selector("#chart[data-ready='1']")
     visible = int(page.get_attribute("#chart", "data-visible"))
     assert visible >= 20
+    # the chart's values (fixed-point in the page data) are the medians of the tool JSON
+    chunk = json.loads((out / f"data/series/{series}/0.json").read_text())
+    assert page.evaluate("() => perffarm.chart.medians.slice(0, 5)") == pytest.approx(chunk["median"][:5], rel=1e-12)
     # the canvas really has the median line drawn: some non-white pixels in the plot area
     inked = page.evaluate("""() => { const c = document.getElementById('chart'), g = c.getContext('2d');
         const d = g.getImageData(0, 0, c.width, c.height).data; let n = 0;
@@ -174,6 +177,7 @@ def test_hostile_commit_subjects_render_as_text(site, browser, artifacts_dir, sc
     page = p.open(f"commit.html?c={farm.culprit}")
     page.wait_for_selector("body[data-ready='1']")
     assert "make it slower " + XSS_IMG == page.inner_text("#subject")
+    assert re.fullmatch(r"0\.8[4-6]\d ▼", page.locator("#rows .rq.red").first.inner_text())  # ~15% slower
     runs = page.locator("#runs tbody tr")
     assert runs.count() >= 3  # bisection probes of the culprit, each a stored run with its build link
     assert page.locator("#runs a[href^='http://127.0.0.1:8010/']").count() == runs.count()
