@@ -6,7 +6,9 @@ import datetime as dt
 import json
 import math
 import os
+import signal
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +29,7 @@ from master.publish.views import (
     AlertView, ChangeView, Marker, RatioView, ReleaseCell, ReleaseRow, ReleaseTable, RunView, Summary,
     SPARK_WINDOW, alert_views, previous_tag, safe_url, spark_path, tag_order, tail_rows,
 )
-from master.publish.writer import SiteWriter, publish_lock
+from master.publish.writer import PublishError, SiteWriter, publish_lock
 
 
 @dataclass(frozen=True)
@@ -547,16 +549,68 @@ Progress = Callable[[str], None]
 
 
 def publish_all(settings: Any, out_dir: Path | None = None, *, now: float | None = None,
-                progress: Progress | None = None) -> PublishReport:
-    """Render the whole site from the results database into a new version and swap it in."""
+                progress: Progress | None = None, jobs: int | None = None) -> PublishReport:
+    """Render the whole site from the results database into a new version and swap it in. jobs=2 writes the
+    per-commit data in a forked second process (default: default_jobs())."""
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs > 1 and threading.active_count() > 1:
+        raise PublishError("jobs > 1 forks; this process has other threads: publish with jobs=1")
     with publish_lock(out):
-        return _publish_all(settings, out, time.time() if now is None else now, progress)
+        return _publish_all(settings, out, time.time() if now is None else now, progress, jobs)
 
 
-def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None) -> PublishReport:
+def _write_commits(w: SiteWriter, ctx: Context, runs: Mapping[str, list[RunView]]) -> int:
+    rows = commit_rows(ctx, None)
+    shas = sorted(set(rows) | set(runs))
+    for sha in shas:
+        write_commit(w, ctx, sha, rows.get(sha, []), runs.get(sha, []))
+    return len(shas)
+
+
+def _fork(work: Callable[[], int]) -> tuple[int, int]:
+    """Run `work` in a forked child (it only computes and writes files into the unpublished version: no SQL,
+    no shared connections); returns (pid, read end of the pipe that carries its result)."""
+    r, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns, never runs the parent's cleanup
+        code = 1
+        try:
+            os.close(r)
+            msg = f"ok {work()}"
+            code = 0
+        except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises
+            msg = f"{type(e).__name__}: {e}"
+        try:
+            os.write(wfd, msg.encode("utf-8", "replace")[:8000])
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    return pid, r
+
+
+def _join(child: tuple[int, int]) -> int:
+    pid, r = child
+    with os.fdopen(r, "rb") as f:
+        msg = f.read().decode("utf-8", "replace")
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not msg.startswith("ok "):
+        raise PublishError(f"writing the per-commit data failed: {msg or f'child exit status {status}'}")
+    return int(msg[3:])
+
+
+def default_jobs() -> int:
+    """2 processes for a full publish when this process has one thread and the machine two cores; 1 in the
+    master (threads: forking there is not safe)."""
+    return 2 if threading.active_count() == 1 and (os.cpu_count() or 1) > 1 else 1
+
+
+def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None, jobs: int = 1) -> PublishReport:
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
+    child: tuple[int, int] | None = None
+    n_commits = 0
+    theirs: list[Summary] = []
     conn = _open(settings)
     cache = RatioCache(cache_path(settings), _bands(settings))
     w = SiteWriter(out, incremental=False)
@@ -574,31 +628,49 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         summaries = list(ctx.summaries(ctx.series.values()).values())
         sib = siblings_of(summaries)
         by_sid = {s.sid: s for s in ctx.series.values()}
-        say(f"writing {len(summaries)} series pages and their data")
-        for summ in summaries:
-            s = by_sid[summ.sid]
-            write_series_data(w, ctx, s, summ.first_position // CHUNK, summ.last_position // CHUNK)
-            write_series_page(w, ctx, summ, sib[summ.sid])
+        runs = run_views(ctx, None)
+        # with two processes the child writes the per-commit data and every fifth series (about half the work)
+        mine = summaries if jobs == 1 else [x for i, x in enumerate(summaries) if i % 5 != 4]
+        theirs = [] if jobs == 1 else [x for i, x in enumerate(summaries) if i % 5 == 4]
+
+        def write_series(part: list[Summary]) -> None:
+            for summ in part:
+                s = by_sid[summ.sid]
+                write_series_data(w, ctx, s, summ.first_position // CHUNK, summ.last_position // CHUNK)
+                write_series_page(w, ctx, summ, sib[summ.sid])
+
+        if jobs > 1:
+            say(f"writing the per-commit data and {len(theirs)} series in a second process")
+            child = _fork(lambda: (write_series(theirs), _write_commits(w, ctx, runs))[1])
+        say(f"writing {len(mine)} series pages and their data")
+        write_series(mine)
         for b, order in orders.items():
             write_branch_chunks(w, ctx, b, order)
-        rows = commit_rows(ctx, None)
-        runs = run_views(ctx, None)
-        shas = sorted(set(rows) | set(runs))
-        say(f"writing data for {len(shas)} commits")
-        for sha in shas:
-            write_commit(w, ctx, sha, rows.get(sha, []), runs.get(sha, []))
+        if child is None:
+            say("writing the per-commit data")
+            n_commits = _write_commits(w, ctx, runs)
+        else:
+            joining, child = child, None  # _join reaps it, whatever happens
+            n_commits = _join(joining)
         write_common(w, ctx, summaries, now)
         say("swapping the new version in")
         final = w.commit()
         cache.flush()
         save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags)
     except BaseException:
+        if child is not None:
+            os.kill(child[0], signal.SIGKILL)
+            os.waitpid(child[0], 0)
         w.abort()
         raise
     finally:
         cache.close()
         conn.close()
-    return PublishReport(out, final.name, False, len(w.written), len(summaries), len(shas), cache.computed,
+    theirs_files = sum(2 + 3 * (x.last_position // CHUNK - x.first_position // CHUNK + 1) for x in theirs) \
+        if jobs > 1 else 0  # what the child wrote: its series (page, index, 3 per chunk) and n_commits files
+    return PublishReport(out, final.name, False, len(w.written) + (n_commits + theirs_files if jobs > 1 else 0),
+                         len(summaries),
+                         n_commits, cache.computed,
                          cache.reused, time.perf_counter() - t0)
 
 

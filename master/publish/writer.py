@@ -147,7 +147,19 @@ class SiteWriter:
                     continue
                 doomed.append(trash)
         if doomed:
-            threading.Thread(target=_remove_all, args=(doomed,), name="perffarm-site-prune", daemon=True).start()
+            # not a daemon: a short-lived process (perffarm publish) finishes the deletion before it exits
+            t = threading.Thread(target=_remove_all, args=(doomed,), name="perffarm-site-prune")
+            _CLEANUPS.append(t)
+            t.start()
+
+
+_CLEANUPS: list[threading.Thread] = []
+
+
+def wait_for_cleanup() -> None:
+    """Wait until retired versions are deleted (benchmarks call this so runs do not overlap the deletions)."""
+    while _CLEANUPS:
+        _CLEANUPS.pop().join()
 
 
 def _remove_all(paths: list[Path]) -> None:

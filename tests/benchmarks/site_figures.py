@@ -28,6 +28,7 @@ os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 
 from master.publish import publish_all, publish_incremental  # noqa: E402
 from master.publish.serve import serve  # noqa: E402
+from master.publish.writer import wait_for_cleanup  # noqa: E402
 from master.settings import load_settings  # noqa: E402
 from tests.benchmarks import publish_data  # noqa: E402
 
@@ -62,9 +63,16 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(p)
 
     say(f"\n1. full publish, {args.series} series x {args.commits} commits")
+    wait_for_cleanup()
     cold = publish_all(settings, out)
     say(f"   cold (no site, no cache): {cold.seconds:.2f} s, {cold.files_written} files")
-    full = [publish_all(settings, out).seconds for _ in range(args.runs)]
+    wait_for_cleanup()
+    full = []
+    for _ in range(args.runs):
+        full.append(publish_all(settings, out).seconds)
+        t = time.perf_counter()
+        wait_for_cleanup()  # the retired version is deleted in the background; do not let runs overlap it
+        say(f"   run: {full[-1]:.2f} s (then {time.perf_counter() - t:.1f} s deleting the retired version)")
     say(f"   warm: {', '.join(f'{x:.2f}' for x in full)} s -> median {statistics.median(full):.2f} s")
 
     say("\n2. incremental publish after one new run (a new commit, every series measured)")
@@ -77,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.runs):
         run_id = publish_data.next_run(settings.results_db, head + i, args.series)
         r = publish_incremental(settings, run_id, out)
+        wait_for_cleanup()
         assert r.incremental, r
         inc.append(r.seconds)
         say(f"   run {run_id}: {r.seconds:.3f} s, {r.files_written} files")
