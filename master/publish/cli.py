@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="after publishing, serve DIR on http://127.0.0.1:PORT/ until Ctrl-C")
     parser.add_argument("--port", type=int, default=None,
                         help="port for --serve (default: [site] port, 8011)")
+    parser.add_argument("--jobs", type=int, choices=(1, 2), default=None,
+                        help="processes for the full render (default 2 on a machine with 2+ cores: one forked "
+                        "child writes the per-commit data)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
 
 
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"publish: {message}", flush=True)
 
     try:
-        report = publish_all(settings, args.out, progress=progress)
+        report = publish_all(settings, args.out, progress=progress, jobs=args.jobs)
     except PublishError as e:
         print(f"perffarm publish: {e}", file=sys.stderr)
         return 1

@@ -224,7 +224,7 @@ def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int,
     for k in range(lo_chunk, hi_chunk + 1):
         a, b = _chunk_bounds(s, k) if t is not None else (0, 0)
         pos = t.pos[a:b].tolist() if b > a else []
-        med, lo, hi = (ctx.med_r[a:b].tolist(), ctx.lo_r[a:b].tolist(), ctx.hi_r[a:b].tolist()) if b > a else ([], [], [])
+        med = ctx.med_r[a:b].tolist() if b > a else []
         n = t.n[a:b].tolist() if b > a else []
         flags = ((t.noisy[a:b].astype(np.int64)) | (t.sla[a:b].astype(np.int64) * 2)).tolist() if b > a else []
         scale, ints = _fixed(ctx.med_r[a:b], ctx.lo_r[a:b], ctx.hi_r[a:b])
@@ -232,7 +232,7 @@ def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int,
                                                                 "lo": ints[1], "hi": ints[2], "n": n, "flag": flags}))
         text = json_document("series-chunk", {
             "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
-            "position": pos, "sha": t.sha[a:b] if b > a else [], "median": med, "min": lo, "max": hi,
+            "position": pos, "sha": t.sha[a:b] if b > a else [], "median": med,
             "samples": _SAMPLES, "runs": t.runs[a:b] if b > a else [],
             "noisy": t.noisy[a:b].tolist() if b > a else [], "sla_miss": t.sla[a:b].tolist() if b > a else [],
             "vs_previous": {"ratio": _nums(ctx.prev_ratio[a:b], 6) if b > a else [],

@@ -206,7 +206,8 @@ def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path
             chunk = json.loads(text_of(out, str(Path(k).parent / f"{c}.json")))
             assert chunk["format"] == "perffarm-series-chunk"
             n = len(chunk["position"])
-            assert all(len(chunk[f]) == n for f in ("sha", "median", "min", "max", "samples", "runs"))
+            assert all(len(chunk[f]) == n for f in ("sha", "median", "samples", "runs", "noisy", "sla_miss"))
+            assert all(min(xs) <= m <= max(xs) for m, xs in zip(chunk["median"], chunk["samples"]))
             assert chunk["vs_previous"]["ratio"][0] is None and len(chunk["vs_previous"]["ratio"]) == n
             for sha, xs in zip(chunk["sha"], chunk["samples"]):
                 if farm.culprit != sha:  # the culprit has only bisection probes
