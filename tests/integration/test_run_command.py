@@ -57,6 +57,9 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
         sha = repo.bench_commit("measured by make run", 4242)
         wait_until(lambda: sha[:12] in subprocess.run([PERFFARM, "results", "list"], env=env, capture_output=True,
                                                       text=True).stdout, 120, "the commit's result")
+        # the master's after-ingest pipeline re-published the site with it (master/pipeline.py, incremental)
+        wait_until(lambda: requests.get(f"{site}data/commits/{sha}.js", timeout=5).status_code == 200, 60,
+                   "the commit on the served site")
         assert pids, "master and worker should be child processes"
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         assert proc.wait(timeout=90) == 0
