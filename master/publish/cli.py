@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f"published {report.series} series, {report.commit_pages} commits, {report.files_written} files "
           f"in {report.seconds:.2f} s ({report.ratios_computed} rQPS computed, {report.ratios_reused} reused)")
-    print(f"open {Path(out).resolve() / 'index.html'} (works from disk) or serve {out} with any web server")
+    print(f"open {Path(os.path.abspath(out)) / 'index.html'} (works from disk) or serve {out} with any web server")
     if args.serve:
         from master.publish.serve import make_server
 
