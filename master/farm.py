@@ -43,8 +43,8 @@ def runner_command(phase: str, recipe: str):
     @util.renderer
     def render(props):
         options = props.getProperty("perffarm_options") or []
-        if isinstance(options, str):
-            options = [options]
+        if isinstance(options, str):  # the force form's text field: space-separated KEY=VALUE
+            options = options.split()
         bad = [o for o in options if not isinstance(o, str) or not OPTION_RE.match(o)]
         if bad:
             raise ValueError(f"perffarm_options: {bad!r} are not KEY=VALUE options")
@@ -170,6 +170,12 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                 label="Measure a commit",
                 buttonName="Measure",
                 reason=util.StringParameter(name="reason", label="Reason", default="forced", size=60),
+                properties=[
+                    util.StringParameter(
+                        name="perffarm_options", label="Recipe options (KEY=VALUE ..., e.g. workloads=NAME,NAME)",
+                        default="", size=60, regex=re.compile(r"^(\s*[a-z][a-z0-9_]{0,40}=\S{0,400})*\s*$"),
+                    )
+                ],
                 codebases=[
                     util.CodebaseParameter(
                         "",

@@ -258,8 +258,10 @@ class Farm:
         data = self.api("builds?order=buildid") or {"builds": []}
         return data["builds"]
 
-    def force(self, builder: str, revision: str, branch: str = "master", reason: str = "test") -> None:
-        """Press the force button (JSON-RPC on the REST API), as a user in the web UI would."""
+    def force(self, builder: str, revision: str, branch: str = "master", reason: str = "test",
+              options: str = "") -> None:
+        """Press the force button (JSON-RPC on the REST API), as a user in the web UI would; `options` is the
+        form's recipe options field (space-separated KEY=VALUE)."""
         builderid = self.api(f"builders/{builder}")["builders"][0]["builderid"]
         r = requests.post(
             f"http://127.0.0.1:{self.settings.web_port}/api/v2/forceschedulers/force",
@@ -268,6 +270,7 @@ class Farm:
                 "method": "force",
                 "id": 1,
                 "params": {"builderid": str(builderid), "branch": branch, "revision": revision, "reason": reason,
+                           "perffarm_options": options,
                            "project": "perffarm", "repository": self.settings.repository_url},
             },
             timeout=10,

@@ -9,6 +9,8 @@ tunable: measure it in instructions (exact) and see whether wall-clock A/B separ
 from __future__ import annotations
 
 import difflib
+import os
+import subprocess
 from pathlib import Path
 
 FILE = "src/backend/executor/execMain.c"
@@ -29,6 +31,57 @@ def busy_loop_patch(src: Path, iterations: int) -> str:
     new = old[:at] + loop + old[at:]
     diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
     return "".join(diff)
+
+
+# Files the filler commits touch in turn: docs (no rebuild) and comment-only changes in backend sources (an
+# incremental rebuild of one file, as most real commits are), never the file the culprit patches.
+FILLERS = ("README", "src/backend/tcop/postgres.c", "doc/src/sgml/config.sgml", "src/backend/utils/adt/float.c",
+           "src/backend/utils/adt/int.c", "src/backend/optimizer/plan/planner.c")
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def _comment(path: Path, i: int) -> None:
+    """Append a harmless line in the file's own comment syntax."""
+    text = path.read_text()
+    if path.suffix in (".c", ".h", ".y"):
+        text += f"\n/* perffarm test history: filler commit {i} */\n"
+    elif path.suffix == ".sgml":
+        text += f"\n<!-- perffarm test history: filler commit {i} -->\n"
+    else:
+        text += f"\nperffarm test history: filler commit {i}\n"
+    path.write_text(text)
+
+
+def make_history(repo: Path, count: int, culprit: int, iterations: int) -> list[str]:
+    """Commit `count` commits on top of `repo`'s HEAD; commit number `culprit` (1-based) adds the busy loop.
+
+    Returns the shas, index 0 being the starting HEAD. Commit dates are fixed, so the same tree and arguments give
+    the same shas. Untrusted-looking subjects are used on purpose for the history site and alerts.
+    """
+    if not 1 <= culprit <= count:
+        raise ValueError(f"culprit must be within 1..{count}, not {culprit}")
+    shas = [_git(repo, "rev-parse", "HEAD")]
+    base_time = 1_700_000_000
+    for i in range(1, count + 1):
+        if i == culprit:
+            patch = busy_loop_patch(repo, iterations)
+            subprocess.run(["git", "apply", "-"], cwd=repo, input=patch, text=True, check=True)
+            subject = f"executor: do a little more work per query ({iterations} iterations)"
+        else:
+            name = FILLERS[i % len(FILLERS)]
+            _comment(repo / name, i)
+            subject = f"{Path(name).name}: filler change {i} <b>not bold</b>"
+        stamp = f"@{base_time + 60 * i} +0000"
+        env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
+               "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.org",
+               "GIT_COMMITTER_NAME": "Test Author", "GIT_COMMITTER_EMAIL": "author@example.org"}
+        _git(repo, "commit", "--quiet", "-am", subject, env=env)
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    return shas
 
 
 if __name__ == "__main__":
