@@ -1,4 +1,8 @@
-"""Run one pgbench sample and turn its output and per-transaction log into numbers."""
+"""Run pgbench samples and turn their output and per-transaction logs into numbers.
+
+`run` measures one pgbench process against one server; `combine` sums the short slices of one side of an A/B
+sample (see recipes/pg/profile.py) into one sample.
+"""
 
 from __future__ import annotations
 
@@ -67,9 +71,51 @@ class Sample:
     p95_ms: float | None
     p99_ms: float | None
     usage: Usage
+    latencies_us: tuple[int, ...] = ()  # the sampled per-transaction latencies behind p95/p99, sorted
 
     def per_tx(self, value: float, scale: float = 1e6) -> float:
         return value * scale / self.out.transactions if self.out.transactions else 0.0
+
+
+def _sample(out: PgbenchOutput, latencies_us: Sequence[int], usage: Usage) -> Sample:
+    lat = tuple(sorted(latencies_us))
+    return Sample(out=out, p95_ms=percentile(lat, 95) / 1000 if lat else None,
+                  p99_ms=percentile(lat, 99) / 1000 if lat else None, usage=usage, latencies_us=lat)
+
+
+def combine(slices: Sequence[Sample]) -> Sample:
+    """One sample from consecutive slices of the same side: throughput = all transactions / all their time."""
+    if not slices:
+        raise ValueError("combine needs at least one slice")
+    tx = sum(s.out.transactions for s in slices)
+    busy = sum(s.out.transactions / s.out.tps for s in slices if s.out.tps > 0)
+    lats = [s.out.latency_avg_ms for s in slices]
+    lat_avg = (sum(s.out.latency_avg_ms * s.out.transactions for s in slices) / tx  # type: ignore[operator]
+               if tx and None not in lats else None)
+    out = PgbenchOutput(tps=tx / busy if busy else 0.0, latency_avg_ms=lat_avg, transactions=tx,
+                        failed=sum(s.out.failed for s in slices))
+    usage = Usage(server_cpu_s=sum(s.usage.server_cpu_s for s in slices),
+                  client_cpu_s=sum(s.usage.client_cpu_s for s in slices),
+                  context_switches=sum(s.usage.context_switches for s in slices),
+                  peak_backend_rss_kib=max(s.usage.peak_backend_rss_kib for s in slices),
+                  wall_s=sum(s.usage.wall_s for s in slices))
+    return _sample(out, [x for s in slices for x in s.latencies_us], usage)
+
+
+def _argv(srv: Server, args: Sequence[str], duration_s: float | None, script: Path | None, log_dir: Path,
+          sampling_rate: float | None, transactions: int | None) -> list[str]:
+    argv: list[str] = [str(srv.bin("pgbench")), "-n", *args]
+    if script is not None:
+        argv += ["-f", str(script)]
+    if transactions is not None:
+        argv += ["-t", str(transactions)]
+    elif duration_s is not None:
+        argv += ["-T", str(max(1, round(duration_s)))]
+    if sampling_rate is not None:
+        argv += ["-l", f"--log-prefix={log_dir / 'pgbench_log'}"]
+        if sampling_rate < 1:
+            argv += [f"--sampling-rate={sampling_rate}"]
+    return argv
 
 
 def run(
@@ -81,23 +127,18 @@ def run(
     sampling_rate: float | None = 0.1,
     extra_timeout: float = 180,
     transactions: int | None = None,
+    cpus: Sequence[int] | None = None,
 ) -> Sample:
-    """One pgbench run against `srv`, measured: -T duration (or -t transactions), logs sampled for p95/p99."""
+    """One pgbench run against `srv`, measured: -T duration (or -t transactions), logs sampled for p95/p99.
+
+    With `cpus`, the client runs pinned to those CPUs (pin the server with Server.pin first)."""
     pid = srv.postmaster_pid()
     if pid is None:
         raise BenchFailed(f"{what}: the server is not running", srv.log_tail())
     log_dir = Path(tempfile.mkdtemp(prefix="pgbench-log-", dir=srv.dir))
-    argv: list[str] = [str(srv.bin("pgbench")), "-n", *args]
-    if script is not None:
-        argv += ["-f", str(script)]
-    if transactions is not None:
-        argv += ["-t", str(transactions)]
-    elif duration_s is not None:
-        argv += ["-T", str(int(duration_s))]
-    if sampling_rate is not None:
-        argv += ["-l", f"--log-prefix={log_dir / 'pgbench_log'}"]
-        if sampling_rate < 1:
-            argv += [f"--sampling-rate={sampling_rate}"]
+    argv = _argv(srv, args, duration_s, script, log_dir, sampling_rate, transactions)
+    if cpus:
+        argv = ["taskset", "-c", ",".join(map(str, cpus)), *argv]
     timeout = (duration_s or 0) + extra_timeout if transactions is None else 3600
     try:
         with Meter(pid) as meter:
@@ -106,13 +147,8 @@ def run(
         out = parse_output(text)
         if out.failed:
             raise BenchFailed(f"{what}: {out.failed} pgbench transactions failed", text[-3000:])
-        lat = sorted(log_latencies_us(log_dir)) if sampling_rate is not None else []
+        lat = log_latencies_us(log_dir) if sampling_rate is not None else []
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
     assert meter.usage is not None
-    return Sample(
-        out=out,
-        p95_ms=percentile(lat, 95) / 1000 if lat else None,
-        p99_ms=percentile(lat, 99) / 1000 if lat else None,
-        usage=meter.usage,
-    )
+    return _sample(out, lat, meter.usage)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import shutil
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
 KINDS = ("pgbench", "instructions", "insert-benchmark", "memory-probe")
-TUNABLE = ("samples", "duration_s", "warmup_s", "scale", "instruction_samples", "seed")
+TUNABLE = ("samples", "duration_s", "warmup_s", "scale", "instruction_samples", "seed", "ab_slices")
 
 
 def load_profile(name: str) -> dict[str, Any]:
@@ -159,8 +160,6 @@ def pgdata_root(ctx: Context, profile: Mapping[str, Any]) -> Path:
 
 
 def _uid() -> int:
-    import os
-
     return os.getuid()
 
 
@@ -178,17 +177,39 @@ def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool) -> None:
         srv.start()
 
 
-def _pgbench_sample(t: Target, w: Workload, duration: float, record: bool = True) -> None:
-    srv = t.server
-    script = None
-    if w.script:
-        assert srv.dir is not None
-        script = srv.dir / Path(w.script).name
-        if not script.exists():
-            script.write_text(insertbench.sql_file(w.script))
-    s = pgbench.run(srv, list(w.args), w.duration_s or duration, f"{w.name} on {t.label}", script=script)
-    if not record:
-        return
+def _script(t: Target, w: Workload) -> Path | None:
+    if not w.script:
+        return None
+    assert t.server.dir is not None
+    script = t.server.dir / Path(w.script).name
+    if not script.exists():
+        script.write_text(insertbench.sql_file(w.script))
+    return script
+
+
+def _pgbench_sample(t: Target, w: Workload, duration: float, cpus: Sequence[int] | None,
+                    record: bool = True) -> None:
+    s = pgbench.run(t.server, list(w.args), w.duration_s or duration, f"{w.name} on {t.label}",
+                    script=_script(t, w), cpus=cpus)
+    if record:
+        _record(t, w, s)
+
+
+def _sliced_samples(targets: Sequence[Target], w: Workload, duration: float, slices: int, first: int,
+                    cpus: Sequence[int] | None) -> None:
+    """One sample of every target, taken as `slices` short slices in alternating order (AB BA AB ...), each
+    side's slices summed: a neighbour's burst of load lands on both sides instead of on one whole sample."""
+    per_slice = max(1.0, (w.duration_s or duration) / max(1, slices))
+    got: dict[str, list[pgbench.Sample]] = {t.label: [] for t in targets}
+    for k in range(max(1, slices)):
+        for t in (targets if (first + k) % 2 == 0 else list(reversed(targets))):
+            got[t.label].append(pgbench.run(t.server, list(w.args), per_slice, f"{w.name} on {t.label}",
+                                            script=_script(t, w), cpus=cpus))
+    for t in targets:
+        _record(t, w, pgbench.combine(got[t.label]))
+
+
+def _record(t: Target, w: Workload, s: pgbench.Sample) -> None:
     c = t.collected
     c.add(w.name, w.metric, w.unit, w.direction, s.out.tps)
     if s.out.latency_avg_ms is not None:
@@ -227,17 +248,53 @@ def _instruction_samples(ctx: Context, t: Target, w: Workload, n: int, scale: in
         t.collected.add(w.name, w.metric, w.unit, w.direction, c.per_query)
 
 
+PINS = ("auto", "none")
+
+
+def pin_mode(profile: Mapping[str, Any], options: Mapping[str, str]) -> str:
+    """`auto`: a pgbench workload with fewer clients than CPUs runs, server and client, on that many CPUs; `none`."""
+    mode = options.get("pin", profile.get("pin", "none"))
+    if mode not in PINS:
+        raise BenchFailed(f"pin={mode!r}: expected one of {', '.join(PINS)}")
+    if mode == "auto" and shutil.which("taskset") is None:
+        raise BenchFailed("pin=auto needs taskset (Debian package util-linux) on this worker; install it or run "
+                          "with --option pin=none")
+    return mode
+
+
+def workload_cpus(w: Workload, mode: str, allowed: Sequence[int]) -> list[int] | None:
+    """The CPUs a pgbench workload is pinned to: the last `clients` of the allowed CPUs, or None (all of them).
+
+    Why: with one client on a 2-core VM the scheduler sometimes puts client and backend on one core and
+    sometimes on two, and the two cases differ in throughput by tens of percent; on one core the ping-pong is the
+    same every time (measured here: tx per CPU-second CV 7-12% -> 3-4% under load).
+    """
+    if mode != "auto" or w.kind != "pgbench":
+        return None
+    args = list(w.args)
+    clients = int(args[args.index("-c") + 1]) if "-c" in args[:-1] else 1
+    return sorted(allowed)[-clients:] if clients < len(allowed) else None
+
+
 def run_bench(
     ctx: Context, profile: Mapping[str, Any], installs: Mapping[str, Install], threads: int = 2
 ) -> dict[str, list[WorkloadResult]]:
-    """Run the profile on every install (interleaved), returning each label's workload results."""
+    """Run the profile on every install (interleaved), returning each label's workload results.
+
+    With more than one install (A/B) and `ab_slices` > 1, each pgbench sample is taken as that many short slices
+    alternating between the sides (AB BA AB ...), so a neighbour's burst of load lands on both sides. With
+    `pin` = auto, a workload with fewer clients than CPUs runs pinned, server and client, to that many CPUs.
+    """
     tun = tunables(profile, ctx.options)
     samples, scale = int(tun.get("samples", 5)), int(tun.get("scale", 1))
     duration, warmup = tun.get("duration_s", 10.0), tun.get("warmup_s", 5.0)
+    slices = int(tun.get("ab_slices", 1)) if len(installs) > 1 else 1
     wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
     wls = [w for w in workloads(profile, threads) if not wanted or w.name in wanted]
     if not wls:
         raise BenchFailed(f"no workloads selected (workloads={ctx.options.get('workloads')!r})")
+    pin = pin_mode(profile, ctx.options)
+    allowed = sorted(os.sched_getaffinity(0))
     instr = [w for w in wls if w.kind == "instructions"]
     wall = [w for w in wls if w.kind != "instructions"]
     root = pgdata_root(ctx, profile)
@@ -251,22 +308,40 @@ def run_bench(
             targets.append(Target(label, inst, srv))
             targets[-1].collected.order.extend(w.name for w in wls)  # results in profile order
             _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr))
+
+        def pinned(w: Workload) -> list[int] | None:
+            cpus = workload_cpus(w, pin, allowed)
+            for t in targets:
+                t.server.pin(cpus or allowed)
+            return cpus
+
         for t in targets:
             for w in wall:
                 if w.kind == "pgbench" and warmup > 0:
                     ctx.log(f"[{t.label}] warm-up {w.name} ({warmup:.0f} s, discarded)")
-                    _pgbench_sample(t, w, warmup, record=False)
+                    _pgbench_sample(t, w, warmup, pinned(w), record=False)
+        if slices > 1:
+            ctx.log(f"A/B: every pgbench sample is {slices} slices alternating between "
+                    f"{', '.join(t.label for t in targets)}")
         for r in range(samples):
             order = list(wall)
             rng.shuffle(order)
             for i, w in enumerate(order):
                 if r >= int(w.spec.get("samples", samples)):
                     continue  # a long workload (e.g. the Insert Benchmark) may ask for fewer samples
+                if w.kind == "pgbench" and slices > 1:
+                    cpus = pinned(w)
+                    for t in targets:
+                        t.server.checkpoint()
+                    _sliced_samples(targets, w, duration, slices, r + i, cpus)
+                    for t in targets:
+                        ctx.log(f"[{t.label}] round {r + 1}/{samples} {w.name}: " + _summary(t.collected, w))
+                    continue
                 sides = list(targets) if (r + i) % 2 == 0 else list(reversed(targets))
                 for t in sides:
                     t.server.checkpoint()
                     if w.kind == "pgbench":
-                        _pgbench_sample(t, w, duration)
+                        _pgbench_sample(t, w, duration, pinned(w))
                     else:
                         _special_sample(t, w)
                     ctx.log(f"[{t.label}] round {r + 1}/{samples} {w.name}: " + _summary(t.collected, w))

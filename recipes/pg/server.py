@@ -190,10 +190,10 @@ class Server:
             f.write(f"unix_socket_directories = '{self.sockdir}'\n")
 
     def start(self) -> None:
+        argv = as_server_user([self.bin("pg_ctl"), "-D", self.datadir, "-l", self.logfile, "-w", "-t", "120",
+                               "start"])
         try:
-            self.ctx.run(as_server_user([self.bin("pg_ctl"), "-D", self.datadir, "-l", self.logfile, "-w", "-t",
-                                         "120", "start"]),
-                         env=self.install.env(), timeout=180, capture=True)
+            self.ctx.run(argv, env=self.install.env(), timeout=180, capture=True)
         except CommandFailed as e:
             raise BenchFailed(f"the server did not start: {e.message}", self.log_tail()) from None
         self.running = True
@@ -255,6 +255,17 @@ class Server:
             raise BenchFailed(f"{what}: {e.message}; the server is {alive}",
                               f"{e.log_excerpt}\n--- server log ---\n{self.log_tail()}") from None
         return proc.stdout
+
+    def pin(self, cpus: Sequence[int]) -> None:
+        """Let the postmaster run only on `cpus`; backends forked from now on inherit it (the next sample's)."""
+        pid = self.postmaster_pid()
+        if pid is None:
+            raise BenchFailed("cannot pin the server to CPUs: it is not running", self.log_tail())
+        try:
+            os.sched_setaffinity(pid, cpus)
+        except OSError as e:
+            raise BenchFailed(f"cannot pin the server (pid {pid}) to CPUs {list(cpus)}: {e}; "
+                              f"run with --option pin=none") from None
 
     def checkpoint(self) -> None:
         self.psql("CHECKPOINT")

@@ -169,6 +169,64 @@ def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> 
     assert tps and len(tps[0]["a"]) == 3 and len(tps[0]["b"]) == 3
 
 
+def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: Path) -> None:
+    """pg-quick's A/B method on real servers: each sample is slices alternating AB BA ..., a one-client workload
+    runs its backends and pgbench pinned to the last CPU, a two-client workload on a 2-CPU worker is not pinned."""
+    import threading
+
+    from recipes.pg.profile import load_profile, run_bench
+
+    allowed = sorted(os.sched_getaffinity(0))
+    profile = dict(load_profile("quick"))
+    profile.update(samples=2, duration_s=2, warmup_s=0, scale=1, pgdata=str(tmp_path / "pgdata"), ab_slices=2)
+    (tmp_path / "state").mkdir()
+    ctx = Context(src_dir=pg.src, work_dir=tmp_path, state_dir=tmp_path / "state", sha=pg.sha, ref="t",
+                  options={"workloads": "pgbench-ro-prepared-c1,pgbench-ro-prepared-c2"})
+    clients: dict[int, tuple[str, str, set[int]]] = {}  # pgbench pid -> (PGPORT, its -c, CPUs it may use)
+    backend_cpus: dict[int, set[int]] = {}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.01):
+            for pid in processes_running(pg.install.prefix):
+                try:
+                    exe = os.readlink(f"/proc/{pid}/exe")
+                    cpus = set(os.sched_getaffinity(pid))
+                    if exe.endswith("/pgbench") and pid not in clients:
+                        env = dict(x.split("=", 1) for x in
+                                   Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in x)
+                        argv = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+                        clients[pid] = (env["PGPORT"], argv[argv.index("-c") + 1], cpus)
+                    elif "postgres: postgres postgres" in Path(f"/proc/{pid}/cmdline").read_text():
+                        backend_cpus[pid] = cpus  # a client's backend (not the postmaster or its helpers)
+                except (OSError, KeyError, ValueError):
+                    continue
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        res = run_bench(ctx, profile, {"A": pg.install, "B": pg.install})
+    finally:
+        stop.set()
+        watcher.join()
+    runs = [clients[pid] for pid in sorted(clients)]
+    one = [r for r in runs if r[1] == "1"]
+    two = [r for r in runs if r[1] == "2"]
+    assert len(one) == len(two) == 2 * 2 * 2, runs  # no warm-up; 2 samples x 2 slices x 2 sides
+    assert all(r[2] == {allowed[-1]} for r in one), one
+    assert all(r[2] == set(allowed[-2:]) for r in two), two  # 2 clients on a 2-CPU worker: every CPU
+    ports = [r[0] for r in one]
+    # each slice runs both sides, and the order alternates: AB then BA (or BA then AB)
+    pairs = [ports[i:i + 2] for i in range(0, len(ports), 2)]
+    assert all(len(set(p)) == 2 for p in pairs), ports
+    assert any(pairs[i] != pairs[i + 1] for i in range(len(pairs) - 1)), "the order never alternated"
+    assert {allowed[-1]} in backend_cpus.values()
+    for side in ("A", "B"):
+        by = {(w.name, m.name): m.samples for w in res[side] for m in w.metrics}
+        assert len(by[("pgbench-ro-prepared-c1", "tps")]) == 2 and min(by[("pgbench-ro-prepared-c1", "tps")]) > 0
+    assert processes_running(pg.install.prefix) == []
+
+
 def test_build_failure_is_a_build_failed_result(pg: Pg, tmp_path: Path) -> None:
     target = pg.src / "src/backend/tcop/postgres.c"
     original = target.read_text()

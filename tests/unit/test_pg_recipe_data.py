@@ -11,8 +11,8 @@ import pytest
 
 from recipes import registry
 from recipes.api import HIGHER, LOWER, BenchFailed, BuildFailed
-from recipes.pg import build, deps, instructions, pgbench
-from recipes.pg.profile import KINDS, conf_text, load_profile, tunables, workloads
+from recipes.pg import build, deps, instructions, pgbench, procstat
+from recipes.pg.profile import KINDS, conf_text, load_profile, pin_mode, tunables, workload_cpus, workloads
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = ("quick", "full")
@@ -163,3 +163,41 @@ def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None
     doc = json.loads(out)
     assert "io_method" in doc["conf"]
     assert doc["hash"] == registry.get("pg-quick").config_hash()
+
+
+def _slice(tx: int, tps: float, lat_ms: float, lats: list[int], srv: float, cli: float, rss: int) -> pgbench.Sample:
+    out = pgbench.PgbenchOutput(tps=tps, latency_avg_ms=lat_ms, transactions=tx, failed=0)
+    usage = procstat.Usage(server_cpu_s=srv, client_cpu_s=cli, context_switches=int(tx / 10), peak_backend_rss_kib=rss,
+                           wall_s=tx / tps)
+    return pgbench._sample(out, lats, usage)
+
+
+def test_combined_slices_weigh_throughput_by_time_and_merge_latencies() -> None:
+    # 1,000 tx in 1 s and 3,000 tx in 1 s: 2,000 tx/s over the two seconds, not the mean of per-slice rates
+    # weighted any other way; the slower slice's latency counts for its transactions only.
+    a = _slice(1000, 1000.0, 1.0, [900, 1000, 1100], 0.5, 0.2, 9000)
+    b = _slice(3000, 3000.0, 0.333, [300, 330, 5000], 0.6, 0.3, 12000)
+    c = pgbench.combine([a, b])
+    assert c.out.transactions == 4000 and c.out.tps == pytest.approx(2000.0)
+    assert c.out.latency_avg_ms == pytest.approx((1000 * 1.0 + 3000 * 0.333) / 4000)
+    assert c.latencies_us == (300, 330, 900, 1000, 1100, 5000) and c.p99_ms == pytest.approx(4.805)
+    assert c.usage.server_cpu_s == pytest.approx(1.1) and c.usage.client_cpu_s == pytest.approx(0.5)
+    assert c.usage.peak_backend_rss_kib == 12000 and c.usage.context_switches == 400
+    assert c.per_tx(c.usage.server_cpu_s) == pytest.approx(275.0)  # µs per transaction
+    with pytest.raises(ValueError):
+        pgbench.combine([])
+
+
+def test_pinning_puts_few_clients_on_the_last_cpus_and_is_checked() -> None:
+    quick, full = load_profile("quick"), load_profile("full")
+    assert pin_mode(quick, {}) == "auto" and pin_mode(full, {}) == "none"
+    assert pin_mode(quick, {"pin": "none"}) == "none"
+    with pytest.raises(BenchFailed, match="pin='sideways'"):
+        pin_mode(quick, {"pin": "sideways"})
+    by_name = {w.name: w for w in workloads(quick, max_threads=2) + workloads(full, max_threads=2)}
+    c1, c2, instr = by_name["pgbench-ro-prepared-c1"], by_name["pgbench-ro-prepared-c2"], by_name["instr-point-select"]
+    assert workload_cpus(c1, "auto", [0, 1]) == [1]
+    assert workload_cpus(c2, "auto", [0, 1]) is None  # as many clients as CPUs: not pinned
+    assert workload_cpus(c2, "auto", [0, 1, 2, 3]) == [2, 3]
+    assert workload_cpus(by_name["pgbench-ro-prepared-c64"], "auto", [0, 1, 2, 3]) is None
+    assert workload_cpus(c1, "none", [0, 1]) is None and workload_cpus(instr, "auto", [0, 1]) is None
