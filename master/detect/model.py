@@ -83,6 +83,9 @@ class Series:
     def commit_medians(self) -> np.ndarray:
         """Median of each commit's samples (vectorised: one sort for the whole series)."""
         counts = self.counts
+        if len(counts) and int(counts.min()) == int(counts.max()):
+            # Same number of samples everywhere (the usual case): one partition of a (commits, k) view.
+            return np.median(self.values.reshape(len(counts), int(counts[0])), axis=1)
         owner = np.repeat(np.arange(len(counts)), counts)
         ordered = self.values[np.lexsort((self.values, owner))]
         starts = self.offsets[:-1]

@@ -242,7 +242,7 @@ def _median_ratio(series: Series, lo: int, mid: int, hi: int) -> float:
 
 
 class _RankSums:
-    """Prefix sums of within-range ranks, memoized per commit range.
+    """Prefix sums of within-range ranks at commit boundaries, memoized per commit range.
 
     Re-ranking a range costs one sort; the best split of the range and the rank-sum test of any cut
     in it then cost O(1) each, so the pruning loop sorts each range it visits once.
@@ -253,15 +253,24 @@ class _RankSums:
         self.offsets = offsets
         self.memo: dict[tuple[int, int], np.ndarray] = {}
         self.splits: dict[tuple[int, int, int], tuple[int, float]] = {}
+        # Scratch indexed by global rank: within-range ranks are scattered into it in sorted order
+        # and gathered back in sample order (a plain sort of the integer ranks plus two O(n) passes
+        # costs about half an argsort).
+        self._scratch = np.empty(len(ranks))
+        self._one_to_n = np.arange(1.0, len(ranks) + 1.0)
+        self.offsets_f = offsets.astype(float)
 
     def prefix(self, lo: int, hi: int) -> np.ndarray:
-        """Cumulative sums (from 0) of the 1-based ranks of the samples of commits [lo, hi) among themselves."""
+        """Cumulative sums (from 0), per commit of [lo, hi), of the 1-based ranks of its samples among the range's."""
         key = (lo, hi)
         got = self.memo.get(key)
         if got is None:
             s0, s1 = int(self.offsets[lo]), int(self.offsets[hi])
-            local = np.empty(s1 - s0)
-            local[np.argsort(self.ranks[s0:s1])] = np.arange(1.0, s1 - s0 + 1.0)
+            mine = self.ranks[s0:s1]
+            self._scratch[np.sort(mine)] = self._one_to_n[: s1 - s0]
+            local = self._scratch[mine]
+            if s1 - s0 != hi - lo:
+                local = np.add.reduceat(local, self.offsets[lo:hi] - s0)
             got = np.concatenate([[0.0], np.cumsum(local)])
             self.memo[key] = got
         return got
@@ -274,14 +283,13 @@ class _RankSums:
             if hi - lo < 2 * min_seg:
                 got = (-1, 0.0)
             else:
-                cum = self.prefix(lo, hi)
-                s0 = int(self.offsets[lo])
-                n = len(cum) - 1
-                cuts = np.arange(lo + min_seg, hi - min_seg + 1)
-                n1 = (self.offsets[cuts] - s0).astype(float)
-                z = (n1 * (n + 1) / 2.0 - cum[self.offsets[cuts] - s0]) / np.sqrt(n1 * (n - n1) * (n + 1) / 12.0)
+                cum = self.prefix(lo, hi)[min_seg : hi - lo - min_seg + 1]
+                s0 = self.offsets_f[lo]
+                n = self.offsets_f[hi] - s0
+                n1 = self.offsets_f[lo + min_seg : hi - min_seg + 1] - s0
+                z = (n1 * ((n + 1) / 2.0) - cum) / np.sqrt(n1 * (n - n1) * ((n + 1) / 12.0))
                 best = int(np.argmax(np.abs(z)))
-                got = (int(cuts[best]), float(z[best]))
+                got = (lo + min_seg + best, float(z[best]))
             self.splits[key] = got
         return got
 
@@ -295,10 +303,10 @@ class _RankSums:
         only ever adds evidence far out in the tail, is skipped.
         """
         cum = self.prefix(lo, hi)
-        n = len(cum) - 1
+        n = int(self.offsets[hi] - self.offsets[lo])
         n1 = int(self.offsets[cut] - self.offsets[lo])
         n2 = n - n1
-        r1 = float(cum[n1])
+        r1 = float(cum[cut - lo])
         z = (n1 * (n + 1) / 2.0 - r1) / math.sqrt(n1 * n2 * (n + 1) / 12.0)
         if min(n1, n2) > 60 or abs(z) < 1.96 or (enough is not None and enough(z)):
             return z
