@@ -95,6 +95,11 @@ class Series:
         """All samples of commits ``start`` .. ``stop - 1``."""
         return self.values[self.offsets[start] : self.offsets[stop]]
 
+    def window(self, start: int, stop: int) -> Series:
+        """Commits ``start`` .. ``stop - 1`` as a series of their own."""
+        offsets = self.offsets[start : stop + 1]
+        return Series(self.commits[start:stop], self.values[offsets[0] : offsets[-1]], offsets - offsets[0])
+
     def head(self, n_commits: int) -> Series:
         """The first ``n_commits`` commits, as the series looked when they were the newest."""
         end = int(self.offsets[n_commits])
