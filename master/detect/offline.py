@@ -259,6 +259,9 @@ class _RankSums:
         self._scratch = np.empty(len(ranks))
         self._one_to_n = np.arange(1.0, len(ranks) + 1.0)
         self.offsets_f = offsets.astype(float)
+        counts = np.diff(offsets)
+        # Samples per commit when every commit has as many (a reshape then sums them, not reduceat).
+        self.uniform = int(counts[0]) if len(counts) and int(counts.min()) == int(counts.max()) else 0
 
     def prefix(self, lo: int, hi: int) -> np.ndarray:
         """Cumulative sums (from 0), per commit of [lo, hi), of the 1-based ranks of its samples among the range's."""
@@ -269,7 +272,9 @@ class _RankSums:
             mine = self.ranks[s0:s1]
             self._scratch[np.sort(mine)] = self._one_to_n[: s1 - s0]
             local = self._scratch[mine]
-            if s1 - s0 != hi - lo:
+            if self.uniform > 1:
+                local = local.reshape(hi - lo, self.uniform).sum(axis=1)
+            elif s1 - s0 != hi - lo:
                 local = np.add.reduceat(local, self.offsets[lo:hi] - s0)
             got = np.concatenate([[0.0], np.cumsum(local)])
             self.memo[key] = got
@@ -351,8 +356,9 @@ def _prune(
             if not weak and p <= settings.alpha and commit_sums is not None:
                 # With several samples per commit, one bad run moves all of them: the shift must also
                 # show in the commit medians, or two outlying runs could make a 3-commit "segment".
-                zk = commit_sums.z(lo, c, hi)
-                weak = scan_pvalue_one(zk, _min_frac(unit_offsets, lo, hi, m)) > settings.commit_alpha
+                frac = _min_frac(unit_offsets, lo, hi, m)
+                zk = commit_sums.z(lo, c, hi, enough=lambda z: scan_pvalue_one(z, frac) <= settings.commit_alpha)
+                weak = scan_pvalue_one(zk, frac) > settings.commit_alpha
             eval_memo[key] = (p, ratio, weak)
         return eval_memo[key]
 
