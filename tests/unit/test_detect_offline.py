@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -147,17 +148,60 @@ def test_bimodal_noise_steps_land_on_their_commit() -> None:
 def test_long_series_with_large_steps_keep_few_candidates() -> None:
     # 10,000 commits, 25 steps of 3-20 % at bimodal noise: segments end up at the top and bottom of the
     # ranks, where normal scores spread more than the series-wide noise estimate says. With the local
-    # estimate the cheap thinning leaves 33 candidates for the exact tests (83 without it).
+    # estimate the cheap thinning leaves few candidates for the exact tests (83 without it).
     from master.detect.offline import _candidates
     from master.detect.ranktest import normal_scores, serial_factor, tie_broken_ranks
 
     rng = np.random.default_rng(3)
     n = 10_000
     level = np.ones(n)
-    for pos in np.sort(rng.choice(np.arange(50, n - 50), 25, replace=False)):
+    steps = np.sort(rng.choice(np.arange(50, n - 50), 25, replace=False))
+    for pos in steps:
         level[pos:] *= 1 + rng.choice([-1, 1]) * rng.uniform(0.03, 0.2)
     noise = 1 + 0.0025 * rng.standard_normal(n) - (rng.random(n) < 0.3) * 0.012
     s = _series(1000 * level * noise)
     scores = normal_scores(tie_broken_ranks(s.values))
     assert len(_candidates(scores, s.offsets, n, OfflineSettings(), serial_factor(scores, s.offsets))) <= 45
-    assert len(detect(s)) == 24
+    # All 25 on their exact commits: the second search, on ranks taken within each segment, finds
+    # the one step the series-wide scores mis-scaled (24 before it).
+    assert [cp.index for cp in detect(s)] == [int(p) for p in steps]
+
+
+def test_lone_outlying_runs_do_not_seed_candidate_pairs() -> None:
+    # 10,000 commits, 25 steps, 1 % of runs 15-60 % slow. Each slow run used to make a candidate pair
+    # around it (a 3-commit "segment" holding it): 96 candidates for the exact tests. Clipping every
+    # commit to within 3 sd of its running median before thinning leaves 27; all 25 steps are found.
+    from master.detect.offline import _candidates
+    from master.detect.ranktest import normal_scores, serial_factor, tie_broken_ranks
+
+    rng = np.random.default_rng(21)
+    n = 10_000
+    level = np.ones(n)
+    steps = np.sort(rng.choice(np.arange(100, n - 100), 25, replace=False))
+    for at in steps:
+        level[at:] *= rng.choice([0.9, 0.95, 1.05, 1.1])
+    x = level * (1 + 0.01 * rng.standard_normal(n))
+    bad = rng.random(n) < 0.01
+    x[bad] *= rng.uniform(0.4, 0.85, bad.sum())
+    s = _series(1000 * x)
+    scores = normal_scores(tie_broken_ranks(s.values))
+    assert len(_candidates(scores, s.offsets, n, OfflineSettings(), serial_factor(scores, s.offsets))) <= 40
+    found = [cp.index for cp in detect(s)]
+    assert all(any(abs(f - t) <= 2 for f in found) for t in steps)
+    assert len(found) == 25
+
+
+def test_segment_scores_rank_within_each_segment() -> None:
+    from master.detect.offline import _segment_scores
+    from master.detect.ranktest import normal_scores, tie_broken_ranks
+
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        offsets = np.concatenate([[0], np.cumsum(rng.integers(1, 4, 60))])
+        values = rng.standard_normal(int(offsets[-1]))
+        cuts = sorted(int(c) for c in rng.choice(np.arange(3, 57), 4, replace=False))
+        bounds = [0, *cuts, 60]
+        expected = np.concatenate(
+            [normal_scores(tie_broken_ranks(values[offsets[a] : offsets[b]])) for a, b in pairwise(bounds)]
+        )
+        assert np.allclose(_segment_scores(tie_broken_ranks(values), offsets, cuts), expected)

@@ -143,7 +143,6 @@ def test_tail_pvalue_is_calibrated_on_heavy_and_skewed_noise() -> None:
 
 
 def test_two_outlying_single_sample_commits_never_alert() -> None:
-    rng = np.random.default_rng(10)
     for seed in range(10):
         x = list(_noise_with_outliers(np.random.default_rng(seed), 300, 0.01)) + [600.0, 450.0]
         assert gate(Series.from_samples(x)).tier is Tier.NONE
@@ -154,5 +153,7 @@ def test_gate_quiet_on_single_sample_noise_with_outliers() -> None:
     alerts = 0
     for _ in range(3):
         x = _noise_with_outliers(rng, 700, float(rng.uniform(0.005, 0.05)))
-        alerts += sum(gate(Series.from_samples(list(x[max(0, n - 305) : n + 1]))).tier is not Tier.NONE for n in range(40, 700))
+        alerts += sum(
+            gate(Series.from_samples(list(x[max(0, n - 305) : n + 1]))).tier is not Tier.NONE for n in range(40, 700)
+        )
     assert alerts == 0
