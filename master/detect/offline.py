@@ -13,7 +13,10 @@
    pruning the search runs again on ranks taken within each segment, where the noise is homogeneous
    (series-wide normal scores spread differently in every segment); new candidates are pruned with
    the old, reusing every range already ranked.
-4. Position: the maximum-likelihood split near each kept cut under the noise density estimated from
+4. Serially dependent series only (``serial_factor`` > 1: trends, wandering levels): a kept cut must
+   also be a local feature — the level moves across it more than it moves elsewhere in its two
+   segments at some window scale (robust z >= ``local_z``) — so a smooth trend is not cut into steps.
+5. Position: the maximum-likelihood split near each kept cut under the noise density estimated from
    the neighbouring segments (kernel density with a heavy-tailed share), so shifts land on the commit
    whatever the noise shape.
 
@@ -28,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.ndimage import median_filter
 from scipy.special import ndtri
 
 from master.detect.exact import lower_tail
@@ -53,6 +57,7 @@ class OfflineSettings:
     min_effect: float = 0.005
     commit_alpha: float = 1e-2
     decay: float = 0.5
+    local_z: float = 3.0
 
 
 def seeded_intervals(n: int, min_len: int, decay: float = 0.5) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -428,13 +433,28 @@ def _prune(series: Series, state: _PruneState, cuts: list[int], settings: Offlin
 
 
 def _finish(
-    series: Series, sums: _RankSums, cuts: list[int], settings: OfflineSettings, deff: float
+    series: Series,
+    sums: _RankSums,
+    cuts: list[int],
+    settings: OfflineSettings,
+    deff: float,
+    previous: Sequence[tuple[int, float, float]] = (),
 ) -> list[tuple[int, float, float]]:
-    """Polish every kept cut's position and report (index, ratio, p-value) at the final positions."""
+    """Polish every kept cut's position and report (index, ratio, p-value) at the final positions.
+
+    ``previous`` is an earlier result for a superset of ``cuts`` (already polished): a cut that has
+    the same two neighbours as there keeps its position, only the others are polished again.
+    """
     n = len(series)
     m = settings.min_segment
     final = list(cuts)
+    old_bounds = [0, *[c for c, _, _ in previous], n]
+    neighbours = {c: (old_bounds[j], old_bounds[j + 2]) for j, (c, _, _) in enumerate(previous)}
+    bounds = [0, *final, n]
+    settled = {c for j, c in enumerate(final) if neighbours.get(c) == (bounds[j], bounds[j + 2])}
     for j in range(len(final)):
+        if final[j] in settled:
+            continue
         lo = final[j - 1] if j > 0 else 0
         hi = final[j + 1] if j + 1 < len(final) else n
         final[j] = _polish(series, lo, final[j], hi, m)
@@ -533,6 +553,12 @@ def detect(
         if extra - set(found):
             found = _prune(series, state, sorted(set(found) | extra), settings, deff)
     kept = _finish(series, state.sums, found, settings, deff)
+    if serial > 1.0:
+        # Judged at the polished positions, where a step's move is sharpest; the survivors are
+        # polished and reported again between their new neighbours.
+        local = _local_changes_only(series.commit_medians(), [c for c, _, _ in kept], settings.local_z)
+        if len(local) < len(kept):
+            kept = _finish(series, state.sums, local, settings, deff, previous=kept)
     return [
         ChangePoint(
             commit=series.commits[c],
@@ -543,6 +569,80 @@ def detect(
         )
         for c, ratio, p in kept
     ]
+
+
+# Odd window lengths (a median is then one of the values), growing by about 1.6 each.
+_LOCAL_SCALES = (3, 5, 9, 13, 21, 35, 55, 89)
+_LOCAL_MIN_REFERENCE = 10
+
+
+def _locality(window_medians: Callable[[int], np.ndarray], lo: int, cut: int, hi: int, enough: float) -> float:
+    """How far the level moves across ``cut``, against how it moves elsewhere in [lo, hi): a robust z.
+
+    ``window_medians(w)[j]`` is the median of the commit levels j .. j+w-1. At each window scale w,
+    the move at a position t is the median of the w commits from t on minus that of the w commits
+    before t; the move at the cut is compared with the moves at every other position of the two
+    segments whose windows do not reach the cut (their median and MAD). The largest z over the
+    scales is returned (inf when no scale has enough reference positions); the scan stops at the
+    first scale that reaches ``enough``.
+    """
+    best, tested = 0.0, False
+    for w in _LOCAL_SCALES:
+        if cut - lo < w or hi - cut < w:
+            break
+        t = np.arange(lo + w, hi - w + 1)
+        t = t[np.abs(t - cut) >= w]
+        if len(t) < _LOCAL_MIN_REFERENCE:
+            continue
+        tested = True
+        med = window_medians(w)
+        reference = med[t] - med[t - w]
+        center = float(np.median(reference))
+        spread = 1.4826 * float(np.median(np.abs(reference - center)))
+        move = float(med[cut] - med[cut - w])
+        if spread <= 0.0:
+            return math.inf if move != center else best
+        best = max(best, abs(move - center) / spread)
+        if best >= enough:
+            break
+    return best if tested else math.inf
+
+
+def _local_changes_only(medians: np.ndarray, cuts: list[int], z: float) -> list[int]:
+    """Drop, least local first, the cuts whose level move is not ``z`` robust sd beyond the moves around them.
+
+    Used when the series is serially dependent (``serial_factor`` > 1): a trend or a wandering level
+    makes every split of a long stretch significant, and the rank tests alone would cut a smooth curve
+    into a staircase. A change point is then required to be a local feature — at some window scale the
+    level moves across it as it moves nowhere else in its two segments — which a step is and a point
+    on a trend is not (the same move happens all along the trend). Window medians of the commit
+    medians, so a lone outlying run moves no window. Series without dependence, the usual benchmark
+    noise, never reach this test.
+    """
+    n = len(medians)
+    cache: dict[int, np.ndarray] = {}
+
+    def window_medians(w: int) -> np.ndarray:
+        # Running medians (scipy's rank filter), shifted so that entry j covers commits j .. j+w-1.
+        if w not in cache:
+            cache[w] = median_filter(medians, size=w, mode="nearest")[w // 2 : w // 2 + n - w + 1]
+        return cache[w]
+
+    cuts = list(cuts)
+    memo: dict[tuple[int, int, int], float] = {}
+    while cuts:
+        bounds = [0, *cuts, n]
+        scores = []
+        for j, c in enumerate(cuts):
+            key = (bounds[j], c, bounds[j + 2])
+            if key not in memo:
+                memo[key] = _locality(window_medians, *key, enough=z)
+            scores.append(memo[key])
+        j = int(np.argmin(scores))
+        if scores[j] >= z:
+            break
+        del cuts[j]
+    return cuts
 
 
 def _segment_scores(ranks: np.ndarray, offsets: np.ndarray, cuts: list[int]) -> np.ndarray:

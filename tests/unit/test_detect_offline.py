@@ -205,3 +205,31 @@ def test_segment_scores_rank_within_each_segment() -> None:
             [normal_scores(tie_broken_ranks(values[offsets[a] : offsets[b]])) for a, b in pairwise(bounds)]
         )
         assert np.allclose(_segment_scores(tie_broken_ranks(values), offsets, cuts), expected)
+
+
+def test_smooth_trend_is_not_cut_into_a_staircase() -> None:
+    # A curve rising 50 % over 400 commits with 0.1 % noise (a population count, say): every split of
+    # it is significant to a rank test, and the old detector reported 20-29 steps. The series is
+    # serially dependent, so a cut must also be a local feature, which no point of a smooth curve is.
+    counts = []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        t = np.arange(400)
+        x = 1000 * (1 + 0.5 * (t / 400) ** 1.5) * (1 + 0.001 * rng.standard_normal(400))
+        counts.append(len(detect(_series(x))))
+    assert float(np.median(counts)) <= 3, counts
+
+
+def test_drop_inside_a_trend_is_still_found() -> None:
+    # A 10 % drop in a series rising 40 % over 400 commits: the drop is local, the trend around it is
+    # not, so the drop stays and (median over seeds) the staircase along the trend goes.
+    others = []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        t = np.arange(400)
+        y = 1000 * (1 + 0.4 * t / 400) * (1 + 0.003 * rng.standard_normal(400))
+        y[250:] *= 0.9
+        found = [cp.index for cp in detect(_series(y))]
+        assert any(abs(f - 250) <= 2 for f in found), (seed, found)
+        others.append(sum(abs(f - 250) > 2 for f in found))
+    assert float(np.median(others)) <= 3, others
