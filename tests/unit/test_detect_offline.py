@@ -145,13 +145,19 @@ def test_bimodal_noise_steps_land_on_their_commit() -> None:
     assert hits >= 50
 
 
+def _candidate_count(s: Series) -> int:
+    """How many candidates the cheap stages hand to the exact tests."""
+    from master.detect.offline import _candidates
+    from master.detect.ranktest import normal_scores, serial_factor, tie_broken_ranks
+
+    scores = normal_scores(tie_broken_ranks(s.values))
+    return len(_candidates(scores, s.offsets, len(s), OfflineSettings(), serial_factor(scores, s.offsets)))
+
+
 def test_long_series_with_large_steps_keep_few_candidates() -> None:
     # 10,000 commits, 25 steps of 3-20 % at bimodal noise: segments end up at the top and bottom of the
     # ranks, where normal scores spread more than the series-wide noise estimate says. With the local
     # estimate the cheap thinning leaves few candidates for the exact tests (83 without it).
-    from master.detect.offline import _candidates
-    from master.detect.ranktest import normal_scores, serial_factor, tie_broken_ranks
-
     rng = np.random.default_rng(3)
     n = 10_000
     level = np.ones(n)
@@ -160,8 +166,7 @@ def test_long_series_with_large_steps_keep_few_candidates() -> None:
         level[pos:] *= 1 + rng.choice([-1, 1]) * rng.uniform(0.03, 0.2)
     noise = 1 + 0.0025 * rng.standard_normal(n) - (rng.random(n) < 0.3) * 0.012
     s = _series(1000 * level * noise)
-    scores = normal_scores(tie_broken_ranks(s.values))
-    assert len(_candidates(scores, s.offsets, n, OfflineSettings(), serial_factor(scores, s.offsets))) <= 45
+    assert _candidate_count(s) <= 45
     # All 25 on their exact commits: the second search, on ranks taken within each segment, finds
     # the one step the series-wide scores mis-scaled (24 before it).
     assert [cp.index for cp in detect(s)] == [int(p) for p in steps]
@@ -171,21 +176,15 @@ def test_lone_outlying_runs_do_not_seed_candidate_pairs() -> None:
     # 10,000 commits, 25 steps, 1 % of runs 15-60 % slow. Each slow run used to make a candidate pair
     # around it (a 3-commit "segment" holding it): 96 candidates for the exact tests. Clipping every
     # commit to within 3 sd of its running median before thinning leaves 27; all 25 steps are found.
-    from master.detect.offline import _candidates
-    from master.detect.ranktest import normal_scores, serial_factor, tie_broken_ranks
-
     rng = np.random.default_rng(21)
-    n = 10_000
-    level = np.ones(n)
-    steps = np.sort(rng.choice(np.arange(100, n - 100), 25, replace=False))
-    for at in steps:
-        level[at:] *= rng.choice([0.9, 0.95, 1.05, 1.1])
-    x = level * (1 + 0.01 * rng.standard_normal(n))
-    bad = rng.random(n) < 0.01
+    steps = np.sort(rng.choice(np.arange(100, 9_900), 25, replace=False))
+    factors = np.ones(10_000)
+    factors[steps] = rng.choice([0.9, 0.95, 1.05, 1.1], 25)
+    x = np.cumprod(factors) * (1 + 0.01 * rng.standard_normal(10_000))
+    bad = rng.random(10_000) < 0.01
     x[bad] *= rng.uniform(0.4, 0.85, bad.sum())
     s = _series(1000 * x)
-    scores = normal_scores(tie_broken_ranks(s.values))
-    assert len(_candidates(scores, s.offsets, n, OfflineSettings(), serial_factor(scores, s.offsets))) <= 40
+    assert _candidate_count(s) <= 40
     found = [cp.index for cp in detect(s)]
     assert all(any(abs(f - t) <= 2 for f in found) for t in steps)
     assert len(found) == 25
