@@ -83,6 +83,9 @@ class Series:
     def commit_medians(self) -> np.ndarray:
         """Median of each commit's samples (vectorised: one sort for the whole series)."""
         counts = self.counts
+        if len(counts) and int(counts.min()) == int(counts.max()):
+            # Same number of samples everywhere (the usual case): one partition of a (commits, k) view.
+            return np.median(self.values.reshape(len(counts), int(counts[0])), axis=1)
         owner = np.repeat(np.arange(len(counts)), counts)
         ordered = self.values[np.lexsort((self.values, owner))]
         starts = self.offsets[:-1]
@@ -91,6 +94,11 @@ class Series:
     def samples(self, start: int, stop: int) -> np.ndarray:
         """All samples of commits ``start`` .. ``stop - 1``."""
         return self.values[self.offsets[start] : self.offsets[stop]]
+
+    def window(self, start: int, stop: int) -> Series:
+        """Commits ``start`` .. ``stop - 1`` as a series of their own."""
+        offsets = self.offsets[start : stop + 1]
+        return Series(self.commits[start:stop], self.values[offsets[0] : offsets[-1]], offsets - offsets[0])
 
     def head(self, n_commits: int) -> Series:
         """The first ``n_commits`` commits, as the series looked when they were the newest."""

@@ -8,7 +8,15 @@
    Mann-Whitney split between its neighbours and kept only if that split is significant (exact tail
    for short segments, Siegmund's scan correction, commit-level run effects and serial dependence
    divided out) and moves the median by at least ``min_effect``; the weakest failing cuts go first.
-3. Position: the maximum-likelihood split near each kept cut under the noise density estimated from
+3. Long series (2,000 commits and more): before thinning, every commit is clipped to within 3 sd of
+   its running median (a lone outlying run no longer seeds a candidate pair around itself), and after
+   pruning the search runs again on ranks taken within each segment, where the noise is homogeneous
+   (series-wide normal scores spread differently in every segment); new candidates are pruned with
+   the old, reusing every range already ranked.
+4. Serially dependent series only (``serial_factor`` > 1: trends, wandering levels): a kept cut must
+   also be a local feature — the level moves across it more than it moves elsewhere in its two
+   segments at some window scale (robust z >= ``local_z``) — so a smooth trend is not cut into steps.
+5. Position: the maximum-likelihood split near each kept cut under the noise density estimated from
    the neighbouring segments (kernel density with a heavy-tailed share), so shifts land on the commit
    whatever the noise shape.
 
@@ -23,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.ndimage import median_filter
 from scipy.special import ndtri
 
 from master.detect.exact import lower_tail
@@ -48,6 +57,7 @@ class OfflineSettings:
     min_effect: float = 0.005
     commit_alpha: float = 1e-2
     decay: float = 0.5
+    local_z: float = 3.0
 
 
 def seeded_intervals(n: int, min_len: int, decay: float = 0.5) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -147,7 +157,33 @@ def _candidates(scores: np.ndarray, offsets: np.ndarray, n: int, settings: Offli
             continue
         accepted.append(c)
         blocked[max(0, c - m + 1) : c + m] = True
+    if n >= _LOCAL_NOISE_MIN_COMMITS:
+        prefix = np.concatenate([[0.0], np.cumsum(_despiked(scores, offsets, settings.min_segment))])
     return _thin(prefix, scores, offsets, n, sorted(accepted), sigma2, serial, settings)
+
+
+def _despiked(scores: np.ndarray, offsets: np.ndarray, min_seg: int, clip: float = 3.0) -> np.ndarray:
+    """Scores with every commit mean pulled to within ``clip`` robust sd of its running median.
+
+    The running median over 2·``min_seg`` + 1 commits follows any level that holds for ``min_seg``
+    commits or more and ignores a lone outlying commit, whose pull on a short segment would otherwise
+    make a candidate pair around it (a 3-commit "segment" holding one bad run): Huber's clipping of
+    the residual, applied before the cumulative sums.
+    """
+    counts = np.diff(offsets)
+    means = np.add.reduceat(scores, offsets[:-1]) / counts
+    w = 2 * min_seg + 1
+    if len(means) < 2 * w:
+        return scores
+    padded = np.concatenate([np.full(min_seg, means[0]), means, np.full(min_seg, means[-1])])
+    level = np.sort(np.lib.stride_tricks.sliding_window_view(padded, w), axis=1)[:, min_seg]
+    resid = means - level
+    d = np.diff(means)
+    sd = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0)
+    if sd <= 0.0:
+        return scores
+    shift = np.clip(resid, -clip * sd, clip * sd) - resid
+    return scores + np.repeat(shift, counts)
 
 
 # The local noise estimate replaces the series-wide one only when clearly larger: an average over a
@@ -242,7 +278,7 @@ def _median_ratio(series: Series, lo: int, mid: int, hi: int) -> float:
 
 
 class _RankSums:
-    """Prefix sums of within-range ranks, memoized per commit range.
+    """Prefix sums of within-range ranks at commit boundaries, memoized per commit range.
 
     Re-ranking a range costs one sort; the best split of the range and the rank-sum test of any cut
     in it then cost O(1) each, so the pruning loop sorts each range it visits once.
@@ -253,15 +289,29 @@ class _RankSums:
         self.offsets = offsets
         self.memo: dict[tuple[int, int], np.ndarray] = {}
         self.splits: dict[tuple[int, int, int], tuple[int, float]] = {}
+        # Scratch indexed by global rank: within-range ranks are scattered into it in sorted order
+        # and gathered back in sample order (a plain sort of the integer ranks plus two O(n) passes
+        # costs about half an argsort).
+        self._scratch = np.empty(len(ranks))
+        self._one_to_n = np.arange(1.0, len(ranks) + 1.0)
+        self.offsets_f = offsets.astype(float)
+        counts = np.diff(offsets)
+        # Samples per commit when every commit has as many (a reshape then sums them, not reduceat).
+        self.uniform = int(counts[0]) if len(counts) and int(counts.min()) == int(counts.max()) else 0
 
     def prefix(self, lo: int, hi: int) -> np.ndarray:
-        """Cumulative sums (from 0) of the 1-based ranks of the samples of commits [lo, hi) among themselves."""
+        """Cumulative sums (from 0), per commit of [lo, hi), of the 1-based ranks of its samples among the range's."""
         key = (lo, hi)
         got = self.memo.get(key)
         if got is None:
             s0, s1 = int(self.offsets[lo]), int(self.offsets[hi])
-            local = np.empty(s1 - s0)
-            local[np.argsort(self.ranks[s0:s1])] = np.arange(1.0, s1 - s0 + 1.0)
+            mine = self.ranks[s0:s1]
+            self._scratch[np.sort(mine)] = self._one_to_n[: s1 - s0]
+            local = self._scratch[mine]
+            if self.uniform > 1:
+                local = local.reshape(hi - lo, self.uniform).sum(axis=1)
+            elif s1 - s0 != hi - lo:
+                local = np.add.reduceat(local, self.offsets[lo:hi] - s0)
             got = np.concatenate([[0.0], np.cumsum(local)])
             self.memo[key] = got
         return got
@@ -274,14 +324,13 @@ class _RankSums:
             if hi - lo < 2 * min_seg:
                 got = (-1, 0.0)
             else:
-                cum = self.prefix(lo, hi)
-                s0 = int(self.offsets[lo])
-                n = len(cum) - 1
-                cuts = np.arange(lo + min_seg, hi - min_seg + 1)
-                n1 = (self.offsets[cuts] - s0).astype(float)
-                z = (n1 * (n + 1) / 2.0 - cum[self.offsets[cuts] - s0]) / np.sqrt(n1 * (n - n1) * (n + 1) / 12.0)
+                cum = self.prefix(lo, hi)[min_seg : hi - lo - min_seg + 1]
+                s0 = self.offsets_f[lo]
+                n = self.offsets_f[hi] - s0
+                n1 = self.offsets_f[lo + min_seg : hi - min_seg + 1] - s0
+                z = (n1 * ((n + 1) / 2.0) - cum) / np.sqrt(n1 * (n - n1) * ((n + 1) / 12.0))
                 best = int(np.argmax(np.abs(z)))
-                got = (int(cuts[best]), float(z[best]))
+                got = (lo + min_seg + best, float(z[best]))
             self.splits[key] = got
         return got
 
@@ -295,10 +344,10 @@ class _RankSums:
         only ever adds evidence far out in the tail, is skipped.
         """
         cum = self.prefix(lo, hi)
-        n = len(cum) - 1
+        n = int(self.offsets[hi] - self.offsets[lo])
         n1 = int(self.offsets[cut] - self.offsets[lo])
         n2 = n - n1
-        r1 = float(cum[n1])
+        r1 = float(cum[cut - lo])
         z = (n1 * (n + 1) / 2.0 - r1) / math.sqrt(n1 * n2 * (n + 1) / 12.0)
         if min(n1, n2) > 60 or abs(z) < 1.96 or (enough is not None and enough(z)):
             return z
@@ -310,9 +359,18 @@ class _RankSums:
         return math.copysign(float(-ndtri(p)), z)
 
 
-def _prune(
-    series: Series, sums: _RankSums, cuts: list[int], settings: OfflineSettings, deff: float
-) -> list[tuple[int, float, float]]:
+class _PruneState:
+    """What pruning has learnt about one series, kept across passes: range rank sums and verdicts."""
+
+    def __init__(self, series: Series, ranks: np.ndarray) -> None:
+        self.sums = _RankSums(ranks, series.offsets)
+        self.commit_sums: _RankSums | None = None
+        if int(series.counts.max()) > 1:
+            self.commit_sums = _RankSums(tie_broken_ranks(series.commit_medians()), np.arange(len(series) + 1))
+        self.verdicts: dict[tuple[int, int, int], tuple[float, float, bool]] = {}
+
+
+def _prune(series: Series, state: _PruneState, cuts: list[int], settings: OfflineSettings, deff: float) -> list[int]:
     """Re-locate each cut between its neighbours; drop failing cuts that are locally weakest; repeat.
 
     A cut fails when its local scan p-value exceeds ``alpha``, its median ratio is below
@@ -323,13 +381,10 @@ def _prune(
     offsets = series.offsets
     n = len(series)
     m = settings.min_segment
-    eval_memo: dict[tuple[int, int, int], tuple[float, float, bool]] = {}
+    sums, commit_sums, eval_memo = state.sums, state.commit_sums, state.verdicts
     log_min = math.log1p(settings.min_effect)
     sd = math.sqrt(deff)
-    commit_sums: _RankSums | None = None
     unit_offsets = np.arange(n + 1)
-    if int(series.counts.max()) > 1:
-        commit_sums = _RankSums(tie_broken_ranks(series.commit_medians()), unit_offsets)
 
     def evaluate(lo: int, c: int, hi: int) -> tuple[float, float, bool]:
         """(scan p-value, median ratio, weak) of cut ``c`` between neighbours ``lo`` and ``hi``."""
@@ -343,8 +398,9 @@ def _prune(
             if not weak and p <= settings.alpha and commit_sums is not None:
                 # With several samples per commit, one bad run moves all of them: the shift must also
                 # show in the commit medians, or two outlying runs could make a 3-commit "segment".
-                zk = commit_sums.z(lo, c, hi)
-                weak = scan_pvalue_one(zk, _min_frac(unit_offsets, lo, hi, m)) > settings.commit_alpha
+                frac = _min_frac(unit_offsets, lo, hi, m)
+                zk = commit_sums.z(lo, c, hi, enough=lambda z: scan_pvalue_one(z, frac) <= settings.commit_alpha)
+                weak = scan_pvalue_one(zk, frac) > settings.commit_alpha
             eval_memo[key] = (p, ratio, weak)
         return eval_memo[key]
 
@@ -370,20 +426,35 @@ def _prune(
             if sc >= 0 and (j == 0 or sc >= score[j - 1]) and (j + 1 == len(score) or sc > score[j + 1])
         ]
         if not drop:
-            return _finish(series, sums, cuts, settings, deff)
+            return cuts
         for j in reversed(drop):
             del cuts[j]
     return []
 
 
 def _finish(
-    series: Series, sums: _RankSums, cuts: list[int], settings: OfflineSettings, deff: float
+    series: Series,
+    sums: _RankSums,
+    cuts: list[int],
+    settings: OfflineSettings,
+    deff: float,
+    previous: Sequence[tuple[int, float, float]] = (),
 ) -> list[tuple[int, float, float]]:
-    """Polish every kept cut's position and report (index, ratio, p-value) at the final positions."""
+    """Polish every kept cut's position and report (index, ratio, p-value) at the final positions.
+
+    ``previous`` is an earlier result for a superset of ``cuts`` (already polished): a cut that has
+    the same two neighbours as there keeps its position, only the others are polished again.
+    """
     n = len(series)
     m = settings.min_segment
     final = list(cuts)
+    old_bounds = [0, *[c for c, _, _ in previous], n]
+    neighbours = {c: (old_bounds[j], old_bounds[j + 2]) for j, (c, _, _) in enumerate(previous)}
+    bounds = [0, *final, n]
+    settled = {c for j, c in enumerate(final) if neighbours.get(c) == (bounds[j], bounds[j + 2])}
     for j in range(len(final)):
+        if final[j] in settled:
+            continue
         lo = final[j - 1] if j > 0 else 0
         hi = final[j + 1] if j + 1 < len(final) else n
         final[j] = _polish(series, lo, final[j], hi, m)
@@ -437,14 +508,18 @@ def _polish(
         h = 0.9 * spread * len(resid) ** -0.2
         wide = 3.0 * spread
 
-        def cost(level: float) -> np.ndarray:
-            r = x / level - 1.0
-            kde = np.exp(-0.5 * ((r[:, None] - resid[None, :]) / h) ** 2).mean(axis=1) / (h * math.sqrt(2 * math.pi))
-            cauchy = 1.0 / (math.pi * wide * (1.0 + (r / wide) ** 2))
-            return -np.log((1.0 - floor) * kde + floor * cauchy)
-
-        cost_left = np.add.reduceat(cost(m_left), offs)
-        cost_right = np.add.reduceat(cost(m_right), offs)
+        # Both levels in one kernel matrix, built in place (the same arithmetic, fewer temporaries).
+        r = np.concatenate([x / m_left, x / m_right]) - 1.0
+        kern = np.subtract.outer(r, resid)
+        kern /= h
+        np.square(kern, out=kern)
+        kern *= -0.5
+        np.exp(kern, out=kern)
+        kde = kern.mean(axis=1) / (h * math.sqrt(2 * math.pi))
+        cauchy = 1.0 / (math.pi * wide * (1.0 + (r / wide) ** 2))
+        cost = -np.log((1.0 - floor) * kde + floor * cauchy)
+        cost_left = np.add.reduceat(cost[: len(x)], offs)
+        cost_right = np.add.reduceat(cost[len(x) :], offs)
     else:
         both = np.concatenate([left - m_left, right - m_right])
         scale = 1.4826 * float(np.median(np.abs(both)))
@@ -471,7 +546,19 @@ def detect(
     serial = serial_factor(scores, series.offsets)
     deff = design_effect(scores, series.offsets) * serial
     cuts = _candidates(scores, series.offsets, n, settings, serial)
-    kept = _prune(series, _RankSums(ranks, series.offsets), cuts, settings, deff)
+    state = _PruneState(series, ranks)
+    found = _prune(series, state, cuts, settings, deff)
+    if n >= _LOCAL_NOISE_MIN_COMMITS:
+        extra = set(_candidates(_segment_scores(ranks, series.offsets, found), series.offsets, n, settings, serial))
+        if extra - set(found):
+            found = _prune(series, state, sorted(set(found) | extra), settings, deff)
+    kept = _finish(series, state.sums, found, settings, deff)
+    if serial > 1.0:
+        # Judged at the polished positions, where a step's move is sharpest; the survivors are
+        # polished and reported again between their new neighbours.
+        local = _local_changes_only(series.commit_medians(), [c for c, _, _ in kept], settings.local_z)
+        if len(local) < len(kept):
+            kept = _finish(series, state.sums, local, settings, deff, previous=kept)
     return [
         ChangePoint(
             commit=series.commits[c],
@@ -482,6 +569,101 @@ def detect(
         )
         for c, ratio, p in kept
     ]
+
+
+# Odd window lengths (a median is then one of the values), growing by about 1.6 each.
+_LOCAL_SCALES = (3, 5, 9, 13, 21, 35, 55, 89)
+_LOCAL_MIN_REFERENCE = 10
+
+
+def _locality(window_medians: Callable[[int], np.ndarray], lo: int, cut: int, hi: int, enough: float) -> float:
+    """How far the level moves across ``cut``, against how it moves elsewhere in [lo, hi): a robust z.
+
+    ``window_medians(w)[j]`` is the median of the commit levels j .. j+w-1. At each window scale w,
+    the move at a position t is the median of the w commits from t on minus that of the w commits
+    before t; the move at the cut is compared with the moves at every other position of the two
+    segments whose windows do not reach the cut (their median and MAD). The largest z over the
+    scales is returned (inf when no scale has enough reference positions); the scan stops at the
+    first scale that reaches ``enough``.
+    """
+    best, tested = 0.0, False
+    for w in _LOCAL_SCALES:
+        if cut - lo < w or hi - cut < w:
+            break
+        t = np.arange(lo + w, hi - w + 1)
+        t = t[np.abs(t - cut) >= w]
+        if len(t) < _LOCAL_MIN_REFERENCE:
+            continue
+        tested = True
+        med = window_medians(w)
+        reference = med[t] - med[t - w]
+        center = float(np.median(reference))
+        spread = 1.4826 * float(np.median(np.abs(reference - center)))
+        move = float(med[cut] - med[cut - w])
+        if spread <= 0.0:
+            return math.inf if move != center else best
+        best = max(best, abs(move - center) / spread)
+        if best >= enough:
+            break
+    return best if tested else math.inf
+
+
+def _local_changes_only(medians: np.ndarray, cuts: list[int], z: float) -> list[int]:
+    """Drop, least local first, the cuts whose level move is not ``z`` robust sd beyond the moves around them.
+
+    Used when the series is serially dependent (``serial_factor`` > 1): a trend or a wandering level
+    makes every split of a long stretch significant, and the rank tests alone would cut a smooth curve
+    into a staircase. A change point is then required to be a local feature — at some window scale the
+    level moves across it as it moves nowhere else in its two segments — which a step is and a point
+    on a trend is not (the same move happens all along the trend). Window medians of the commit
+    medians, so a lone outlying run moves no window. Series without dependence, the usual benchmark
+    noise, never reach this test.
+    """
+    n = len(medians)
+    cache: dict[int, np.ndarray] = {}
+
+    def window_medians(w: int) -> np.ndarray:
+        # Running medians (scipy's rank filter), shifted so that entry j covers commits j .. j+w-1.
+        if w not in cache:
+            cache[w] = median_filter(medians, size=w, mode="nearest")[w // 2 : w // 2 + n - w + 1]
+        return cache[w]
+
+    cuts = list(cuts)
+    memo: dict[tuple[int, int, int], float] = {}
+    while cuts:
+        bounds = [0, *cuts, n]
+        scores = []
+        for j, c in enumerate(cuts):
+            key = (bounds[j], c, bounds[j + 2])
+            if key not in memo:
+                memo[key] = _locality(window_medians, *key, enough=z)
+            scores.append(memo[key])
+        j = int(np.argmin(scores))
+        if scores[j] >= z:
+            break
+        del cuts[j]
+    return cuts
+
+
+def _segment_scores(ranks: np.ndarray, offsets: np.ndarray, cuts: list[int]) -> np.ndarray:
+    """Normal scores of the ranks taken within each segment between ``cuts`` (one sort for all of them).
+
+    Scores of series-wide ranks spread differently in every segment (widely in the tails, narrowly in
+    the middle), so the first search mis-scales changes inside a segment whose level sits far from
+    the median, and misses some; within a segment the noise is homogeneous again, and segments that
+    hold no further change contribute nothing, since each is centred on its own median.
+    """
+    n = len(ranks)
+    bounds = np.concatenate([[0], offsets[cuts], [n]])
+    sizes = np.diff(bounds)
+    segment = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+    by_value = np.empty(n, dtype=np.int64)
+    by_value[ranks] = np.arange(n)  # ranks are a permutation: no sort needed
+    # A stable sort of the segment numbers keeps value order within each segment (radix sort).
+    grouped = by_value[np.argsort(segment[by_value], kind="stable")]
+    local = np.empty(n)
+    local[grouped] = np.arange(n) - np.repeat(bounds[:-1], sizes)
+    return ndtri((local + 0.5) / sizes[segment])
 
 
 def support(

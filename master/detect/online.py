@@ -1,12 +1,28 @@
 """Online gate: are the newest commits different from the recent stable baseline?
 
-A distribution-free one-sided Mann-Whitney test (exact tail for the few new samples) of the newest
-``h`` commits against up to ``baseline_max`` commits since the last known change, for every run length
-``h`` from ``persistence`` to ``max_run`` (Bonferroni over the run lengths that can reach the level,
-Tarone 1990). Persistence rule: every
-one of the ``h`` commits must sit on the same side of the baseline median, so one noisy run cannot
-alert. Tiers: warn at ``warn_alpha``; critical when also significant at ``critical_alpha`` and the
-median moved by at least ``critical_effect`` (the rQPS red/green band).
+Two tiers, each with its own Bonferroni budget over its run lengths (Tarone 1990: run lengths that
+cannot reach the level do not share it), so the gate's nominal level is twice ``warn_alpha``:
+
+* **Rank tier** — a distribution-free one-sided Mann-Whitney test (exact tail for the few new samples)
+  of the newest ``h`` commits against up to ``baseline_max`` commits since the last known change, for
+  every run length ``h`` from ``persistence`` to ``max_run``. Exact whatever the noise, but capped by
+  the baseline: with one sample per commit, two new commits can reach at best p = 2/C(302, 2) =
+  4.4e-5, and one outlying baseline commit above the new ones costs it an order of magnitude.
+* **Tail tier** — only where the rank tier lacks resolution, i.e. when the newest ``tail_run``
+  commits have one sample each (with k samples a commit, 3k new samples leave the rank tier far more
+  room than it needs, and the commit medians of bimodal noise cluster in ways its samples do not).
+  The probability that every new commit lies at least as far out as the least extreme of them,
+  with the baseline's tail beyond its top ``tail_share`` extrapolated by a generalised Pareto law
+  (peaks over threshold, Pickands 1975) whose shape is raised to its one-sided 95 % bound and never
+  below the exponential's, so the extrapolation errs towards calm on Gaussian, lognormal or
+  bimodal noise and follows Student-t noise. New commits that are not beyond the threshold give
+  no tail evidence (the rank tier owns the body of the distribution). Three commits, not two: two
+  consecutive outlying runs are common enough on a farm (about 1e-4 per commit at a 1 % outlier
+  rate) to look like a two-commit step to any test.
+
+Persistence rule: every one of the ``h`` commits must sit on the same side of the baseline median,
+so one noisy run cannot alert. Tiers: warn at ``warn_alpha``; critical when also significant at
+``critical_alpha`` and the median moved by at least ``critical_effect`` (the rQPS red/green band).
 """
 
 from __future__ import annotations
@@ -44,6 +60,10 @@ class OnlineSettings:
     critical_alpha: float = 1e-6
     min_effect: float = 0.005
     critical_effect: float = 0.03
+    tail_run: int = 3
+    tail_share: float = 0.1
+    tail_min_exceed: int = 10
+    tail_min_baseline: int = 30
 
 
 @dataclass(frozen=True)
@@ -58,6 +78,49 @@ class GateResult:
 QUIET = GateResult(Tier.NONE, None, 0)
 
 
+def tail_pvalue(baseline: np.ndarray, new: np.ndarray, share: float = 0.1, min_exceed: int = 10) -> float:
+    """One-sided p that every value of ``new`` lies this far above the median of ``baseline`` by chance.
+
+    Peaks over threshold (Pickands 1975): with u the baseline value leaving the top k =
+    max(``min_exceed``, ``share``·n) above it, the excesses over u follow a generalised Pareto law
+    whose shape ξ and scale σ are fitted by probability-weighted moments (Hosking & Wallis 1987);
+    ξ is raised to its one-sided 95 % bound (standard error √(4/(3k)) near ξ = 0) and never taken
+    below 0, so the fitted tail is at least as heavy as an exponential one — heavier than Gaussian
+    noise, as heavy as Student-t noise once ξ is estimated. With t the least extreme new value,
+    S(t) = (k+1)/(n+1)·(1 + ξ(t-u)/σ)^(-1/ξ), within the baseline's range never below the empirical
+    (count ≥ t + 1)/(n + 1), and
+    p = S(t)^len(new) (independent commits, every one beyond t). Returns 1 when t is not beyond u
+    (the body of the distribution is for the rank test), when the excesses have no spread, or when the
+    baseline is too short to hold 2k values. Mirror both arrays to test the lower tail.
+    """
+    x = np.sort(baseline)
+    nb = len(x)
+    k = max(min_exceed, math.ceil(share * nb))
+    if 2 * k > nb:
+        return 1.0
+    u = float(x[nb - k - 1])
+    t = float(np.min(new))
+    if t <= u or u < float(np.median(x)):
+        return 1.0
+    excess = x[nb - k :] - u
+    a0 = float(np.mean(excess))
+    a1 = float(np.mean(excess * (1.0 - (np.arange(1, k + 1) - 0.35) / k)))
+    if a0 <= 0.0 or a0 <= 2.0 * a1:
+        return 1.0
+    xi_hat = 2.0 - a0 / (a0 - 2.0 * a1)
+    sigma = 2.0 * a0 * a1 / (a0 - 2.0 * a1)
+    xi = max(0.0, xi_hat + 1.645 * math.sqrt(4.0 / (3.0 * k)))
+    z = (t - u) / sigma
+    log_tail = -z if xi == 0.0 else -math.log1p(xi * z) / xi
+    log_s = math.log((k + 1) / (nb + 1)) + log_tail
+    beyond = nb - int(np.searchsorted(x, t, side="left"))
+    if beyond:
+        # Inside the baseline's range the data say how much lies beyond t: a compact cluster in the
+        # tail (the slow mode of bimodal noise) fits a steep law that its own members would violate.
+        log_s = max(log_s, math.log((beyond + 1) / (nb + 1)))
+    return math.exp(len(new) * log_s)
+
+
 def gate(
     series: Series,
     direction: Direction = Direction.HIGHER,
@@ -70,7 +133,7 @@ def gate(
     runs = [h for h in range(settings.persistence, settings.max_run + 1) if n - h >= settings.baseline_min]
     # Tarone (1990): a run length whose smallest achievable p-value (every new sample beyond every
     # baseline one) cannot reach warn_alpha can never alert, so it does not share the Bonferroni budget.
-    feasible = []
+    tests: list[tuple[str, int, int, int]] = []
     for h in runs:
         start = n - h
         lo = max(stable_from, start - settings.baseline_max)
@@ -80,27 +143,40 @@ def gate(
         n_base = int(series.offsets[start] - series.offsets[lo])
         log_min_p = math.log(2.0) - (math.lgamma(n_new + n_base + 1) - math.lgamma(n_new + 1) - math.lgamma(n_base + 1))
         if log_min_p <= math.log(settings.warn_alpha):
-            feasible.append((h, start, lo))
+            tests.append(("rank", h, start, lo))
+        if h == settings.tail_run and start - lo >= settings.tail_min_baseline and n_new == h:
+            tests.append(("tail", h, start, lo))
     deff: float | None = None
+    medians: np.ndarray | None = None
     best: tuple[float, int, float] | None = None
-    for h, start, lo in feasible:
+    for kind, h, start, lo in tests:
         base = series.samples(lo, start)
         base_median = float(np.median(base))
-        medians = np.array([np.median(series.samples(i, i + 1)) for i in range(start, n)])
-        up = bool(np.all(medians > base_median))
-        down = bool(np.all(medians < base_median))
+        if medians is None:
+            first = min(t[3] for t in tests)
+            medians = np.full(n, np.nan)
+            medians[first:] = series.window(first, n).commit_medians()
+        new_medians = medians[start:n]
+        up = bool(np.all(new_medians > base_median))
+        down = bool(np.all(new_medians < base_median))
         if not (up or down):
             continue
         new = series.samples(start, n)
         ratio = float(np.median(new)) / base_median if base_median != 0 else math.inf
         if not (ratio > 0 and abs(math.log(ratio)) >= math.log1p(settings.min_effect)):
             continue
-        if deff is None:
-            window = series.samples(lo, n)
-            local_offsets = series.offsets[lo : n + 1] - series.offsets[lo]
-            deff = design_effect(normal_scores(tie_broken_ranks(window)), local_offsets)
-        p = 2.0 * one_sided_p(new, base, greater=up)
-        p = min(1.0, (p ** (1.0 / deff)) * len(feasible))
+        if kind == "rank":
+            if deff is None:
+                window = series.samples(lo, n)
+                local_offsets = series.offsets[lo : n + 1] - series.offsets[lo]
+                deff = design_effect(normal_scores(tie_broken_ranks(window)), local_offsets)
+            p = (2.0 * one_sided_p(new, base, greater=up)) ** (1.0 / deff)
+        else:
+            sign = 1.0 if up else -1.0
+            p = 2.0 * tail_pvalue(
+                sign * medians[lo:start], sign * new_medians, settings.tail_share, settings.tail_min_exceed
+            )
+        p = min(1.0, p * sum(1 for t in tests if t[0] == kind))
         if best is None or p < best[0]:
             best = (p, start, ratio)
     if best is None or best[0] > settings.warn_alpha:

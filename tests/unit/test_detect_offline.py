@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -144,20 +145,90 @@ def test_bimodal_noise_steps_land_on_their_commit() -> None:
     assert hits >= 50
 
 
-def test_long_series_with_large_steps_keep_few_candidates() -> None:
-    # 10,000 commits, 25 steps of 3-20 % at bimodal noise: segments end up at the top and bottom of the
-    # ranks, where normal scores spread more than the series-wide noise estimate says. With the local
-    # estimate the cheap thinning leaves 33 candidates for the exact tests (83 without it).
+def _candidate_count(s: Series) -> int:
+    """How many candidates the cheap stages hand to the exact tests."""
     from master.detect.offline import _candidates
     from master.detect.ranktest import normal_scores, serial_factor, tie_broken_ranks
 
+    scores = normal_scores(tie_broken_ranks(s.values))
+    return len(_candidates(scores, s.offsets, len(s), OfflineSettings(), serial_factor(scores, s.offsets)))
+
+
+def test_long_series_with_large_steps_keep_few_candidates() -> None:
+    # 10,000 commits, 25 steps of 3-20 % at bimodal noise: segments end up at the top and bottom of the
+    # ranks, where normal scores spread more than the series-wide noise estimate says. With the local
+    # estimate the cheap thinning leaves few candidates for the exact tests (83 without it).
     rng = np.random.default_rng(3)
     n = 10_000
     level = np.ones(n)
-    for pos in np.sort(rng.choice(np.arange(50, n - 50), 25, replace=False)):
+    steps = np.sort(rng.choice(np.arange(50, n - 50), 25, replace=False))
+    for pos in steps:
         level[pos:] *= 1 + rng.choice([-1, 1]) * rng.uniform(0.03, 0.2)
     noise = 1 + 0.0025 * rng.standard_normal(n) - (rng.random(n) < 0.3) * 0.012
     s = _series(1000 * level * noise)
-    scores = normal_scores(tie_broken_ranks(s.values))
-    assert len(_candidates(scores, s.offsets, n, OfflineSettings(), serial_factor(scores, s.offsets))) <= 45
-    assert len(detect(s)) == 24
+    assert _candidate_count(s) <= 45
+    # All 25 on their exact commits: the second search, on ranks taken within each segment, finds
+    # the one step the series-wide scores mis-scaled (24 before it).
+    assert [cp.index for cp in detect(s)] == [int(p) for p in steps]
+
+
+def test_lone_outlying_runs_do_not_seed_candidate_pairs() -> None:
+    # 10,000 commits, 25 steps, 1 % of runs 15-60 % slow. Each slow run used to make a candidate pair
+    # around it (a 3-commit "segment" holding it): 96 candidates for the exact tests. Clipping every
+    # commit to within 3 sd of its running median before thinning leaves 27; all 25 steps are found.
+    rng = np.random.default_rng(21)
+    steps = np.sort(rng.choice(np.arange(100, 9_900), 25, replace=False))
+    factors = np.ones(10_000)
+    factors[steps] = rng.choice([0.9, 0.95, 1.05, 1.1], 25)
+    x = np.cumprod(factors) * (1 + 0.01 * rng.standard_normal(10_000))
+    bad = rng.random(10_000) < 0.01
+    x[bad] *= rng.uniform(0.4, 0.85, bad.sum())
+    s = _series(1000 * x)
+    assert _candidate_count(s) <= 40
+    found = [cp.index for cp in detect(s)]
+    assert all(any(abs(f - t) <= 2 for f in found) for t in steps)
+    assert len(found) == 25
+
+
+def test_segment_scores_rank_within_each_segment() -> None:
+    from master.detect.offline import _segment_scores
+    from master.detect.ranktest import normal_scores, tie_broken_ranks
+
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        offsets = np.concatenate([[0], np.cumsum(rng.integers(1, 4, 60))])
+        values = rng.standard_normal(int(offsets[-1]))
+        cuts = sorted(int(c) for c in rng.choice(np.arange(3, 57), 4, replace=False))
+        bounds = [0, *cuts, 60]
+        expected = np.concatenate(
+            [normal_scores(tie_broken_ranks(values[offsets[a] : offsets[b]])) for a, b in pairwise(bounds)]
+        )
+        assert np.allclose(_segment_scores(tie_broken_ranks(values), offsets, cuts), expected)
+
+
+def test_smooth_trend_is_not_cut_into_a_staircase() -> None:
+    # A curve rising 50 % over 400 commits with 0.1 % noise (a population count, say): every split of
+    # it is significant to a rank test, and the old detector reported 20-29 steps. The series is
+    # serially dependent, so a cut must also be a local feature, which no point of a smooth curve is.
+    counts = []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        t = np.arange(400)
+        x = 1000 * (1 + 0.5 * (t / 400) ** 1.5) * (1 + 0.001 * rng.standard_normal(400))
+        counts.append(len(detect(_series(x))))
+    assert float(np.median(counts)) <= 3, counts
+
+
+def test_drop_inside_a_trend_is_still_found() -> None:
+    # A 10 % drop in a series rising 40 % over 400 commits: the drop is local, the trend around it is
+    # not, so the drop stays and (median over seeds) the staircase along the trend goes.
+    others = []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        t = np.arange(400)
+        y = 1000 * (1 + 0.4 * t / 400) * (1 + 0.003 * rng.standard_normal(400))
+        y[250:] *= 0.9
+        found = [cp.index for cp in detect(_series(y))]
+        assert any(abs(f - 250) <= 2 for f in found), (seed, found)
+        others.append(sum(abs(f - 250) > 2 for f in found))
+    assert float(np.median(others)) <= 3, others

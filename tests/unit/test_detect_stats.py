@@ -74,3 +74,14 @@ def test_single_sample_gate_needs_three_commits() -> None:
     verdict = gate(Series.from_samples(x + [150.0]), settings=OnlineSettings())
     assert verdict.tier is not Tier.NONE
     assert verdict.change is not None and verdict.change.index == 250
+
+
+def test_serial_factor_sees_a_steady_trend() -> None:
+    # A ramp whose per-commit rise equals the noise: lag-4 differences are about twice the lag-1 ones
+    # (4 ± 1.4 vs 1 ± 1.4), so the factor is ~4. Centring the differences on their median would
+    # subtract the slope and report white noise (factor ~1), and the ramp would be cut into steps.
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        x = np.arange(300.0) + rng.standard_normal(300)
+        s = Series.from_samples(list(x))
+        assert serial_factor(normal_scores(tie_broken_ranks(s.values)), s.offsets) > 3.0
