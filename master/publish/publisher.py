@@ -20,7 +20,7 @@ from master import store
 from master.detect.rqps import Bands
 from master.publish import feed, source
 from master.publish import model
-from master.publish.model import SeriesData, median
+from master.publish.model import SeriesData, median, pick
 from master.publish.names import commit_name, safe_name
 from master.publish.ratios import RatioCache, Want
 from master.publish.render import SITE_DIR, author_name, js_call, json_document, render, wrap_js
@@ -103,7 +103,7 @@ class Context:
     def load(self, where: Mapping[str, list[tuple[str, int]]], shas: Iterable[str] | None,
              keys: set[MeasureKey] | None) -> None:
         """Load the series (replacing what was loaded) and every point's rQPS vs the previous point."""
-        self.series = model.load(self.conn, where, shas, keys, cache=self.cache.conn)
+        self.series = model.load(self.conn, where, shas, keys)
         need = set(where) if shas is not None else None
         self.commits.update(source.commits(self.conn, need))
         table = next(iter(self.series.values())).table if self.series else None
@@ -192,8 +192,9 @@ def _fixed(*cols: np.ndarray) -> tuple[int, list[list[int]]]:
 
 def _micro(a: np.ndarray) -> list[int | None]:
     """Ratios in millionths as integers (null where undefined) for the per-commit page data."""
-    ints = np.rint(np.nan_to_num(a, nan=0.0) * 1e6).astype(np.int64).tolist()
-    return [None if x != x else i for x, i in zip(a.tolist(), ints)]
+    out = np.rint(np.nan_to_num(a, nan=0.0) * 1e6).astype(np.int64).astype(object)
+    out[np.isnan(a)] = None
+    return out.tolist()
 
 
 def _nums(a: np.ndarray, digits: int | None = None) -> list[float | None]:
@@ -298,33 +299,31 @@ def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[tuple[Any
                                                        s.key.measure.recipe_version, s.sid))
     rows_of = np.concatenate([np.arange(s.start, s.end) for s in order])
     if shas is not None:
-        rows_of = np.array([i for i in rows_of.tolist() if t.sha[i] in shas], dtype=np.int64)
+        wanted = np.array([sha in shas for sha in t.commits], dtype=bool)
+        rows_of = rows_of[wanted[t.commit[rows_of]]]
         if not len(rows_of):
             return out
-    ids: dict[str, int] = {}
-    cid = np.fromiter((ids.setdefault(t.sha[i], len(ids)) for i in rows_of.tolist()), dtype=np.int64,
-                      count=len(rows_of))
-    perm = np.lexsort((np.arange(len(rows_of)), cid))  # by commit, then series order (stable)
-    rows = rows_of[perm]
-    cid = cid[perm]
+    rows = rows_of[np.argsort(t.commit[rows_of], kind="stable")]  # by commit, then series order
+    cid = t.commit[rows]
     sid_of = np.empty(len(t.pos), dtype=object)
     first = np.zeros(len(t.pos), dtype=bool)
     for s in order:
         sid_of[s.start : s.end] = s.sid
         first[s.start] = True
-    rl = rows.tolist()
+    base = np.array([sha[:12] for sha in t.commits], dtype=object)[t.commit[rows - 1]]
+    base[first[rows]] = ""
     cols = [
         sid_of[rows].tolist(), ctx.med_r[rows].tolist(), t.n[rows].tolist(),
         _micro(ctx.prev_ratio[rows]), _micro(ctx.prev_low[rows]), _micro(ctx.prev_high[rows]),
-        [ctx.prev_colour[i] for i in rl], ["" if first[i] else t.sha[i - 1][:12] for i in rl],
+        pick(ctx.prev_colour, rows.tolist()), base.tolist(),
         ((t.noisy[rows].astype(np.int64)) | (t.sla[rows].astype(np.int64) * 2)).tolist(),
     ]
     zipped = list(zip(*cols))
     bounds = np.flatnonzero(np.diff(cid)) + 1
     starts = [0, *bounds.tolist()]
-    ends = [*bounds.tolist(), len(rl)]
+    ends = [*bounds.tolist(), len(rows)]
     for a, b in zip(starts, ends):
-        out[t.sha[rl[a]]] = zipped[a:b]
+        out[t.commits[cid[a]]] = zipped[a:b]
     return out
 
 
