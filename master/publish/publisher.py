@@ -381,6 +381,7 @@ def write_releases(w: SiteWriter, ctx: Context) -> None:
     """Callaghan-style tables: absolute value per release × workload, rQPS vs a chosen base release."""
     if not ctx.tags:
         w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands))
+        w.keep_only("releases", set())
         return
     tag_samples = source.samples(ctx.conn, set(ctx.tags.values()))
     authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(ctx.tags.values())).items()}
@@ -424,6 +425,7 @@ def write_releases(w: SiteWriter, ctx: Context) -> None:
         if base == tags[0]:
             w.write("releases.html", render("releases.html", root="", title="Releases", table=table,
                                             bands=ctx.bands))
+    w.keep_only("releases", set(files.values()))
 
 
 def _channels(ctx: Context) -> list[Any]:
@@ -470,7 +472,8 @@ def write_health(w: SiteWriter, ctx: Context, now: float) -> None:
 def write_common(w: SiteWriter, ctx: Context, summaries: list[Summary], now: float, releases: bool = True) -> None:
     """Pages that summarise everything; cheap enough to re-render on every publish. The release tables depend
     only on the tags and the samples at tagged commits: an incremental publish passes releases=False when
-    neither changed, and the previous version's files stay (hard-linked)."""
+    neither changed (no tag changed, the run is not at a tagged commit), and the previous version's files stay
+    (hard-linked)."""
     write_overview(w, summaries, ctx)
     write_compare(w, ctx, summaries)
     if releases:
@@ -673,6 +676,45 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
                          cache.reused, time.perf_counter() - t0)
 
 
+def tag_changes(old: Mapping[str, str], new: Mapping[str, str]) -> set[str]:
+    """Commits whose tags differ between two publishes (a tag added, moved or removed)."""
+    return {sha for name in set(old) | set(new) if old.get(name) != new.get(name)
+            for sha in (old.get(name), new.get(name)) if sha}
+
+
+def _tag_windows(conn: sqlite3.Connection, ctx: Context, retagged: set[str],
+                 windows: dict[str, tuple[int, int]]) -> set[str]:
+    """Branches where a tag changed; each gets at least the sparkline's window loaded (its series' summaries are
+    recomputed: the rQPS of the latest point vs the previous release may change)."""
+    branches = {b for sha in retagged for b in source.positions_of(conn, sha)}
+    for b in branches:
+        lo = max(ctx.heads[b] - SPARK_WINDOW + 1, 0)
+        windows[b] = (min(lo, windows.get(b, (lo, 0))[0]), ctx.heads[b])
+    return branches
+
+
+def _load_for_tags(conn: sqlite3.Connection, retagged: set[str], branches: set[str],
+                   cached: Mapping[str, Summary], where: dict[str, list[tuple[str, int]]]) -> None:
+    """What a tag change needs besides the windows: each (re)tagged commit and, per series measured there, its
+    previous point (the commit's data shows rQPS vs previous), and the latest point of every series on those
+    branches (for its summary; a series that stopped before the window has it further back)."""
+    def add(sha: str | None, b: str, pos: int) -> None:
+        if sha is not None and (b, pos) not in where.get(sha, []):
+            where.setdefault(sha, []).append((b, pos))
+
+    for sha in sorted(retagged):
+        keys = source.keys_at(conn, [sha])
+        for b, pos in source.positions_of(conn, sha).items():
+            add(sha, b, pos)
+            for key in keys:
+                prev = source.prev_point_position(conn, key, b, pos)
+                if prev is not None:
+                    add(source.sha_at(conn, b, prev), b, prev)
+    for summ in cached.values():
+        if summ.branch in branches:
+            add(summ.latest_sha, summ.branch, summ.last_position)
+
+
 class _FullPublishNeeded(Exception):
     """The incremental path cannot prove it would match a full publish; the message says why."""
 
@@ -709,8 +751,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             raise ValueError(f"no run with id {run_id} in {settings.results_db}")
         ctx = Context(conn, cache, _bands(settings), settings)
         ctx.now = now
-        if ctx.tags != state["tags"]:
-            raise _FullPublishNeeded("tags changed (every series' rQPS vs its previous release may change)")
+        retagged = tag_changes(state["tags"], ctx.tags)
         old_heads = {b: tuple(h) for b, h in state["heads"].items()}
         for b, (pos, sha) in old_heads.items():
             if b in ctx.heads and source.sha_at(conn, b, pos) != sha:
@@ -727,11 +768,13 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             lows = [start, max(ctx.heads[b] - SPARK_WINDOW + 1, 0)]
             lows += [p for p in (source.prev_point_position(conn, key, b, start) for key in keys) if p is not None]
             windows[b] = (min(lows), ctx.heads[b])
+        tag_branches = _tag_windows(conn, ctx, retagged, windows)
         orders = {b: source.branch_order(conn, b, lo, hi) for b, (lo, hi) in windows.items()}
         where: dict[str, list[tuple[str, int]]] = {}
         for b, order in orders.items():
             for pos, sha in order:
                 where.setdefault(sha, []).append((b, pos))
+        _load_for_tags(conn, retagged, tag_branches, cached, where)
         # commit facts (for chart hovers) of the positions each branch gained since the last publish
         grown = {}
         for b, head in ctx.heads.items():
@@ -745,7 +788,9 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
                 ctx.tag_positions.setdefault(b, {})[sha] = pos
                 if b in windows and (b, pos) not in where.get(sha, []):
                     where.setdefault(sha, []).append((b, pos))
-        ctx.load(where, list(where), keys)
+        # a tag change touches every series of its branches (rQPS vs the previous release): load them all
+        loaded_keys = None if retagged else keys
+        ctx.load(where, list(where), loaded_keys)
         affected = {k: s for k, s in ctx.series.items() if k.branch in at and s.index_of(run.sha) is not None}
         changed = {run.sha}
         for s in affected.values():
@@ -761,9 +806,11 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
                     prev = source.prev_point_position(conn, key, b, min(starts)) if starts else None
                     if prev is not None and prev < lo_hi[0]:
                         raise _FullPublishNeeded("a changed commit's other series reach back past the window")
-            ctx.load(where, list(where), keys | more)
-            affected = {k: s for k, s in ctx.series.items() if k in affected}
-        fresh = ctx.summaries(affected.values())
+            if loaded_keys is not None:
+                ctx.load(where, list(where), keys | more)
+                affected = {k: s for k, s in ctx.series.items() if k in affected}
+        fresh = ctx.summaries([*affected.values(), *(s for k, s in ctx.series.items()
+                                                    if k.branch in tag_branches and k not in affected)])
         for sid, old in cached.items():
             if sid in fresh and old.first_position < fresh[sid].first_position:
                 fresh[sid] = Summary.from_json({**fresh[sid].to_json(), "first_position": old.first_position})
@@ -779,11 +826,14 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             write_series_page(w, ctx, summ, sib[summ.sid])
         for b, order in grown.items():
             write_branch_chunks(w, ctx, b, order)
-        rows = commit_rows(ctx, changed)
-        runs = run_views(ctx, sorted(changed))
+        rows = commit_rows(ctx, changed | retagged)
+        runs = run_views(ctx, sorted(changed | retagged))
+        # a (re)tagged commit's data lists its tags; it has a data file only if it has rows or runs (as in a full
+        # publish)
+        changed |= {sha for sha in retagged if sha in rows or sha in runs}
         for sha in sorted(changed):
             write_commit(w, ctx, sha, rows.get(sha, []), runs.get(sha, []))
-        write_common(w, ctx, summaries, now, releases=run.sha in ctx.tag_at)
+        write_common(w, ctx, summaries, now, releases=bool(retagged) or run.sha in ctx.tag_at)
         final = w.commit()
         cache.flush()
         save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags)

@@ -103,6 +103,17 @@ class SiteWriter:
             f.write(text)
         self.written.append(rel)
 
+    def keep_only(self, rel_dir: str, keep: set[str]) -> None:
+        """Delete the files directly in `rel_dir` of the new version that are not in `keep` (paths relative to the
+        site): an incremental version starts as links to every live file, so pages of things that no longer
+        exist (a removed tag's release page) must go. Only the new version's links are removed."""
+        d = self.root / _check_rel(rel_dir)
+        if not d.is_dir():
+            return
+        for p in d.iterdir():
+            if p.is_file() and f"{rel_dir}/{p.name}" not in keep:
+                p.unlink()
+
     def copy_tree(self, src: Path, rel: str) -> None:
         """Copy static assets into the new version."""
         dst = self.root / _check_rel(rel)

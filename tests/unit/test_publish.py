@@ -150,6 +150,44 @@ def test_incremental_publish_after_a_new_run_equals_a_full_publish(farm, tmp_pat
         assert len(json.loads(text_of(full, f"data/commits/{sha}.js")[len("perffarm.commit(") + 43:-3])["runs"]) == 2
 
 
+@pytest.mark.parametrize("change", ["release tag on the measured head", "tag on an old commit",
+                                    "tag moved and one removed"])
+def test_incremental_publish_after_a_tag_change_equals_a_full_publish(farm, tmp_path, change):
+    # a tag reaches the master with the next ingest (the mirror sync stores it); that publish stays incremental
+    inc, full = tmp_path / "inc", tmp_path / "full"
+    if change == "release tag on the measured head":
+        farm.shas.append(farm.repo.bench_commit("measured, then tagged", 4300))
+        farm.ingest(len(farm.shas) - 1, 850.0, seed=500)
+    publish_all(farm.settings, inc, now=NOW)
+    tagged = {"release tag on the measured head": farm.shas[-1], "tag on an old commit": farm.shas[10],
+              "tag moved and one removed": farm.shas[6]}[change]
+    if change == "tag moved and one removed":
+        farm.repo.git("tag", "-f", "-a", "REL_1_0", "-m", "moved", tagged)
+        farm.repo.git("tag", "-d", "REL_2_0")
+        conn = store.connect(farm.settings.results_db)
+        with store.transaction(conn):  # ingest never deletes a tag; an operator may
+            conn.execute("DELETE FROM tags WHERE name = 'REL_2_0'")
+        conn.close()
+    else:
+        farm.repo.tag("REL_3_0", rev=tagged)
+    farm.shas.append(farm.repo.bench_commit("after the tag", 4400))
+    run_id = farm.ingest(len(farm.shas) - 1, 850.0, seed=501)
+    report = publish_incremental(farm.settings, run_id, inc, now=NOW)
+    assert report.incremental is True, report
+    publish_all(farm.settings, full, now=NOW)
+    a, b = files(inc), files(full)
+    assert sorted(a) == sorted(b)
+    assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
+    data = text_of(full, f"data/commits/{tagged}.js")
+    if change == "tag moved and one removed":
+        assert '"tags":["REL_1_0"]' in data and "REL_2_0" not in text_of(full, "releases.html")
+        assert "releases/REL_2_0.html" not in a and '"tags":[]' in text_of(full, f"data/commits/{farm.shas[4]}.js")
+    else:
+        assert '"tags":["REL_3_0"]' in data and "releases/REL_3_0.html" in a
+    if change == "release tag on the measured head":  # every series' latest point is now compared with REL_3_0
+        assert text_of(full, "index.html").count('<span class="muted">vs REL_3_0</span>') == 2
+
+
 def test_a_failure_mid_render_leaves_the_live_site_intact(farm, tmp_path):
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
