@@ -7,6 +7,7 @@ array operations (master.detect.rqps.median_ratio_block), and pages read slices.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import sqlite3
@@ -16,7 +17,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from master.detect.rqps import Bands, median_ratio_block
-from master.publish import scan
+from master.publish import forkjoin, scan
 from master.publish.source import MeasureKey, SeriesKey
 
 
@@ -130,11 +131,13 @@ def load(
     where: Mapping[str, list[tuple[str, int]]],
     shas: Iterable[str] | None,
     keys: set[MeasureKey] | None,
+    jobs: int = 1,
 ) -> dict[SeriesKey, SeriesData]:
     """Series for every (measure key, branch) of the ok runs at `shas` (None: all); `where` maps a sha to the
     (branch, position) pairs it sits at. Runs of one commit are merged, oldest first (bisection probes add
-    samples). Every step is a column operation on the million rows except merging those few commits."""
-    m = scan.read(conn, shas)
+    samples). Every step is a column operation on the million rows except merging those few commits. jobs=2:
+    parse in two processes (it forks)."""
+    m = scan.read(conn, shas, jobs)
     wanted = np.array([keys is None or k in keys for k in m.keys], dtype=bool)
     # key rank in the published order (machine, recipe, version, config, workload, metric)
     by = sorted(range(len(m.keys)), key=lambda i: (m.keys[i].machine_id, m.keys[i].recipe, m.keys[i].recipe_version,
@@ -192,7 +195,7 @@ def load(
     new_series[1:] = (pk[1:] != pk[:-1]) | (pb[1:] != pb[:-1])
     bounds = np.append(np.flatnonzero(new_series), len(starts)).tolist()
     out = {}
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         k = by[int(pk[a])]
         sk = SeriesKey(m.keys[k], branches[int(pb[a])])
         out[sk] = SeriesData(sk, m.units[k], m.directions[k], table, a, b)
@@ -209,8 +212,26 @@ class Ratios:
     colour: list[str]
 
 
-def ratios(table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.ndarray, bands: Bands) -> Ratios:
-    """median(row)/median(base row) with the bootstrap CI, vectorised per pair of sample counts."""
+def ratios(table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.ndarray, bands: Bands,
+           jobs: int = 1) -> Ratios:
+    """median(row)/median(base row) with the bootstrap CI, vectorised per pair of sample counts; jobs=2 computes
+    the second half of the rows in a forked child (each row's result does not depend on the others)."""
+    parts = forkjoin.halves(len(rows), lambda a, b: _ratio_rows(table, rows[a:b], base_rows[a:b]), jobs,
+                            SPLIT_MIN_ROWS)
+    out = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    r = out[:, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        good = np.where(higher, r, 1.0 / r)
+    colour = np.where(np.isnan(good), "grey", np.where(good <= bands.red, "red",
+                                                       np.where(good >= bands.green, "green", "grey")))
+    return Ratios(out[:, 0], out[:, 1], out[:, 2], colour.tolist())
+
+
+SPLIT_MIN_ROWS = 50_000  # fewer ratios than this take less time than a fork of a large process
+
+
+def _ratio_rows(table: Table, rows: np.ndarray, base_rows: np.ndarray) -> np.ndarray:
+    """(ratio, low, high) per row; NaN where undefined."""
     out = np.full((len(rows), 3), np.nan)
     if len(rows):
         nb, nx = table.n[base_rows], table.n[rows]
@@ -220,9 +241,4 @@ def ratios(table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.nda
             if cb == 0 or cx == 0:
                 continue
             out[sel] = median_ratio_block(table.block(base_rows[sel]), table.block(rows[sel]), presorted=True)
-    r = out[:, 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        good = np.where(higher, r, 1.0 / r)
-    colour = np.where(np.isnan(good), "grey", np.where(good <= bands.red, "red",
-                                                       np.where(good >= bands.green, "green", "grey")))
-    return Ratios(out[:, 0], out[:, 1], out[:, 2], colour.tolist())
+    return out

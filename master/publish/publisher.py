@@ -6,7 +6,6 @@ import datetime as dt
 import json
 import math
 import os
-import signal
 import sqlite3
 import threading
 import time
@@ -18,8 +17,7 @@ import numpy as np
 
 from master import store
 from master.detect.rqps import Bands
-from master.publish import feed, source
-from master.publish import model
+from master.publish import feed, forkjoin, model, source
 from master.publish.model import SeriesData, median, pick
 from master.publish.names import commit_name, safe_name
 from master.publish.ratios import RatioCache, Want
@@ -101,9 +99,10 @@ class Context:
         self.now = 0.0
 
     def load(self, where: Mapping[str, list[tuple[str, int]]], shas: Iterable[str] | None,
-             keys: set[MeasureKey] | None) -> None:
-        """Load the series (replacing what was loaded) and every point's rQPS vs the previous point."""
-        self.series = model.load(self.conn, where, shas, keys)
+             keys: set[MeasureKey] | None, jobs: int = 1) -> None:
+        """Load the series (replacing what was loaded) and every point's rQPS vs the previous point (jobs=2: the
+        parsing and the rQPS in two processes; it forks)."""
+        self.series = model.load(self.conn, where, shas, keys, jobs)
         need = set(where) if shas is not None else None
         self.commits.update(source.commits(self.conn, need))
         table = next(iter(self.series.values())).table if self.series else None
@@ -117,7 +116,7 @@ class Context:
             first[s.start] = True
             higher[s.start : s.end] = s.direction == "higher"
         rows = np.nonzero(~first)[0]
-        r = model.ratios(table, rows, rows - 1, higher[rows], self.bands)
+        r = model.ratios(table, rows, rows - 1, higher[rows], self.bands, jobs)
         self.prev_ratio = np.full(size, np.nan)
         self.prev_low = np.full(size, np.nan)
         self.prev_high = np.full(size, np.nan)
@@ -570,37 +569,6 @@ def _write_commits(w: SiteWriter, ctx: Context, runs: Mapping[str, list[RunView]
     return len(shas)
 
 
-def _fork(work: Callable[[], int]) -> tuple[int, int]:
-    """Run `work` in a forked child (it only computes and writes files into the unpublished version: no SQL,
-    no shared connections); returns (pid, read end of the pipe that carries its result)."""
-    r, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns, never runs the parent's cleanup
-        code = 1
-        try:
-            os.close(r)
-            msg = f"ok {work()}"
-            code = 0
-        except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises
-            msg = f"{type(e).__name__}: {e}"
-        try:
-            os.write(wfd, msg.encode("utf-8", "replace")[:8000])
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    return pid, r
-
-
-def _join(child: tuple[int, int]) -> int:
-    pid, r = child
-    with os.fdopen(r, "rb") as f:
-        msg = f.read().decode("utf-8", "replace")
-    _, status = os.waitpid(pid, 0)
-    if status != 0 or not msg.startswith("ok "):
-        raise PublishError(f"writing the per-commit data failed: {msg or f'child exit status {status}'}")
-    return int(msg[3:])
-
-
 def default_jobs() -> int:
     """2 processes for a full publish when this process has one thread and the machine two cores; 1 in the
     master (threads: forking there is not safe)."""
@@ -610,7 +578,7 @@ def default_jobs() -> int:
 def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None, jobs: int = 1) -> PublishReport:
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
-    child: tuple[int, int] | None = None
+    child: forkjoin.Child | None = None
     n_commits = 0
     theirs: list[Summary] = []
     conn = _open(settings)
@@ -626,7 +594,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
                 where.setdefault(sha, []).append((b, pos))
         ctx.tag_positions = {b: {sha: pos for pos, sha in order if sha in ctx.tag_at} for b, order in orders.items()}
         say(f"loading the samples of {len(where)} commits on {len(orders)} branch(es), rQPS of every point")
-        ctx.load(where, None, None)
+        ctx.load(where, None, None, jobs)
         summaries = list(ctx.summaries(ctx.series.values()).values())
         sib = siblings_of(summaries)
         by_sid = {s.sid: s for s in ctx.series.values()}
@@ -643,7 +611,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
 
         if jobs > 1:
             say(f"writing the per-commit data and {len(theirs)} series in a second process")
-            child = _fork(lambda: (write_series(theirs), _write_commits(w, ctx, runs))[1])
+            child = forkjoin.fork(lambda: (write_series(theirs), _write_commits(w, ctx, runs))[1])
         say(f"writing {len(mine)} series pages and their data")
         write_series(mine)
         for b, order in orders.items():
@@ -652,8 +620,11 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
             say("writing the per-commit data")
             n_commits = _write_commits(w, ctx, runs)
         else:
-            joining, child = child, None  # _join reaps it, whatever happens
-            n_commits = _join(joining)
+            joining, child = child, None  # join reaps it, whatever happens
+            try:
+                n_commits = forkjoin.join(joining)
+            except forkjoin.ChildFailed as e:
+                raise PublishError(f"writing the per-commit data failed: {e}") from None
         write_common(w, ctx, summaries, now)
         say("swapping the new version in")
         final = w.commit()
@@ -661,8 +632,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags)
     except BaseException:
         if child is not None:
-            os.kill(child[0], signal.SIGKILL)
-            os.waitpid(child[0], 0)
+            forkjoin.kill(child)
         w.abort()
         raise
     finally:

@@ -16,7 +16,7 @@ import jinja2
 import pytest
 
 from master import alerts, store
-from master.publish import publish_all, publish_incremental
+from master.publish import model, publish_all, publish_incremental, scan
 from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, js_call, render
 from master.publish.views import RatioView
@@ -401,9 +401,17 @@ def test_a_full_publish_from_the_samples_cache_equals_one_without_it(farm, tmp_p
     assert f"data/commits/{sha}.js" in a
 
 
-def test_one_or_two_processes_write_the_same_site(farm, tmp_path):
+def test_one_or_two_processes_write_the_same_site(farm, tmp_path, monkeypatch):
+    # split even this small history: the samples are parsed and the rQPS computed half in a forked child
+    monkeypatch.setattr(scan, "SPLIT_MIN_CHARS", 0)
+    monkeypatch.setattr(model, "SPLIT_MIN_ROWS", 2)
+    forks = []
+    fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or fork())
     one = publish_all(farm.settings, tmp_path / "one", now=NOW, jobs=1)
+    assert forks == []
     two = publish_all(farm.settings, tmp_path / "two", now=NOW, jobs=2)
+    assert len(forks) == 3  # parsing, rQPS, writing
     a, b = files(tmp_path / "one"), files(tmp_path / "two")
     assert sorted(a) == sorted(b) and one.files_written == two.files_written
     assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
