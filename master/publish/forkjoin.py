@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,3 +93,42 @@ def halves(n: int, part: Callable[[int, int], Any], jobs: int, minimum: int) -> 
         return [part(0, n)]
     mid = n // 2
     return list(both(lambda: part(0, mid), lambda: part(mid, n)))
+
+
+def share(tasks: Sequence[Callable[[], None]], jobs: int, here_first: Callable[[], None] | None = None,
+          child_result: Callable[[], Any] = lambda: None) -> Any:
+    """Run every task once. With jobs > 1 a forked child and this process take tasks from one pipe (reading
+    4 bytes claims one task), so whichever process gets more CPU does more of them. `here_first` runs in this
+    process only (work that uses its database connections) before it joins in. Returns child_result() as
+    evaluated in the child at its end (None without a child)."""
+    if jobs < 2 or len(tasks) * 4 > 65536:  # the task numbers must fit the pipe's buffer (64 KiB on Linux)
+        if here_first is not None:
+            here_first()
+        for task in tasks:
+            task()
+        return None
+    r, w = os.pipe()
+    try:
+        os.write(w, b"".join(struct.pack("<I", i) for i in range(len(tasks))))
+    finally:
+        os.close(w)  # a drained pipe then reads as end of file
+
+    def drain() -> None:
+        while claim := os.read(r, 4):  # reads of <= PIPE_BUF bytes never interleave
+            tasks[struct.unpack("<I", claim)[0]]()
+
+    try:
+        child = fork(lambda: (drain(), child_result())[1])
+    except BaseException:
+        os.close(r)
+        raise
+    try:
+        if here_first is not None:
+            here_first()
+        drain()
+    except BaseException:
+        kill(child)
+        raise
+    finally:
+        os.close(r)
+    return join(child)

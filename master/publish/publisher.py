@@ -17,8 +17,8 @@ import numpy as np
 
 from master import store
 from master.detect.rqps import Bands
-from master.publish import feed, forkjoin, model, source
-from master.publish.model import SeriesData, median, pick
+from master.publish import commits, feed, forkjoin, model, source
+from master.publish.model import SeriesData, median
 from master.publish.names import commit_name, safe_name
 from master.publish.ratios import RatioCache, Want
 from master.publish.render import SITE_DIR, author_name, js_call, json_document, render, wrap_js
@@ -189,13 +189,6 @@ def _fixed(*cols: np.ndarray) -> tuple[int, list[list[int]]]:
     return scale, [np.rint(c * scale).astype(np.int64).tolist() for c in cols]
 
 
-def _micro(a: np.ndarray) -> list[int | None]:
-    """Ratios in millionths as integers (null where undefined) for the per-commit page data."""
-    out = np.rint(np.nan_to_num(a, nan=0.0) * 1e6).astype(np.int64).astype(object)
-    out[np.isnan(a)] = None
-    return out.tolist()
-
-
 def _nums(a: np.ndarray, digits: int | None = None) -> list[float | None]:
     """A float column for JSON: NaN as null, optionally rounded to `digits` decimals."""
     if digits is not None:
@@ -283,47 +276,6 @@ def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tu
         while rows and rows[-1] is None:
             rows.pop()
         w.write(f"data/branches/{safe_name(branch)}/{k}.js", js_call("commits", safe_name(branch), k, rows))
-
-
-def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[tuple[Any, ...]]]:
-    """sha -> one row per series measured there: [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]
-    (ratio and CI in millionths, integers),
-    series in a fixed order. Built column-wise (a sort and zip, no per-point Python loop: 1M points)."""
-    out: dict[str, list[tuple[Any, ...]]] = {}
-    t = ctx.table
-    if t is None or not ctx.series:
-        return out
-    order = sorted(ctx.series.values(), key=lambda s: (s.key.measure.workload, s.key.measure.metric, s.key.branch,
-                                                       s.key.measure.machine_id, s.key.measure.recipe,
-                                                       s.key.measure.recipe_version, s.sid))
-    rows_of = np.concatenate([np.arange(s.start, s.end) for s in order])
-    if shas is not None:
-        wanted = np.array([sha in shas for sha in t.commits], dtype=bool)
-        rows_of = rows_of[wanted[t.commit[rows_of]]]
-        if not len(rows_of):
-            return out
-    rows = rows_of[np.argsort(t.commit[rows_of], kind="stable")]  # by commit, then series order
-    cid = t.commit[rows]
-    sid_of = np.empty(len(t.pos), dtype=object)
-    first = np.zeros(len(t.pos), dtype=bool)
-    for s in order:
-        sid_of[s.start : s.end] = s.sid
-        first[s.start] = True
-    base = np.array([sha[:12] for sha in t.commits], dtype=object)[t.commit[rows - 1]]
-    base[first[rows]] = ""
-    cols = [
-        sid_of[rows].tolist(), ctx.med_r[rows].tolist(), t.n[rows].tolist(),
-        _micro(ctx.prev_ratio[rows]), _micro(ctx.prev_low[rows]), _micro(ctx.prev_high[rows]),
-        pick(ctx.prev_colour, rows.tolist()), base.tolist(),
-        ((t.noisy[rows].astype(np.int64)) | (t.sla[rows].astype(np.int64) * 2)).tolist(),
-    ]
-    zipped = list(zip(*cols))
-    bounds = np.flatnonzero(np.diff(cid)) + 1
-    starts = [0, *bounds.tolist()]
-    ends = [*bounds.tolist(), len(rows)]
-    for a, b in zip(starts, ends):
-        out[t.commits[cid[a]]] = zipped[a:b]
-    return out
 
 
 def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: list[tuple[Any, ...]], runs: list[RunView]) -> None:
@@ -561,14 +513,6 @@ def publish_all(settings: Any, out_dir: Path | None = None, *, now: float | None
         return _publish_all(settings, out, time.time() if now is None else now, progress, jobs)
 
 
-def _write_commits(w: SiteWriter, ctx: Context, runs: Mapping[str, list[RunView]]) -> int:
-    rows = commit_rows(ctx, None)
-    shas = sorted(set(rows) | set(runs))
-    for sha in shas:
-        write_commit(w, ctx, sha, rows.get(sha, []), runs.get(sha, []))
-    return len(shas)
-
-
 def default_jobs() -> int:
     """2 processes for a full publish when this process has one thread and the machine two cores; 1 in the
     master (threads: forking there is not safe)."""
@@ -578,9 +522,6 @@ def default_jobs() -> int:
 def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None, jobs: int = 1) -> PublishReport:
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
-    child: forkjoin.Child | None = None
-    n_commits = 0
-    theirs: list[Summary] = []
     conn = _open(settings)
     cache = RatioCache(cache_path(settings), _bands(settings))
     w = SiteWriter(out, incremental=False)
@@ -599,51 +540,47 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         sib = siblings_of(summaries)
         by_sid = {s.sid: s for s in ctx.series.values()}
         runs = run_views(ctx, None)
-        # with two processes the child writes the per-commit data and every fifth series (about half the work)
-        mine = summaries if jobs == 1 else [x for i, x in enumerate(summaries) if i % 5 != 4]
-        theirs = [] if jobs == 1 else [x for i, x in enumerate(summaries) if i % 5 == 4]
+        by_commit = commits.order(ctx)
+        group = by_commit.index() if by_commit is not None else {}
+        shas = sorted(set(group) | set(runs))
 
-        def write_series(part: list[Summary]) -> None:
-            for summ in part:
-                s = by_sid[summ.sid]
-                write_series_data(w, ctx, s, summ.first_position // CHUNK, summ.last_position // CHUNK)
-                write_series_page(w, ctx, summ, sib[summ.sid])
+        def write_series(summ: Summary) -> None:
+            write_series_data(w, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
+            write_series_page(w, ctx, summ, sib[summ.sid])
 
-        if jobs > 1:
-            say(f"writing the per-commit data and {len(theirs)} series in a second process")
-            child = forkjoin.fork(lambda: (write_series(theirs), _write_commits(w, ctx, runs))[1])
-        say(f"writing {len(mine)} series pages and their data")
-        write_series(mine)
-        for b, order in orders.items():
-            write_branch_chunks(w, ctx, b, order)
-        if child is None:
-            say("writing the per-commit data")
-            n_commits = _write_commits(w, ctx, runs)
-        else:
-            joining, child = child, None  # join reaps it, whatever happens
-            try:
-                n_commits = forkjoin.join(joining)
-            except forkjoin.ChildFailed as e:
-                raise PublishError(f"writing the per-commit data failed: {e}") from None
-        write_common(w, ctx, summaries, now)
+        def write_commits(part: list[str]) -> None:
+            got = commits.rows(ctx, by_commit, [group[x] for x in part if x in group]) if by_commit else {}
+            for sha in part:
+                write_commit(w, ctx, sha, got.get(sha, []), runs.get(sha, []))
+
+        def write_summaries() -> None:  # they read the database: in this process only
+            write_common(w, ctx, summaries, now)
+            for b, order in orders.items():
+                write_branch_chunks(w, ctx, b, order)
+
+        tasks: list[Callable[[], None]] = [lambda x=x: write_series(x) for x in summaries]
+        tasks += [lambda p=shas[i : i + COMMIT_BATCH]: write_commits(p) for i in range(0, len(shas), COMMIT_BATCH)]
+        say(f"writing {len(summaries)} series and {len(shas)} commits' data"
+            + (" in two processes" if jobs > 1 else ""))
+        try:
+            theirs = forkjoin.share(tasks, jobs, here_first=write_summaries, child_result=lambda: len(w.written))
+        except forkjoin.ChildFailed as e:
+            raise PublishError(f"writing the site in the second process failed: {e}") from None
         say("swapping the new version in")
         final = w.commit()
         cache.flush()
         save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags)
     except BaseException:
-        if child is not None:
-            forkjoin.kill(child)
         w.abort()
         raise
     finally:
         cache.close()
         conn.close()
-    theirs_files = sum(2 + 3 * (x.last_position // CHUNK - x.first_position // CHUNK + 1) for x in theirs) \
-        if jobs > 1 else 0  # what the child wrote: its series (page, index, 3 per chunk) and n_commits files
-    return PublishReport(out, final.name, False, len(w.written) + (n_commits + theirs_files if jobs > 1 else 0),
-                         len(summaries),
-                         n_commits, cache.computed,
-                         cache.reused, time.perf_counter() - t0)
+    return PublishReport(out, final.name, False, len(w.written) + (theirs or 0), len(summaries), len(shas),
+                         cache.computed, cache.reused, time.perf_counter() - t0)
+
+
+COMMIT_BATCH = 250  # commits per task: small enough to balance two processes, large enough to amortise a batch
 
 
 def tag_changes(old: Mapping[str, str], new: Mapping[str, str]) -> set[str]:
@@ -796,7 +733,8 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             write_series_page(w, ctx, summ, sib[summ.sid])
         for b, order in grown.items():
             write_branch_chunks(w, ctx, b, order)
-        rows = commit_rows(ctx, changed | retagged)
+        by_commit = commits.order(ctx, changed | retagged)
+        rows = commits.rows(ctx, by_commit, range(len(by_commit.shas))) if by_commit is not None else {}
         runs = run_views(ctx, sorted(changed | retagged))
         # a (re)tagged commit's data lists its tags; it has a data file only if it has rows or runs (as in a full
         # publish)

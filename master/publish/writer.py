@@ -15,7 +15,7 @@ import os
 import shutil
 import threading
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Iterator
 
 MARKER = "manifest.json"
@@ -26,10 +26,11 @@ class PublishError(RuntimeError):
 
 
 def _check_rel(rel: str) -> str:
-    p = PurePosixPath(rel)
-    if p.is_absolute() or not p.parts or any(part in ("", ".", "..") for part in p.parts) or "\\" in rel:
+    """A site-relative path made only of normal components (string checks: called for every one of ~13,000
+    files of a full publish)."""
+    if not rel or rel[0] == "/" or "\\" in rel or any(p in ("", ".", "..") for p in rel.split("/")):
         raise PublishError(f"refusing to write outside the site: {rel!r}")
-    return str(p)
+    return rel
 
 
 @contextlib.contextmanager
@@ -59,7 +60,8 @@ class SiteWriter:
         self.root = self.versions / f"v{time.time_ns():020d}-{os.getpid()}.tmp"
         self.root.mkdir()
         self.incremental = incremental
-        self._dirs: set[Path] = {self.root}
+        self._root = str(self.root)
+        self._dirs: set[str] = {self._root}
         self.written: list[str] = []
         if incremental and self.current is not None:
             self._link_tree(self.current, self.root)
@@ -90,17 +92,23 @@ class SiteWriter:
 
     def write(self, rel: str, text: str) -> None:
         """Write one file of the new, not yet visible version. A file hard-linked from the live version is
-        unlinked first, so the new content gets a new inode and the live file is never modified."""
-        path = self.root / _check_rel(rel)
-        parent = path.parent
+        unlinked first, so the new content gets a new inode and the live file is never modified. Plain os calls:
+        three system calls per file instead of open()'s six, and no text wrapper objects."""
+        path = f"{self._root}/{_check_rel(rel)}"
+        parent = path.rpartition("/")[0]
         if parent not in self._dirs:
-            parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
             self._dirs.add(parent)
         if self.incremental:
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+                os.unlink(path)
+        data = memoryview(text.encode("utf-8"))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
         self.written.append(rel)
 
     def keep_only(self, rel_dir: str, keep: set[str]) -> None:

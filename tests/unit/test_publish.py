@@ -20,7 +20,7 @@ from master.publish import model, publish_all, publish_incremental, scan
 from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, js_call, render
 from master.publish.views import RatioView
-from master.publish.writer import PublishError
+from master.publish.writer import PublishError, SiteWriter
 from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,6 +107,20 @@ def test_ref_file_names_are_safe_and_distinct(names):
     assert safe_name("REL_17_5") == "REL_17_5"  # readable when already safe
     with pytest.raises(ValueError, match="not a commit sha"):
         commit_name("../../etc/passwd")
+
+
+@pytest.mark.parametrize("rel", ["../x.js", "/etc/x.js", "a/../../x.js", "a//b.js", "a/./b.js", "a\\..\\x.js", "",
+                                 "a/"])
+def test_the_writer_refuses_paths_that_leave_the_new_version(tmp_path, rel):
+    w = SiteWriter(tmp_path / "site", incremental=False)
+    try:
+        with pytest.raises(PublishError, match="refusing to write outside the site"):
+            w.write(rel, "x")
+        w.write("data/ok.js", "x")
+        assert (w.root / "data" / "ok.js").read_text() == "x"
+        assert [p.name for p in tmp_path.iterdir()] == [".site.versions"]  # nothing landed beside the site
+    finally:
+        w.abort()
 
 
 def test_hostile_tag_names_from_the_database_stay_inside_the_site(farm, tmp_path):
