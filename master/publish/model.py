@@ -166,11 +166,11 @@ def load(
     sizes = np.diff(np.append(starts, len(x)))
     first = x[starts]
     runs_of = m.run[first]
-    off, n = m.off[first].copy(), m.n[first].copy()
+    off, n = m.off[first], m.n[first]  # fancy indexing: copies, changed below for merged points
     text = pick(m.text, first.tolist())
-    runs: list[tuple[int, ...]] = [(i,) for i in m.run_id[runs_of].tolist()]
-    noisy = m.run_noisy[runs_of].copy()
-    sla = m.sla[first].copy()
+    runs: list[tuple[int, ...]] = list(zip(m.run_id[runs_of].tolist()))
+    noisy = m.run_noisy[runs_of]
+    sla = m.sla[first]
     extra: list[np.ndarray] = []
     top = len(m.flat)
     for p in np.flatnonzero(sizes > 1).tolist():

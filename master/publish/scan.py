@@ -93,7 +93,7 @@ def _parse(big: str, texts: list[str], counts: np.ndarray, jobs: int = 1) -> np.
 
 def _numbers(text: str, flatten: bool = True) -> np.ndarray:
     body = text.translate(_FLATTEN) if flatten else text
-    return np.fromstring(body, sep=",") if body.strip() else np.empty(0)
+    return np.empty(0) if not body or body.isspace() else np.fromstring(body, sep=",")
 
 
 SPLIT_MIN_CHARS = 1_000_000  # below ~50,000 samples a fork costs more than it saves
@@ -134,7 +134,7 @@ def read(conn: sqlite3.Connection, shas: Iterable[str] | None = None, jobs: int 
     keys = [MeasureKey(*cfgs[p // len(wm_of)], *wms[p % len(wm_of)]) for p in uniq.tolist()]
     _, first_from_end = np.unique(key[::-1], return_index=True)
     newest = len(key) - 1 - first_from_end  # each key's last row: its newest run
-    units = [_unit(conn, int(run_id[row_run[i]]), k) for i, k in zip(newest.tolist(), keys)]
+    units = _units(conn, run_id[row_run[newest]].tolist(), keys)
     texts = big.split("|")
     counts = _counts(big, texts)
     flat = _parse(big, texts, counts, jobs)
@@ -144,7 +144,14 @@ def read(conn: sqlite3.Connection, shas: Iterable[str] | None = None, jobs: int 
                     [u[0] for u in units], [u[1] for u in units], row_run, key, texts, off, counts, flat, sla)
 
 
-def _unit(conn: sqlite3.Connection, run: int, key: MeasureKey) -> tuple[str, str]:
-    """Unit and direction of one measurement (a primary-key lookup; one per series)."""
-    return conn.execute("SELECT unit, direction FROM measurements WHERE run_id = ? AND workload = ? AND metric = ?",
-                        (run, key.workload, key.metric)).fetchone()
+def _units(conn: sqlite3.Connection, runs: list[int], keys: list[MeasureKey]) -> list[tuple[str, str]]:
+    """Unit and direction of each key as measured by the given run (its newest); one query for all keys: the
+    newest runs are mostly the same few."""
+    ids = sorted(set(runs))
+    got: dict[tuple[int, str, str], tuple[str, str]] = {}
+    for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit
+        part = ids[i : i + 900]
+        for r, w, m, u, d in conn.execute("SELECT run_id, workload, metric, unit, direction FROM measurements "
+                                          f"WHERE run_id IN ({','.join('?' * len(part))})", part):
+            got[(r, w, m)] = (u, d)
+    return [got[(r, k.workload, k.metric)] for r, k in zip(runs, keys)]
