@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"perffarm publish: {e}", file=sys.stderr)
         return 1
     print(f"published {report.series} series, {report.commit_pages} commits, {report.files_written} files "
-          f"in {report.seconds:.2f} s ({report.ratios_computed} rQPS computed, {report.ratios_reused} reused)")
+          f"({report.files_linked} unchanged, linked) in {report.seconds:.2f} s ({report.ratios_computed} rQPS "
+          f"computed, {report.ratios_reused} reused)")
     print(f"open {Path(os.path.abspath(out)) / 'index.html'} (works from disk) or serve {out} with any web server")
     if args.serve:
         from master.publish.serve import make_server

@@ -27,7 +27,7 @@ from master.publish.views import (
     AlertView, ChangeView, Marker, RatioView, ReleaseCell, ReleaseRow, ReleaseTable, RunView, Summary,
     SPARK_WINDOW, alert_views, previous_tag, safe_url, spark_path, tag_order, tail_rows,
 )
-from master.publish.writer import PublishError, SiteWriter, publish_lock
+from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class PublishReport:
     ratios_computed: int
     ratios_reused: int
     seconds: float
+    files_linked: int = 0  # of files_written, unchanged ones hard-linked from the live version (full publish)
 
 
 def site_dir(settings: Any) -> Path:
@@ -506,6 +507,8 @@ def publish_all(settings: Any, out_dir: Path | None = None, *, now: float | None
     """Render the whole site from the results database into a new version and swap it in. jobs=2 writes the
     per-commit data in a forked second process (default: default_jobs())."""
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
+    if jobs != 1 and only_cleanup_threads():
+        wait_for_cleanup()  # a previous publish's deletion threads: no reason to give up the second process
     jobs = default_jobs() if jobs is None else jobs
     if jobs > 1 and threading.active_count() > 1:
         raise PublishError("jobs > 1 forks; this process has other threads: publish with jobs=1")
@@ -563,7 +566,8 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         say(f"writing {len(summaries)} series and {len(shas)} commits' data"
             + (" in two processes" if jobs > 1 else ""))
         try:
-            theirs = forkjoin.share(tasks, jobs, here_first=write_summaries, child_result=lambda: len(w.written))
+            theirs = forkjoin.share(tasks, jobs, here_first=write_summaries,
+                                    child_result=lambda: (len(w.written), w.linked)) or (0, 0)
         except forkjoin.ChildFailed as e:
             raise PublishError(f"writing the site in the second process failed: {e}") from None
         say("swapping the new version in")
@@ -576,8 +580,8 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
     finally:
         cache.close()
         conn.close()
-    return PublishReport(out, final.name, False, len(w.written) + (theirs or 0), len(summaries), len(shas),
-                         cache.computed, cache.reused, time.perf_counter() - t0)
+    return PublishReport(out, final.name, False, len(w.written) + theirs[0], len(summaries), len(shas),
+                         cache.computed, cache.reused, time.perf_counter() - t0, w.linked + theirs[1])
 
 
 COMMIT_BATCH = 250  # commits per task: small enough to balance two processes, large enough to amortise a batch

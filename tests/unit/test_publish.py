@@ -238,6 +238,24 @@ def test_the_swap_is_one_rename_of_a_symlink_and_the_previous_version_stays_read
     assert (tmp_path / "plain" / "thesis.txt").read_text() == "mine"
 
 
+def test_a_full_publish_links_unchanged_files_from_the_live_version_and_never_modifies_it(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    old = Path(os.path.realpath(out))
+    before = {k: p.read_bytes() for k, p in files(out).items()}
+    farm.shas.append(farm.repo.bench_commit("one more", 4500))
+    farm.ingest(len(farm.shas) - 1, 850.0, seed=600)
+    report = publish_all(farm.settings, out, now=NOW + 60, jobs=2)
+    new = Path(os.path.realpath(out))
+    assert {k: p.read_bytes() for k, p in files(old).items()} == before  # the previous version is untouched
+    same = [k for k, p in files(new).items() if k in before and p.read_bytes() == before[k]]
+    changed = [k for k, p in files(new).items() if k not in same]
+    assert same and changed and "manifest.json" in changed and "index.html" in changed
+    assert all((new / k).stat().st_ino == (old / k).stat().st_ino for k in same if not k.startswith("static/"))
+    assert all(not (old / k).exists() or (new / k).stat().st_ino != (old / k).stat().st_ino for k in changed)
+    assert report.files_linked == len([k for k in same if not k.startswith("static/")]) > 0
+
+
 def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path):
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
