@@ -9,6 +9,7 @@ middle of loading a page; older ones are removed. Nothing is ever deleted before
 
 from __future__ import annotations
 
+import array
 import contextlib
 import fcntl
 import os
@@ -55,6 +56,7 @@ class SiteWriter:
         self.out_dir = Path(os.path.abspath(out_dir))
         self.versions = self.out_dir.parent / f".{self.out_dir.name}.versions"
         self.versions.mkdir(parents=True, exist_ok=True)
+        _spread_subdirectories(self.versions)
         self.current = self._current()
         if incremental and self.current is None:
             raise PublishError(f"no published site at {self.out_dir} to update; run a full publish first")
@@ -201,6 +203,31 @@ def only_cleanup_threads() -> bool:
 def _remove_all(paths: list[Path]) -> None:
     for p in paths:
         shutil.rmtree(p, ignore_errors=True)
+
+
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000  # linux/fs.h
+
+
+def _spread_subdirectories(path: Path) -> None:
+    """Mark the versions directory as the top of directory hierarchies (chattr +T) so ext4 places each new
+    version in a fresh block group instead of next to the version just deleted. Why: ext4 without a journal
+    (this VM's root file system) will not reuse an inode freed in the last 30 s and scans past every such inode
+    at each allocation (perf: find_inode_bit -> recently_deleted); writing 13,000 files right after deleting
+    13,000 took 5 s of CPU instead of 0.3 s. Other file systems ignore the hint or refuse it: both are fine."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        flags = array.array("i", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        if not flags[0] & _FS_TOPDIR_FL:
+            flags[0] |= _FS_TOPDIR_FL
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags, True)
+    except OSError:
+        pass  # not ext2/3/4, or not ours to change: the hint only changes where inodes are placed
+    finally:
+        os.close(fd)
 
 
 def _holds(path: str, data: memoryview) -> bool:
