@@ -256,6 +256,28 @@ def test_a_full_publish_links_unchanged_files_from_the_live_version_and_never_mo
     assert report.files_linked == len([k for k in same if not k.startswith("static/")]) > 0
 
 
+def test_the_versions_directory_asks_ext4_to_spread_new_versions(tmp_path):
+    import array
+    import fcntl
+
+    from master.publish import writer
+
+    SiteWriter(tmp_path / "site", incremental=False).abort()
+    fd = os.open(tmp_path / ".site.versions", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        flags = array.array("i", [0])
+        try:
+            fcntl.ioctl(fd, writer._FS_IOC_GETFLAGS, flags, True)
+        except OSError:
+            pytest.skip("this file system has no inode flags (the hint is for ext4)")
+    finally:
+        os.close(fd)
+    if subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True, text=True).stdout.strip() \
+            not in ("ext2/ext3", "ext4"):
+        pytest.skip("not ext4: the top-directory hint means nothing here")
+    assert flags[0] & writer._FS_TOPDIR_FL
+
+
 def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path):
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
