@@ -11,8 +11,8 @@ import itertools
 import math
 import operator
 import sqlite3
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import numpy as np
 

@@ -11,10 +11,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +27,22 @@ from master.publish.ratios import RatioCache, Want
 from master.publish.render import SITE_DIR, author_name, js_call, json_document, render, wrap_js
 from master.publish.source import CHUNK, MeasureKey, SeriesKey
 from master.publish.views import (
-    AlertView, ChangeView, Marker, RatioView, ReleaseCell, ReleaseRow, ReleaseTable, RunView, Summary,
-    SPARK_WINDOW, alert_views, previous_tag, safe_url, spark_path, tag_order, tail_rows,
+    SPARK_WINDOW,
+    AlertView,
+    ChangeView,
+    Marker,
+    RatioView,
+    ReleaseCell,
+    ReleaseRow,
+    ReleaseTable,
+    RunView,
+    Summary,
+    alert_views,
+    previous_tag,
+    safe_url,
+    spark_path,
+    tag_order,
+    tail_rows,
 )
 from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
 
@@ -188,7 +202,7 @@ def _fixed(*cols: np.ndarray) -> tuple[int, list[list[int]]]:
         return 1, [np.zeros(len(c), dtype=np.int64).tolist() for c in cols]
     decimals = int(np.clip(5 - np.floor(np.log10(np.abs(finite))), 0, 15).max())
     top = float(np.max(np.abs(finite)))
-    decimals = max(0, min(decimals, int(math.floor(math.log10(2**52 / top)))))  # stay exact in a double
+    decimals = max(0, min(decimals, math.floor(math.log10(2**52 / top))))  # stay exact in a double
     scale = 10**decimals
     return scale, [np.rint(c * scale).astype(np.int64).tolist() for c in cols]
 
@@ -197,7 +211,7 @@ def _nums(a: np.ndarray, digits: int | None = None) -> list[float | None]:
     """A float column for JSON: NaN as null, optionally rounded to `digits` decimals."""
     if digits is not None:
         a = np.round(a, digits)
-    return [None if x != x else x for x in a.tolist()]
+    return [None if math.isnan(x) else x for x in a.tolist()]
 
 
 # ------------------------------------------------------------------------------------------------ renderers
@@ -437,7 +451,7 @@ def write_common(w: SiteWriter, ctx: Context, summaries: list[Summary], now: flo
     write_health(w, ctx, now)
     w.copy_tree(SITE_DIR / "static", "static")
     w.write("manifest.json", json_document("site", {
-        "published_at": dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat(), "series": len(summaries),
+        "published_at": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(), "series": len(summaries),
         "chunk_size": CHUNK}))
 
 
@@ -712,7 +726,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
                 grown[b] = source.branch_order(conn, b, (old + 1) // CHUNK * CHUNK, head)
         ctx.commits.update(source.commits(conn, {sha for order in grown.values() for _, sha in order}))
         ctx.tag_positions = {}
-        for name, sha in ctx.tags.items():
+        for sha in ctx.tags.values():
             for b, pos in source.positions_of(conn, sha).items():
                 ctx.tag_positions.setdefault(b, {})[sha] = pos
                 if b in windows and (b, pos) not in where.get(sha, []):

@@ -17,8 +17,8 @@ import shutil
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 MARKER = "manifest.json"
 
