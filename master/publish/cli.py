@@ -20,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=None,
                         help="port for --serve (default: [site] port, 8011)")
     parser.add_argument("--jobs", type=int, choices=(1, 2), default=None,
-                        help="processes for the full render (default 2 on a machine with 2+ cores: one forked "
-                        "child writes the per-commit data)")
+                        help="processes for the full render (default 2 on a machine with 2+ cores: forked children "
+                        "parse half the samples, compute half the rQPS, then share the writing with this process)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from markupsafe import Markup
 
 from master import store
 from master.detect.rqps import Bands
@@ -349,7 +350,8 @@ def write_compare(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None
 def write_releases(w: SiteWriter, ctx: Context) -> None:
     """Callaghan-style tables: absolute value per release × workload, rQPS vs a chosen base release."""
     if not ctx.tags:
-        w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands))
+        w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands,
+                                        values=""))
         w.keep_only("releases", set())
         return
     tag_samples = source.samples(ctx.conn, set(ctx.tags.values()))
@@ -358,25 +360,24 @@ def write_releases(w: SiteWriter, ctx: Context) -> None:
     files = {t: f"releases/{safe_name(t)}.html" for t in tags}
     keys = sorted(tag_samples, key=lambda k: (k.workload, k.metric, k.machine_id, k.recipe, k.recipe_version,
                                               k.config_hash))
-    for base in tags:
-        wants = []
-        for key in keys:
-            per = tag_samples[key]
+    sids = {key: "release:" + SeriesKey(key, "").sid for key in keys}
+    wants = []  # every (release, base release) pair at once: one pass over the ratio cache
+    for key in keys:
+        per = tag_samples[key]
+        for base in tags:
             b = per.get(ctx.tags[base])
-            if b is None:
-                continue
-            sid = "release:" + SeriesKey(key, "").sid
-            for t in tags:
+            for t in tags if b is not None else ():
                 x = per.get(ctx.tags[t])
                 if x is not None:
-                    wants.append(Want(sid, x.sha, b.sha, ",".join(map(str, x.run_ids)),
+                    wants.append(Want(sids[key], x.sha, b.sha, ",".join(map(str, x.run_ids)),
                                       ",".join(map(str, b.run_ids)), x.samples, b.samples, x.direction))
-        got = ctx.cache.resolve(wants)
+    got = ctx.cache.resolve(wants)
+    values = None
+    for base in tags:
         rows = []
         for key in keys:
             per = tag_samples[key]
             b = per.get(ctx.tags[base])
-            sid = "release:" + SeriesKey(key, "").sid
             cells = []
             unit = direction = ""
             for t in tags:
@@ -385,15 +386,17 @@ def write_releases(w: SiteWriter, ctx: Context) -> None:
                     cells.append(ReleaseCell(t, None, None, False))
                     continue
                 unit, direction = x.unit, x.direction
-                rel = None if b is None else RatioView.of(got[(sid, x.sha, b.sha)], base)
+                rel = None if b is None else RatioView.of(got[(sids[key], x.sha, b.sha)], base)
                 cells.append(ReleaseCell(t, median(x.samples), rel, x.sla_miss))
             rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
         table = ReleaseTable(base, files[base], tuple(tags), tuple(rows), tuple((t, files[t]) for t in tags))
+        if values is None:  # the absolute values do not depend on the base: rendered once, escaped there
+            values = Markup(render("release_values.html", table=table))
         w.write(files[base], render("releases.html", root="../", title=f"Releases vs {base}", table=table,
-                                    bands=ctx.bands))
+                                    bands=ctx.bands, values=values))
         if base == tags[0]:
             w.write("releases.html", render("releases.html", root="", title="Releases", table=table,
-                                            bands=ctx.bands))
+                                            bands=ctx.bands, values=values))
     w.keep_only("releases", set(files.values()))
 
 
@@ -521,8 +524,8 @@ Progress = Callable[[str], None]
 
 def publish_all(settings: Any, out_dir: Path | None = None, *, now: float | None = None,
                 progress: Progress | None = None, jobs: int | None = None) -> PublishReport:
-    """Render the whole site from the results database into a new version and swap it in. jobs=2 writes the
-    per-commit data in a forked second process (default: default_jobs())."""
+    """Render the whole site from the results database into a new version and swap it in. jobs=2 forks: half the
+    parsing, half the rQPS and about half the writing happen in a second process (default: default_jobs())."""
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
     if jobs != 1 and only_cleanup_threads():
         wait_for_cleanup()  # a previous publish's deletion threads: no reason to give up the second process
