@@ -33,7 +33,7 @@ from master.publish import publish_all, publish_incremental  # noqa: E402
 from master.publish.publisher import PublishReport  # noqa: E402
 from master.publish.serve import serve  # noqa: E402
 from master.publish.writer import wait_for_cleanup  # noqa: E402
-from master.settings import load_settings  # noqa: E402
+from master.settings import Settings, load_settings  # noqa: E402
 from tests.benchmarks import publish_data  # noqa: E402
 
 BENCH_TAG = "BENCH_TAG_"  # tags added by step 2b, removed at its end
@@ -79,6 +79,21 @@ def timed(publish: Callable[[], PublishReport]) -> tuple[float, float]:
     c = cpu_seconds()
     report = publish()
     return report.seconds, cpu_seconds() - c
+
+
+def incremental_runs(settings: Settings, out: Path, first: int, runs: int, series: int, tag: bool = False) -> None:
+    """`runs` ingests of new commits first, first+1, ... (each measured on every series; with tag=True the
+    previous head also gets a new release tag), each followed by an incremental publish; prints the median."""
+    times = []
+    for i in range(first, first + runs):
+        run_id = publish_data.next_run(settings.results_db, i, series,
+                                       tag_previous=f"{BENCH_TAG}{i - 1}" if tag else None)
+        r = publish_incremental(settings, run_id, out)
+        wait_for_cleanup()
+        assert r.incremental, r
+        times.append(r.seconds)
+        say(f"   run {run_id}: {r.seconds:.3f} s, {r.files_written} files")
+    say(f"   median {statistics.median(times):.3f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,28 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     conn = store.connect(settings.results_db)
     head = store.branch_head(conn, "master")[0] + 1  # earlier runs of this script appended commits
     conn.close()
-    inc = []
-    for i in range(args.runs):
-        run_id = publish_data.next_run(settings.results_db, head + i, args.series)
-        r = publish_incremental(settings, run_id, out)
-        wait_for_cleanup()
-        assert r.incremental, r
-        inc.append(r.seconds)
-        say(f"   run {run_id}: {r.seconds:.3f} s, {r.files_written} files")
-    say(f"   median {statistics.median(inc):.3f} s")
+    incremental_runs(settings, out, head, args.runs, args.series)
 
     say("\n2b. incremental publish after a new release tag (on the previous head) and one new run")
-    tagged = []
     try:
-        for i in range(args.runs):
-            run_id = publish_data.next_run(settings.results_db, head + args.runs + i, args.series,
-                                           tag_previous=f"{BENCH_TAG}{head + args.runs + i - 1}")
-            r = publish_incremental(settings, run_id, out)
-            wait_for_cleanup()
-            assert r.incremental, r
-            tagged.append(r.seconds)
-            say(f"   run {run_id}: {r.seconds:.3f} s, {r.files_written} files")
-        say(f"   median {statistics.median(tagged):.3f} s")
+        incremental_runs(settings, out, head + args.runs, args.runs, args.series, tag=True)
     finally:  # keep the benchmark DB's tags as built: the next full publish renders the same release tables
         conn = store.connect(settings.results_db)
         with store.transaction(conn):
