@@ -20,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=None,
                         help="port for --serve (default: [site] port, 8011)")
     parser.add_argument("--jobs", type=int, choices=(1, 2), default=None,
-                        help="processes for the full render (default 2 on a machine with 2+ cores: one forked "
-                        "child writes the per-commit data)")
+                        help="processes for the full render (default 2 on a machine with 2+ cores: forked children "
+                        "parse half the samples, compute half the rQPS, then share the writing with this process)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
 
 
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"perffarm publish: {e}", file=sys.stderr)
         return 1
     print(f"published {report.series} series, {report.commit_pages} commits, {report.files_written} files "
-          f"in {report.seconds:.2f} s ({report.ratios_computed} rQPS computed, {report.ratios_reused} reused)")
+          f"({report.files_linked} unchanged, linked) in {report.seconds:.2f} s ({report.ratios_computed} rQPS "
+          f"computed, {report.ratios_reused} reused)")
     print(f"open {Path(os.path.abspath(out)) / 'index.html'} (works from disk) or serve {out} with any web server")
     if args.serve:
         from master.publish.serve import make_server

@@ -7,16 +7,17 @@ array operations (master.detect.rqps.median_ratio_block), and pages read slices.
 
 from __future__ import annotations
 
-import json
+import itertools
 import math
 import operator
 import sqlite3
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import numpy as np
 
 from master.detect.rqps import Bands, median_ratio_block
+from master.publish import forkjoin, scan
 from master.publish.source import MeasureKey, SeriesKey
 
 
@@ -48,6 +49,8 @@ class Table:
     runs: list[tuple[int, ...]]
     noisy: np.ndarray  # bool
     sla: np.ndarray  # bool
+    commit: np.ndarray  # int64 index into `commits`: groups points by commit without hashing a million strings
+    commits: list[str]  # the distinct shas of the table
     med: np.ndarray = field(init=False)
     lo: np.ndarray = field(init=False)
     hi: np.ndarray = field(init=False)
@@ -110,110 +113,17 @@ class SeriesData:
         return None
 
 
-_GROUPED = (
-    "SELECT r.machine_id, r.recipe, r.recipe_version, r.config_hash, m.workload, m.metric, m.unit, m.direction, "
-    "group_concat(r.id), group_concat(r.sha), group_concat(r.noisy), group_concat(m.samples, '|'), "
-    "group_concat(m.flags != '[]' AND m.flags LIKE '%sla-miss%') "
-    "FROM runs r JOIN measurements m ON m.run_id = r.id WHERE r.status = 'ok'{where} "
-    "GROUP BY r.machine_id, r.recipe, r.recipe_version, r.config_hash, m.workload, m.metric"
-)
-
-
-def _grouped(conn: sqlite3.Connection, shas: Iterable[str] | None) -> list[tuple]:
-    """One row per measure key with its runs, shas, flags and samples concatenated (SQLite groups 1M rows in C;
-    per-row Python work was most of a full publish)."""
-    if shas is None:
-        return conn.execute(_GROUPED.format(where="")).fetchall()
-    want = sorted(set(shas))
-    if len(want) <= 900:
-        return conn.execute(_GROUPED.format(where=f" AND r.sha IN ({','.join('?' * len(want))})"), want).fetchall()
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS publish_shas (sha TEXT PRIMARY KEY)")
-    conn.execute("DELETE FROM publish_shas")
-    conn.executemany("INSERT OR IGNORE INTO publish_shas VALUES (?)", [(x,) for x in want])
-    return conn.execute(_GROUPED.format(where=" AND r.sha IN (SELECT sha FROM publish_shas)")).fetchall()
-
-
-@dataclass
-class KeyGroup:
-    """Every ok run's samples of one measure key, in one place (the unit of the samples cache)."""
-
-    key: MeasureKey
-    unit: str
-    direction: str
-    ids: list[int]
-    shas: list[str]
-    noisy: list[bool]
-    sla: list[bool]
-    texts: list[str]  # the samples as stored (JSON)
-    counts: list[int]
-    flat: np.ndarray
-
-
-def _parse(g: tuple) -> KeyGroup:
-    texts = g[11].split("|")
-    counts = [t.count(",") + 1 if t.strip() != "[]" else 0 for t in texts]
-    body = ",".join(t.strip()[1:-1] for t, c in zip(texts, counts) if c)
-    flat = np.fromstring(body, sep=",") if body else np.empty(0)  # the C parser: ~0.3 us per sample
-    return KeyGroup(MeasureKey(g[0], g[1], int(g[2]), g[3], g[4], g[5]), g[6], g[7],
-                    [int(x) for x in g[8].split(",")], g[9].split(","), [x == "1" for x in g[10].split(",")],
-                    [x == "1" for x in g[12].split(",")], texts, counts, flat)
-
-
-_CACHE_VERSION = 1
-
-
-def _cached_groups(conn: sqlite3.Connection, cache: sqlite3.Connection) -> list[KeyGroup]:
-    """Every key's samples: parsed ones from the publish cache plus measurement rows stored since (by rowid).
-
-    Runs and their measurements never change once stored, so the cache only grows; if the number of
-    measurement rows does not add up (rows deleted), it is rebuilt. Derived data: deleting it costs time only.
-    """
-    cache.execute("CREATE TABLE IF NOT EXISTS sample_groups (key TEXT PRIMARY KEY, unit TEXT, direction TEXT, "
-                  "ids TEXT, shas TEXT, noisy TEXT, sla TEXT, texts TEXT, counts BLOB, flat BLOB)")
-    cache.execute("CREATE TABLE IF NOT EXISTS sample_meta (name TEXT PRIMARY KEY, value INTEGER)")
-    meta = dict(cache.execute("SELECT name, value FROM sample_meta").fetchall())
-    upto, seen = meta.get("upto", 0), meta.get("seen", 0)
-    top, total = conn.execute("SELECT COALESCE(MAX(rowid), 0), COUNT(*) FROM measurements").fetchone()
-    fresh = conn.execute("SELECT COUNT(*) FROM measurements WHERE rowid > ?", (upto,)).fetchone()[0]
-    groups: dict[MeasureKey, KeyGroup] = {}
-    if meta.get("version") == _CACHE_VERSION and seen + fresh == total:
-        for row in cache.execute("SELECT key, unit, direction, ids, shas, noisy, sla, texts, counts, flat "
-                                 "FROM sample_groups"):
-            k = MeasureKey(*json.loads(row[0]))
-            groups[k] = KeyGroup(k, row[1], row[2], [int(x) for x in row[3].split(",")], row[4].split(","),
-                                 [x == "1" for x in row[5]], [x == "1" for x in row[6]], row[7].split("|"),
-                                 np.frombuffer(row[8], dtype=np.int64).tolist(), np.frombuffer(row[9], dtype=float))
-    else:
-        upto = 0
-    new = [_parse(g) for g in conn.execute(_GROUPED.format(where=" AND m.rowid > ? AND m.rowid <= ?"),
-                                           (upto, top)).fetchall()]
-    for g in new:
-        old = groups.get(g.key)
-        if old is None:
-            groups[g.key] = g
-        else:
-            groups[g.key] = KeyGroup(g.key, g.unit, g.direction, old.ids + g.ids, old.shas + g.shas,
-                                     old.noisy + g.noisy, old.sla + g.sla, old.texts + g.texts,
-                                     old.counts + g.counts, np.concatenate([old.flat, g.flat]))
-    if new or meta.get("version") != _CACHE_VERSION or upto == 0:
-        with cache:
-            cache.execute("DELETE FROM sample_groups WHERE ? = 0", (upto,))
-            cache.executemany("INSERT OR REPLACE INTO sample_groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-                (json.dumps([k.machine_id, k.recipe, k.recipe_version, k.config_hash, k.workload, k.metric]),
-                 g.unit, g.direction, ",".join(map(str, g.ids)), ",".join(g.shas),
-                 "".join("1" if x else "0" for x in g.noisy), "".join("1" if x else "0" for x in g.sla),
-                 "|".join(g.texts), np.asarray(g.counts, dtype=np.int64).tobytes(), g.flat.tobytes())
-                for k, g in groups.items() if upto == 0 or any(n.key == k for n in new)])
-            cache.executemany("INSERT OR REPLACE INTO sample_meta VALUES (?, ?)",
-                              [("version", _CACHE_VERSION), ("upto", top), ("seen", total)])
-    return list(groups.values())
-
-
-def _pick(seq: list, idx: list[int]) -> list:
+def pick(seq: list, idx: list[int]) -> list:
     """seq[i] for i in idx, in C (itemgetter) for the million-element columns."""
     if len(idx) < 2:
         return [seq[i] for i in idx]
     return list(operator.itemgetter(*idx)(seq))
+
+
+def _ragged_arange(counts: np.ndarray) -> np.ndarray:
+    """0..c-1 for every c in counts, concatenated."""
+    ends = np.cumsum(counts)
+    return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) - np.repeat(ends - counts, counts)
 
 
 def load(
@@ -221,109 +131,74 @@ def load(
     where: Mapping[str, list[tuple[str, int]]],
     shas: Iterable[str] | None,
     keys: set[MeasureKey] | None,
-    cache: sqlite3.Connection | None = None,
+    jobs: int = 1,
 ) -> dict[SeriesKey, SeriesData]:
     """Series for every (measure key, branch) of the ok runs at `shas` (None: all); `where` maps a sha to the
-    (branch, position) pairs it sits at. Runs of one commit are merged (bisection probes add samples).
-    With `cache` (and shas None) parsed samples come from the publish cache (see _cached_groups)."""
-    if shas is None and cache is not None:
-        found = _cached_groups(conn, cache)
-    else:
-        found = [_parse(g) for g in _grouped(conn, shas)]
-    groups = [g for g in found if keys is None or g.key in keys]
-    groups.sort(key=lambda g: (g.key.machine_id, g.key.recipe, g.key.recipe_version, g.key.config_hash,
-                               g.key.workload, g.key.metric))
-    cols: dict[str, list] = {c: [] for c in ("pos", "sha", "off", "n", "text", "runs", "noisy", "sla")}
-    flats: list[np.ndarray] = []  # every key's parsed samples, and merged samples of commits with several runs
-    main_blocks: list[int] = []  # which of `flats` are keys' samples, in key order
-    base = 0
-    spans: list[tuple[MeasureKey, str, str, str, int, int]] = []
-    for g in groups:
-        key = g.key
-        ids, shas_k, noisy, texts, sla, counts, flat = g.ids, g.shas, g.noisy, g.texts, g.sla, g.counts, g.flat
-        offs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) + base
-        wl = [where.get(sha, ()) for sha in shas_k]
-        if len(set(shas_k)) == len(shas_k) and all(len(w) == 1 for w in wl):
-            # the common case: one run per commit, each commit on one branch: whole columns at once
-            br = [w[0][0] for w in wl]
-            ps = np.array([w[0][1] for w in wl], dtype=np.int64)
-            cnt = np.array(counts, dtype=np.int64)
-            nz = np.array(noisy, dtype=bool)
-            sl = np.array(sla, dtype=bool)
-            names = sorted(set(br))
-            for branch in names:
-                sel = np.arange(len(br)) if len(names) == 1 else np.array([i for i, x in enumerate(br) if x == branch])
-                o = sel[np.argsort(ps[sel], kind="stable")]
-                first = len(cols["sha"])
-                ol = o.tolist()
-                cols["pos"].append(ps[o])
-                cols["sha"].extend(_pick(shas_k, ol))
-                cols["off"].append(offs[o])
-                cols["n"].append(cnt[o])
-                cols["text"].extend(_pick(texts, ol))
-                cols["runs"].extend(zip(_pick(ids, ol)))
-                cols["noisy"].append(nz[o])
-                cols["sla"].append(sl[o])
-                spans.append((key, branch, g.unit, g.direction, first, len(cols["sha"])))
-        else:
-            # runs of one commit merged, oldest first; commits on several branches
-            by_sha: dict[str, list[int]] = {}
-            for j in sorted(range(len(ids)), key=ids.__getitem__):
-                by_sha.setdefault(shas_k[j], []).append(j)
-            by_branch: dict[str, list[tuple[int, str, list[int]]]] = {}
-            for sha, js in by_sha.items():
-                for branch, p in where.get(sha, ()):
-                    by_branch.setdefault(branch, []).append((p, sha, js))
-            for branch in sorted(by_branch):
-                items = sorted(by_branch[branch], key=lambda t: t[0])
-                first = len(cols["sha"])
-                for p, sha, js in items:
-                    cols["pos"].append(np.array([p], dtype=np.int64))
-                    cols["sha"].append(sha)
-                    if len(js) == 1:
-                        j = js[0]
-                        cols["off"].append(np.array([offs[j]], dtype=np.int64))
-                        cols["n"].append(np.array([counts[j]], dtype=np.int64))
-                        cols["text"].append(texts[j])
-                        cols["runs"].append((ids[j],))
-                        cols["noisy"].append(np.array([noisy[j]]))
-                        cols["sla"].append(np.array([sla[j]]))
-                    else:
-                        merged = np.concatenate([flat[offs[j] - base : offs[j] - base + counts[j]] for j in js])
-                        flats.append(merged)
-                        # -(index in flats + 1): placed after all keys' samples below
-                        cols["off"].append(np.array([-len(flats)], dtype=np.int64))
-                        cols["n"].append(np.array([len(merged)], dtype=np.int64))
-                        cols["text"].append("[" + ", ".join(texts[j].strip()[1:-1] for j in js if counts[j]) + "]")
-                        cols["runs"].append(tuple(ids[j] for j in js))
-                        cols["noisy"].append(np.array([any(noisy[j] for j in js)]))
-                        cols["sla"].append(np.array([any(sla[j] for j in js)]))
-                spans.append((key, branch, g.unit, g.direction, first, len(cols["sha"])))
-        flats.append(flat)
-        main_blocks.append(len(flats) - 1)
-        base += len(flat)
-    # lay the sample blocks out: each key's parsed samples at its base, merged ones after all of them
-    main = [flats[i] for i in main_blocks]
-    flat_all = np.concatenate(main) if main else np.empty(0)
-    def cat(name: str, dtype: type) -> np.ndarray:
-        return np.concatenate(cols[name]).astype(dtype) if cols[name] else np.empty(0, dtype=dtype)
-
-    off = cat("off", np.int64)
+    (branch, position) pairs it sits at. Runs of one commit are merged, oldest first (bisection probes add
+    samples). Every step is a column operation on the million rows except merging those few commits. jobs=2:
+    parse in two processes (it forks)."""
+    m = scan.read(conn, shas, jobs)
+    wanted = np.array([keys is None or k in keys for k in m.keys], dtype=bool)
+    # key rank in the published order (machine, recipe, version, config, workload, metric)
+    by = sorted(range(len(m.keys)), key=lambda i: (m.keys[i].machine_id, m.keys[i].recipe, m.keys[i].recipe_version,
+                                                  m.keys[i].config_hash, m.keys[i].workload, m.keys[i].metric))
+    rank = np.empty(len(m.keys), dtype=np.int64)
+    rank[by] = np.arange(len(by))
+    rows = np.flatnonzero(wanted[m.key]) if len(m.key) else np.empty(0, dtype=np.int64)
+    # each row once per (branch, position) of its commit (a commit can be on several branches, or on none loaded)
+    branches = sorted({b for sha in m.run_sha for b, _ in where.get(sha, ())})
+    code = {b: i for i, b in enumerate(branches)}
+    places = [where.get(sha, ()) for sha in m.run_sha]
+    run_places = np.array([len(p) for p in places], dtype=np.int64)
+    run_first = np.concatenate([[0], np.cumsum(run_places)[:-1]]).astype(np.int64)
+    place_branch = np.array([code[b] for p in places for b, _ in p], dtype=np.int64)
+    place_pos = np.array([pos for p in places for _, pos in p], dtype=np.int64)
+    reps = run_places[m.run[rows]]
+    x = np.repeat(rows, reps)
+    place = np.repeat(run_first[m.run[rows]], reps) + _ragged_arange(reps)
+    xk, xb, xp, xr = rank[m.key[x]], place_branch[place], place_pos[place], m.run_id[m.run[x]]
+    order = np.lexsort((xr, xp, xb, xk))  # by key, branch, position, then run id (oldest run first)
+    x, xk, xb, xp = x[order], xk[order], xb[order], xp[order]
+    # a point per (key, branch, position); several rows there are runs of one commit, merged below
+    new_point = np.ones(len(x), dtype=bool)
+    new_point[1:] = (xk[1:] != xk[:-1]) | (xb[1:] != xb[:-1]) | (xp[1:] != xp[:-1])
+    starts = np.flatnonzero(new_point)
+    sizes = np.diff(np.append(starts, len(x)))
+    first = x[starts]
+    runs_of = m.run[first]
+    off, n = m.off[first], m.n[first]  # fancy indexing: copies, changed below for merged points
+    text = pick(m.text, first.tolist())
+    runs: list[tuple[int, ...]] = list(zip(m.run_id[runs_of].tolist()))
+    noisy = m.run_noisy[runs_of]
+    sla = m.sla[first]
     extra: list[np.ndarray] = []
-    if (off < 0).any():
-        start = len(flat_all)
-        for i in np.nonzero(off < 0)[0]:
-            block = flats[-int(off[i]) - 1]
-            off[i] = start
-            start += len(block)
-            extra.append(block)
-        flat_all = np.concatenate([flat_all, *extra])
-    table = Table(cat("pos", np.int64), cols["sha"], off, cat("n", np.int64), flat_all, cols["text"], cols["runs"],
-                  cat("noisy", bool), cat("sla", bool))
+    top = len(m.flat)
+    for p in np.flatnonzero(sizes > 1).tolist():
+        js = x[starts[p] : starts[p] + sizes[p]].tolist()
+        block = np.concatenate([m.flat[m.off[j] : m.off[j] + m.n[j]] for j in js])
+        off[p], n[p] = top, len(block)
+        top += len(block)
+        extra.append(block)
+        text[p] = "[" + ", ".join(m.text[j].strip()[1:-1] for j in js if m.n[j]) + "]"
+        runs[p] = tuple(int(m.run_id[m.run[j]]) for j in js)
+        noisy[p] = bool(m.run_noisy[m.run[js]].any())
+        sla[p] = bool(m.sla[js].any())
+    code: dict[str, int] = {}
+    run_commit = np.array([code.setdefault(sha, len(code)) for sha in m.run_sha], dtype=np.int64)
+    commits = list(code)
+    commit = run_commit[runs_of]
+    table = Table(xp[starts], pick(commits, commit.tolist()), off, n,
+                  np.concatenate([m.flat, *extra]) if extra else m.flat, text, runs, noisy, sla, commit, commits)
+    # series: runs of points with the same (key, branch)
+    pk, pb = xk[starts], xb[starts]
+    new_series = np.ones(len(starts), dtype=bool)
+    new_series[1:] = (pk[1:] != pk[:-1]) | (pb[1:] != pb[:-1])
+    bounds = np.append(np.flatnonzero(new_series), len(starts)).tolist()
     out = {}
-    for key, branch, unit, direction, a, b in spans:
-        sk = SeriesKey(key, branch)
-        out[sk] = SeriesData(sk, unit, direction, table, a, b)
+    for a, b in itertools.pairwise(bounds):
+        k = by[int(pk[a])]
+        sk = SeriesKey(m.keys[k], branches[int(pb[a])])
+        out[sk] = SeriesData(sk, m.units[k], m.directions[k], table, a, b)
     return out
 
 
@@ -337,8 +212,26 @@ class Ratios:
     colour: list[str]
 
 
-def ratios(table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.ndarray, bands: Bands) -> Ratios:
-    """median(row)/median(base row) with the bootstrap CI, vectorised per pair of sample counts."""
+def ratios(table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.ndarray, bands: Bands,
+           jobs: int = 1) -> Ratios:
+    """median(row)/median(base row) with the bootstrap CI, vectorised per pair of sample counts; jobs=2 computes
+    the second half of the rows in a forked child (each row's result does not depend on the others)."""
+    parts = forkjoin.halves(len(rows), lambda a, b: _ratio_rows(table, rows[a:b], base_rows[a:b]), jobs,
+                            SPLIT_MIN_ROWS)
+    out = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    r = out[:, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        good = np.where(higher, r, 1.0 / r)
+    colour = np.where(np.isnan(good), "grey", np.where(good <= bands.red, "red",
+                                                       np.where(good >= bands.green, "green", "grey")))
+    return Ratios(out[:, 0], out[:, 1], out[:, 2], colour.tolist())
+
+
+SPLIT_MIN_ROWS = 50_000  # fewer ratios than this take less time than a fork of a large process
+
+
+def _ratio_rows(table: Table, rows: np.ndarray, base_rows: np.ndarray) -> np.ndarray:
+    """(ratio, low, high) per row; NaN where undefined."""
     out = np.full((len(rows), 3), np.nan)
     if len(rows):
         nb, nx = table.n[base_rows], table.n[rows]
@@ -348,9 +241,4 @@ def ratios(table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.nda
             if cb == 0 or cx == 0:
                 continue
             out[sel] = median_ratio_block(table.block(base_rows[sel]), table.block(rows[sel]), presorted=True)
-    r = out[:, 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        good = np.where(higher, r, 1.0 / r)
-    colour = np.where(np.isnan(good), "grey", np.where(good <= bands.red, "red",
-                                                       np.where(good >= bands.green, "green", "grey")))
-    return Ratios(out[:, 0], out[:, 1], out[:, 2], colour.tolist())
+    return out

@@ -2,34 +2,50 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import gc
 import json
 import math
 import os
-import signal
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
+from markupsafe import Markup
 
 from master import store
 from master.detect.rqps import Bands
-from master.publish import feed, source
-from master.publish import model
+from master.publish import commits, feed, forkjoin, model, source
 from master.publish.model import SeriesData, median
 from master.publish.names import commit_name, safe_name
 from master.publish.ratios import RatioCache, Want
 from master.publish.render import SITE_DIR, author_name, js_call, json_document, render, wrap_js
 from master.publish.source import CHUNK, MeasureKey, SeriesKey
 from master.publish.views import (
-    AlertView, ChangeView, Marker, RatioView, ReleaseCell, ReleaseRow, ReleaseTable, RunView, Summary,
-    SPARK_WINDOW, alert_views, previous_tag, safe_url, spark_path, tag_order, tail_rows,
+    SPARK_WINDOW,
+    AlertView,
+    ChangeView,
+    Marker,
+    RatioView,
+    ReleaseCell,
+    ReleaseRow,
+    ReleaseTable,
+    RunView,
+    Summary,
+    alert_views,
+    previous_tag,
+    safe_url,
+    spark_path,
+    tag_order,
+    tail_rows,
 )
-from master.publish.writer import PublishError, SiteWriter, publish_lock
+from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,7 @@ class PublishReport:
     ratios_computed: int
     ratios_reused: int
     seconds: float
+    files_linked: int = 0  # of files_written, unchanged ones hard-linked from the live version (full publish)
 
 
 def site_dir(settings: Any) -> Path:
@@ -101,9 +118,10 @@ class Context:
         self.now = 0.0
 
     def load(self, where: Mapping[str, list[tuple[str, int]]], shas: Iterable[str] | None,
-             keys: set[MeasureKey] | None) -> None:
-        """Load the series (replacing what was loaded) and every point's rQPS vs the previous point."""
-        self.series = model.load(self.conn, where, shas, keys, cache=self.cache.conn)
+             keys: set[MeasureKey] | None, jobs: int = 1) -> None:
+        """Load the series (replacing what was loaded) and every point's rQPS vs the previous point (jobs=2: the
+        parsing and the rQPS in two processes; it forks)."""
+        self.series = model.load(self.conn, where, shas, keys, jobs)
         need = set(where) if shas is not None else None
         self.commits.update(source.commits(self.conn, need))
         table = next(iter(self.series.values())).table if self.series else None
@@ -117,7 +135,7 @@ class Context:
             first[s.start] = True
             higher[s.start : s.end] = s.direction == "higher"
         rows = np.nonzero(~first)[0]
-        r = model.ratios(table, rows, rows - 1, higher[rows], self.bands)
+        r = model.ratios(table, rows, rows - 1, higher[rows], self.bands, jobs)
         self.prev_ratio = np.full(size, np.nan)
         self.prev_low = np.full(size, np.nan)
         self.prev_high = np.full(size, np.nan)
@@ -185,22 +203,16 @@ def _fixed(*cols: np.ndarray) -> tuple[int, list[list[int]]]:
         return 1, [np.zeros(len(c), dtype=np.int64).tolist() for c in cols]
     decimals = int(np.clip(5 - np.floor(np.log10(np.abs(finite))), 0, 15).max())
     top = float(np.max(np.abs(finite)))
-    decimals = max(0, min(decimals, int(math.floor(math.log10(2**52 / top)))))  # stay exact in a double
+    decimals = max(0, min(decimals, math.floor(math.log10(2**52 / top))))  # stay exact in a double
     scale = 10**decimals
     return scale, [np.rint(c * scale).astype(np.int64).tolist() for c in cols]
-
-
-def _micro(a: np.ndarray) -> list[int | None]:
-    """Ratios in millionths as integers (null where undefined) for the per-commit page data."""
-    ints = np.rint(np.nan_to_num(a, nan=0.0) * 1e6).astype(np.int64).tolist()
-    return [None if x != x else i for x, i in zip(a.tolist(), ints)]
 
 
 def _nums(a: np.ndarray, digits: int | None = None) -> list[float | None]:
     """A float column for JSON: NaN as null, optionally rounded to `digits` decimals."""
     if digits is not None:
         a = np.round(a, digits)
-    return [None if x != x else x for x in a.tolist()]
+    return [None if math.isnan(x) else x for x in a.tolist()]
 
 
 # ------------------------------------------------------------------------------------------------ renderers
@@ -285,49 +297,6 @@ def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tu
         w.write(f"data/branches/{safe_name(branch)}/{k}.js", js_call("commits", safe_name(branch), k, rows))
 
 
-def commit_rows(ctx: Context, shas: set[str] | None) -> dict[str, list[tuple[Any, ...]]]:
-    """sha -> one row per series measured there: [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]
-    (ratio and CI in millionths, integers),
-    series in a fixed order. Built column-wise (a sort and zip, no per-point Python loop: 1M points)."""
-    out: dict[str, list[tuple[Any, ...]]] = {}
-    t = ctx.table
-    if t is None or not ctx.series:
-        return out
-    order = sorted(ctx.series.values(), key=lambda s: (s.key.measure.workload, s.key.measure.metric, s.key.branch,
-                                                       s.key.measure.machine_id, s.key.measure.recipe,
-                                                       s.key.measure.recipe_version, s.sid))
-    rows_of = np.concatenate([np.arange(s.start, s.end) for s in order])
-    if shas is not None:
-        rows_of = np.array([i for i in rows_of.tolist() if t.sha[i] in shas], dtype=np.int64)
-        if not len(rows_of):
-            return out
-    ids: dict[str, int] = {}
-    cid = np.fromiter((ids.setdefault(t.sha[i], len(ids)) for i in rows_of.tolist()), dtype=np.int64,
-                      count=len(rows_of))
-    perm = np.lexsort((np.arange(len(rows_of)), cid))  # by commit, then series order (stable)
-    rows = rows_of[perm]
-    cid = cid[perm]
-    sid_of = np.empty(len(t.pos), dtype=object)
-    first = np.zeros(len(t.pos), dtype=bool)
-    for s in order:
-        sid_of[s.start : s.end] = s.sid
-        first[s.start] = True
-    rl = rows.tolist()
-    cols = [
-        sid_of[rows].tolist(), ctx.med_r[rows].tolist(), t.n[rows].tolist(),
-        _micro(ctx.prev_ratio[rows]), _micro(ctx.prev_low[rows]), _micro(ctx.prev_high[rows]),
-        [ctx.prev_colour[i] for i in rl], ["" if first[i] else t.sha[i - 1][:12] for i in rl],
-        ((t.noisy[rows].astype(np.int64)) | (t.sla[rows].astype(np.int64) * 2)).tolist(),
-    ]
-    zipped = list(zip(*cols))
-    bounds = np.flatnonzero(np.diff(cid)) + 1
-    starts = [0, *bounds.tolist()]
-    ends = [*bounds.tolist(), len(rl)]
-    for a, b in zip(starts, ends):
-        out[t.sha[rl[a]]] = zipped[a:b]
-    return out
-
-
 def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: list[tuple[Any, ...]], runs: list[RunView]) -> None:
     """data/commits/<sha>.js: what commit.html?c=<sha> shows and what the compare page divides."""
     name = commit_name(sha)
@@ -381,7 +350,9 @@ def write_compare(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None
 def write_releases(w: SiteWriter, ctx: Context) -> None:
     """Callaghan-style tables: absolute value per release × workload, rQPS vs a chosen base release."""
     if not ctx.tags:
-        w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands))
+        w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands,
+                                        values=""))
+        w.keep_only("releases", set())
         return
     tag_samples = source.samples(ctx.conn, set(ctx.tags.values()))
     authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(ctx.tags.values())).items()}
@@ -389,25 +360,24 @@ def write_releases(w: SiteWriter, ctx: Context) -> None:
     files = {t: f"releases/{safe_name(t)}.html" for t in tags}
     keys = sorted(tag_samples, key=lambda k: (k.workload, k.metric, k.machine_id, k.recipe, k.recipe_version,
                                               k.config_hash))
-    for base in tags:
-        wants = []
-        for key in keys:
-            per = tag_samples[key]
+    sids = {key: "release:" + SeriesKey(key, "").sid for key in keys}
+    wants = []  # every (release, base release) pair at once: one pass over the ratio cache
+    for key in keys:
+        per = tag_samples[key]
+        for base in tags:
             b = per.get(ctx.tags[base])
-            if b is None:
-                continue
-            sid = "release:" + SeriesKey(key, "").sid
-            for t in tags:
+            for t in tags if b is not None else ():
                 x = per.get(ctx.tags[t])
                 if x is not None:
-                    wants.append(Want(sid, x.sha, b.sha, ",".join(map(str, x.run_ids)),
+                    wants.append(Want(sids[key], x.sha, b.sha, ",".join(map(str, x.run_ids)),
                                       ",".join(map(str, b.run_ids)), x.samples, b.samples, x.direction))
-        got = ctx.cache.resolve(wants)
+    got = ctx.cache.resolve(wants)
+    values = None
+    for base in tags:
         rows = []
         for key in keys:
             per = tag_samples[key]
             b = per.get(ctx.tags[base])
-            sid = "release:" + SeriesKey(key, "").sid
             cells = []
             unit = direction = ""
             for t in tags:
@@ -416,15 +386,18 @@ def write_releases(w: SiteWriter, ctx: Context) -> None:
                     cells.append(ReleaseCell(t, None, None, False))
                     continue
                 unit, direction = x.unit, x.direction
-                rel = None if b is None else RatioView.of(got[(sid, x.sha, b.sha)], base)
+                rel = None if b is None else RatioView.of(got[(sids[key], x.sha, b.sha)], base)
                 cells.append(ReleaseCell(t, median(x.samples), rel, x.sla_miss))
             rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
         table = ReleaseTable(base, files[base], tuple(tags), tuple(rows), tuple((t, files[t]) for t in tags))
+        if values is None:  # the absolute values do not depend on the base: rendered once, escaped there
+            values = Markup(render("release_values.html", table=table))
         w.write(files[base], render("releases.html", root="../", title=f"Releases vs {base}", table=table,
-                                    bands=ctx.bands))
+                                    bands=ctx.bands, values=values))
         if base == tags[0]:
             w.write("releases.html", render("releases.html", root="", title="Releases", table=table,
-                                            bands=ctx.bands))
+                                            bands=ctx.bands, values=values))
+    w.keep_only("releases", set(files.values()))
 
 
 def _channels(ctx: Context) -> list[Any]:
@@ -471,7 +444,8 @@ def write_health(w: SiteWriter, ctx: Context, now: float) -> None:
 def write_common(w: SiteWriter, ctx: Context, summaries: list[Summary], now: float, releases: bool = True) -> None:
     """Pages that summarise everything; cheap enough to re-render on every publish. The release tables depend
     only on the tags and the samples at tagged commits: an incremental publish passes releases=False when
-    neither changed, and the previous version's files stay (hard-linked)."""
+    neither changed (no tag changed, the run is not at a tagged commit), and the previous version's files stay
+    (hard-linked)."""
     write_overview(w, summaries, ctx)
     write_compare(w, ctx, summaries)
     if releases:
@@ -480,7 +454,7 @@ def write_common(w: SiteWriter, ctx: Context, summaries: list[Summary], now: flo
     write_health(w, ctx, now)
     w.copy_tree(SITE_DIR / "static", "static")
     w.write("manifest.json", json_document("site", {
-        "published_at": dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat(), "series": len(summaries),
+        "published_at": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(), "series": len(summaries),
         "chunk_size": CHUNK}))
 
 
@@ -550,53 +524,31 @@ Progress = Callable[[str], None]
 
 def publish_all(settings: Any, out_dir: Path | None = None, *, now: float | None = None,
                 progress: Progress | None = None, jobs: int | None = None) -> PublishReport:
-    """Render the whole site from the results database into a new version and swap it in. jobs=2 writes the
-    per-commit data in a forked second process (default: default_jobs())."""
+    """Render the whole site from the results database into a new version and swap it in. jobs=2 forks: half the
+    parsing, half the rQPS and about half the writing happen in a second process (default: default_jobs())."""
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
+    if jobs != 1 and only_cleanup_threads():
+        wait_for_cleanup()  # a previous publish's deletion threads: no reason to give up the second process
     jobs = default_jobs() if jobs is None else jobs
     if jobs > 1 and threading.active_count() > 1:
         raise PublishError("jobs > 1 forks; this process has other threads: publish with jobs=1")
-    with publish_lock(out):
+    with publish_lock(out), _no_cyclic_gc():
         return _publish_all(settings, out, time.time() if now is None else now, progress, jobs)
 
 
-def _write_commits(w: SiteWriter, ctx: Context, runs: Mapping[str, list[RunView]]) -> int:
-    rows = commit_rows(ctx, None)
-    shas = sorted(set(rows) | set(runs))
-    for sha in shas:
-        write_commit(w, ctx, sha, rows.get(sha, []), runs.get(sha, []))
-    return len(shas)
-
-
-def _fork(work: Callable[[], int]) -> tuple[int, int]:
-    """Run `work` in a forked child (it only computes and writes files into the unpublished version: no SQL,
-    no shared connections); returns (pid, read end of the pipe that carries its result)."""
-    r, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns, never runs the parent's cleanup
-        code = 1
-        try:
-            os.close(r)
-            msg = f"ok {work()}"
-            code = 0
-        except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises
-            msg = f"{type(e).__name__}: {e}"
-        try:
-            os.write(wfd, msg.encode("utf-8", "replace")[:8000])
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    return pid, r
-
-
-def _join(child: tuple[int, int]) -> int:
-    pid, r = child
-    with os.fdopen(r, "rb") as f:
-        msg = f.read().decode("utf-8", "replace")
-    _, status = os.waitpid(pid, 0)
-    if status != 0 or not msg.startswith("ok "):
-        raise PublishError(f"writing the per-commit data failed: {msg or f'child exit status {status}'}")
-    return int(msg[3:])
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection during a full publish: its millions of objects (tuples, lists, strings) hold
+    no cycles, yet each full collection traversed all of them (~5% of the CPU in perf), and in a forked child it
+    writes to every object's header, copying the memory pages they sit on. Refcounting still frees everything;
+    collection resumes afterwards. Process-wide, so only for the (rare) full publish."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def default_jobs() -> int:
@@ -608,9 +560,6 @@ def default_jobs() -> int:
 def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None, jobs: int = 1) -> PublishReport:
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
-    child: tuple[int, int] | None = None
-    n_commits = 0
-    theirs: list[Summary] = []
     conn = _open(settings)
     cache = RatioCache(cache_path(settings), _bands(settings))
     w = SiteWriter(out, incremental=False)
@@ -624,54 +573,92 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
                 where.setdefault(sha, []).append((b, pos))
         ctx.tag_positions = {b: {sha: pos for pos, sha in order if sha in ctx.tag_at} for b, order in orders.items()}
         say(f"loading the samples of {len(where)} commits on {len(orders)} branch(es), rQPS of every point")
-        ctx.load(where, None, None)
+        ctx.load(where, None, None, jobs)
         summaries = list(ctx.summaries(ctx.series.values()).values())
         sib = siblings_of(summaries)
         by_sid = {s.sid: s for s in ctx.series.values()}
         runs = run_views(ctx, None)
-        # with two processes the child writes the per-commit data and every fifth series (about half the work)
-        mine = summaries if jobs == 1 else [x for i, x in enumerate(summaries) if i % 5 != 4]
-        theirs = [] if jobs == 1 else [x for i, x in enumerate(summaries) if i % 5 == 4]
+        by_commit = commits.order(ctx)
+        group = by_commit.index() if by_commit is not None else {}
+        shas = sorted(set(group) | set(runs))
 
-        def write_series(part: list[Summary]) -> None:
-            for summ in part:
-                s = by_sid[summ.sid]
-                write_series_data(w, ctx, s, summ.first_position // CHUNK, summ.last_position // CHUNK)
-                write_series_page(w, ctx, summ, sib[summ.sid])
+        def write_series(summ: Summary) -> None:
+            write_series_data(w, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
+            write_series_page(w, ctx, summ, sib[summ.sid])
 
-        if jobs > 1:
-            say(f"writing the per-commit data and {len(theirs)} series in a second process")
-            child = _fork(lambda: (write_series(theirs), _write_commits(w, ctx, runs))[1])
-        say(f"writing {len(mine)} series pages and their data")
-        write_series(mine)
-        for b, order in orders.items():
-            write_branch_chunks(w, ctx, b, order)
-        if child is None:
-            say("writing the per-commit data")
-            n_commits = _write_commits(w, ctx, runs)
-        else:
-            joining, child = child, None  # _join reaps it, whatever happens
-            n_commits = _join(joining)
-        write_common(w, ctx, summaries, now)
+        def write_commits(part: list[str]) -> None:
+            got = commits.rows(ctx, by_commit, [group[x] for x in part if x in group]) if by_commit else {}
+            for sha in part:
+                write_commit(w, ctx, sha, got.get(sha, []), runs.get(sha, []))
+
+        def write_summaries() -> None:  # they read the database: in this process only
+            write_common(w, ctx, summaries, now)
+            for b, order in orders.items():
+                write_branch_chunks(w, ctx, b, order)
+
+        tasks: list[Callable[[], None]] = [lambda x=x: write_series(x) for x in summaries]
+        tasks += [lambda p=shas[i : i + COMMIT_BATCH]: write_commits(p) for i in range(0, len(shas), COMMIT_BATCH)]
+        say(f"writing {len(summaries)} series and {len(shas)} commits' data"
+            + (" in two processes" if jobs > 1 else ""))
+        try:
+            theirs = forkjoin.share(tasks, jobs, here_first=write_summaries,
+                                    child_result=lambda: (len(w.written), w.linked)) or (0, 0)
+        except forkjoin.ChildFailed as e:
+            raise PublishError(f"writing the site in the second process failed: {e}") from None
         say("swapping the new version in")
         final = w.commit()
         cache.flush()
         save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags)
     except BaseException:
-        if child is not None:
-            os.kill(child[0], signal.SIGKILL)
-            os.waitpid(child[0], 0)
         w.abort()
         raise
     finally:
         cache.close()
         conn.close()
-    theirs_files = sum(2 + 3 * (x.last_position // CHUNK - x.first_position // CHUNK + 1) for x in theirs) \
-        if jobs > 1 else 0  # what the child wrote: its series (page, index, 3 per chunk) and n_commits files
-    return PublishReport(out, final.name, False, len(w.written) + (n_commits + theirs_files if jobs > 1 else 0),
-                         len(summaries),
-                         n_commits, cache.computed,
-                         cache.reused, time.perf_counter() - t0)
+    return PublishReport(out, final.name, False, len(w.written) + theirs[0], len(summaries), len(shas),
+                         cache.computed, cache.reused, time.perf_counter() - t0, w.linked + theirs[1])
+
+
+COMMIT_BATCH = 250  # commits per task: small enough to balance two processes, large enough to amortise a batch
+
+
+def tag_changes(old: Mapping[str, str], new: Mapping[str, str]) -> set[str]:
+    """Commits whose tags differ between two publishes (a tag added, moved or removed)."""
+    return {sha for name in set(old) | set(new) if old.get(name) != new.get(name)
+            for sha in (old.get(name), new.get(name)) if sha}
+
+
+def _tag_windows(conn: sqlite3.Connection, ctx: Context, retagged: set[str],
+                 windows: dict[str, tuple[int, int]]) -> set[str]:
+    """Branches where a tag changed; each gets at least the sparkline's window loaded (its series' summaries are
+    recomputed: the rQPS of the latest point vs the previous release may change)."""
+    branches = {b for sha in retagged for b in source.positions_of(conn, sha)}
+    for b in branches:
+        lo = max(ctx.heads[b] - SPARK_WINDOW + 1, 0)
+        windows[b] = (min(lo, windows.get(b, (lo, 0))[0]), ctx.heads[b])
+    return branches
+
+
+def _load_for_tags(conn: sqlite3.Connection, retagged: set[str], branches: set[str],
+                   cached: Mapping[str, Summary], where: dict[str, list[tuple[str, int]]]) -> None:
+    """What a tag change needs besides the windows: each (re)tagged commit and, per series measured there, its
+    previous point (the commit's data shows rQPS vs previous), and the latest point of every series on those
+    branches (for its summary; a series that stopped before the window has it further back)."""
+    def add(sha: str | None, b: str, pos: int) -> None:
+        if sha is not None and (b, pos) not in where.get(sha, []):
+            where.setdefault(sha, []).append((b, pos))
+
+    for sha in sorted(retagged):
+        keys = source.keys_at(conn, [sha])
+        for b, pos in source.positions_of(conn, sha).items():
+            add(sha, b, pos)
+            for key in keys:
+                prev = source.prev_point_position(conn, key, b, pos)
+                if prev is not None:
+                    add(source.sha_at(conn, b, prev), b, prev)
+    for summ in cached.values():
+        if summ.branch in branches:
+            add(summ.latest_sha, summ.branch, summ.last_position)
 
 
 class _FullPublishNeeded(Exception):
@@ -710,8 +697,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             raise ValueError(f"no run with id {run_id} in {settings.results_db}")
         ctx = Context(conn, cache, _bands(settings), settings)
         ctx.now = now
-        if ctx.tags != state["tags"]:
-            raise _FullPublishNeeded("tags changed (every series' rQPS vs its previous release may change)")
+        retagged = tag_changes(state["tags"], ctx.tags)
         old_heads = {b: tuple(h) for b, h in state["heads"].items()}
         for b, (pos, sha) in old_heads.items():
             if b in ctx.heads and source.sha_at(conn, b, pos) != sha:
@@ -728,11 +714,13 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             lows = [start, max(ctx.heads[b] - SPARK_WINDOW + 1, 0)]
             lows += [p for p in (source.prev_point_position(conn, key, b, start) for key in keys) if p is not None]
             windows[b] = (min(lows), ctx.heads[b])
+        tag_branches = _tag_windows(conn, ctx, retagged, windows)
         orders = {b: source.branch_order(conn, b, lo, hi) for b, (lo, hi) in windows.items()}
         where: dict[str, list[tuple[str, int]]] = {}
         for b, order in orders.items():
             for pos, sha in order:
                 where.setdefault(sha, []).append((b, pos))
+        _load_for_tags(conn, retagged, tag_branches, cached, where)
         # commit facts (for chart hovers) of the positions each branch gained since the last publish
         grown = {}
         for b, head in ctx.heads.items():
@@ -741,12 +729,14 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
                 grown[b] = source.branch_order(conn, b, (old + 1) // CHUNK * CHUNK, head)
         ctx.commits.update(source.commits(conn, {sha for order in grown.values() for _, sha in order}))
         ctx.tag_positions = {}
-        for name, sha in ctx.tags.items():
+        for sha in ctx.tags.values():
             for b, pos in source.positions_of(conn, sha).items():
                 ctx.tag_positions.setdefault(b, {})[sha] = pos
                 if b in windows and (b, pos) not in where.get(sha, []):
                     where.setdefault(sha, []).append((b, pos))
-        ctx.load(where, list(where), keys)
+        # a tag change touches every series of its branches (rQPS vs the previous release): load them all
+        loaded_keys = None if retagged else keys
+        ctx.load(where, list(where), loaded_keys)
         affected = {k: s for k, s in ctx.series.items() if k.branch in at and s.index_of(run.sha) is not None}
         changed = {run.sha}
         for s in affected.values():
@@ -762,9 +752,11 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
                     prev = source.prev_point_position(conn, key, b, min(starts)) if starts else None
                     if prev is not None and prev < lo_hi[0]:
                         raise _FullPublishNeeded("a changed commit's other series reach back past the window")
-            ctx.load(where, list(where), keys | more)
-            affected = {k: s for k, s in ctx.series.items() if k in affected}
-        fresh = ctx.summaries(affected.values())
+            if loaded_keys is not None:
+                ctx.load(where, list(where), keys | more)
+                affected = {k: s for k, s in ctx.series.items() if k in affected}
+        fresh = ctx.summaries([*affected.values(), *(s for k, s in ctx.series.items()
+                                                    if k.branch in tag_branches and k not in affected)])
         for sid, old in cached.items():
             if sid in fresh and old.first_position < fresh[sid].first_position:
                 fresh[sid] = Summary.from_json({**fresh[sid].to_json(), "first_position": old.first_position})
@@ -780,11 +772,15 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             write_series_page(w, ctx, summ, sib[summ.sid])
         for b, order in grown.items():
             write_branch_chunks(w, ctx, b, order)
-        rows = commit_rows(ctx, changed)
-        runs = run_views(ctx, sorted(changed))
+        by_commit = commits.order(ctx, changed | retagged)
+        rows = commits.rows(ctx, by_commit, range(len(by_commit.shas))) if by_commit is not None else {}
+        runs = run_views(ctx, sorted(changed | retagged))
+        # a (re)tagged commit's data lists its tags; it has a data file only if it has rows or runs (as in a full
+        # publish)
+        changed |= {sha for sha in retagged if sha in rows or sha in runs}
         for sha in sorted(changed):
             write_commit(w, ctx, sha, rows.get(sha, []), runs.get(sha, []))
-        write_common(w, ctx, summaries, now, releases=run.sha in ctx.tag_at)
+        write_common(w, ctx, summaries, now, releases=bool(retagged) or run.sha in ctx.tag_at)
         final = w.commit()
         cache.flush()
         save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags)

@@ -73,6 +73,11 @@ class RatioCache:
                 "CREATE TABLE IF NOT EXISTS ratio (sid TEXT, sha TEXT, base_sha TEXT, runs TEXT, base_runs TEXT, "
                 "ratio REAL, low REAL, high REAL, PRIMARY KEY (sid, sha, base_sha)) WITHOUT ROWID"
             )
+            # earlier versions kept every parsed sample here too; the results DB is now read directly (scan.py)
+            if self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'sample_groups'").fetchone():
+                with self.conn:
+                    self.conn.execute("DROP TABLE sample_groups")
+                    self.conn.execute("DROP TABLE IF EXISTS sample_meta")
 
     def resolve(self, wants: Sequence[Want]) -> dict[tuple[str, str, str], Ratio]:
         """Ratio for every wanted (sid, sha, base_sha): cached when the run ids match, computed otherwise."""

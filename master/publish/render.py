@@ -17,6 +17,13 @@ FORMAT_VERSION = 1
 _JS_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
+# check_circular=False: the data are fresh trees of lists and dicts, never cyclic; the check keeps a dict entry per
+# container, about a third of the encoding time of the million per-commit rows. The output bytes are the same.
+_JS_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False,
+                               check_circular=False)
+_JSON_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False, check_circular=False)
+
+
 def _script_safe(text: str) -> str:
     """Escape what could end a <script> element or confuse a JS parser (fast path: numbers-only data)."""
     if "<" in text or ">" in text or "&" in text or "\u2028" in text or "\u2029" in text:
@@ -26,8 +33,7 @@ def _script_safe(text: str) -> str:
 
 def js_literal(value: Any) -> str:
     """JSON that is safe anywhere in a script: no '<', '>', '&' or line separators can end or confuse it."""
-    return _script_safe(json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False,
-                                   ensure_ascii=False))
+    return _script_safe(_JS_ENCODER.encode(value))
 
 
 def js_call(func: str, *args: Any) -> str:
@@ -52,7 +58,7 @@ def json_document(kind: str, body: dict[str, Any], clean: bool = True) -> str:
     clean=False skips the NaN walk for large, already-clean bodies (a NaN then raises instead of slipping out).
     """
     doc = {"format": f"perffarm-{kind}", "version": FORMAT_VERSION, **body}
-    return json.dumps(_clean(doc) if clean else doc, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    return _JSON_ENCODER.encode(_clean(doc) if clean else doc) + "\n"
 
 
 def _clean(value: Any) -> Any:

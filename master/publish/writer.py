@@ -9,14 +9,16 @@ middle of loading a page; older ones are removed. Nothing is ever deleted before
 
 from __future__ import annotations
 
+import array
 import contextlib
 import fcntl
 import os
 import shutil
+import stat
 import threading
 import time
-from pathlib import Path, PurePosixPath
-from typing import Iterator
+from collections.abc import Iterator
+from pathlib import Path
 
 MARKER = "manifest.json"
 
@@ -26,10 +28,11 @@ class PublishError(RuntimeError):
 
 
 def _check_rel(rel: str) -> str:
-    p = PurePosixPath(rel)
-    if p.is_absolute() or not p.parts or any(part in ("", ".", "..") for part in p.parts) or "\\" in rel:
+    """A site-relative path made only of normal components (string checks: called for every one of ~13,000
+    files of a full publish)."""
+    if not rel or rel[0] == "/" or "\\" in rel or any(p in ("", ".", "..") for p in rel.split("/")):
         raise PublishError(f"refusing to write outside the site: {rel!r}")
-    return str(p)
+    return rel
 
 
 @contextlib.contextmanager
@@ -53,16 +56,23 @@ class SiteWriter:
         self.out_dir = Path(os.path.abspath(out_dir))
         self.versions = self.out_dir.parent / f".{self.out_dir.name}.versions"
         self.versions.mkdir(parents=True, exist_ok=True)
+        _spread_subdirectories(self.versions)
         self.current = self._current()
         if incremental and self.current is None:
             raise PublishError(f"no published site at {self.out_dir} to update; run a full publish first")
         self.root = self.versions / f"v{time.time_ns():020d}-{os.getpid()}.tmp"
         self.root.mkdir()
         self.incremental = incremental
-        self._dirs: set[Path] = {self.root}
+        self._root = str(self.root)
+        self._dirs: set[str] = {self._root}
         self.written: list[str] = []
         if incremental and self.current is not None:
             self._link_tree(self.current, self.root)
+        # a full publish over a live site hard-links every file whose bytes did not change from it: no new inode
+        # and no write for most of a site that mostly did not change (creating ~13,000 inodes is a large part of
+        # a full publish on a busy ext4), and the version it retires frees only what changed
+        self._reuse = str(self.current) if not incremental and self.current is not None else None
+        self.linked = 0
 
     def _current(self) -> Path | None:
         if self.out_dir.is_symlink():
@@ -90,18 +100,40 @@ class SiteWriter:
 
     def write(self, rel: str, text: str) -> None:
         """Write one file of the new, not yet visible version. A file hard-linked from the live version is
-        unlinked first, so the new content gets a new inode and the live file is never modified."""
-        path = self.root / _check_rel(rel)
-        parent = path.parent
+        unlinked first, so the new content gets a new inode and the live file is never modified. Plain os calls:
+        three system calls per file instead of open()'s six, and no text wrapper objects."""
+        path = f"{self._root}/{_check_rel(rel)}"
+        parent = path.rpartition("/")[0]
         if parent not in self._dirs:
-            parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
             self._dirs.add(parent)
         if self.incremental:
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+                os.unlink(path)
+        data = memoryview(text.encode("utf-8"))
+        if self._reuse is not None and _holds(f"{self._reuse}/{rel}", data):
+            os.link(f"{self._reuse}/{rel}", path)  # the live file is only read and linked, never modified
+            self.written.append(rel)
+            self.linked += 1
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
         self.written.append(rel)
+
+    def keep_only(self, rel_dir: str, keep: set[str]) -> None:
+        """Delete the files directly in `rel_dir` of the new version that are not in `keep` (paths relative to the
+        site): an incremental version starts as links to every live file, so pages of things that no longer
+        exist (a removed tag's release page) must go. Only the new version's links are removed."""
+        d = self.root / _check_rel(rel_dir)
+        if not d.is_dir():
+            return
+        for p in d.iterdir():
+            if p.is_file() and f"{rel_dir}/{p.name}" not in keep:
+                p.unlink()
 
     def copy_tree(self, src: Path, rel: str) -> None:
         """Copy static assets into the new version."""
@@ -162,9 +194,58 @@ def wait_for_cleanup() -> None:
         _CLEANUPS.pop().join()
 
 
+def only_cleanup_threads() -> bool:
+    """Every thread besides the main one is a deletion thread of this module (joining them makes the process
+    single-threaded again, so it may fork)."""
+    return all(t is threading.main_thread() or t in _CLEANUPS for t in threading.enumerate())
+
+
 def _remove_all(paths: list[Path]) -> None:
     for p in paths:
         shutil.rmtree(p, ignore_errors=True)
+
+
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000  # linux/fs.h
+
+
+def _spread_subdirectories(path: Path) -> None:
+    """Mark the versions directory as the top of directory hierarchies (chattr +T) so ext4 places each new
+    version in a fresh block group instead of next to the version just deleted. Why: ext4 without a journal
+    (this VM's root file system) will not reuse an inode freed in the last 30 s and scans past every such inode
+    at each allocation (perf: find_inode_bit -> recently_deleted); writing 13,000 files right after deleting
+    13,000 took 5 s of CPU instead of 0.3 s. Other file systems ignore the hint or refuse it: both are fine."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        flags = array.array("i", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        if not flags[0] & _FS_TOPDIR_FL:
+            flags[0] |= _FS_TOPDIR_FL
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, flags, True)
+    except OSError:
+        pass  # not ext2/3/4, or not ours to change: the hint only changes where inodes are placed
+    finally:
+        os.close(fd)
+
+
+def _holds(path: str, data: memoryview) -> bool:
+    """The regular file at `path` holds exactly `data` (its size is compared first)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        got = bytearray()
+        while len(got) <= len(data) and (chunk := os.read(fd, len(data) + 1 - len(got))):
+            got += chunk
+        return got == data
+    finally:
+        os.close(fd)
 
 
 def _stale(path: Path, age: float = 3600.0) -> bool:

@@ -78,8 +78,9 @@ def build(path: Path, commits: int, workloads: int, metrics: int = 1, samples: i
 
 
 def next_run(path: Path, i: int, workloads: int, metrics: int = 1, samples: int = 5, branch: str = "master",
-             seed: int = 7) -> int:
-    """Append commit `i` to the branch and store one run for it (what one ingest does); return the run id."""
+             seed: int = 7, tag_previous: str | None = None) -> int:
+    """Append commit `i` to the branch and store one run for it (what one ingest does); return the run id.
+    tag_previous: also tag commit i - 1 with this name (the ingest's mirror sync brings a new release tag)."""
     rng = random.Random(seed + i)
     conn = store.connect(path)
     c = commit_info(i)
@@ -88,6 +89,8 @@ def next_run(path: Path, i: int, workloads: int, metrics: int = 1, samples: int 
               for m in range(metrics)} for k, n in enumerate(names)}
     with store.transaction(conn):
         store.append_branch(conn, branch, [c], i)
+        if tag_previous:
+            store.set_tags(conn, {tag_previous: commit_info(i - 1).sha})
         run_id = store.insert_run(conn, result_doc(c.sha, branch, wl), store.RunContext(
             builder="fixture@local", worker="local", source="poll", build_id=10_000_000 + i))
     conn.close()

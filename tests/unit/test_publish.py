@@ -16,11 +16,11 @@ import jinja2
 import pytest
 
 from master import alerts, store
-from master.publish import publish_all, publish_incremental
+from master.publish import model, publish_all, publish_incremental, scan
 from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, js_call, render
 from master.publish.views import RatioView
-from master.publish.writer import PublishError
+from master.publish.writer import PublishError, SiteWriter
 from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,6 +109,20 @@ def test_ref_file_names_are_safe_and_distinct(names):
         commit_name("../../etc/passwd")
 
 
+@pytest.mark.parametrize("rel", ["../x.js", "/etc/x.js", "a/../../x.js", "a//b.js", "a/./b.js", "a\\..\\x.js", "",
+                                 "a/"])
+def test_the_writer_refuses_paths_that_leave_the_new_version(tmp_path, rel):
+    w = SiteWriter(tmp_path / "site", incremental=False)
+    try:
+        with pytest.raises(PublishError, match="refusing to write outside the site"):
+            w.write(rel, "x")
+        w.write("data/ok.js", "x")
+        assert (w.root / "data" / "ok.js").read_text() == "x"
+        assert [p.name for p in tmp_path.iterdir()] == [".site.versions"]  # nothing landed beside the site
+    finally:
+        w.abort()
+
+
 def test_hostile_tag_names_from_the_database_stay_inside_the_site(farm, tmp_path):
     conn = store.connect(farm.settings.results_db)
     with store.transaction(conn):
@@ -150,6 +164,44 @@ def test_incremental_publish_after_a_new_run_equals_a_full_publish(farm, tmp_pat
         assert len(json.loads(text_of(full, f"data/commits/{sha}.js")[len("perffarm.commit(") + 43:-3])["runs"]) == 2
 
 
+@pytest.mark.parametrize("change", ["release tag on the measured head", "tag on an old commit",
+                                    "tag moved and one removed"])
+def test_incremental_publish_after_a_tag_change_equals_a_full_publish(farm, tmp_path, change):
+    # a tag reaches the master with the next ingest (the mirror sync stores it); that publish stays incremental
+    inc, full = tmp_path / "inc", tmp_path / "full"
+    if change == "release tag on the measured head":
+        farm.shas.append(farm.repo.bench_commit("measured, then tagged", 4300))
+        farm.ingest(len(farm.shas) - 1, 850.0, seed=500)
+    publish_all(farm.settings, inc, now=NOW)
+    tagged = {"release tag on the measured head": farm.shas[-1], "tag on an old commit": farm.shas[10],
+              "tag moved and one removed": farm.shas[6]}[change]
+    if change == "tag moved and one removed":
+        farm.repo.git("tag", "-f", "-a", "REL_1_0", "-m", "moved", tagged)
+        farm.repo.git("tag", "-d", "REL_2_0")
+        conn = store.connect(farm.settings.results_db)
+        with store.transaction(conn):  # ingest never deletes a tag; an operator may
+            conn.execute("DELETE FROM tags WHERE name = 'REL_2_0'")
+        conn.close()
+    else:
+        farm.repo.tag("REL_3_0", rev=tagged)
+    farm.shas.append(farm.repo.bench_commit("after the tag", 4400))
+    run_id = farm.ingest(len(farm.shas) - 1, 850.0, seed=501)
+    report = publish_incremental(farm.settings, run_id, inc, now=NOW)
+    assert report.incremental is True, report
+    publish_all(farm.settings, full, now=NOW)
+    a, b = files(inc), files(full)
+    assert sorted(a) == sorted(b)
+    assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
+    data = text_of(full, f"data/commits/{tagged}.js")
+    if change == "tag moved and one removed":
+        assert '"tags":["REL_1_0"]' in data and "REL_2_0" not in text_of(full, "releases.html")
+        assert "releases/REL_2_0.html" not in a and '"tags":[]' in text_of(full, f"data/commits/{farm.shas[4]}.js")
+    else:
+        assert '"tags":["REL_3_0"]' in data and "releases/REL_3_0.html" in a
+    if change == "release tag on the measured head":  # every series' latest point is now compared with REL_3_0
+        assert text_of(full, "index.html").count('<span class="muted">vs REL_3_0</span>') == 2
+
+
 def test_a_failure_mid_render_leaves_the_live_site_intact(farm, tmp_path):
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
@@ -184,6 +236,46 @@ def test_the_swap_is_one_rename_of_a_symlink_and_the_previous_version_stays_read
     with pytest.raises(PublishError, match="is not a perffarm site"):
         publish_all(farm.settings, tmp_path / "plain", now=NOW)
     assert (tmp_path / "plain" / "thesis.txt").read_text() == "mine"
+
+
+def test_a_full_publish_links_unchanged_files_from_the_live_version_and_never_modifies_it(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    old = Path(os.path.realpath(out))
+    before = {k: p.read_bytes() for k, p in files(out).items()}
+    farm.shas.append(farm.repo.bench_commit("one more", 4500))
+    farm.ingest(len(farm.shas) - 1, 850.0, seed=600)
+    report = publish_all(farm.settings, out, now=NOW + 60, jobs=2)
+    new = Path(os.path.realpath(out))
+    assert {k: p.read_bytes() for k, p in files(old).items()} == before  # the previous version is untouched
+    same = [k for k, p in files(new).items() if k in before and p.read_bytes() == before[k]]
+    changed = [k for k, p in files(new).items() if k not in same]
+    assert same and changed and "manifest.json" in changed and "index.html" in changed
+    assert all((new / k).stat().st_ino == (old / k).stat().st_ino for k in same if not k.startswith("static/"))
+    assert all(not (old / k).exists() or (new / k).stat().st_ino != (old / k).stat().st_ino for k in changed)
+    assert report.files_linked == len([k for k in same if not k.startswith("static/")]) > 0
+
+
+def test_the_versions_directory_asks_ext4_to_spread_new_versions(tmp_path):
+    import array
+    import fcntl
+
+    from master.publish import writer
+
+    SiteWriter(tmp_path / "site", incremental=False).abort()
+    fd = os.open(tmp_path / ".site.versions", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        flags = array.array("i", [0])
+        try:
+            fcntl.ioctl(fd, writer._FS_IOC_GETFLAGS, flags, True)
+        except OSError:
+            pytest.skip("this file system has no inode flags (the hint is for ext4)")
+    finally:
+        os.close(fd)
+    if subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True, text=True).stdout.strip() \
+            not in ("ext2/ext3", "ext4"):
+        pytest.skip("not ext4: the top-directory hint means nothing here")
+    assert flags[0] & writer._FS_TOPDIR_FL
 
 
 def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path):
@@ -363,9 +455,17 @@ def test_a_full_publish_from_the_samples_cache_equals_one_without_it(farm, tmp_p
     assert f"data/commits/{sha}.js" in a
 
 
-def test_one_or_two_processes_write_the_same_site(farm, tmp_path):
+def test_one_or_two_processes_write_the_same_site(farm, tmp_path, monkeypatch):
+    # split even this small history: the samples are parsed and the rQPS computed half in a forked child
+    monkeypatch.setattr(scan, "SPLIT_MIN_CHARS", 0)
+    monkeypatch.setattr(model, "SPLIT_MIN_ROWS", 2)
+    forks = []
+    fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or fork())
     one = publish_all(farm.settings, tmp_path / "one", now=NOW, jobs=1)
+    assert forks == []
     two = publish_all(farm.settings, tmp_path / "two", now=NOW, jobs=2)
+    assert len(forks) == 3  # parsing, rQPS, writing
     a, b = files(tmp_path / "one"), files(tmp_path / "two")
     assert sorted(a) == sorted(b) and one.files_written == two.files_written
     assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
