@@ -170,8 +170,9 @@ def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> 
 
 
 def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: Path) -> None:
-    """pg-quick's A/B method on real servers: each sample is slices alternating AB BA ..., a one-client workload
-    runs its backends and pgbench pinned to the last CPU, a two-client workload on a 2-CPU worker is not pinned."""
+    """pg-quick's A/B method on real servers: each sample is slices alternating AB BA ..., the servers restart
+    between rounds, a one-client workload runs its backends and pgbench pinned to the last CPU, a two-client
+    workload on a 2-CPU worker is not pinned."""
     import threading
 
     from recipes.pg.profile import load_profile, run_bench
@@ -184,10 +185,18 @@ def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: P
                   options={"workloads": "pgbench-ro-prepared-c1,pgbench-ro-prepared-c2"})
     clients: dict[int, tuple[str, str, set[int]]] = {}  # pgbench pid -> (PGPORT, its -c, CPUs it may use)
     backend_cpus: dict[int, set[int]] = {}
+    postmasters: set[int] = set()
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.wait(0.01):
+            for f in (tmp_path / "pgdata").glob("pf-*/data/postmaster.pid"):
+                try:
+                    lines = f.read_text().splitlines()
+                    if len(lines) >= 8 and lines[7].strip() == "ready":  # a postmaster, not initdb's backends
+                        postmasters.add(int(lines[0]))
+                except (OSError, ValueError, IndexError):
+                    pass
             for pid in processes_running(pg.install.prefix):
                 try:
                     exe = os.readlink(f"/proc/{pid}/exe")
@@ -221,6 +230,7 @@ def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: P
     assert all(len(set(p)) == 2 for p in pairs), ports
     assert any(pairs[i] != pairs[i + 1] for i in range(len(pairs) - 1)), "the order never alternated"
     assert {allowed[-1]} in backend_cpus.values()
+    assert len(postmasters) == 4, f"2 servers x 2 rounds (a restart between rounds), saw {postmasters}"
     for side in ("A", "B"):
         by = {(w.name, m.name): m.samples for w in res[side] for m in w.metrics}
         assert len(by[("pgbench-ro-prepared-c1", "tps")]) == 2 and min(by[("pgbench-ro-prepared-c1", "tps")]) > 0
