@@ -6,7 +6,14 @@ import random
 
 import pytest
 
-from recipes.pg.stats import bootstrap_median_ratio, cv, interleaved_order, paired_ratios, percentile
+from recipes.pg.stats import (
+    bootstrap_median_ratio,
+    cv,
+    interleaved_order,
+    median_rank_interval,
+    paired_ratios,
+    percentile,
+)
 
 
 def test_percentile_interpolates() -> None:
@@ -49,6 +56,23 @@ def test_bootstrap_separates_a_real_shift_from_noise() -> None:
     assert ab.excludes_one() and ab.high < 1.0
     assert ab.ratio == pytest.approx(0.97, abs=0.01)
     assert aa.half_width < 0.02
+
+
+def test_median_interval_is_the_distribution_free_one() -> None:
+    # n = 10: P(Bin(10, 1/2) <= 1) = 11/1024 <= 0.025 < P(<= 2) = 56/1024, so x_(2)..x_(9) (0-based 1..8).
+    assert median_rank_interval(10) == (1, 8)
+    assert median_rank_interval(20) == (5, 14)  # P(<= 5) = 0.0207
+    assert median_rank_interval(5) == (0, 4) and median_rank_interval(1) == (0, 0)
+    with pytest.raises(ValueError):
+        median_rank_interval(0)
+
+
+def test_ci_is_never_narrower_than_the_order_statistic_interval() -> None:
+    # Ten ratios whose middle six coincide: the bootstrap alone says +-0 around 1.0; x_(2)..x_(9) does not.
+    a = [100.0] * 10
+    b = [97.0, 98.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 102.0, 103.0]
+    est = bootstrap_median_ratio(a, b)
+    assert est.ratio == 1.0 and est.low == pytest.approx(0.98) and est.high == pytest.approx(1.02)
 
 
 def test_bootstrap_is_reproducible_for_a_seed() -> None:
