@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from master.detect import offline, online
+from master.detect import offline, online, steady
 from master.detect.identity import Reconciliation, Reported, reconcile
 from master.detect.model import ChangePoint, Direction, Kind, Series
 
@@ -74,7 +74,10 @@ class Tracker:
     reported: list[Reported] = field(default_factory=list)
 
     def detections(self, series: Series) -> list[ChangePoint]:
-        """Retrospective change points plus the gate's verdict on the newest commits."""
+        """Retrospective change points plus the gate's verdict on the newest commits (for a steady series —
+        instruction counts that repeat exactly — the magnitude rule of ``steady`` instead)."""
+        if steady.is_steady(series):
+            return steady.detect(series, self.direction)
         found = offline.detect(series, self.direction, self.offline_settings)
         verdict = online.gate_with_history(series, self.direction, self.online_settings, [cp.index for cp in found])
         change = verdict.change
