@@ -1,6 +1,7 @@
 """Assemble Buildbot's configuration from the settings and the recipes (buildbot.cfg only calls this).
 
-Builders are recipe x worker. Every watched commit gets its own build (collapseRequests=False everywhere).
+Builders are recipe x worker. Every watched commit gets its own build (collapseRequests=False everywhere) unless
+`master.queued = "newest"`: then a commit build still waiting when a newer commit of its branch arrives is dropped.
 Measurement steps of all builders on one physical host share one lock: a benchmark never overlaps another
 benchmark or a compile on that host, because both would steal its CPU and memory bandwidth.
 """
@@ -13,12 +14,13 @@ from typing import Any
 
 from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
 from buildbot.process.results import FAILURE, SUCCESS
+from twisted.internet import defer
 
 from master import shipping
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
 from master.reconcile import Reconciler
-from master.settings import Settings
+from master.settings import OPTION_RE, Settings
 from master.steps import IngestResult, RecordAttempt, StartBisection, result_dest
 from recipes import registry
 
@@ -33,18 +35,19 @@ def builder_name(recipe: str, worker_name: str) -> str:
     return f"{recipe}@{worker_name}"
 
 
-OPTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,40}=[^\x00\n]{0,400}$")
 
 
-def runner_command(phase: str, recipe: str):
-    """The worker-side command of a phase, rendered per build: recipe options come from the build property
-    `perffarm_options` (a list of KEY=VALUE; bisection probes use it to measure only the bisected workload)."""
+def runner_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
+    """The worker-side command of a phase, rendered per build: recipe options are the farm's `recipes.options`
+    for this recipe (`defaults`), then the build property `perffarm_options` (a list of KEY=VALUE; bisection
+    probes use it to measure only the bisected workload); a later KEY wins."""
 
     @util.renderer
     def render(props):
         options = props.getProperty("perffarm_options") or []
         if isinstance(options, str):  # the force form's text field: space-separated KEY=VALUE
             options = options.split()
+        options = [*defaults, *options]
         bad = [o for o in options if not isinstance(o, str) or not OPTION_RE.match(o)]
         if bad:
             raise ValueError(f"perffarm_options: {bad!r} are not KEY=VALUE options")
@@ -58,10 +61,11 @@ def runner_command(phase: str, recipe: str):
     return render
 
 
-def _runner_step(phase: str, recipe: str, lock: util.MasterLock, **kwargs: Any) -> steps.ShellCommand:
+def _runner_step(phase: str, recipe: str, lock: util.MasterLock, defaults: tuple[str, ...] = (),
+                 **kwargs: Any) -> steps.ShellCommand:
     return steps.ShellCommand(
         name=phase,
-        command=runner_command(phase, recipe),
+        command=runner_command(phase, recipe, defaults),
         workdir=".",
         decodeRC={0: SUCCESS, 3: FAILURE},
         locks=[lock.access("exclusive" if phase == "bench" else "counting")],
@@ -89,8 +93,9 @@ def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.Maste
             name="ship recipes", mastersrc=pyz, workerdest=PYZ_ON_WORKER, workdir=".", haltOnFailure=True
         )
     )
-    f.addStep(_runner_step("build", recipe, lock, haltOnFailure=True))
-    f.addStep(_runner_step("bench", recipe, lock))
+    defaults = settings.recipe_options.get(recipe, ())
+    f.addStep(_runner_step("build", recipe, lock, defaults, haltOnFailure=True))
+    f.addStep(_runner_step("bench", recipe, lock, defaults))
     f.addStep(
         steps.FileUpload(
             name="upload result",
@@ -103,6 +108,34 @@ def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.Maste
     )
     f.addStep(IngestResult(settings, recipe))
     return f
+
+
+COMMITS_SCHEDULER = "commits"
+
+
+def collapsible(new_scheduler: str | None, old_scheduler: str | None) -> bool:
+    """Only builds the commit scheduler queued for watched commits collapse (`master.queued = "newest"`);
+    forced builds, bisection probes and re-queued commits are always measured."""
+    return new_scheduler == old_scheduler == COMMITS_SCHEDULER
+
+
+def collapse_queued_commits(master, builder, new_br: dict, old_br: dict):
+    """Buildbot collapseRequests hook (returns a Deferred of bool): a queued commit build is dropped (SKIPPED) when a newer commit of the same
+    branch is queued behind it, so a busy worker measures the newest commit of a push. The commits in between
+    stay untested: change detection reports the range and a bisection measures what it needs of it."""
+    return defer.ensureDeferred(_collapse(master, new_br, old_br))
+
+
+async def _collapse(master, new_br: dict, old_br: dict) -> bool:
+    schedulers_of = []
+    for br in (new_br, old_br):
+        props = await master.data.get(("buildsets", str(br["buildsetid"]), "properties")) or {}
+        schedulers_of.append((props.get("scheduler") or (None,))[0])
+    if not collapsible(*schedulers_of):
+        return False
+    from buildbot.process.buildrequest import BuildRequest
+
+    return bool(await BuildRequest.canBeCollapsed(master, new_br, old_br))
 
 
 def build_master_config(settings: Settings) -> dict[str, Any]:
@@ -126,7 +159,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                     name=builder_name(recipe, w),
                     workernames=[w],
                     factory=_factory(settings, recipe, w, pyz, locks[settings.host_of(w)]),
-                    collapseRequests=False,
+                    collapseRequests=collapse_queued_commits if settings.queued == "newest" else False,
                     properties={"perffarm_recipe": recipe},
                     tags=[recipe, w],
                 )
@@ -163,7 +196,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             )
         ],
         "schedulers": [
-            schedulers.AnyBranchScheduler(name="commits", builderNames=names, treeStableTimer=None),
+            schedulers.AnyBranchScheduler(name=COMMITS_SCHEDULER, builderNames=names, treeStableTimer=None),
             schedulers.ForceScheduler(
                 name="force",
                 builderNames=names,

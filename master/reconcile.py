@@ -45,17 +45,23 @@ def plan_requeues(
     attempts: dict[str, dict[str, int]],
     seen_missing: set[tuple[str, str]],
     max_attempts: int,
+    newest_only: bool = False,
 ) -> tuple[list[tuple[dict, str]], list[tuple[dict, str]], set[tuple[str, str]]]:
     """Pure decision: which (change, builder) to re-queue now, which to give up on, and what is missing.
 
     A pair is re-queued only if it was already missing on the previous pass (`seen_missing`), has no stored
-    result, no unfinished build request, and fewer than `max_attempts` started builds.
+    result, no unfinished build request, and fewer than `max_attempts` started builds. With `newest_only`
+    (`master.queued = "newest"`), a commit is not missing when a newer change of its branch (in `changes`,
+    oldest first) has a result or a request on that builder: it was skipped on purpose, and detection and
+    bisection cover it.
     """
     requeue, give_up, missing_now = [], [], set()
     for change in changes:
         rev = change["revision"]
         for name, builderid in builders.items():
             if rev in have.get(name, set()) or (builderid, rev) in pending:
+                continue
+            if newest_only and _newer_covered(change, name, changes, builders, have, pending):
                 continue
             key = (name, rev)
             missing_now.add(key)
@@ -66,6 +72,15 @@ def plan_requeues(
             else:
                 requeue.append((change, name))
     return requeue, give_up, missing_now
+
+
+def _newer_covered(change: dict, name: str, changes: list[dict], builders: dict[str, int],
+                   have: dict[str, set[str]], pending: set[tuple[int, str]]) -> bool:
+    """Whether a change after `change` on the same branch has a result or a pending request on builder `name`."""
+    later = changes[changes.index(change) + 1:]
+    return any(c.get("branch") == change.get("branch") and (c["revision"] in have.get(name, set())
+                                                            or (builders[name], c["revision"]) in pending)
+               for c in later)
 
 
 async def pending_requests(master) -> set[tuple[int, str]]:
@@ -136,7 +151,8 @@ class Reconciler(PeriodicService):
         # Oldest first, so a re-queued backlog is measured in commit order.
         ordered = sorted(changes, key=lambda c: c["changeid"])
         requeue, give_up, missing_now = plan_requeues(
-            ordered, builders, have, pending, attempts, self.seen_missing, self.settings.max_attempts
+            ordered, builders, have, pending, attempts, self.seen_missing, self.settings.max_attempts,
+            newest_only=self.settings.queued == "newest",
         )
         self.seen_missing = missing_now
         report.missing = [{"builder": b, "revision": r} for b, r in sorted(missing_now)]

@@ -20,6 +20,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS_FILE = REPO_ROOT / "perffarm.toml"
 ENV_PREFIX = "PERFFARM_"
 WORKER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# A recipe option as a build passes it to the runner (--option KEY=VALUE).
+OPTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,40}=[^\x00\n]{0,400}$")
+QUEUED_MODES = ("every", "newest")
 
 
 class SettingsError(ValueError):
@@ -42,10 +45,12 @@ class Settings:
     reconcile_interval: int
     max_attempts: int
     reconcile_window: int
+    queued: str  # "every": every watched commit is measured; "newest": queued commits collapse into the newest
     worker_names: tuple[str, ...]
     worker_hosts: Mapping[str, str]
     run_local_worker: bool
     recipes: tuple[str, ...]
+    recipe_options: Mapping[str, tuple[str, ...]]  # recipe -> KEY=VALUE options for every build of it
     site_out_dir: Path | None  # None: <data_dir>/site (see the site_dir property)
     site_port: int
     alerts: AlertSettings = field(default_factory=AlertSettings)
@@ -118,10 +123,12 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("master", "reconcile_interval"): ("pos_int", "reconcile_interval"),
     ("master", "max_attempts"): ("pos_int", "max_attempts"),
     ("master", "reconcile_window"): ("pos_int", "reconcile_window"),
+    ("master", "queued"): ("queued", "queued"),
     ("workers", "names"): ("name_list", "worker_names"),
     ("workers", "hosts"): ("host_map", "worker_hosts"),
     ("workers", "run_local"): ("bool", "run_local_worker"),
     ("recipes", "enabled"): ("name_list", "recipes"),
+    ("recipes", "options"): ("option_map", "recipe_options"),
     ("site", "out_dir"): ("opt_path", "site_out_dir"),
     ("site", "port"): ("port", "site_port"),
 }
@@ -144,6 +151,8 @@ def _env_name(section: str, key: str) -> str:
 def _from_env(kind: str, text: str) -> Any:
     if kind in ("regex_list", "name_list", "host_map"):
         return [part.strip() for part in text.split(",") if part.strip()]
+    if kind == "option_map":  # values may hold commas (workloads=A,B): whitespace-separated
+        return text.split()
     if kind in ("pos_int", "port"):
         try:
             return int(text)
@@ -183,6 +192,10 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
         if not lo <= value <= hi:
             raise SettingsError(f"{name}: {value} is out of range {lo}..{hi}")
         return value
+    if kind == "queued":
+        if value not in QUEUED_MODES:
+            raise SettingsError(f"{name}: expected one of {', '.join(QUEUED_MODES)}, got {value!r}")
+        return value
     if kind == "bool":
         if not isinstance(value, bool):
             raise SettingsError(f"{name}: expected true or false, got {value!r}")
@@ -213,6 +226,15 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
                 raise SettingsError(f"{name}: {v!r} should look like 'worker=host'")
             hosts[worker.strip()] = host.strip()
         return hosts
+    if kind == "option_map":
+        options: dict[str, list[str]] = {}
+        for v in value:
+            recipe, sep, option = v.partition(":")
+            if not sep or not WORKER_NAME_RE.match(recipe.strip()) or not OPTION_RE.match(option.strip()):
+                raise SettingsError(f"{name}: {v!r} should look like 'RECIPE:KEY=VALUE' (e.g. "
+                                    "'pg-quick:workloads=instr-point-select-prepared')")
+            options.setdefault(recipe.strip(), []).append(option.strip())
+        return {r: tuple(o) for r, o in options.items()}
     raise AssertionError(f"unknown setting kind {kind}")  # a bug in _SCHEMA, not user input
 
 
@@ -276,6 +298,9 @@ def load_settings(
     if settings.site_port in (settings.web_port, settings.worker_port):
         raise SettingsError(f"site.port: {settings.site_port} is already used by master.web_port or "
                             "master.worker_port; choose another port")
+    for recipe in settings.recipe_options:
+        if recipe not in settings.recipes:
+            raise SettingsError(f"recipes.options: {recipe!r} is not in recipes.enabled")
     if settings.run_local_worker and "local" not in settings.worker_names:
         raise SettingsError("workers.run_local: true needs a worker named 'local' in workers.names")
     return settings
@@ -293,6 +318,8 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
             value = ""
         elif isinstance(value, tuple):
             value = list(value)
+        elif isinstance(value, Mapping) and attr == "recipe_options":
+            value = [f"{k}:{o}" for k, opts in value.items() for o in opts]
         elif isinstance(value, Mapping):
             value = [f"{k}={v}" for k, v in value.items()]
         rows.append((name, value, settings.source_of.get(name, "")))

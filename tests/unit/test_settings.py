@@ -102,3 +102,24 @@ def test_site_defaults_overrides_and_port_clash(tmp_path):
         load_settings(environ={"PERFFARM_SITE_PORT": "8010"})
     with pytest.raises(SettingsError, match=r"^site\.port"):
         load_settings(environ={"PERFFARM_SITE_PORT": "http"})
+
+
+def test_queued_mode_and_recipe_options_from_the_environment():
+    s = load_settings(environ={"PERFFARM_MASTER_QUEUED": "newest", "PERFFARM_RECIPES_ENABLED": "pg-quick,fixture",
+                               "PERFFARM_RECIPES_OPTIONS": "pg-quick:workloads=a,b  pg-quick:instruction_samples=3"})
+    assert s.queued == "newest"
+    assert s.recipe_options == {"pg-quick": ("workloads=a,b", "instruction_samples=3")}
+    assert ("recipes.options", ["pg-quick:workloads=a,b", "pg-quick:instruction_samples=3"],
+            "env PERFFARM_RECIPES_OPTIONS") in describe(s)
+    assert load_settings(environ={}).queued == "every" and load_settings(environ={}).recipe_options == {}
+
+
+@pytest.mark.parametrize("env, key", [
+    ({"PERFFARM_MASTER_QUEUED": "oldest"}, "master.queued"),
+    ({"PERFFARM_RECIPES_OPTIONS": "workloads=a"}, "recipes.options"),
+    ({"PERFFARM_RECIPES_OPTIONS": "pg-quick:Bad Key=1"}, "recipes.options"),
+    ({"PERFFARM_RECIPES_OPTIONS": "pg-full:samples=3"}, "recipes.options"),  # not an enabled recipe
+])
+def test_queued_and_options_errors_name_the_key(env, key):
+    with pytest.raises(SettingsError, match=key.replace(".", r"\.")):
+        load_settings(environ=env)
