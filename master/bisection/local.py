@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from master import gitmirror, ingest, store
+from master import compare, gitmirror, ingest, store
 from master.bisection import state
 from master.bisection.core import Decision, Measure, Policy
 from master.settings import REPO_ROOT, Settings
@@ -36,12 +36,16 @@ def measure_commit(
     mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir)
     if not mirror.has_commit(sha):
         mirror.fetch()
-    work = settings.data_dir / "bisect-work" / recipe
+    # one persistent checkout and build directory per recipe, laid out like a worker's builder directory: a probe
+    # rebuilds only what differs from the previous probe, and ccache hits are shared with the farm and compare
+    src, work = compare.layout(settings.data_dir / "bisect-work" / recipe)
     work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="perffarm-probe-") as tmp:
-        src, state_dir, result = Path(tmp) / "src", Path(tmp) / "state", Path(tmp) / "result.json"
+    if not (src / ".git").exists():  # --shared: the mirror's objects are the clone's, no fetch ever needed
         gitmirror.git(["clone", "--quiet", "--shared", "--no-checkout", str(settings.mirror_dir), str(src)])
-        gitmirror.git(["checkout", "--quiet", "--detach", sha], cwd=src)
+    gitmirror.git(["checkout", "--quiet", "--force", "--detach", sha], cwd=src)
+    gitmirror.git(["clean", "-fdxq"], cwd=src)
+    with tempfile.TemporaryDirectory(prefix="perffarm-probe-") as tmp:
+        state_dir, result = Path(tmp) / "state", Path(tmp) / "result.json"
         common = ["--recipe", recipe, "--src", str(src), "--work", str(work), "--state", str(state_dir),
                   "--sha", sha, "--ref", ref, "--result", str(result), *[f"--option={o}" for o in options]]
         for phase in ("build", "bench"):

@@ -87,7 +87,7 @@ def cmd_wall(args: argparse.Namespace, tmp: Path) -> None:
     src = compare._clone(str(args.repo), args.work)
     compare._checkout(src, sha, None)
     base = [sys.executable, "-m", "recipes"]
-    common = ["--recipe", "pg-quick", "--src", str(src), "--work", str(args.work), "--state", str(tmp / "state"),
+    common = ["--recipe", "pg-quick", "--src", str(src), "--work", str(compare.layout(args.work)[1]), "--state", str(tmp / "state"),
               "--sha", sha, "--ref", "compare", "--result", str(tmp / "result.json")]
     t0 = time.monotonic()
     subprocess.run(base + ["build", *common], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
