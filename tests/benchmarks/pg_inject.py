@@ -56,6 +56,30 @@ def _comment(path: Path, i: int) -> None:
     path.write_text(text)
 
 
+DOC_FILLERS = ("README", "doc/src/sgml/config.sgml", "doc/src/sgml/release.sgml")
+
+
+def _commit_all(repo: Path, subject: str, stamp_offset: int) -> str:
+    stamp = f"@{1_700_000_000 + 60 * stamp_offset} +0000"
+    env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
+           "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.org",
+           "GIT_COMMITTER_NAME": "Test Author", "GIT_COMMITTER_EMAIL": "author@example.org"}
+    _git(repo, "commit", "--quiet", "-am", subject, env=env)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def doc_commits(repo: Path, count: int, first: int = 1000) -> list[str]:
+    """`count` documentation-only commits on top of HEAD (no compile, only an install): a cheap baseline history
+    for change detection. Returns their shas, oldest first; numbered from `first` so they never collide with
+    make_history's commits."""
+    shas = []
+    for i in range(first, first + count):
+        name = DOC_FILLERS[i % len(DOC_FILLERS)]
+        _comment(repo / name, i)
+        shas.append(_commit_all(repo, f"docs: filler change {i}", i))
+    return shas
+
+
 def make_history(repo: Path, count: int, culprit: int, iterations: int) -> list[str]:
     """Commit `count` commits on top of `repo`'s HEAD; commit number `culprit` (1-based) adds the busy loop.
 
@@ -65,7 +89,6 @@ def make_history(repo: Path, count: int, culprit: int, iterations: int) -> list[
     if not 1 <= culprit <= count:
         raise ValueError(f"culprit must be within 1..{count}, not {culprit}")
     shas = [_git(repo, "rev-parse", "HEAD")]
-    base_time = 1_700_000_000
     for i in range(1, count + 1):
         if i == culprit:
             patch = busy_loop_patch(repo, iterations)
@@ -75,12 +98,7 @@ def make_history(repo: Path, count: int, culprit: int, iterations: int) -> list[
             name = FILLERS[i % len(FILLERS)]
             _comment(repo / name, i)
             subject = f"{Path(name).name}: filler change {i} <b>not bold</b>"
-        stamp = f"@{base_time + 60 * i} +0000"
-        env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
-               "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.org",
-               "GIT_COMMITTER_NAME": "Test Author", "GIT_COMMITTER_EMAIL": "author@example.org"}
-        _git(repo, "commit", "--quiet", "-am", subject, env=env)
-        shas.append(_git(repo, "rev-parse", "HEAD"))
+        shas.append(_commit_all(repo, subject, i))
     return shas
 
 

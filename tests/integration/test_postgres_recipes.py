@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "pg-source-repo.sh"
 WORK = Path(os.environ.get("PF_TEST_PG_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg")
+RECIPE_WORK = compare.layout(WORK)[1]  # the runner's --work, as `perffarm compare --work WORK` lays it out
 FAST = ["--option", "samples=2", "--option", "duration_s=1", "--option", "warmup_s=0", "--option", "scale=1",
         "--option", "instruction_samples=2"]
 
@@ -54,7 +55,7 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Pg:
     src = compare._clone(str(repo), WORK)
     compare._checkout(src, sha, None)
     (base / "state").mkdir()
-    ctx = Context(src_dir=src, work_dir=WORK, state_dir=base / "state", sha=sha, ref="compare", options={})
+    ctx = Context(src_dir=src, work_dir=RECIPE_WORK, state_dir=base / "state", sha=sha, ref="compare", options={})
     install = build_install(ctx, BuildSpec(), ref="compare")
     return Pg(repo, src, sha, install)
 
@@ -62,7 +63,7 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Pg:
 def runner(phase: str, pg: Pg, tmp: Path, *extra: str, sha: str | None = None,
            popen: bool = False) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
     argv = [sys.executable, "-m", "recipes", phase, "--recipe", "pg-quick", "--src", str(pg.src),
-            "--work", str(WORK), "--state", str(tmp / "state"), "--sha", sha or pg.sha, "--ref", "compare",
+            "--work", str(RECIPE_WORK), "--state", str(tmp / "state"), "--sha", sha or pg.sha, "--ref", "compare",
             "--result", str(tmp / "result.json"), *extra]
     if popen:
         return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -255,7 +256,7 @@ def test_build_failure_is_a_build_failed_result(pg: Pg, tmp_path: Path) -> None:
 def test_pg_quick_end_to_end_through_the_farm(pg: Pg, tmp_path: Path) -> None:
     from tests.harness import Farm
 
-    env = {"PF_PG_INSTALL_CACHE": str(WORK / "installs")}  # reuse the module's build
+    env = {"PF_PG_INSTALL_CACHE": str(RECIPE_WORK / "installs")}  # reuse the module's build
     with Farm(tmp_path / "data", str(pg.repo), recipes=("pg-quick",), env=env) as farm:
         farm.force("pg-quick@local", pg.sha, "master")
         runs = farm.wait_for_runs(1, timeout=1200)
@@ -299,3 +300,70 @@ def test_full_profile_kinds_run_at_small_sizes(pg: Pg, tmp_path: Path) -> None:
     assert metric[("memory-probe", "rss_peak")] > 1000
     assert res["memory-probe"].flags and "jit" in res["memory-probe"].flags[0]
     assert processes_running(pg.install.prefix) == []
+
+
+BISECT_WORKLOAD = "instr-point-select-prepared"
+
+
+@pytest.mark.timeout(2400)  # a farm measuring ~25 real PostgreSQL builds: ~8 min here, more on a cold ccache
+def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: Pg, tmp_path: Path) -> None:
+    """Issue 5 (e): real PostgreSQL, a 16-commit push in which one commit adds a busy loop per query.
+
+    The farm measures instruction counts only (recipes.options) and the newest commit of a push
+    (master.queued = newest), so the push leaves untested commits. Instruction counts repeat exactly, so
+    detection judges them by magnitude (master/detect/steady.py): a baseline of 5 measured commits and two
+    measured commits past the change are enough. The change point starts a bisection whose probes are real
+    builds, and it must name the culprit exactly.
+    """
+    from tests.benchmarks.pg_inject import doc_commits, make_history
+    from tests.harness import Farm, wait_until
+
+    iterations = int(os.environ.get("PF_TEST_BISECT_ITERATIONS", "400"))
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "--quiet", str(pg.repo), str(repo)], check=True)
+    baseline = [pg.sha, *doc_commits(repo, 4)]  # 5 good commits the farm measures first
+    env = {"PERFFARM_MASTER_QUEUED": "newest",
+           "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={BISECT_WORKLOAD} pg-quick:instruction_samples=4"}
+    farm = Farm(tmp_path / "data", str(repo), recipes=("pg-quick",), reconcile_interval=5, env=env)
+    farm.start()  # the first poll records the head and builds nothing
+    try:
+        t0 = time.monotonic()
+        for sha in baseline:
+            farm.force("pg-quick@local", sha, "master")
+        farm.wait_for_runs(len(baseline), timeout=1800)
+        t_base = time.monotonic() - t0
+        assert farm.query("SELECT COUNT(*) FROM change_points")[0][0] == 0
+
+        # the push: 16 commits at once, commit 11 adds the busy loop
+        shas = make_history(repo, 16, culprit=11, iterations=iterations)
+        t_push = time.monotonic()
+        wait_until(lambda: farm.query("SELECT 1 FROM runs WHERE sha = ?", (shas[16],)), 900,
+                   "the farm to measure the newest commit of the push")
+        measured = {r[0] for r in farm.query("SELECT sha FROM runs")}
+        untested = [s for s in shas[1:16] if s not in measured]
+        assert len(untested) >= 14, "queued commits of the push should collapse into the newest"
+        # one more commit arrives; the gate wants two commits past the change
+        after = doc_commits(repo, 1, first=2000)[0]
+        bisection = wait_until(lambda: farm.query("SELECT id, good, bad, change_point_id FROM bisections"), 900,
+                               "a change point spanning the untested commits to start a bisection")[0]
+        assert bisection[3] is not None  # started by detection, not by hand
+        t_detect = time.monotonic() - t_push
+        # the good end is the last commit measured before the change: the push's first commits may have been
+        # built before the rest was queued, or collapsed too
+        assert bisection[2] == shas[16] and bisection[1] in shas[:11]
+        done = wait_until(lambda: farm.query("SELECT state, culprit, probes, rounds, samples, ratio, ci_low, ci_high, "
+                                             "log FROM bisections WHERE state != 'running'"), 1800,
+                          "the bisection to end")[0]
+        t_culprit = time.monotonic() - t_push
+        state_, culprit, probes, rounds, samples, ratio, lo, hi, log = done
+        assert state_ == "culprit" and culprit == shas[11], log
+        assert lo <= ratio <= hi and lo > 1.0  # instructions per transaction went up
+        assert after in {r[0] for r in farm.query("SELECT sha FROM runs")}
+        subject = farm.query("SELECT subject FROM commits WHERE sha = ?", (culprit,))
+        assert subject and "more work per query" in subject[0][0]
+        # the culprit's rQPS is reported, not just its sha; never blamed: a commit outside the range
+        print(f"\n(e) iterations={iterations} range={len(json.loads(farm.query('SELECT commits FROM bisections')[0][0])) - 1} "
+              f"probes={probes} rounds={rounds} samples={samples} ratio={ratio:.4f} [{lo:.4f}, {hi:.4f}] "
+              f"baseline {t_base:.0f} s, push -> bisection started {t_detect:.0f} s, push -> culprit {t_culprit:.0f} s")
+    finally:
+        farm.stop()
