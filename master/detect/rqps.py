@@ -203,7 +203,10 @@ def median_ratio_block(B: np.ndarray, X: np.ndarray, confidence: float = 0.95, b
         med_x = (Xb[:, xi] + Xb[:, xj]) / 2.0
         with np.errstate(divide="ignore", invalid="ignore"):
             r = (med_x[:, :, None] / med_b[:, None, :]).reshape(len(Bb), -1)
-        order = np.argsort(r, axis=1, kind="stable")
+        # not a stable sort (the default is ~2x faster here): tied ratios are equal values, so whichever of them
+        # the cumulative weight first reaches is the same bound; the order only moves sums by rounding, far
+        # inside the 1e-12 slack below
+        order = np.argsort(r, axis=1)
         rs = np.take_along_axis(r, order, axis=1)
         cw = np.cumsum(w[order], axis=1)
         cw /= cw[:, -1:]

@@ -8,12 +8,14 @@ series order) and become Python tuples only per batch of commits, so two process
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from master.publish.model import pick
+from master.publish.model import COLOURS, pick
+from master.publish.render import (float_column, int_column, join_columns, js_literal, literal_column, vocab,
+                                   vocab_column)
 
 if TYPE_CHECKING:
     from master.publish.publisher import Context
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 Row = tuple[Any, ...]  # [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]; ratio and CI in millionths
 
 
-@dataclass(frozen=True)
+@dataclass
 class CommitOrder:
     """The loaded table's rows grouped by commit; group g is rows[bounds[g]:bounds[g + 1]], commit shas[g]."""
 
@@ -30,6 +32,9 @@ class CommitOrder:
     shas: list[str]
     sid_of: np.ndarray  # object: the series id of every table row
     first: np.ndarray  # bool: the row is its series' first loaded point (no previous point)
+    sids: list[str] = field(default_factory=list)  # the loaded series' ids
+    sid_code: np.ndarray | None = None  # int64 per table row: index into sids
+    vocab: tuple | None = None  # encoded sids, colours and short base shas (render.vocab), made on first use
 
     def index(self) -> dict[str, int]:
         return {sha: g for g, sha in enumerate(self.shas)}
@@ -50,18 +55,24 @@ def order(ctx: Context, shas: Iterable[str] | None = None) -> CommitOrder | None
     rows = rows[np.argsort(t.commit[rows], kind="stable")]  # by commit, then series order
     cid = t.commit[rows]
     if not len(rows):
-        return CommitOrder(rows, np.zeros(1, dtype=np.int64), [], np.empty(0, dtype=object), np.empty(0, dtype=bool))
+        return CommitOrder(rows, np.zeros(1, dtype=np.int64), [], np.empty(0, dtype=object), np.empty(0, dtype=bool),
+                           [], np.empty(0, dtype=np.int64))
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(cid)) + 1, [len(rows)]]).astype(np.int64)
     sid_of = np.empty(len(t.pos), dtype=object)
+    sid_code = np.zeros(len(t.pos), dtype=np.int64)
     first = np.zeros(len(t.pos), dtype=bool)
-    for s in series:
+    for i, s in enumerate(series):
         sid_of[s.start : s.end] = s.sid
+        sid_code[s.start : s.end] = i
         first[s.start] = True
-    return CommitOrder(rows, bounds, [t.commits[c] for c in cid[bounds[:-1]].tolist()], sid_of, first)
+    return CommitOrder(rows, bounds, [t.commits[c] for c in cid[bounds[:-1]].tolist()], sid_of, first,
+                       [s.sid for s in series], sid_code)
 
 
-def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, list[Row]]:
-    """sha -> its rows, for the commits of `groups` (indexes into o.shas). Column-wise: no per-point Python loop."""
+def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, str]:
+    """sha -> the JSON text (script-safe, as render.js_literal writes it) of its rows, for the commits of `groups`
+    (indexes into o.shas). Column-wise: no per-point Python loop or object; byte matrices (render.join_columns)
+    where every median's text is proven equal to its repr, else the rows as tuples through the encoder."""
     if not len(groups):
         return {}
     t = ctx.table
@@ -69,6 +80,16 @@ def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, list[
     sizes = o.bounds[g + 1] - o.bounds[g]
     at = np.repeat(o.bounds[g] - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) + np.arange(int(sizes.sum()))
     r = o.rows[at]
+    text = _rows_text(ctx, o, r)
+    out: dict[str, str] = {}
+    if text is not None:
+        blob, off = text
+        ends = np.cumsum(sizes)
+        bounds = off[np.concatenate([[0], ends])].tolist()
+        for j, k in enumerate(g.tolist()):
+            a, b = bounds[j], bounds[j + 1]
+            out[o.shas[k]] = "[" + blob[a : b - 1].decode("utf-8") + "]" if b > a else "[]"
+        return out
     base = np.array([sha[:12] for sha in t.commits], dtype=object)[t.commit[r - 1]]
     base[o.first[r]] = ""
     cols = [
@@ -78,12 +99,41 @@ def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, list[
         ((t.noisy[r].astype(np.int64)) | (t.sla[r].astype(np.int64) * 2)).tolist(),
     ]
     zipped = list(zip(*cols))
-    out: dict[str, list[Row]] = {}
     start = 0
     for k, n in zip(g.tolist(), sizes.tolist()):
-        out[o.shas[k]] = zipped[start : start + n]
+        out[o.shas[k]] = js_literal(zipped[start : start + n])
         start += n
     return out
+
+
+def _rows_text(ctx: Context, o: CommitOrder, r: np.ndarray) -> tuple[bytes, np.ndarray] | None:
+    """Rows r as `[sid,median,n,ratio,ci_low,ci_high,colour,base,flags],` each: (bytes, row offsets), or None
+    when a median's text is not proven (render.float_column)."""
+    t = ctx.table
+    med = ctx.med_r[r]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.floor(np.log10(np.abs(med)))
+    decimals = np.clip(5 - np.where(np.isfinite(mag), mag, 0), 0, 15).astype(np.int64)  # as round6 chose
+    med_col = float_column(med, decimals)
+    if med_col is None:
+        return None
+    if o.vocab is None:  # per order (and process): every series id and short base sha, encoded once
+        o.vocab = (vocab([js_literal(sid) for sid in o.sids]), vocab([js_literal(c) for c in COLOURS]),
+                   vocab([js_literal(sha[:12]) for sha in t.commits] + [js_literal("")]))
+    sids, colours, bases = o.vocab
+    base = t.commit[r - 1]
+    base[o.first[r]] = len(t.commits)
+    n = len(r)
+
+    def micro(a: np.ndarray):
+        return int_column(np.rint(np.nan_to_num(a, nan=0.0) * 1e6).astype(np.int64), np.isnan(a))
+
+    sep = literal_column(",", n)
+    return join_columns([
+        literal_column("[", n), vocab_column(sids, o.sid_code[r]), sep, med_col, sep, int_column(t.n[r]), sep,
+        micro(ctx.prev_ratio[r]), sep, micro(ctx.prev_low[r]), sep, micro(ctx.prev_high[r]), sep,
+        vocab_column(colours, ctx.prev_band[r]), sep, vocab_column(bases, base), sep,
+        int_column((t.noisy[r].astype(np.int64)) | (t.sla[r].astype(np.int64) * 2)), literal_column("],", n)])
 
 
 def _micro(a: np.ndarray) -> list[int | None]:

@@ -210,6 +210,10 @@ class Ratios:
     low: np.ndarray
     high: np.ndarray
     colour: list[str]
+    band: np.ndarray  # int8 per row: index of its colour in COLOURS
+
+
+COLOURS = ("grey", "red", "green")
 
 
 def ratios(table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.ndarray, bands: Bands,
@@ -222,9 +226,9 @@ def ratios(table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.nda
     r = out[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):
         good = np.where(higher, r, 1.0 / r)
-    colour = np.where(np.isnan(good), "grey", np.where(good <= bands.red, "red",
-                                                       np.where(good >= bands.green, "green", "grey")))
-    return Ratios(out[:, 0], out[:, 1], out[:, 2], colour.tolist())
+    band = np.where(np.isnan(good), 0, np.where(good <= bands.red, 1, np.where(good >= bands.green, 2, 0)))
+    band = band.astype(np.int8)
+    return Ratios(out[:, 0], out[:, 1], out[:, 2], np.array(COLOURS, dtype=object)[band].tolist(), band)
 
 
 SPLIT_MIN_ROWS = 50_000  # fewer ratios than this take less time than a fork of a large process

@@ -25,7 +25,20 @@ from master.publish import commits, feed, forkjoin, model, source
 from master.publish.model import SeriesData, median
 from master.publish.names import commit_name, safe_name
 from master.publish.ratios import RatioCache, Want
-from master.publish.render import SITE_DIR, author_name, js_call, json_document, render, wrap_js
+from master.publish.render import (
+    _JSON_ENCODER,
+    FORMAT_VERSION,
+    SITE_DIR,
+    author_name,
+    float_column,
+    join_columns,
+    js_call,
+    js_literal,
+    json_document,
+    literal_column,
+    render,
+    wrap_js,
+)
 from master.publish.source import CHUNK, MeasureKey, SeriesKey
 from master.publish.views import (
     SPARK_WINDOW,
@@ -139,11 +152,11 @@ class Context:
         self.prev_ratio = np.full(size, np.nan)
         self.prev_low = np.full(size, np.nan)
         self.prev_high = np.full(size, np.nan)
-        self.prev_colour = ["grey"] * size
+        self.prev_band = np.zeros(size, dtype=np.int8)  # index into model.COLOURS
+        self.prev_band[rows] = r.band
+        self.prev_colour = np.array(model.COLOURS, dtype=object)[self.prev_band].tolist()
         self.has_prev = ~first
         self.prev_ratio[rows], self.prev_low[rows], self.prev_high[rows] = r.ratio, r.low, r.high
-        for i, c in zip(rows.tolist(), r.colour):
-            self.prev_colour[i] = c
         self.med_r = round6(table.med)
         self.lo_r = round6(table.lo)
         self.hi_r = round6(table.hi)
@@ -233,29 +246,80 @@ def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int,
     render.wrap_js escapes anything that could end a script element."""
     base = f"data/series/{s.sid}"
     t = ctx.table
-    for k in range(lo_chunk, hi_chunk + 1):
-        a, b = _chunk_bounds(s, k) if t is not None else (0, 0)
+    bounds = [_chunk_bounds(s, k) if t is not None else (0, 0) for k in range(lo_chunk, hi_chunk + 1)]
+    # the float arrays of the .json files as text, for all these chunks at once (None: encoded per chunk below)
+    floats = _float_lists(ctx, bounds[0][0], bounds[-1][1]) if t is not None and bounds else None
+    for k, (a, b) in zip(range(lo_chunk, hi_chunk + 1), bounds):
         pos = t.pos[a:b].tolist() if b > a else []
-        med = ctx.med_r[a:b].tolist() if b > a else []
         n = t.n[a:b].tolist() if b > a else []
         flags = ((t.noisy[a:b].astype(np.int64)) | (t.sla[a:b].astype(np.int64) * 2)).tolist() if b > a else []
         scale, ints = _fixed(ctx.med_r[a:b], ctx.lo_r[a:b], ctx.hi_r[a:b])
         w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {"pos": pos, "scale": scale, "med": ints[0],
                                                                 "lo": ints[1], "hi": ints[2], "n": n, "flag": flags}))
-        text = json_document("series-chunk", {
-            "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
-            "position": pos, "sha": t.sha[a:b] if b > a else [], "median": med,
-            "samples": _SAMPLES, "runs": t.runs[a:b] if b > a else [],
-            "noisy": t.noisy[a:b].tolist() if b > a else [], "sla_miss": t.sla[a:b].tolist() if b > a else [],
-            "vs_previous": {"ratio": _nums(ctx.prev_ratio[a:b], 6) if b > a else [],
-                            "ci_low": _nums(ctx.prev_low[a:b], 6) if b > a else [],
-                            "ci_high": _nums(ctx.prev_high[a:b], 6) if b > a else []},
-        }, clean=False)
         samples = "[" + ",".join(t.text[a:b] if b > a else []) + "]"
-        w.write(f"{base}/{k}.json", text.replace(json.dumps(_SAMPLES), samples, 1))
+        sha, runs = t.sha[a:b] if b > a else [], t.runs[a:b] if b > a else []
+        noisy, sla = t.noisy[a:b].tolist() if b > a else [], t.sla[a:b].tolist() if b > a else []
+        if floats is not None:  # json_document's bytes, assembled from encoded members
+            med, ratio, low, high = (f.array(a, b) for f in floats)
+            text = _object({
+                "chunk": _enc(k), "chunk_size": _enc(CHUNK), "direction": _enc(s.direction),
+                "format": _enc("perffarm-series-chunk"), "median": med, "noisy": _enc(noisy), "position": _enc(pos),
+                "runs": _enc(runs), "samples": samples, "series": _enc(s.sid), "sha": _enc(sha),
+                "sla_miss": _enc(sla), "unit": _enc(s.unit), "version": _enc(FORMAT_VERSION),
+                "vs_previous": _object({"ci_high": high, "ci_low": low, "ratio": ratio})}) + "\n"
+        else:
+            text = json_document("series-chunk", {
+                "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
+                "position": pos, "sha": sha, "median": ctx.med_r[a:b].tolist() if b > a else [],
+                "samples": _SAMPLES, "runs": runs, "noisy": noisy, "sla_miss": sla,
+                "vs_previous": {"ratio": _nums(ctx.prev_ratio[a:b], 6) if b > a else [],
+                                "ci_low": _nums(ctx.prev_low[a:b], 6) if b > a else [],
+                                "ci_high": _nums(ctx.prev_high[a:b], 6) if b > a else []},
+            }, clean=False).replace(json.dumps(_SAMPLES), samples, 1)
+        w.write(f"{base}/{k}.json", text)
         # raw samples on demand (the chart's "Samples" button): positions and the stored sample arrays only
         w.write(f"{base}/{k}.samples.js", wrap_js("samples", s.sid, k, f'{{"position":{json.dumps(pos)},'
                                                                          f'"samples":{samples}}}'))
+
+
+_enc = _JSON_ENCODER.encode
+
+
+def _object(members: dict[str, str]) -> str:
+    """A JSON object from already encoded member values, keys sorted (as the sort_keys encoders write it)."""
+    return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in sorted(members.items())) + "}"
+
+
+@dataclass
+class _FloatText:
+    """A float column of rows [start, ...) as JSON text, each value followed by ',': array(a, b) is the JSON
+    array of rows a..b-1."""
+
+    text: str
+    off: list[int]
+    start: int
+
+    def array(self, a: int, b: int) -> str:
+        return "[" + self.text[self.off[a - self.start] : self.off[b - self.start] - 1] + "]" if b > a else "[]"
+
+
+def _float_lists(ctx: Context, a: int, b: int) -> list[_FloatText] | None:
+    """Median, rQPS vs the previous point, its CI low and high of rows [a, b) as the JSON encoder writes them
+    (render.float_column: ~2x faster than a Python float and its repr per value); None when a value's text is
+    not proven there (the caller then encodes as before)."""
+    med = ctx.med_r[a:b]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.floor(np.log10(np.abs(med)))
+    decimals = np.clip(5 - np.where(np.isfinite(mag), mag, 0), 0, 15).astype(np.int64)  # as round6 chose
+    cols = [float_column(med, decimals)]
+    cols += [float_column(np.round(c[a:b], 6), 6, nan=True) for c in (ctx.prev_ratio, ctx.prev_low, ctx.prev_high)]
+    if any(c is None for c in cols):
+        return None
+    out = []
+    for col in cols:
+        blob, off = join_columns([col, literal_column(",", b - a)])
+        out.append(_FloatText(blob.decode("ascii"), off.tolist(), a))
+    return out
 
 
 def write_series_page(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
@@ -297,16 +361,17 @@ def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tu
         w.write(f"data/branches/{safe_name(branch)}/{k}.js", js_call("commits", safe_name(branch), k, rows))
 
 
-def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: list[tuple[Any, ...]], runs: list[RunView]) -> None:
-    """data/commits/<sha>.js: what commit.html?c=<sha> shows and what the compare page divides."""
+def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: str, runs: list[RunView]) -> None:
+    """data/commits/<sha>.js: what commit.html?c=<sha> shows and what the compare page divides. `rows` is the
+    rows' JSON text (commits.rows); the object is js_call's sorted-key encoding, assembled around it."""
     name = commit_name(sha)
     c = ctx.commits.get(sha)
-    w.write(f"data/commits/{name}.js", js_call("commit", name, {
-        "subject": c.subject if c else "", "author": author_name(c.author) if c else "",
-        "authored_at": c.authored_at if c else 0, "tags": sorted(ctx.tag_at.get(sha, [])), "rows": rows,
-        "runs": [[r.id, r.status, r.ref, r.builder, r.worker, r.source, r.ingested_at, r.build_url,
-                  r.log_excerpt if r.status != "ok" else ""] for r in runs],
-    }))
+    runs_json = js_literal([[r.id, r.status, r.ref, r.builder, r.worker, r.source, r.ingested_at, r.build_url,
+                             r.log_excerpt if r.status != "ok" else ""] for r in runs])
+    w.write(f"data/commits/{name}.js", (
+        f'perffarm.commit({js_literal(name)},{{"author":{js_literal(author_name(c.author) if c else "")},'
+        f'"authored_at":{js_literal(c.authored_at if c else 0)},"rows":{rows},"runs":{runs_json},'
+        f'"subject":{js_literal(c.subject if c else "")},"tags":{js_literal(sorted(ctx.tag_at.get(sha, [])))}}});\n'))
 
 
 def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunView]]:
@@ -588,8 +653,12 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
 
         def write_commits(part: list[str]) -> None:
             got = commits.rows(ctx, by_commit, [group[x] for x in part if x in group]) if by_commit else {}
+            files = _Files()
             for sha in part:
-                write_commit(w, ctx, sha, got.get(sha, []), runs.get(sha, []))
+                write_commit(files, ctx, sha, got.get(sha, "[]"), runs.get(sha, []))
+            with w.exclusive():  # one directory for both processes: they take turns per batch, encoding meanwhile
+                for rel, text in files.items:
+                    w.write(rel, text)
 
         def write_summaries() -> None:  # they read the database: in this process only
             write_common(w, ctx, summaries, now)
@@ -617,6 +686,16 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         conn.close()
     return PublishReport(out, final.name, False, len(w.written) + theirs[0], len(summaries), len(shas),
                          cache.computed, cache.reused, time.perf_counter() - t0, w.linked + theirs[1])
+
+
+class _Files:
+    """Files rendered in memory, written later (SiteWriter.write's signature)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def write(self, rel: str, text: str) -> None:
+        self.items.append((rel, text))
 
 
 COMMIT_BATCH = 250  # commits per task: small enough to balance two processes, large enough to amortise a batch
@@ -779,7 +858,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         # publish)
         changed |= {sha for sha in retagged if sha in rows or sha in runs}
         for sha in sorted(changed):
-            write_commit(w, ctx, sha, rows.get(sha, []), runs.get(sha, []))
+            write_commit(w, ctx, sha, rows.get(sha, "[]"), runs.get(sha, []))
         write_common(w, ctx, summaries, now, releases=bool(retagged) or run.sha in ctx.tag_at)
         final = w.commit()
         cache.flush()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import numpy as np
 
 SITE_DIR = Path(__file__).resolve().parent.parent.parent / "site"
 FORMAT_VERSION = 1
@@ -118,3 +119,121 @@ def environment(template_dir: str = str(SITE_DIR)) -> jinja2.Environment:
 
 def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
+
+
+# ------------------------------------------------------------------------------------------------ text columns
+# Large JSON arrays of numbers (a million per-commit rows, the series chunks) built as byte matrices with integer
+# array operations instead of one Python object and one encoder call per value. A column is (m, keep): row i's
+# text is m[i][keep[i]] (ASCII, or UTF-8 for `vocab` columns). The bytes are what the JSON encoders write.
+
+Column = tuple[np.ndarray, np.ndarray]
+_P10 = 10 ** np.arange(19, dtype=np.int64)
+
+
+def _digits(v: np.ndarray, width: int, m: np.ndarray, keep: np.ndarray, first: int) -> None:
+    """Non-negative integers v right-aligned in m[:, first:first + width], leading zeros not kept (a lone 0 is)."""
+    lead = np.ones(len(v), dtype=bool)
+    for j in range(width):
+        digit = (v // _P10[width - 1 - j]) % 10
+        m[:, first + j] = digit + 48
+        lead &= digit == 0
+        keep[:, first + j] = True if j == width - 1 else ~lead
+
+
+def _width(v: np.ndarray) -> int:
+    return len(str(int(v.max()))) if len(v) else 1
+
+
+def int_column(v: np.ndarray, null: np.ndarray | None = None) -> Column:
+    """Integers as JSON (int.__repr__); `null` marks values written as null."""
+    v = np.asarray(v, dtype=np.int64)
+    size = len(v)
+    if null is not None and null.any():
+        v = np.where(null, 0, v)
+    neg = v < 0
+    a = np.abs(v)
+    width = max(_width(a), 4 if null is not None and null.any() else 1)
+    m = np.empty((size, 1 + width), dtype=np.uint8)
+    keep = np.empty((size, 1 + width), dtype=bool)
+    m[:, 0] = ord("-")
+    keep[:, 0] = neg
+    _digits(a, width, m, keep, 1)
+    if null is not None and null.any():
+        m[null, 1 + width - 4 :] = np.frombuffer(b"null", dtype=np.uint8)
+        keep[null, 1:] = False
+        keep[null, 1 + width - 4 :] = True
+    return m, keep
+
+
+def float_column(x: np.ndarray, decimals: np.ndarray | int, nan: bool = False) -> Column | None:
+    """What the JSON encoders write for each float of x (float.__repr__; NaN as null when `nan`), for values
+    already rounded to `decimals` places (per value or one for all). A value rounded to d places is the double
+    nearest to K / 10**d; while the spacing of doubles there is finer than 10**-d, the shortest decimal that
+    reads back as it (which repr writes) is K / 10**d without trailing zeros. None when that is not proven for
+    every value (not exactly K / 10**d, K >= 2**52, below 1e-4 where repr switches to exponents, zero, an
+    infinity, NaN without `nan`): the caller then encodes as before."""
+    x = np.asarray(x, dtype=np.float64)
+    size = len(x)
+    nans = np.isnan(x)
+    if nans.any() and not nan:
+        return None
+    d = np.broadcast_to(np.asarray(decimals, dtype=np.int64), x.shape)
+    if size and (d.min() < 0 or d.max() > 15):
+        return None
+    a = np.where(nans, 1.0, np.abs(x))
+    scale = _P10[d].astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        k = np.rint(a * scale)
+        if not ((a >= 1e-4) & (k < 2.0**52) & (k / scale == a)).all():  # False for an infinity
+            return None
+    k = k.astype(np.int64)
+    whole = k // _P10[d]
+    wf = max(int(d.max()) if size else 1, 1)  # fraction digits, left-aligned: "null" fits in the >= 4 columns
+    frac = (k - whole * _P10[d]) * _P10[wf - d]
+    wi = _width(whole)
+    width = 1 + wi + 1 + wf
+    m = np.empty((size, width), dtype=np.uint8)
+    keep = np.empty((size, width), dtype=bool)
+    m[:, 0] = ord("-")
+    keep[:, 0] = np.signbit(x) & ~nans
+    _digits(whole, wi, m, keep, 1)
+    m[:, 1 + wi] = ord(".")
+    keep[:, 1 + wi] = True
+    tail = np.ones(size, dtype=bool)  # in the fraction's trailing zeros
+    for j in range(wf - 1, -1, -1):
+        digit = (frac // _P10[wf - 1 - j]) % 10
+        m[:, 2 + wi + j] = digit + 48
+        tail &= digit == 0
+        keep[:, 2 + wi + j] = True if j == 0 else ~tail  # at least one fraction digit: "1.0"
+    if nans.any():
+        m[nans, :4] = np.frombuffer(b"null", dtype=np.uint8)
+        keep[nans] = False
+        keep[nans, :4] = True
+    return m, keep
+
+
+def vocab(texts: list[str]) -> Column:
+    """A small vocabulary of (already encoded) texts as a column, one row per text: index it with codes."""
+    raw = [t.encode("utf-8") for t in texts]
+    width = max((len(b) for b in raw), default=0) or 1
+    joined = np.frombuffer(b"".join(b.ljust(width, b"\0") for b in raw), dtype=np.uint8)
+    lengths = np.array([len(b) for b in raw], dtype=np.int64)
+    return joined.reshape(len(raw), width), np.arange(width)[None, :] < lengths[:, None]
+
+
+def vocab_column(v: Column, codes: np.ndarray) -> Column:
+    """v's texts[codes[i]] per row."""
+    return v[0][codes], v[1][codes]
+
+
+def literal_column(text: str, size: int) -> Column:
+    b = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    return np.broadcast_to(b, (size, len(b))), np.ones((size, len(b)), dtype=bool)
+
+
+def join_columns(cols: list[Column]) -> tuple[bytes, np.ndarray]:
+    """Each row's texts concatenated, rows one after another: (the bytes, offsets of row starts and the end)."""
+    m = np.concatenate([c[0] for c in cols], axis=1)
+    keep = np.concatenate([c[1] for c in cols], axis=1)
+    ends = np.cumsum(np.count_nonzero(keep, axis=1))
+    return m[keep].tobytes(), np.concatenate([[0], ends]).astype(np.int64)

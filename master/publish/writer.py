@@ -124,6 +124,20 @@ class SiteWriter:
             os.close(fd)
         self.written.append(rel)
 
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Take turns with other processes writing this version (a full publish's forked writer): creating a file
+        holds its directory's lock in the kernel, and a process waiting for it spins (perf, two processes each
+        writing batches of data/commits/*.js: 7.5% of a cold publish's CPU in rwsem_spin_on_owner while ext4
+        scanned past recently freed inodes). A flock on the version directory, opened per call (so parent and
+        child hold separate locks), makes the waiter sleep instead; closing releases it."""
+        fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def keep_only(self, rel_dir: str, keep: set[str]) -> None:
         """Delete the files directly in `rel_dir` of the new version that are not in `keep` (paths relative to the
         site): an incremental version starts as links to every live file, so pages of things that no longer

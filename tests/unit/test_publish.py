@@ -13,12 +13,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jinja2
+import numpy as np
 import pytest
 
 from master import alerts, store
 from master.publish import model, publish_all, publish_incremental, scan
 from master.publish.names import commit_name, safe_name
-from master.publish.render import environment, js_call, render
+from master.publish.render import environment, float_column, int_column, join_columns, js_call, literal_column, render
 from master.publish.views import RatioView
 from master.publish.writer import PublishError, SiteWriter
 from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, settings_for
@@ -468,4 +469,38 @@ def test_one_or_two_processes_write_the_same_site(farm, tmp_path, monkeypatch):
     assert len(forks) == 3  # parsing, rQPS, writing
     a, b = files(tmp_path / "one"), files(tmp_path / "two")
     assert sorted(a) == sorted(b) and one.files_written == two.files_written
+    assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
+
+
+def test_float_columns_write_what_the_json_encoder_writes():
+    rng = np.random.default_rng(3)
+    for values, decimals in [(np.round(rng.normal(1.0, 0.05, 3000), 6), 6),
+                             (np.round(rng.uniform(0.01, 1e6, 3000) * rng.choice([-1, 1], 3000), 2), 2),
+                             (np.array([1.0, 2.5, 1e-4, 123456.0, 4503599627370495.0, 0.3]), np.array([0, 1, 4, 0, 0, 1])),
+                             (np.round(rng.uniform(0.5, 2.0, 3000), 6), np.full(3000, 6))]:
+        values = np.where(rng.random(len(values)) < 0.05, np.nan, values)
+        blob, off = join_columns([float_column(values, decimals, nan=True), literal_column(",", len(values))])
+        assert blob.decode().split(",")[:-1] == [json.dumps(None if np.isnan(x) else x) for x in values.tolist()]
+    # zero, exponent notation, infinities, NaN where not allowed, values not rounded as claimed: not proven
+    for values in ([0.0, 1.0], [5e-5], [np.inf], [np.nan], [1.2345678], [0.1 + 0.2], [2.0**53]):
+        assert float_column(np.array(values), 3) is None
+    ints = np.array([0, 7, -12, 10**15])
+    blob, off = join_columns([int_column(ints, ints == 7), literal_column(";", 4)])
+    assert blob == b"0;null;-12;1000000000000000;"
+
+
+def test_the_column_texts_equal_the_encoders_output(farm, tmp_path, monkeypatch):
+    import master.publish.commits as commits_module
+    import master.publish.publisher as publisher_module
+    proven = []
+    for module in (commits_module, publisher_module):
+        monkeypatch.setattr(module, "float_column", lambda *a, f=module.float_column, **k: proven.append(f(*a, **k))
+                            or proven[-1])
+    fast = publish_all(farm.settings, tmp_path / "fast", now=NOW, jobs=1)  # one process: `proven` sees all
+    assert proven and all(c is not None for c in proven)  # this history takes the column path everywhere
+    for module in (commits_module, publisher_module):  # every float column unproven: all through the encoders
+        monkeypatch.setattr(module, "float_column", lambda *a, **k: None)
+    slow = publish_all(farm.settings, tmp_path / "slow", now=NOW, jobs=1)
+    a, b = files(tmp_path / "fast"), files(tmp_path / "slow")
+    assert sorted(a) == sorted(b) and fast.files_written == slow.files_written
     assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
