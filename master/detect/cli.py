@@ -34,6 +34,7 @@ class Report:
     gate: online.GateResult
     n_commits: int
     n_samples: int
+    steady: bool = False  # samples repeat exactly: judged by magnitude (master/detect/steady.py)
 
 
 def read_series(path: str) -> Series:
@@ -96,7 +97,8 @@ def read_series(path: str) -> Series:
 def analyse(series: Series, direction: Direction) -> Report:
     """Run both detectors the way the service does for one series (a steady series: the magnitude rule)."""
     if steady.is_steady(series):
-        return Report(tuple(steady.detect(series, direction)), online.QUIET, len(series), len(series.values))
+        return Report(tuple(steady.detect(series, direction)), online.QUIET, len(series), len(series.values),
+                      steady=True)
     cps = offline.detect(series, direction)
     verdict = online.gate_with_history(series, direction, cuts=[cp.index for cp in cps])
     return Report(tuple(cps), verdict, len(series), len(series.values))
@@ -112,7 +114,10 @@ def render_text(report: Report) -> str:
         for cp in report.change_points:
             lines.append(f"{cp.index:>6}  {cp.commit[:14]:<14} {cp.ratio:>8.4f}  {cp.kind.value:<11} {cp.pvalue:>9.2g}")
     g = report.gate
-    if g.change is None:
+    if report.steady:
+        lines.append("steady series (every commit's samples agree within 0.01%): changes judged by magnitude, "
+                     "a step must last 2 commits")
+    elif g.change is None:
         lines.append("newest commits: consistent with the recent baseline")
     else:
         lines.append(

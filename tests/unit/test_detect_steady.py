@@ -58,3 +58,13 @@ def test_steps_both_ways_and_the_series_own_scatter_sets_the_fence():
     # a series whose commits wander by ~2% (real code churn) does not report 1% moves
     wander = counts([BASE * (1 + 0.02 * ((i * 7) % 5 - 2) / 2) for i in range(30)] + [BASE * 1.01] * 3)
     assert all(abs(c.ratio - 1) > 0.02 for c in steady.detect(wander, Direction.LOWER))
+
+
+def test_cli_says_when_a_series_is_judged_by_magnitude(tmp_path):
+    from master.detect import cli
+
+    rows = ["commit,value"] + [f"c{i},{BASE if i < 6 else BASE * 1.03}" for i in range(8) for _ in range(3)]
+    (tmp_path / "s.csv").write_text("\n".join(rows) + "\n")
+    report = cli.analyse(cli.read_series(str(tmp_path / "s.csv")), Direction.LOWER)
+    assert report.steady and [c.index for c in report.change_points] == [6]
+    assert "steady series" in cli.render_text(report)
