@@ -80,6 +80,10 @@ class WorkloadResult:
         }
 
 
+# make's recursion variables, never passed on to a recipe's commands (see Context.run)
+MAKE_VARIABLES = frozenset({"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR"})
+
+
 @dataclass
 class Context:
     """What a recipe gets from the runner: where things are, and helpers to run commands and log."""
@@ -120,7 +124,10 @@ class Context:
         """
         args = [str(a) for a in argv]
         self.log("$ " + " ".join(args))
-        full_env = dict(os.environ)
+        # A recipe's commands are never sub-makes of whatever started us: `make run` / `make test` export
+        # MAKELEVEL and MAKEFLAGS, and PostgreSQL's makefiles then skip generating headers (utils/errcodes.h:
+        # No such file) as a sub-make would — a cold build under `make test` failed that way.
+        full_env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
         if env:
             full_env.update(env)
         try:

@@ -36,8 +36,8 @@ class Policy:
     """Knobs of the search; defaults aim at exact answers with few probes on noisy 2-core machines."""
 
     confirm_rounds: int = 1  # fresh rounds each end gets in this bisection before anything is decided
-    max_end_rounds: int = 20  # rounds per end before giving up on confirming the change
-    max_probe_rounds: int = 20  # rounds per probe before reporting an ambiguous range
+    max_end_rounds: int = 30  # rounds per end before giving up on confirming the change
+    max_probe_rounds: int = 30  # rounds per probe before reporting an ambiguous range
     end_alpha: float = 1e-3  # Mann-Whitney p-value below which the ends differ
     min_effect: float = 0.01  # relative change the ends must show (1%)
     confidence: float = 0.95  # of the bootstrap interval of a probe's position
@@ -127,6 +127,12 @@ def _classify(probe: tuple, good: tuple, bad: tuple, policy: Policy, seed: int) 
     return Verdict.UNSURE
 
 
+def _point_t(probe: np.ndarray, good: np.ndarray, bad: np.ndarray) -> float:
+    """t = (probe - good) / (bad - good) on 20%-trimmed means (0.5 when the ends coincide)."""
+    g, b = stats.trim_mean(good, 0.2), stats.trim_mean(bad, 0.2)
+    return float((stats.trim_mean(probe, 0.2) - g) / (b - g)) if b != g else 0.5
+
+
 def _sem(x: np.ndarray) -> float:
     return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("inf")
 
@@ -188,19 +194,21 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
             lo = probe
         elif verdict is Verdict.BAD:
             hi = probe
-        elif obs.rounds(commits[probe]) < policy.max_probe_rounds:
-            # more samples where the uncertainty is: the probe, or an end every probe is judged against
-            weakest = max(
-                [(commits[probe], _sem(samples))]
-                + [(e, _sem(x)) for e, x in ((good, g), (bad, b)) if obs.rounds(e) < policy.max_end_rounds],
-                key=lambda item: item[1],
-            )[0]
-            return Measure(weakest, "not sure yet: more samples")
         else:
-            return Ambiguous(
-                commits[lo], commits[hi],
-                f"{commits[probe][:12]} is neither like good nor like bad after {policy.max_probe_rounds} rounds",
-            )
+            # more samples where the uncertainty is. t's variance is about
+            # [Var(probe) + (1 - t)^2 Var(good) + t^2 Var(bad)] / (bad - good)^2: measure the largest term's
+            # commit, among those below their round caps (a probe at its cap can still be decided by its ends)
+            t_hat = min(max(_point_t(samples, g, b), 0.0), 1.0)
+            terms = [(commits[probe], _sem(samples) ** 2, policy.max_probe_rounds),
+                     (good, (1 - t_hat) ** 2 * _sem(g) ** 2, policy.max_end_rounds),
+                     (bad, t_hat ** 2 * _sem(b) ** 2, policy.max_end_rounds)]
+            open_terms = [(c, v) for c, v, cap in terms if obs.rounds(c) < cap and v > 0]
+            if not open_terms:
+                return Ambiguous(
+                    commits[lo], commits[hi],
+                    f"{commits[probe][:12]} is neither like good nor like bad after {policy.max_probe_rounds} rounds",
+                )
+            return Measure(max(open_terms, key=lambda item: item[1])[0], "not sure yet: more samples")
     # 3. confirm the culprit against the last good commit with interleaved fresh rounds
     culprit, parent = commits[hi], commits[lo]
     deficit = {c: _needed(c, commits, policy) - obs.rounds(c) for c in (parent, culprit)}

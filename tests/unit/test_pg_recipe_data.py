@@ -201,3 +201,17 @@ def test_pinning_puts_few_clients_on_the_last_cpus_and_is_checked() -> None:
     assert workload_cpus(c2, "auto", [0, 1, 2, 3]) == [2, 3]
     assert workload_cpus(by_name["pgbench-ro-prepared-c64"], "auto", [0, 1, 2, 3]) is None
     assert workload_cpus(c1, "none", [0, 1]) is None and workload_cpus(instr, "auto", [0, 1]) is None
+
+
+def test_recipe_commands_do_not_inherit_makes_recursion_variables(tmp_path, monkeypatch):
+    """Under `make test` / `make run`, PostgreSQL's make would think it is a sub-make and skip its generated
+    headers (a cold build failed with `utils/errcodes.h: No such file`)."""
+    from recipes.api import Context
+
+    monkeypatch.setenv("MAKELEVEL", "1")
+    monkeypatch.setenv("MAKEFLAGS", "w -- jobserver-auth=3,4")
+    monkeypatch.setenv("PF_KEEP_ME", "yes")
+    ctx = Context(src_dir=tmp_path, work_dir=tmp_path, state_dir=tmp_path, sha="0" * 40, ref="t", options={})
+    out = ctx.run(["env"], capture=True).stdout
+    assert "PF_KEEP_ME=yes" in out
+    assert "MAKELEVEL=" not in out and "MAKEFLAGS=" not in out
