@@ -40,6 +40,8 @@ class Policy:
     max_probe_rounds: int = 30  # rounds per probe before reporting an ambiguous range
     end_alpha: float = 1e-3  # Mann-Whitney p-value below which the ends differ
     min_effect: float = 0.01  # relative change the ends must show (1%)
+    steady_min_effect: float = 0.005  # the same when both ends repeat exactly (instruction counts): detection's
+    steady_cv: float = 1e-4  # an end is steady when all its samples agree within this relative range
     confidence: float = 0.95  # of the bootstrap interval of a probe's position
     n_boot: int = 2000
     culprit_confirm_rounds: int = 2  # fresh rounds of the culprit and its parent in the final A/B
@@ -133,6 +135,10 @@ def _point_t(probe: np.ndarray, good: np.ndarray, bad: np.ndarray) -> float:
     return float((stats.trim_mean(probe, 0.2) - g) / (b - g)) if b != g else 0.5
 
 
+def _steady(x: np.ndarray, policy: Policy) -> bool:
+    return bool(np.ptp(x) <= policy.steady_cv * abs(float(np.median(x))))
+
+
 def _sem(x: np.ndarray) -> float:
     return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("inf")
 
@@ -141,17 +147,19 @@ def ends_differ(good: np.ndarray, bad: np.ndarray, policy: Policy, seed: int = 0
     """True: a real change; False: precisely no change of min_effect; None: not sure yet."""
     if len(good) < 2 or len(bad) < 2:
         return None
+    # steady ends (instruction counts) can show what detection reports for them: steps from 0.5%
+    min_effect = policy.steady_min_effect if _steady(good, policy) and _steady(bad, policy) else policy.min_effect
     p = float(stats.mannwhitneyu(good, bad, alternative="two-sided").pvalue)
     mg = float(stats.trim_mean(good, 0.2))
     if mg == 0:
         return None
     effect = float(stats.trim_mean(bad, 0.2)) / mg - 1.0
-    if p < policy.end_alpha and abs(effect) >= policy.min_effect:
+    if p < policy.end_alpha and abs(effect) >= min_effect:
         return True
     rng = np.random.default_rng(seed)
     ratios = _boot_centres(bad, rng, policy.n_boot) / _boot_centres(good, rng, policy.n_boot) - 1.0
     lo, hi = np.quantile(ratios, [0.025, 0.975])
-    if -policy.min_effect < lo and hi < policy.min_effect:
+    if -min_effect < lo and hi < min_effect:
         return False  # any change is smaller than the smallest one worth bisecting
     return None
 

@@ -68,3 +68,14 @@ def test_noisy_5_percent_step_at_cv_5_is_exact_or_honestly_ambiguous(seed):
 def test_noisy_exact_rate():
     exact = sum(simulate(cv=0.05, step=0.05, seed=100 + s)[0] == Culprit("c037", "c036") for s in range(6))
     assert exact >= 5
+
+
+def test_steady_ends_are_bisected_from_the_detectors_half_percent():
+    # instruction counts: detection reports steps from 0.5%, so a 0.6% step must be bisectable, not "same"
+    d, probes, _ = simulate(cv=0.0, step=0.006)
+    assert d == Culprit("c037", "c036") and probes <= 8
+    d, _, _ = simulate(cv=0.0, step=0.004)  # below it: no change worth bisecting
+    assert isinstance(d, NotReproducible)
+    # noisy ends keep the 1% floor: a 0.6% step at CV 1% is not bisected
+    for seed in range(3):
+        assert isinstance(simulate(cv=0.01, step=0.006, seed=seed)[0], NotReproducible)
