@@ -120,9 +120,10 @@ def collapsible(new_scheduler: str | None, old_scheduler: str | None) -> bool:
 
 
 def collapse_queued_commits(master, builder, new_br: dict, old_br: dict):
-    """Buildbot collapseRequests hook (returns a Deferred of bool): a queued commit build is dropped (SKIPPED) when a newer commit of the same
-    branch is queued behind it, so a busy worker measures the newest commit of a push. The commits in between
-    stay untested: change detection reports the range and a bisection measures what it needs of it."""
+    """Buildbot collapseRequests hook (returns a Deferred of bool): a queued commit build is dropped (SKIPPED)
+    when a newer commit of the same branch is queued behind it, so a busy worker measures the newest commit of a
+    push. The commits in between stay untested: change detection reports the range and a bisection measures
+    what it needs of it."""
     return defer.ensureDeferred(_collapse(master, new_br, old_br))
 
 
