@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from recipes.api import Context, RecipeFailure
+from recipes.api import Context, RecipeFailure, checkout_layout
 from recipes.pg import ab
 from recipes.pg import build as pgbuild
 from recipes.pg.profile import load_profile, selected_names
@@ -51,17 +51,9 @@ def _git(args: Sequence[str], cwd: Path | None = None) -> str:
     return proc.stdout.strip()
 
 
-def layout(root: Path) -> tuple[Path, Path]:
-    """(checkout, recipe work directory) under `root`: `source/` and `work/`, the layout of a Buildbot worker's
-    builder directory. ccache hashes compile command lines with paths made relative to CCACHE_BASEDIR, so only
-    the same layout gives the same command lines: then the farm's workers, `perffarm compare` and
-    `perffarm bisect --local` share ccache hits (a fresh build directory compiles nothing it has seen)."""
-    return root / "source", root / "work"
-
-
 def _clone(repo: str, work: Path) -> Path:
     """A private clone under `work` (created once, then fetched), so the user's checkout is never touched."""
-    src = layout(work)[0]
+    src = checkout_layout(work)[0]
     if not (src / ".git").exists():
         work.mkdir(parents=True, exist_ok=True)
         _git(["clone", "--quiet", "--no-checkout", "--", repo, str(src)])
@@ -101,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         sha_a, sha_b = _resolve(args.repo, args.a), _resolve(args.repo, args.b)
         src = _clone(args.repo, work)
-        ctx = Context(src_dir=src, work_dir=layout(work)[1], state_dir=work / "state", sha=sha_b, ref="compare",
-                      options=options)
+        ctx = Context(src_dir=src, work_dir=checkout_layout(work)[1], state_dir=work / "state", sha=sha_b,
+                      ref="compare", options=options)
         ctx.state_dir.mkdir(parents=True, exist_ok=True)
         spec = pgbuild.BuildSpec()
         installs = {}

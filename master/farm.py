@@ -23,6 +23,7 @@ from master.reconcile import Reconciler
 from master.settings import OPTION_RE, Settings
 from master.steps import IngestResult, RecordAttempt, StartBisection, result_dest
 from recipes import registry
+from recipes.api import SOURCE_DIR, WORK_DIR
 
 PYZ_ON_WORKER = "perffarm-recipes.pyz"
 RESULT_ON_WORKER = "result.json"
@@ -33,8 +34,6 @@ BISECT_FORM_BUILDER = "bisect-request"
 
 def builder_name(recipe: str, worker_name: str) -> str:
     return f"{recipe}@{worker_name}"
-
-
 
 
 def runner_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
@@ -52,7 +51,7 @@ def runner_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
         if bad:
             raise ValueError(f"perffarm_options: {bad!r} are not KEY=VALUE options")
         return [
-            "python3", PYZ_ON_WORKER, phase, "--recipe", recipe, "--src", "source", "--work", "work",
+            "python3", PYZ_ON_WORKER, phase, "--recipe", recipe, "--src", SOURCE_DIR, "--work", WORK_DIR,
             "--state", "state", "--sha", props.getProperty("got_revision"),
             "--ref", props.getProperty("branch") or "HEAD", "--result", RESULT_ON_WORKER,
             *[f"--option={o}" for o in options],
@@ -81,7 +80,7 @@ def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.Maste
     f.addStep(
         steps.Git(
             repourl=settings.repository_url,
-            workdir="source",
+            workdir=SOURCE_DIR,
             mode="full",
             method="clean",
             retryFetch=True,

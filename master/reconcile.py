@@ -56,12 +56,13 @@ def plan_requeues(
     bisection cover it.
     """
     requeue, give_up, missing_now = [], [], set()
-    for change in changes:
+    done = {(i, name) for i, change in enumerate(changes) for name, builderid in builders.items()
+            if change["revision"] in have.get(name, set()) or (builderid, change["revision"]) in pending}
+    newest_done = {(name, changes[i].get("branch")): i for i, name in sorted(done)}  # (builder, branch) -> index
+    for i, change in enumerate(changes):
         rev = change["revision"]
-        for name, builderid in builders.items():
-            if rev in have.get(name, set()) or (builderid, rev) in pending:
-                continue
-            if newest_only and _newer_covered(change, name, changes, builders, have, pending):
+        for name in builders:
+            if (i, name) in done or (newest_only and newest_done.get((name, change.get("branch")), -1) > i):
                 continue
             key = (name, rev)
             missing_now.add(key)
@@ -72,15 +73,6 @@ def plan_requeues(
             else:
                 requeue.append((change, name))
     return requeue, give_up, missing_now
-
-
-def _newer_covered(change: dict, name: str, changes: list[dict], builders: dict[str, int],
-                   have: dict[str, set[str]], pending: set[tuple[int, str]]) -> bool:
-    """Whether a change after `change` on the same branch has a result or a pending request on builder `name`."""
-    later = changes[changes.index(change) + 1:]
-    return any(c.get("branch") == change.get("branch") and (c["revision"] in have.get(name, set())
-                                                            or (builders[name], c["revision"]) in pending)
-               for c in later)
 
 
 async def pending_requests(master) -> set[tuple[int, str]]:

@@ -80,6 +80,19 @@ class WorkloadResult:
         }
 
 
+# Where a recipe's checkout and work directory live, relative to one root: a Buildbot worker's builder directory
+# (master/farm.py checks out into SOURCE_DIR and runs the runner with --src SOURCE_DIR --work WORK_DIR).
+SOURCE_DIR, WORK_DIR = "source", "work"
+
+
+def checkout_layout(root: Path) -> tuple[Path, Path]:
+    """(checkout, recipe work directory) under `root`, laid out as on a farm worker. ccache hashes compile command
+    lines with paths made relative to CCACHE_BASEDIR, so only the same layout gives the same command lines: then
+    the farm's workers, `perffarm compare` and `perffarm bisect --local` share ccache hits (a fresh build
+    directory compiles nothing it has seen)."""
+    return root / SOURCE_DIR, root / WORK_DIR
+
+
 # make's recursion variables, never passed on to a recipe's commands (see Context.run)
 MAKE_VARIABLES = frozenset({"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR"})
 

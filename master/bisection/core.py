@@ -24,6 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from master.detect.steady import SteadySettings
+
+STEADY = SteadySettings()
+
 
 class Verdict(enum.Enum):
     GOOD = "good"
@@ -40,8 +44,9 @@ class Policy:
     max_probe_rounds: int = 30  # rounds per probe before reporting an ambiguous range
     end_alpha: float = 1e-3  # Mann-Whitney p-value below which the ends differ
     min_effect: float = 0.01  # relative change the ends must show (1%)
-    steady_min_effect: float = 0.005  # the same when both ends repeat exactly (instruction counts): detection's
-    steady_cv: float = 1e-4  # an end is steady when all its samples agree within this relative range
+    # the same when both ends repeat exactly (instruction counts): the steps detection reports for such series
+    steady_min_effect: float = STEADY.min_effect
+    steady_cv: float = STEADY.cv  # an end is steady when all its samples agree within this relative range
     confidence: float = 0.95  # of the bootstrap interval of a probe's position
     n_boot: int = 2000
     culprit_confirm_rounds: int = 2  # fresh rounds of the culprit and its parent in the final A/B
@@ -136,6 +141,7 @@ def _point_t(probe: np.ndarray, good: np.ndarray, bad: np.ndarray) -> float:
 
 
 def _steady(x: np.ndarray, policy: Policy) -> bool:
+    """All of a commit's samples (every run) agree within policy.steady_cv, as steady.is_steady asks per commit."""
     return bool(np.ptp(x) <= policy.steady_cv * abs(float(np.median(x))))
 
 

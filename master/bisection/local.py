@@ -14,10 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from master import compare, gitmirror, ingest, store
+from master import gitmirror, ingest, store
 from master.bisection import state
 from master.bisection.core import Decision, Measure, Policy
 from master.settings import REPO_ROOT, Settings
+from recipes.api import checkout_layout
 
 LOCAL_WORKER = "local-cli"
 
@@ -38,7 +39,7 @@ def measure_commit(
         mirror.fetch()
     # one persistent checkout and build directory per recipe, laid out like a worker's builder directory: a probe
     # rebuilds only what differs from the previous probe, and ccache hits are shared with the farm and compare
-    src, work = compare.layout(settings.data_dir / "bisect-work" / recipe)
+    src, work = checkout_layout(settings.data_dir / "bisect-work" / recipe)
     work.mkdir(parents=True, exist_ok=True)
     if not (src / ".git").exists():  # --shared: the mirror's objects are the clone's, no fetch ever needed
         gitmirror.git(["clone", "--quiet", "--shared", "--no-checkout", str(settings.mirror_dir), str(src)])

@@ -96,9 +96,9 @@ def read_series(path: str) -> Series:
 
 def analyse(series: Series, direction: Direction) -> Report:
     """Run both detectors the way the service does for one series (a steady series: the magnitude rule)."""
-    if steady.is_steady(series):
-        return Report(tuple(steady.detect(series, direction)), online.QUIET, len(series), len(series.values),
-                      steady=True)
+    found_steady = steady.detect_if_steady(series, direction)
+    if found_steady is not None:
+        return Report(tuple(found_steady), online.QUIET, len(series), len(series.values), steady=True)
     cps = offline.detect(series, direction)
     verdict = online.gate_with_history(series, direction, cuts=[cp.index for cp in cps])
     return Report(tuple(cps), verdict, len(series), len(series.values))

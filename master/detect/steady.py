@@ -13,11 +13,12 @@ the rank and tail detectors keep every other series.
 
 A change is a commit whose median moves from the level of the commits before it by more than the threshold —
 the larger of ``min_effect`` (0.5%, the gate's) and a fence on the commit-to-commit changes within that level
-(its last ``baseline_max`` commits; Q3 + 3·IQR of their absolute values, rustc-perf's significance rule) — and the next ``persistence - 1``
-commits stay on that side (a one-commit spike, say a reverted commit, is not a change). The level before must
-rest on at least ``baseline_min`` commits. The p-value is the normal tail of the step in units of the series'
-level's commit-to-commit scatter (1.4826·MAD, never below ``cv``), floored at 1e-300: for deterministic counts it is
-the certainty the magnitude gives, and it lets the farm's false-discovery control admit the point.
+(its last ``baseline_max`` commits; Q3 + 3·IQR of their absolute values, rustc-perf's significance rule) — and
+the next ``persistence - 1`` commits stay on that side (a one-commit spike, say a reverted commit, is not a
+change). The level before must rest on at least ``baseline_min`` commits. The p-value is the normal tail of the
+step in units of the level's commit-to-commit scatter (1.4826·MAD, never below ``cv``), floored at 1e-300: for
+deterministic counts it is the certainty the magnitude gives, and it lets the farm's false-discovery control
+admit the point.
 """
 
 from __future__ import annotations
@@ -40,15 +41,27 @@ class SteadySettings:
     baseline_max: int = 100  # commits of the current level whose scatter sets the fence
 
 
+def _steady_medians(series: Series, settings: SteadySettings) -> np.ndarray | None:
+    """The commit medians when every commit has >= 2 samples that agree within ``settings.cv``, else None."""
+    if len(series) == 0 or int(series.counts.min()) < 2:
+        return None
+    starts = series.offsets[:-1]
+    spread = np.maximum.reduceat(series.values, starts) - np.minimum.reduceat(series.values, starts)
+    med = series.commit_medians()
+    return med if bool(np.all(spread <= settings.cv * np.maximum(np.abs(med), np.finfo(float).tiny))) else None
+
+
 def is_steady(series: Series, settings: SteadySettings = SteadySettings()) -> bool:
     """Every commit has >= 2 samples that agree within ``settings.cv`` (relative range)."""
-    if len(series) == 0 or int(series.counts.min()) < 2:
-        return False
-    starts = series.offsets[:-1]
-    hi = np.maximum.reduceat(series.values, starts)
-    lo = np.minimum.reduceat(series.values, starts)
-    med = np.abs(series.commit_medians())
-    return bool(np.all(hi - lo <= settings.cv * np.maximum(med, np.finfo(float).tiny)))
+    return _steady_medians(series, settings) is not None
+
+
+def detect_if_steady(
+    series: Series, direction: Direction, settings: SteadySettings = SteadySettings()
+) -> list[ChangePoint] | None:
+    """``detect`` for a steady series; None when the series is not steady (the rank detectors' case)."""
+    m = _steady_medians(series, settings)
+    return None if m is None else _detect(series, m, direction, settings)
 
 
 def _scatter(medians: np.ndarray, settings: SteadySettings) -> tuple[float, float]:
@@ -67,7 +80,10 @@ def _scatter(medians: np.ndarray, settings: SteadySettings) -> tuple[float, floa
 
 def detect(series: Series, direction: Direction, settings: SteadySettings = SteadySettings()) -> list[ChangePoint]:
     """Change points of a steady series (see the module docstring), oldest first."""
-    m = series.commit_medians()
+    return _detect(series, series.commit_medians(), direction, settings)
+
+
+def _detect(series: Series, m: np.ndarray, direction: Direction, settings: SteadySettings) -> list[ChangePoint]:
     n = len(m)
     if n < settings.baseline_min + settings.persistence:
         return []

@@ -76,8 +76,9 @@ class Tracker:
     def detections(self, series: Series) -> list[ChangePoint]:
         """Retrospective change points plus the gate's verdict on the newest commits (for a steady series —
         instruction counts that repeat exactly — the magnitude rule of ``steady`` instead)."""
-        if steady.is_steady(series):
-            return steady.detect(series, self.direction)
+        found_steady = steady.detect_if_steady(series, self.direction)
+        if found_steady is not None:
+            return found_steady
         found = offline.detect(series, self.direction, self.offline_settings)
         verdict = online.gate_with_history(series, self.direction, self.online_settings, [cp.index for cp in found])
         change = verdict.change

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from master.publish.model import COLOURS, pick
-from master.publish.render import (float_column, int_column, join_columns, js_literal, literal_column, vocab,
-                                   vocab_column)
+from master.publish.render import (float_column, int_column, join_columns, js_literal, literal_column,
+                                   sig6_decimals, vocab, vocab_column)
 
 if TYPE_CHECKING:
     from master.publish.publisher import Context
@@ -111,10 +111,7 @@ def _rows_text(ctx: Context, o: CommitOrder, r: np.ndarray) -> tuple[bytes, np.n
     when a median's text is not proven (render.float_column)."""
     t = ctx.table
     med = ctx.med_r[r]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mag = np.floor(np.log10(np.abs(med)))
-    decimals = np.clip(5 - np.where(np.isfinite(mag), mag, 0), 0, 15).astype(np.int64)  # as round6 chose
-    med_col = float_column(med, decimals)
+    med_col = float_column(med, sig6_decimals(med))  # the places round6 rounded them to
     if med_col is None:
         return None
     if o.vocab is None:  # per order (and process): every series id and short base sha, encoded once

@@ -37,6 +37,7 @@ from master.publish.render import (
     json_document,
     literal_column,
     render,
+    sig6_decimals,
     wrap_js,
 )
 from master.publish.source import CHUNK, MeasureKey, SeriesKey
@@ -198,8 +199,7 @@ def round6(a: np.ndarray) -> np.ndarray:
     finite = np.isfinite(a) & (a != 0)
     if not finite.any():
         return out
-    mag = np.floor(np.log10(np.abs(a[finite]))).astype(np.int64)
-    decimals = np.clip(5 - mag, 0, 15)
+    decimals = sig6_decimals(a[finite])
     idx = np.nonzero(finite)[0]
     for d in np.unique(decimals):
         sel = idx[decimals == d]
@@ -308,10 +308,7 @@ def _float_lists(ctx: Context, a: int, b: int) -> list[_FloatText] | None:
     (render.float_column: ~2x faster than a Python float and its repr per value); None when a value's text is
     not proven there (the caller then encodes as before)."""
     med = ctx.med_r[a:b]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mag = np.floor(np.log10(np.abs(med)))
-    decimals = np.clip(5 - np.where(np.isfinite(mag), mag, 0), 0, 15).astype(np.int64)  # as round6 chose
-    cols = [float_column(med, decimals)]
+    cols = [float_column(med, sig6_decimals(med))]  # the places round6 rounded them to
     cols += [float_column(np.round(c[a:b], 6), 6, nan=True) for c in (ctx.prev_ratio, ctx.prev_low, ctx.prev_high)]
     if any(c is None for c in cols):
         return None

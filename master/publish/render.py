@@ -165,6 +165,13 @@ def int_column(v: np.ndarray, null: np.ndarray | None = None) -> Column:
     return m, keep
 
 
+def sig6_decimals(a: np.ndarray) -> np.ndarray:
+    """Decimal places that keep 6 significant digits of each value (5 where a value has no magnitude: 0, NaN)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.floor(np.log10(np.abs(a)))
+    return np.clip(5 - np.where(np.isfinite(mag), mag, 0), 0, 15).astype(np.int64)
+
+
 def float_column(x: np.ndarray, decimals: np.ndarray | int, nan: bool = False) -> Column | None:
     """What the JSON encoders write for each float of x (float.__repr__; NaN as null when `nan`), for values
     already rounded to `decimals` places (per value or one for all). A value rounded to d places is the double

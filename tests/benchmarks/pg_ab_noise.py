@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from master import compare  # noqa: E402
+from recipes.api import checkout_layout  # noqa: E402
 from tests.benchmarks.pg_inject import busy_loop_patch  # noqa: E402
 
 PRIMARY = ("tps", "cpu_per_tx", "instructions")
@@ -87,7 +88,8 @@ def cmd_wall(args: argparse.Namespace, tmp: Path) -> None:
     src = compare._clone(str(args.repo), args.work)
     compare._checkout(src, sha, None)
     base = [sys.executable, "-m", "recipes"]
-    common = ["--recipe", "pg-quick", "--src", str(src), "--work", str(compare.layout(args.work)[1]), "--state", str(tmp / "state"),
+    common = ["--recipe", "pg-quick", "--src", str(src), "--work", str(checkout_layout(args.work)[1]),
+              "--state", str(tmp / "state"),
               "--sha", sha, "--ref", "compare", "--result", str(tmp / "result.json")]
     t0 = time.monotonic()
     subprocess.run(base + ["build", *common], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)

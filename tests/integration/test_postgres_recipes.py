@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from master import compare
-from recipes.api import Context
+from recipes.api import Context, checkout_layout
 from recipes.pg.build import BuildSpec, Install, build_install
 from tests.benchmarks.pg_inject import busy_loop_patch
 
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "pg-source-repo.sh"
 WORK = Path(os.environ.get("PF_TEST_PG_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg")
-RECIPE_WORK = compare.layout(WORK)[1]  # the runner's --work, as `perffarm compare --work WORK` lays it out
+RECIPE_WORK = checkout_layout(WORK)[1]  # the runner's --work, as `perffarm compare --work WORK` lays it out
 FAST = ["--option", "samples=2", "--option", "duration_s=1", "--option", "warmup_s=0", "--option", "scale=1",
         "--option", "instruction_samples=2"]
 
