@@ -13,7 +13,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from master import store
+from master import refnames, store
 from master.bisection.core import (
     Ambiguous,
     Culprit,
@@ -25,6 +25,7 @@ from master.bisection.core import (
     decide,
 )
 from master.detect import rqps
+from recipes.result import NAME_RE
 
 MAX_LOST_ATTEMPTS = 3  # builds of one probe that ended with no result before the commit counts as broken
 
@@ -63,9 +64,15 @@ def get(conn: sqlite3.Connection, bisection_id: int) -> sqlite3.Row:
 
 def resolve_commit(conn: sqlite3.Connection, ref: str) -> str:
     """A full sha from a sha, a unique sha prefix, or a tag name the farm knows."""
+    problem = refnames.revision_problem(ref)
+    if problem is not None:
+        raise BisectionError(f"{refnames.show(ref)} {problem}; give a commit sha (or unique prefix) or a tag")
     tag = conn.execute("SELECT sha FROM tags WHERE name = ?", (ref,)).fetchone()
     if tag:
         return tag[0]
+    if not refnames.is_sha(ref):
+        raise BisectionError(f"{ref!r} is not a commit or tag the farm knows (has any result been stored for it?)")
+    # a validated hex prefix: no LIKE wildcards in it
     rows = conn.execute("SELECT sha FROM commits WHERE sha LIKE ? LIMIT 2", (ref.lower() + "%",)).fetchall()
     if len(rows) == 1 and len(ref) >= 4:
         return rows[0][0]
@@ -87,6 +94,13 @@ def create(
     requested_by: str = "detector",
 ) -> int:
     """Start a bisection of (good, bad] on a branch's first-parent order; returns its id."""
+    problem = refnames.ref_problem(branch)
+    if problem is not None:
+        raise BisectionError(f"branch {refnames.show(branch)} {problem}")
+    for name, value in (("workload", workload), ("metric", metric)):
+        if value is not None and not NAME_RE.match(value):
+            raise BisectionError(f"{name} {refnames.show(value)} is not a workload or metric name "
+                                 "(letters, digits, '_', '.', '+', '-')")
     good_sha, bad_sha = resolve_commit(conn, good), resolve_commit(conn, bad)
     pos = dict(conn.execute(
         "SELECT sha, position FROM branch_commits WHERE branch = ? AND sha IN (?, ?)", (branch, good_sha, bad_sha)

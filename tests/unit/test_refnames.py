@@ -1,0 +1,77 @@
+"""Branch, tag and revision names from outside: the same verdict as `git check-ref-format`, and never an option."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from master import refnames
+from master.steps import end_of_options
+
+NAMES = [
+    "master", "REL_17_STABLE", "REL_17_5", "refs/tags/REL_1_0", "feature/x", "a.b", "x@y", "ü-branch", "a{b}",
+    "--upload-pack=touch${IFS}/tmp/x;git-upload-pack", "-x", "-", "a..b", "a b", "a\tb", "a~1", "a^", "a:b",
+    "a?", "a*", "a[b", "a\\b", ".hidden", "a/.b", "a.lock", "a/b.lock/c", "a/", "/a", "a//b", "a.", "@", "a@{1}",
+    "a\x1b[31m", "a\x7f", "a\x00b", "x" * 256, "refs/heads/-x", "HEAD", "@{-1}", "a/-b",
+]
+
+
+def _git_accepts(name: str) -> bool:
+    if "\x00" in name:
+        return False
+    proc = subprocess.run(["git", "check-ref-format", "--allow-onelevel", name], capture_output=True)
+    return proc.returncode == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ref_names_agree_with_git_and_never_start_with_a_dash(name):
+    ours = refnames.ref_problem(name) is None
+    if name.startswith("-") or len(name) > refnames.MAX_REF_LENGTH:
+        assert not ours  # stricter than git on purpose: git would read it as an option
+    else:
+        assert ours == _git_accepts(name), (name, refnames.ref_problem(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_force_form_regex_never_lets_an_option_through(name):
+    form = re.compile(refnames.FORM_REF_REGEX)
+    if form.match(name):
+        assert not name.startswith("-") and not re.search(r"[\x00-\x20\x7f]", name)
+
+
+def test_revisions_are_hex_or_safe_ref_names():
+    assert refnames.revision_problem("0123abcd") is None
+    assert refnames.revision_problem("a" * 40) is None
+    assert refnames.revision_problem("REL_17_5") is None
+    assert "neither a commit sha" in refnames.revision_problem("--output=/tmp/x")
+    assert refnames.revision_problem("") == "is empty"
+    with pytest.raises(refnames.RefNameError, match=r"revision '--output=x' is neither"):
+        refnames.check_revision("--output=x")
+    with pytest.raises(refnames.RefNameError, match=r"branch '-x' starts with '-'.*check-ref-format"):
+        refnames.check_ref("-x")
+
+
+def test_error_messages_show_control_characters_escaped_and_cut():
+    message = refnames.show("\x1b[31mred" + "x" * 200)
+    assert "\x1b" not in message and "\\x1b" in message and len(message) <= 80
+
+
+def test_git_step_commands_get_end_of_options_where_git_takes_it():
+    url = "/srv/postgres.git"
+    assert end_of_options(["fetch", "-f", "--progress", url, "master"], url) == [
+        "fetch", "-f", "--progress", "--end-of-options", url, "master"]
+    assert end_of_options(["cat-file", "-e", "abc"], url) == ["cat-file", "-e", "--end-of-options", "abc"]
+    assert end_of_options(["checkout", "-f", "abc"], url) == ["checkout", "-f", "abc"]
+
+
+def test_git_accepts_the_end_of_options_shapes(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    for cmd in (["fetch", "-f", "--end-of-options", ".", "HEAD"], ["cat-file", "-e", "--end-of-options", "HEAD"]):
+        subprocess.run(["git", "-C", str(tmp_path), *cmd], check=True, capture_output=True)
+    proc = subprocess.run(["git", "-C", str(tmp_path), "fetch", "-f", "--end-of-options", ".", "--upload-pack=x"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "upload-pack" not in proc.stderr.split("fatal:")[0]
