@@ -13,17 +13,29 @@ import re
 from typing import Any
 
 from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
-from buildbot.process.results import FAILURE, SUCCESS
+from buildbot.process.results import FAILURE, SKIPPED, SUCCESS
 from twisted.internet import defer
 
-from master import shipping
+from master import refnames, shipping
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
 from master.reconcile import Reconciler
 from master.settings import OPTION_RE, Settings
-from master.steps import IngestResult, RecordAttempt, StartBisection, result_dest
+from master.steps import (
+    CheckSource,
+    Checkout,
+    checkout_failed,
+    IngestResult,
+    RecordAttempt,
+    StartBisection,
+    not_stored_yet,
+    result_dest,
+    source_checked,
+    upload_wanted,
+)
 from recipes import registry
 from recipes.api import SOURCE_DIR, WORK_DIR
+from recipes.result import NAME_RE
 
 PYZ_ON_WORKER = "perffarm-recipes.pyz"
 RESULT_ON_WORKER = "result.json"
@@ -64,6 +76,7 @@ def _runner_step(phase: str, recipe: str, lock: util.MasterLock, defaults: tuple
                  **kwargs: Any) -> steps.ShellCommand:
     return steps.ShellCommand(
         name=phase,
+        doStepIf=not_stored_yet,
         command=runner_command(phase, recipe, defaults),
         workdir=".",
         decodeRC={0: SUCCESS, 3: FAILURE},
@@ -77,19 +90,27 @@ def _runner_step(phase: str, recipe: str, lock: util.MasterLock, defaults: tuple
 def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.MasterLock) -> util.BuildFactory:
     f = util.BuildFactory()
     f.addStep(RecordAttempt(settings))
+    f.addStep(CheckSource(settings))  # before anything runs on the worker: branch and revision are safe names
+    # A build only ever uploads the result it produced: the previous build's file goes before the checkout.
+    f.addStep(steps.RemoveDirectory(name="remove old result", dir=RESULT_ON_WORKER, doStepIf=not_stored_yet,
+                                    hideStepIf=True))
     f.addStep(
-        steps.Git(
+        Checkout(
             repourl=settings.repository_url,
             workdir=SOURCE_DIR,
             mode="full",
             method="clean",
             retryFetch=True,
             haltOnFailure=True,
+            doStepIf=not_stored_yet,
         )
     )
+    f.addStep(steps.RemoveDirectory(name="discard broken checkout", dir=SOURCE_DIR, alwaysRun=True,
+                                    doStepIf=checkout_failed, hideStepIf=lambda results, step: results == SKIPPED))
     f.addStep(
         steps.FileDownload(
-            name="ship recipes", mastersrc=pyz, workerdest=PYZ_ON_WORKER, workdir=".", haltOnFailure=True
+            name="ship recipes", mastersrc=pyz, workerdest=PYZ_ON_WORKER, workdir=".", haltOnFailure=True,
+            doStepIf=not_stored_yet,
         )
     )
     defaults = settings.recipe_options.get(recipe, ())
@@ -103,9 +124,10 @@ def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.Maste
             workdir=".",
             maxsize=64 * 2**20,
             alwaysRun=True,
+            doStepIf=upload_wanted,
         )
     )
-    f.addStep(IngestResult(settings, recipe))
+    f.addStep(IngestResult(settings, recipe, doStepIf=source_checked))
     return f
 
 
@@ -213,8 +235,10 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                     util.CodebaseParameter(
                         "",
                         label="Commit",
-                        branch=util.StringParameter(name="branch", label="Branch or tag", size=40),
-                        revision=util.StringParameter(name="revision", label="Revision (sha)", size=45),
+                        branch=util.StringParameter(name="branch", label="Branch or tag", size=40,
+                                                    regex=refnames.FORM_REF_REGEX),
+                        revision=util.StringParameter(name="revision", label="Revision (sha)", size=45,
+                                                      regex=refnames.FORM_REVISION_REGEX),
                         repository=util.FixedParameter(name="repository", default=settings.repository_url),
                         project=util.FixedParameter(name="project", default="perffarm"),
                     )
@@ -233,11 +257,16 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                                                   repository=util.FixedParameter(name="repository", default=""),
                                                   project=util.FixedParameter(name="project", default=""))],
                 properties=[
-                    util.StringParameter(name="good", label="Good commit or tag", required=True, size=45),
-                    util.StringParameter(name="bad", label="Bad commit or tag", required=True, size=45),
-                    util.StringParameter(name="workload", label="Workload", required=True, size=40),
-                    util.StringParameter(name="metric", label="Metric (empty: the workload's first)", size=30),
-                    util.StringParameter(name="branch", label="Branch", default="master", size=30),
+                    util.StringParameter(name="good", label="Good commit or tag", required=True, size=45,
+                                         regex=refnames.FORM_REVISION_REGEX),
+                    util.StringParameter(name="bad", label="Bad commit or tag", required=True, size=45,
+                                         regex=refnames.FORM_REVISION_REGEX),
+                    util.StringParameter(name="workload", label="Workload", required=True, size=40,
+                                         regex=NAME_RE.pattern),
+                    util.StringParameter(name="metric", label="Metric (empty: the workload's first)", size=30,
+                                         regex=f"^(?:{NAME_RE.pattern[1:-1]})?$"),
+                    util.StringParameter(name="branch", label="Branch", default="master", size=30,
+                                         regex=refnames.FORM_REF_REGEX),
                     util.ChoiceStringParameter(name="measure_on", label="Measure on", choices=names,
                                                default=names[0] if names else ""),
                 ],

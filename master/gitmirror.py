@@ -82,6 +82,16 @@ class Mirror:
             return False
         return True
 
+    def resolve(self, revision: str) -> str | None:
+        """The full sha of the commit `revision` names here (tags peeled), or None when there is none."""
+        self.ensure()
+        try:
+            out = git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"],
+                      cwd=self.path, timeout=30)
+        except GitError:
+            return None
+        return out.strip() or None
+
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
         """(branches, tags): name -> commit sha (annotated tags peeled to their commit)."""
         self.ensure()

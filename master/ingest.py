@@ -72,7 +72,7 @@ def load_result(path: Path) -> dict[str, Any]:
 
 def _check_belongs(doc: dict[str, Any], run: store.RunContext, recipe: str | None) -> None:
     sha = doc["commit"]["sha"]
-    if run.got_revision and sha != run.got_revision:
+    if sha != run.got_revision:
         raise IngestRejected(
             f"$.commit.sha: result is for {sha[:12]} but the build checked out {run.got_revision[:12]}"
         )
@@ -114,10 +114,44 @@ def _sync_history(conn, settings: Settings, mirror: gitmirror.Mirror, sha: str, 
     return added
 
 
+def resolve_commit(settings: Settings, revision: str) -> str:
+    """The commit `revision` (a sha, a tag object or a ref name) names in the master's mirror, fetching once when
+    the mirror does not have it yet; GitError says why not (unknown revision, repository unreachable)."""
+    with _mirror_lock:
+        mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir)
+        mirror.ensure()
+        sha = mirror.resolve(revision)
+        if sha is None:
+            mirror.fetch()
+            sha = mirror.resolve(revision)
+    if sha is None:
+        raise gitmirror.GitError(f"revision {revision!r} is not a commit of the watched repository")
+    return sha
+
+
+def _not_this_build(run: store.RunContext) -> str | None:
+    """Why a result file cannot be this build's own (the checkout did not give the commit asked for), or None."""
+    if not run.got_revision:
+        return ("the build's checkout reported no revision (the git step failed or did not run), so a result file "
+                "in its directory can only be an older build's")
+    if run.expected_sha and run.got_revision != run.expected_sha:
+        return (f"the worker checked out {run.got_revision[:12]} but the master resolved the requested revision to "
+                f"{run.expected_sha[:12]}")
+    return None
+
+
 def ingest_file(
     settings: Settings, path: Path, run: store.RunContext, recipe: str | None = None
 ) -> IngestOutcome:
-    """Validate the result at `path` and store it; raises IngestRejected or IngestDeferred."""
+    """Validate the result at `path` and store it; raises IngestRejected, NoResult or IngestDeferred.
+
+    Only the result this build produced is ever stored: without a checked-out revision matching the requested
+    commit there is no result (NoResult: the commit is re-queued), and the result must name that commit.
+    """
+    reason = _not_this_build(run)
+    if reason is not None:
+        _set_aside(path, reason)
+        raise NoResult(f"{reason}: nothing stored; the commit will be re-queued")
     try:
         doc = load_result(path)
         _check_belongs(doc, run, recipe)
@@ -178,6 +212,17 @@ def _reject(settings: Settings, path: Path, run: store.RunContext, reason: str) 
                 store.record_rejection(conn, run, revision, reason, str(kept) if kept.exists() else "")
         finally:
             conn.close()
+
+
+def _set_aside(path: Path, reason: str) -> None:
+    """Move a result file that is not this build's to incoming/stale/ (kept for inspection, never ingested)."""
+    if not path.exists():
+        return
+    stale = path.parent / "stale"
+    stale.mkdir(parents=True, exist_ok=True)
+    os.replace(path, stale / path.name)
+    (stale / (path.name + ".error")).write_text(reason + "\n")
+    _context_path(path).unlink(missing_ok=True)
 
 
 def _context_path(path: Path) -> Path:

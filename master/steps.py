@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 from pathlib import Path
 
-from buildbot.plugins import util
+from buildbot.plugins import steps, util
 from buildbot.process.buildstep import BuildStep
 from buildbot.process.results import FAILURE, SUCCESS, WARNINGS
 from twisted.internet import threads
 
-from master import ingest, pipeline, store
+from master import gitmirror, ingest, pipeline, refnames, store
 from master.settings import Settings
 
 SOURCE_BY_SCHEDULER = {"commits": "poll", "force": "force", "bisect": "bisect"}
@@ -44,8 +46,53 @@ def _requested_revision(step: BuildStep) -> str | None:
     return ss.revision if ss is not None else None
 
 
+def _requested_branch(step: BuildStep) -> str | None:
+    ss = step.build.getSourceStamp("")
+    return ss.branch if ss is not None else None
+
+
+INSTANCE_FILE = "perffarm-instance"
+
+
+def master_instance(settings: Settings) -> str:
+    """A random id of this Buildbot master directory, created once: build request ids restart when Buildbot's
+    database is recreated, so a measurement's idempotency key is "<instance>/<request id>"."""
+    path = settings.master_dir / INSTANCE_FILE
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(8) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return path.read_text().strip()
+
+
+def request_key(settings: Settings, step: BuildStep) -> str | None:
+    """The build request this build serves, as the measurement's idempotency key (None outside a request)."""
+    requests = getattr(step.build, "requests", None) or []
+    return f"{master_instance(settings)}/{requests[0].id}" if requests else None
+
+
+STORED_RUN = "perffarm_stored_run"  # build property: this build request's result is already stored (run id)
+COMMIT = "perffarm_commit"  # build property: the commit the master resolved the requested revision to
+
+
+def not_stored_yet(step: BuildStep) -> bool:
+    """doStepIf for the checkout, build and bench steps: skip them when a retried build's result is stored."""
+    return not step.getProperty(STORED_RUN)
+
+
 class RecordAttempt(BuildStep):
-    """Note in the results database that this revision is being built (caps re-queues after crashes)."""
+    """Note in the results database that this revision is being built (caps re-queues after crashes), and find
+    out whether this build request's result is stored already (the master was killed after storing it and
+    Buildbot retried the request): then the build only finishes what the killed one left undone."""
 
     name = "record-attempt"
     hideStepIf = True
@@ -56,18 +103,117 @@ class RecordAttempt(BuildStep):
 
     async def run(self) -> int:
         revision = _requested_revision(self)
-        if not revision:
-            return SUCCESS
         builder, build_id = self.build.builder.name, self.build.buildid
+        settings = self.settings
 
-        def record() -> None:
-            conn = store.connect(self.settings.results_db)
+        def record() -> int | None:
+            key = request_key(settings, self)
+            conn = store.connect(settings.results_db)
             try:
-                store.record_attempt(conn, build_id, revision, builder)
+                stored = store.run_for_request(conn, key)
+                if revision and stored is None:
+                    store.record_attempt(conn, build_id, revision, builder)
+                return stored
             finally:
                 conn.close()
 
-        await threads.deferToThread(record)
+        stored = await threads.deferToThread(record)
+        if stored is not None:
+            self.setProperty(STORED_RUN, stored, "RecordAttempt")
+        return SUCCESS
+
+
+def end_of_options(command: list[str], repourl: str) -> list[str]:
+    """A git command of Buildbot's Git step with `--end-of-options` before its user-supplied positional values,
+    where git (>= 2.24) accepts it: `fetch` (repository, branch) and `cat-file -e` (revision). `checkout` does
+    not accept it in git 2.39; CheckSource's validation is what keeps its revision from being an option."""
+    if command[:1] == ["fetch"] and repourl in command:
+        i = command.index(repourl)
+        return [*command[:i], "--end-of-options", *command[i:]]
+    if command[:2] == ["cat-file", "-e"]:
+        return [*command[:2], "--end-of-options", *command[2:]]
+    return command
+
+
+class Checkout(steps.Git):
+    """Buildbot's Git step, with `--end-of-options` where git takes it (defence in depth behind CheckSource)."""
+
+    def _dovccmd(self, command, abandonOnFailure=True, collectStdout=False, initialStdin=None):
+        return super()._dovccmd(end_of_options(list(command), self.repourl), abandonOnFailure=abandonOnFailure,
+                                collectStdout=collectStdout, initialStdin=initialStdin)
+
+
+SOURCE_REFUSED = "perffarm_source_refused"  # build property: CheckSource refused the branch or revision
+
+
+def source_checked(step: BuildStep) -> bool:
+    """doStepIf for upload and ingest: nothing to take from a build whose source was refused or whose result is
+    stored already (the ingest step still finishes derived stages for the latter)."""
+    return not step.getProperty(SOURCE_REFUSED)
+
+
+def checkout_failed(step: BuildStep) -> bool:
+    """doStepIf for discarding the worker's clone: the checkout of an accepted source produced no revision (a
+    corrupt clone, a failed fetch), so the next attempt clones afresh instead of failing the same way."""
+    return source_checked(step) and not_stored_yet(step) and not step.getProperty("got_revision")
+
+
+def upload_wanted(step: BuildStep) -> bool:
+    """doStepIf for the result upload: only after a checkout this build made (got_revision set), of a source
+    CheckSource accepted, when the request's result is not stored already."""
+    return source_checked(step) and not_stored_yet(step) and bool(step.getProperty("got_revision"))
+
+
+class CheckSource(BuildStep):
+    """Refuse a build whose branch or revision is not a safe name before anything runs on the worker, and
+    resolve the requested revision to a commit of the watched repository in the master's own mirror.
+
+    Every way a build starts (poll, force form, REST API, re-queue, bisection) passes here, so a "branch" such
+    as `--upload-pack=...` never reaches `git fetch` on the worker; the resolved commit is what the result
+    must be for (see ingest), whatever the worker says.
+    """
+
+    name = "check-source"
+    haltOnFailure = True
+    flunkOnFailure = True
+
+    def __init__(self, settings: Settings, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    async def run(self) -> int:
+        branch, revision = _requested_branch(self), _requested_revision(self)
+        log = await self.addLog("check")
+        problems = []
+        if branch:
+            problem = refnames.ref_problem(branch)
+            if problem:
+                problems.append(f"branch {refnames.show(branch)} {problem}")
+        if revision:
+            problem = refnames.revision_problem(revision)
+            if problem:
+                problems.append(f"revision {refnames.show(revision)} {problem}")
+        if problems:
+            await log.addStderr(
+                "REFUSED, nothing was run on the worker: " + "; ".join(problems) + ".\n"
+                "Give a branch or tag name as `git check-ref-format --branch` accepts it and a commit sha.\n"
+            )
+            await log.finish()
+            self.setProperty(SOURCE_REFUSED, True, "CheckSource")
+            self.descriptionDone = ["refused: unsafe branch or revision"]
+            return FAILURE
+        if revision:
+            try:
+                sha = await threads.deferToThread(ingest.resolve_commit, self.settings, revision)
+            except gitmirror.GitError as e:
+                await log.addStderr(f"REFUSED, nothing was run on the worker: {e}\n")
+                await log.finish()
+                self.setProperty(SOURCE_REFUSED, True, "CheckSource")
+                self.descriptionDone = ["refused: unknown revision"]
+                return FAILURE
+            self.setProperty(COMMIT, sha, "CheckSource")
+            await log.addStdout(f"revision {revision} is commit {sha}\n")
+        await log.finish()
         return SUCCESS
 
 
@@ -84,6 +230,12 @@ class IngestResult(BuildStep):
 
     async def run(self) -> int:
         builder = self.build.builder.name
+        log = await self.addLog("ingest")
+        stored = self.getProperty(STORED_RUN)
+        if stored:  # a retried build: its result was stored before the master died; finish the derived stages
+            await log.addStdout(f"this build request's result is stored already (run {stored}); not measured "
+                                "again\n")
+            return await self._after(log, int(stored), bisection_probe=bool(self.getProperty("perffarm_bisection")))
         path = result_path(self.settings, builder, self.getProperty("buildnumber"))
         builderid = await self.build.builder.getBuilderId()
         run = store.RunContext(
@@ -95,8 +247,10 @@ class IngestResult(BuildStep):
             got_revision=self.getProperty("got_revision"),
             revision=_requested_revision(self),
             bisection_id=_int_or_none(self.getProperty("perffarm_bisection")),
+            request_key=await threads.deferToThread(request_key, self.settings, self),
+            ref=store.short_ref(_requested_branch(self) or "HEAD"),
+            expected_sha=self.getProperty(COMMIT),
         )
-        log = await self.addLog("ingest")
         try:
             outcome = await threads.deferToThread(ingest.ingest_file, self.settings, path, run, self.recipe)
         except ingest.IngestRejected as e:
@@ -119,17 +273,23 @@ class IngestResult(BuildStep):
             await log.finish()
             return WARNINGS
         except store.AlreadyStored as e:
-            await log.addStdout(f"{e}; nothing to do\n")
-            await log.finish()
-            return SUCCESS
+            await log.addStdout(f"{e}; not stored again\n")
+            if e.run_id is None:
+                await log.finish()
+                return SUCCESS
+            return await self._after(log, e.run_id, bisection_probe=run.bisection_id is not None)
         await log.addStdout(outcome.message + "\n")
-        after = await threads.deferToThread(pipeline.after_ingest, self.settings, outcome.run_id)
+        return await self._after(log, outcome.run_id, bisection_probe=run.bisection_id is not None)
+
+    async def _after(self, log, run_id: int, bisection_probe: bool) -> int:
+        """Detection, alerts and the site for a stored run (idempotent: derived data)."""
+        after = await threads.deferToThread(pipeline.after_ingest, self.settings, run_id)
         await log.addStdout("".join(m + "\n" for m in after.messages))
         bisection = self.master.service_manager.namedServices.get("perffarm-bisection")
-        if bisection is not None and (run.bisection_id is not None or after.bisections_started):
+        if bisection is not None and (bisection_probe or after.bisections_started):
             bisection.kick()
         await log.finish()
-        self.descriptionDone = [f"stored run {outcome.run_id}"]
+        self.descriptionDone = [f"stored run {run_id}"]
         return WARNINGS if after.failed else SUCCESS
 
 

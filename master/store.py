@@ -240,6 +240,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (bisection_id, run_id)
     );
     """,
+    # 5: the idempotency key of a measurement is its Buildbot build request ("<master instance>/<request id>"):
+    # a build retried after the master was killed (same request, new build id) finds its result already stored
+    # instead of storing it twice. Build ids restart when Buildbot's own database is recreated, so they are no
+    # longer unique keys (a new build must never be mistaken for an old one).
+    """
+    ALTER TABLE runs ADD COLUMN request_key TEXT;
+    CREATE UNIQUE INDEX runs_request ON runs(request_key) WHERE request_key IS NOT NULL;
+    DROP INDEX runs_build;
+    CREATE INDEX runs_build ON runs(build_id)
+    """,
 ]
 
 
@@ -248,7 +258,11 @@ class StoreError(RuntimeError):
 
 
 class AlreadyStored(StoreError):
-    """This build's result is in the database already (ingest is idempotent per build)."""
+    """This measurement's result is in the database already (ingest is idempotent per build request)."""
+
+    def __init__(self, message: str, run_id: int | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 @dataclass(frozen=True)
@@ -275,6 +289,9 @@ class RunContext:
     got_revision: str | None = None
     revision: str | None = None  # what was asked for (a tag object for annotated tags); defaults to the sha
     bisection_id: int | None = None  # set for bisection probes: the run counts as a fresh round of it
+    request_key: str | None = None  # "<master instance>/<build request id>": the measurement's idempotency key
+    ref: str | None = None  # the branch or tag the master asked for (validated); the worker's word is not used
+    expected_sha: str | None = None  # the commit the master resolved the requested revision to in its mirror
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -381,11 +398,20 @@ def commit_exists(conn: sqlite3.Connection, sha: str) -> bool:
 
 
 def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -> int:
-    """Store one validated result (machine, run, every sample); the caller holds the transaction."""
-    if run.build_id is not None and conn.execute(
-        "SELECT 1 FROM runs WHERE build_id = ?", (run.build_id,)
-    ).fetchone():
-        raise AlreadyStored(f"build {run.build_id} already has a stored result")
+    """Store one validated result (machine, run, every sample); the caller holds the transaction.
+
+    Idempotent per build request: a retried build (the master was killed after storing its result) raises
+    AlreadyStored carrying the stored run's id instead of storing the measurement twice. Runs from outside
+    Buildbot (no request key) are idempotent per build id.
+    """
+    if run.request_key is not None:
+        stored = run_for_request(conn, run.request_key)
+        if stored is not None:
+            raise AlreadyStored(f"build request {run.request_key} already has a stored result (run {stored})", stored)
+    elif run.build_id is not None:
+        row = conn.execute("SELECT id FROM runs WHERE build_id = ?", (run.build_id,)).fetchone()
+        if row:
+            raise AlreadyStored(f"build {run.build_id} already has a stored result (run {row[0]})", row[0])
     machine = doc["machine"]
     conn.execute(
         "INSERT INTO machines (id, fingerprint, first_seen) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING",
@@ -395,11 +421,11 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
     cur = conn.execute(
         "INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, config_hash, "
         "status, source, build_id, build_url, log_excerpt, host_checks, noisy, started_at, finished_at, "
-        "ingested_at, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "ingested_at, result, request_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             doc["commit"]["sha"],
             run.revision or doc["commit"]["sha"],
-            short_ref(doc["commit"]["ref"]),
+            short_ref(run.ref or doc["commit"]["ref"]),
             run.builder,
             run.worker,
             machine["id"],
@@ -417,6 +443,7 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             doc.get("finished_at"),
             time.time(),
             json.dumps(doc, sort_keys=True),
+            run.request_key,
         ),
     )
     run_id = int(cur.lastrowid)
@@ -437,6 +464,14 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             (run.bisection_id, run_id, run.bisection_id),
         )
     return run_id
+
+
+def run_for_request(conn: sqlite3.Connection, request_key: str | None) -> int | None:
+    """The id of the run stored for a build request, or None (also for None: runs from outside Buildbot)."""
+    if request_key is None:
+        return None
+    row = conn.execute("SELECT id FROM runs WHERE request_key = ?", (request_key,)).fetchone()
+    return int(row[0]) if row else None
 
 
 def short_ref(ref: str) -> str:

@@ -275,10 +275,13 @@ class Farm:
             },
             timeout=10,
         )
-        r.raise_for_status()
-        body = r.json()
+        try:
+            body = r.json()
+        except ValueError:
+            body = {}
         if "error" in body:
-            raise RuntimeError(f"force failed: {body['error']}")
+            raise RuntimeError(f"force failed (HTTP {r.status_code}): {body['error']}")
+        r.raise_for_status()
 
     def step_log(self, buildid: int, step_name: str, log_slug: str) -> str:
         steps = (self.api(f"builds/{buildid}/steps") or {"steps": []})["steps"]

@@ -422,7 +422,8 @@ def test_a_failing_publish_never_loses_the_ingest(farm, tmp_path):
     from tests.site_support import result_doc
     path.write_text(json.dumps(result_doc(sha, {"pgbench": [850.0, 851.0]})))
     out = ingest.ingest_file(farm.settings, path, store.RunContext(builder="fixture@local", worker="local",
-                                                                   source="poll", build_id=10_000), "fixture")
+                                                                   source="poll", build_id=10_000,
+                                                                   got_revision=sha), "fixture")
     after = pipeline.after_ingest(farm.settings, out.run_id)
     assert after.failed == ["publish"]
     assert any("site publish failed" in m and "perffarm publish" in m for m in after.messages)

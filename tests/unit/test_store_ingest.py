@@ -195,3 +195,88 @@ def test_a_failing_insert_leaves_nothing_behind(env, monkeypatch):
     # the branch history written earlier in the same transaction was rolled back too
     assert conn.execute("SELECT COUNT(*) FROM branch_commits").fetchone()[0] == 0
     assert conn.execute("SELECT COUNT(*) FROM commits").fetchone()[0] == 0
+
+
+# ---------------------------------------------------------------------------------------------- issue 12
+
+
+def test_a_result_without_a_checked_out_revision_is_never_stored(env):
+    # the git step failed: the previous build's result.json is still in the directory and was uploaded
+    repo, settings = env
+    old, new = repo.head(), repo.bench_commit("new", 2000)
+    path = put(settings, result_for(old))
+    with pytest.raises(ingest.NoResult, match="reported no revision.*re-queued"):
+        ingest.ingest_file(settings, path, run_ctx(1, sha=None, revision=new), "fixture")
+    assert not path.exists() and (settings.incoming_dir / "stale" / path.name).exists()
+    conn = store.connect(settings.results_db)
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    # no rejection row either: a rejection counts as the commit's outcome and would stop the re-queue
+    assert store.results_for(conn, [new, old], "fixture@local") == set()
+
+
+def test_a_checkout_of_another_commit_than_resolved_is_no_result(env):
+    repo, settings = env
+    old, new = repo.head(), repo.bench_commit("new", 2000)
+    ctx = store.RunContext(builder="fixture@local", worker="local", source="force", build_id=1, got_revision=old,
+                           revision="master", expected_sha=new)
+    with pytest.raises(ingest.NoResult, match=f"checked out {old[:12]}.*resolved .* to {new[:12]}"):
+        ingest.ingest_file(settings, put(settings, result_for(old)), ctx, "fixture")
+
+
+def test_the_run_ref_is_the_masters_not_the_workers(env):
+    repo, settings = env
+    sha = repo.head()
+    ctx = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=1, got_revision=sha,
+                           ref="master")
+    ingest.ingest_file(settings, put(settings, result_for(sha, ref="--upload-pack=evil")), ctx, "fixture")
+    conn = store.connect(settings.results_db)
+    assert [tuple(r) for r in conn.execute("SELECT ref FROM runs")] == [("master",)]
+
+
+def test_a_retried_build_request_is_stored_once(env):
+    # Buildbot retries a request under a new build id after the master was killed: the key is the request
+    repo, settings = env
+    sha = repo.head()
+    first = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=7, got_revision=sha,
+                             request_key="abc/3")
+    out = ingest.ingest_file(settings, put(settings, result_for(sha), "b-7.json"), first, "fixture")
+    retried = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=8,
+                               got_revision=sha, request_key="abc/3")
+    path = put(settings, result_for(sha), "b-8.json")
+    with pytest.raises(store.AlreadyStored) as info:
+        ingest.ingest_file(settings, path, retried, "fixture")
+    assert info.value.run_id == out.run_id and not path.exists()
+    # a new master directory restarts Buildbot's ids: the same numbers from another instance are a new request
+    other = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=7, got_revision=sha,
+                             request_key="def/3")
+    assert ingest.ingest_file(settings, put(settings, result_for(sha), "c-7.json"), other, "fixture").run_id
+    conn = store.connect(settings.results_db)
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+
+
+def test_migration_5_keeps_old_runs_and_frees_build_ids(tmp_path):
+    path = tmp_path / "r.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys=ON")
+    for version, script in enumerate(store.MIGRATIONS[:4], start=1):
+        for statement in store._statements(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={version}")
+    conn.execute("INSERT INTO machines VALUES ('m', '{}', 0)")
+    conn.execute("INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
+                 "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, result) "
+                 "VALUES ('a', 'a', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', 5, '', '{}', 0, 0, '{}')")
+    conn.commit()
+    conn.close()
+    conn = store.connect(path)
+    assert [tuple(r) for r in conn.execute("SELECT build_id, request_key FROM runs")] == [(5, None)]
+    # build ids are no longer unique keys: a recreated Buildbot database numbers its builds from 1 again
+    conn.execute("INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
+                 "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, result, "
+                 "request_key) VALUES ('b', 'b', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', 5, '', '{}', "
+                 "0, 0, '{}', 'new/1')")
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
+                     "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, "
+                     "result, request_key) VALUES ('c', 'c', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', "
+                     "6, '', '{}', 0, 0, '{}', 'new/1')")
