@@ -16,7 +16,7 @@ from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
 from buildbot.process.results import FAILURE, SKIPPED, SUCCESS
 from twisted.internet import defer
 
-from master import refnames, shipping
+from master import refnames, shipping, web
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
 from master.reconcile import Reconciler
@@ -160,6 +160,20 @@ async def _collapse(master, new_br: dict, old_br: dict) -> bool:
     return bool(await BuildRequest.canBeCollapsed(master, new_br, old_br))
 
 
+def www_config(settings: Settings) -> dict[str, Any]:
+    """The web UI: its port, the origins its REST API accepts and, with master.web_users, login and roles."""
+    hosts = web.allowed_hosts(settings.web_url, settings.web_host, settings.web_port)
+    www: dict[str, Any] = {
+        "port": f"tcp:{settings.web_port}:interface={settings.web_host}",
+        "plugins": {"waterfall_view": {}, "console_view": {}, "grid_view": {}},
+        "allowed_origins": list(web.allowed_origins(hosts)),
+    }
+    if settings.web_users:
+        www["auth"] = web.SecretFileAuth(settings.secrets_dir, settings.web_users)
+        www["authz"] = web.authz(settings.web_users)
+    return www
+
+
 def build_master_config(settings: Settings) -> dict[str, Any]:
     """The BuildmasterConfig dictionary for these settings; raises ValueError naming a bad setting."""
     known = registry.discover()
@@ -199,10 +213,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
         "buildbotNetUsageData": None,
         "db": {"db_url": "sqlite:///state.sqlite"},
         "protocols": {"pb": {"port": f"tcp:{settings.worker_port}:interface={settings.worker_host}"}},
-        "www": {
-            "port": f"tcp:{settings.web_port}:interface={settings.web_host}",
-            "plugins": {"waterfall_view": {}, "console_view": {}, "grid_view": {}},
-        },
+        "www": www_config(settings),
         "secretsProviders": [secrets.SecretInAFile(dirname=str(settings.secrets_dir))],
         "workers": [worker.Worker(w, util.Secret(f"worker-{w}"), max_builds=1) for w in settings.worker_names]
         + [worker.LocalWorker(CONTROL_WORKER)],
@@ -278,5 +289,6 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             Reconciler(settings=settings, builder_names=names),
             BisectionService(settings=settings),
             AlertDelivery(settings=settings.alerts, results_db=str(settings.results_db)),
+            web.WebGuard(hosts=web.allowed_hosts(settings.web_url, settings.web_host, settings.web_port)),
         ],
     }

@@ -18,7 +18,7 @@ from pathlib import Path
 import requests
 
 from master import gitmirror
-from master.settings import REPO_ROOT, Settings
+from master.settings import REPO_ROOT, Settings, web_user_secret
 
 LOCAL_WORKER = "local"
 START_TIMEOUT = 90
@@ -168,6 +168,15 @@ def run(settings: Settings, check_repo: bool = True) -> int:
             "perffarm: no password secret for worker(s) " + ", ".join(missing) + ".\n"
             f"Create {settings.secrets_dir}/worker-NAME (mode 0600) holding each worker's password, "
             "the one given to `buildbot-worker create-worker` on that host (see workers/README.md).",
+            file=sys.stderr,
+        )
+        return 2
+    missing = [u for u in settings.web_users if not (settings.secrets_dir / web_user_secret(u)).exists()]
+    if missing:
+        print(
+            "perffarm: no password secret for web user(s) " + ", ".join(missing) + ".\n"
+            f"Create {settings.secrets_dir}/{web_user_secret('NAME')} (mode 0600) holding each user's password; "
+            "they log in to the web UI to force builds (see docs/security.md).",
             file=sys.stderr,
         )
         return 2

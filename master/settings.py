@@ -7,12 +7,14 @@ environment variables override both. Invalid values fail at load time with a mes
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from master.alerts.config import AlertConfigError, AlertSettings
 
@@ -42,6 +44,8 @@ class Settings:
     web_port: int
     worker_port: int
     worker_host: str
+    web_users: tuple[str, ...]  # who may log in and control the farm; passwords are secrets web-user-<name>
+    web_url_setting: str  # "" = http://<web_host>:<web_port>/
     reconcile_interval: int
     max_attempts: int
     reconcile_window: int
@@ -86,7 +90,16 @@ class Settings:
 
     @property
     def web_url(self) -> str:
-        return f"http://{self.web_host}:{self.web_port}/"
+        """The UI's address as users reach it (buildbotURL): master.web_url, else built from host and port."""
+        if self.web_url_setting:
+            return self.web_url_setting
+        host = "127.0.0.1" if self.web_host in ("0.0.0.0", "::") else self.web_host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.web_port}/"
+
+    @property
+    def web_exposed(self) -> bool:
+        """Whether the web UI listens beyond this machine's loopback interface."""
+        return not is_loopback(self.web_host)
 
     @property
     def site_dir(self) -> Path:
@@ -120,6 +133,8 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("master", "web_port"): ("port", "web_port"),
     ("master", "worker_port"): ("port", "worker_port"),
     ("master", "worker_host"): ("str", "worker_host"),
+    ("master", "web_users"): ("name_list", "web_users"),
+    ("master", "web_url"): ("opt_url", "web_url_setting"),
     ("master", "reconcile_interval"): ("pos_int", "reconcile_interval"),
     ("master", "max_attempts"): ("pos_int", "max_attempts"),
     ("master", "reconcile_window"): ("pos_int", "reconcile_window"),
@@ -132,6 +147,21 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("site", "out_dir"): ("opt_path", "site_out_dir"),
     ("site", "port"): ("port", "site_port"),
 }
+
+
+def web_user_secret(name: str) -> str:
+    """The Buildbot secret (a file in the secrets directory) holding a web user's password."""
+    return f"web-user-{name}"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an interface address is this machine's loopback (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: assume it resolves beyond loopback
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -174,6 +204,17 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
         if not isinstance(value, str) or not value.strip():
             raise SettingsError(f"{name}: expected a non-empty string, got {value!r}")
         return value.strip()
+    if kind == "opt_url":
+        if not isinstance(value, str):
+            raise SettingsError(f"{name}: expected a URL (or \"\" for the default), got {value!r}")
+        value = value.strip()
+        if not value:
+            return ""
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.username or parts.password:
+            raise SettingsError(f"{name}: {value!r} should look like https://perf.example.org/ (http or https, "
+                                "a host, no user or password)")
+        return value if value.endswith("/") else value + "/"
     if kind == "opt_path":
         if not isinstance(value, str):
             raise SettingsError(f"{name}: expected a path (or \"\" for the default), got {value!r}")
@@ -293,6 +334,13 @@ def load_settings(
     for worker in settings.worker_hosts:
         if worker not in settings.worker_names:
             raise SettingsError(f"workers.hosts: {worker!r} is not in workers.names")
+    if settings.web_exposed and not settings.web_users:
+        raise SettingsError(
+            f"master.web_host: the web UI would listen on {settings.web_host}, beyond this machine, with no login: "
+            "anyone who reaches it could force builds, which run code on the workers. Set master.web_users "
+            "(each user's password in the secret file <data_dir>/secrets/web-user-NAME) and master.web_url, or "
+            "keep web_host = \"127.0.0.1\" and reach the UI through an SSH tunnel (docs/security.md)"
+        )
     if settings.web_port == settings.worker_port:
         raise SettingsError("master.worker_port: must differ from master.web_port")
     if settings.site_port in (settings.web_port, settings.worker_port):

@@ -259,11 +259,11 @@ class Farm:
         return data["builds"]
 
     def force(self, builder: str, revision: str, branch: str = "master", reason: str = "test",
-              options: str = "") -> None:
+              options: str = "", session: requests.Session | None = None) -> None:
         """Press the force button (JSON-RPC on the REST API), as a user in the web UI would; `options` is the
-        form's recipe options field (space-separated KEY=VALUE)."""
+        form's recipe options field (space-separated KEY=VALUE); `session` carries a login."""
         builderid = self.api(f"builders/{builder}")["builders"][0]["builderid"]
-        r = requests.post(
+        r = (session or requests).post(
             f"http://127.0.0.1:{self.settings.web_port}/api/v2/forceschedulers/force",
             json={
                 "jsonrpc": "2.0",

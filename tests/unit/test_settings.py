@@ -123,3 +123,34 @@ def test_queued_mode_and_recipe_options_from_the_environment():
 def test_queued_and_options_errors_name_the_key(env, key):
     with pytest.raises(SettingsError, match=key.replace(".", r"\.")):
         load_settings(environ=env)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "perf.example.org"])
+def test_a_web_ui_beyond_loopback_without_users_is_refused(host):
+    with pytest.raises(SettingsError, match=r"master.web_host: .*no login.*web_users.*SSH tunnel"):
+        load_settings(environ={"PERFFARM_MASTER_WEB_HOST": host})
+    s = load_settings(environ={"PERFFARM_MASTER_WEB_HOST": host, "PERFFARM_MASTER_WEB_USERS": "alice,bob",
+                               "PERFFARM_MASTER_WEB_URL": "https://perf.example.org"})
+    assert s.web_exposed and s.web_users == ("alice", "bob") and s.web_url == "https://perf.example.org/"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_loopback_needs_no_users(host):
+    s = load_settings(environ={"PERFFARM_MASTER_WEB_HOST": host})
+    assert not s.web_exposed and s.web_users == ()
+
+
+@pytest.mark.parametrize("url", ["ftp://x/", "https://user:pw@x/", "x", "https://"])
+def test_web_url_must_be_a_plain_http_url(url):
+    with pytest.raises(SettingsError, match="master.web_url"):
+        load_settings(environ={"PERFFARM_MASTER_WEB_URL": url})
+
+
+def test_perffarm_run_refuses_a_web_user_without_a_password_secret(tmp_path, capsys):
+    from master import launcher
+
+    s = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path), "PERFFARM_MASTER_WEB_USERS": "alice"})
+    assert launcher.run(s, check_repo=False) == 2
+    err = capsys.readouterr().err
+    assert "no password secret for web user(s) alice" in err and "web-user-NAME" in err
+    assert not s.master_dir.exists(), "nothing may start before the secrets are there"
