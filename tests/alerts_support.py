@@ -141,6 +141,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    method: str = "POST"
 
     @property
     def json(self) -> dict:
@@ -158,6 +159,7 @@ class HttpReceiver:
     port: int = 0
     status: int = 200
     delay: float = 0.0  # seconds between reading the request and answering (to kill a sender mid-send)
+    location: str | None = None  # sent as the Location header (with a 3xx status: a redirect)
     requests: list[Received] = field(default_factory=list)
     processed: dict[str, Received] = field(default_factory=dict)
     got_request: threading.Event = field(default_factory=threading.Event)
@@ -168,7 +170,7 @@ class HttpReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                rec = Received(self.path, {k: v for k, v in self.headers.items()}, body)
+                rec = Received(self.path, {k: v for k, v in self.headers.items()}, body, self.command)
                 receiver.requests.append(rec)
                 if rec.key and rec.key not in receiver.processed and receiver.status < 300:
                     receiver.processed[rec.key] = rec
@@ -176,9 +178,13 @@ class HttpReceiver:
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 self.send_response(receiver.status)
+                if receiver.location:
+                    self.send_header("Location", receiver.location)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
+
+            do_GET = do_PUT = do_POST  # noqa: N815 - a followed redirect may arrive as any method
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -60,13 +60,24 @@ class Sender(Protocol):
         """Deliver one message or raise SendError."""
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Never follow a redirect: urllib would turn a 301/302/303 POST into a GET without the body, send it (with
+    the Idempotency-Key) to whatever the Location says, and report the target's 200 as delivered."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201
+        return None  # urllib then raises HTTPError(code): the 3xx is the answer
+
+
 class UrllibHttpClient:
-    """POST with the standard library: no logging, no redirects followed for POST."""
+    """POST with the standard library: no logging, never follows a redirect (a 3xx is returned as the status)."""
+
+    def __init__(self) -> None:
+        self.opener = urllib.request.build_opener(_RefuseRedirects())
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> int:
         req = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
+            with self.opener.open(req, timeout=timeout) as resp:
                 resp.read(65536)
                 return int(resp.status)
         except urllib.error.HTTPError as e:
@@ -100,6 +111,14 @@ class SmtplibClient:
 
 
 def _http_error(status: int) -> SendError:
+    if 300 <= status < 400:
+        # Permanent: a webhook that redirects is pointed at the wrong URL (moved, http -> https), which retrying
+        # cannot fix, so the channel is reported failing at once. The Location is neither followed nor kept: it
+        # could carry a token.
+        return SendError(
+            f"HTTP {status} redirect refused (delivery never follows redirects; point the channel at the final URL)",
+            permanent=True,
+        )
     permanent = 400 <= status < 500 and status not in (408, 425, 429)
     return SendError(f"HTTP {status}", permanent=permanent)
 

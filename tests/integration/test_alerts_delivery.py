@@ -216,3 +216,35 @@ def test_smtp_password_refused_is_permanent_and_not_logged(tmp_path: Path) -> No
         assert "a-wrong-password" not in "\n".join(farm.conn.iterdump())
     finally:
         sink.stop()
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_refused_never_followed_and_the_channel_fails(tmp_path: Path, status: int) -> None:
+    target = HttpReceiver().start()
+    redirecting = HttpReceiver(status=status).start()
+    redirecting.location = f"{target.url}?token=LOCATION-SECRET"
+    try:
+        farm = Farm(tmp_path / "results.sqlite")
+        farm.change_point(farm.series("ro"), 10, 0.9)
+        settings = AlertSettings(
+            settle_seconds=0, retry=RETRY, channels=(ChannelConfig("hook", "webhook", url_secret="u"),)
+        )
+        secrets = {"u": redirecting.url}
+        sync(farm.conn, settings, now=0)
+        report = deliver_once(
+            farm.conn, settings, build_senders(settings.channels, secrets, timeout=2), now=lambda: 0.0, secrets=secrets
+        )
+        assert len(redirecting.requests) == 1 and redirecting.requests[0].method == "POST"
+        assert target.requests == []  # the Location was not followed, with any method
+        assert report.sent == []
+        reason = report.failed[0][1]
+        assert reason == (
+            f"HTTP {status} redirect refused (delivery never follows redirects; point the channel at the final URL)"
+        )
+        (row,) = farm.outbox()
+        assert (row["state"], row["sent_at"], row["last_permanent"]) == ("pending", None, 1)
+        (health,) = channel_health(farm.conn, settings, now=1)
+        assert (health.status, health.last_error) == ("failing", reason)
+        assert "LOCATION-SECRET" not in "\n".join(farm.conn.iterdump())
+    finally:
+        redirecting.stop(), target.stop()
