@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import smtplib
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -37,7 +39,8 @@ class SendError(Exception):
 
 class HttpClient(Protocol):
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> int:
-        """POST and return the HTTP status; raise OSError when no response came."""
+        """POST and return the HTTP status (a 3xx is returned, never followed); raise OSError when no response came
+        and ValueError (or any non-OSError) when the request could not be made from the URL."""
 
 
 class SmtpClient(Protocol):
@@ -75,6 +78,8 @@ class UrllibHttpClient:
         self.opener = urllib.request.build_opener(_RefuseRedirects())
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> int:
+        if webhook_url_problem(url) is not None:  # never file://, ftp:// or a URL whose error would quote it
+            raise ValueError("not a usable http(s) URL")
         req = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
         try:
             with self.opener.open(req, timeout=timeout) as resp:
@@ -86,6 +91,10 @@ class UrllibHttpClient:
         except urllib.error.URLError as e:
             reason = e.reason
             raise OSError(f"{type(reason).__name__}: {getattr(reason, 'strerror', None) or reason}") from None
+        except http.client.InvalidURL:
+            raise  # the request could not be made: WebhookSender reports it without its text (it quotes the URL)
+        except http.client.HTTPException as e:  # a broken answer (BadStatusLine, IncompleteRead, ...): no response
+            raise OSError(type(e).__name__) from None
 
 
 class SmtplibClient:
@@ -110,6 +119,33 @@ class SmtplibClient:
             smtp.send_message(msg)
 
 
+def webhook_url_problem(url: str) -> str | None:
+    """What makes `url` unusable as a webhook URL, in words that quote no part of it (None: usable).
+
+    Checked before anything is sent, because urllib's and http.client's errors for such URLs (ValueError,
+    InvalidURL, UnicodeError) quote the URL, and a webhook URL is a secret.
+    """
+    if not url.isascii() or any(ch.isspace() or not ch.isprintable() for ch in url):
+        return "it holds spaces, control or non-ASCII characters (percent-encode them)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0..65535
+    except ValueError:
+        return "it cannot be parsed (brackets or port)"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "the scheme must be http or https"
+    if not parts.hostname:
+        return "it has no host"
+    if parts.username is not None or parts.password is not None:
+        return "user:password@ in the URL is not supported"
+    return None
+
+
+def invalid_url_reason(secret_name: str, problem: str) -> str:
+    """The stored and logged reason for an unusable webhook URL: names the secret, never quotes the URL."""
+    return f"the webhook URL in secret {secret_name!r} is not a valid http(s) URL: {problem}"
+
+
 def _http_error(status: int) -> SendError:
     if 300 <= status < 400:
         # Permanent: a webhook that redirects is pointed at the wrong URL (moved, http -> https), which retrying
@@ -131,6 +167,7 @@ class WebhookSender:
     url: str
     timeout: float
     signing_key: str | None = None
+    secret_name: str = "?"  # the secret the URL came from, named in errors instead of the URL
 
     def __repr__(self) -> str:  # never show the URL (it is the secret)
         return f"WebhookSender(signed={self.signing_key is not None})"
@@ -149,6 +186,8 @@ class WebhookSender:
             status = self.http.post(self.url, body, headers, self.timeout)
         except (OSError, socket.timeout) as e:
             raise SendError(f"no response: {e}") from None
+        except Exception as e:  # noqa: BLE001 - ValueError, InvalidURL, UnicodeError, ...: their texts quote the URL
+            raise SendError(invalid_url_reason(self.secret_name, type(e).__name__), permanent=True) from None
         if not 200 <= status < 300:
             raise _http_error(status)
 
@@ -226,9 +265,15 @@ def build_senders(
             out[c.name] = BrokenSender(f"secret {missing[0]!r} not found in Buildbot's secrets providers")
         elif c.kind == "email":
             out[c.name] = EmailSender(smtp, c, secrets.get(c.password_secret) if c.password_secret else None, timeout)
+        elif (problem := webhook_url_problem(secrets[c.url_secret])) is not None:
+            out[c.name] = BrokenSender(invalid_url_reason(c.url_secret, problem))
         else:
             out[c.name] = WebhookSender(
-                http, secrets[c.url_secret], timeout, secrets.get(c.signing_secret) if c.signing_secret else None
+                http,
+                secrets[c.url_secret],
+                timeout,
+                secrets.get(c.signing_secret) if c.signing_secret else None,
+                secret_name=c.url_secret,
             )
     return out
 

@@ -79,14 +79,18 @@ def deliver_once(
                 raise SendError(f"channel {row.channel!r} is not configured any more", permanent=True)
             sender.send(row)
         except SendError as e:
-            reason = redact(str(e), secrets or {})
-            attempts = row.attempts + 1
-            delay = policy.max_delay if e.permanent else policy.delay(attempts)
-            db.mark_failed(conn, row.id, owner, reason, e.permanent, now() + delay)
-            report.failed.append((row.key, reason))
+            failure = e
+        except Exception as e:  # noqa: BLE001 - a sender bug must not stop the other channels' delivery
+            # Only the type: the text of an unexpected error may quote a secret (a URL, a password).
+            failure = SendError(f"the {row.channel!r} sender failed: {type(e).__name__}", permanent=True)
+        else:
+            db.mark_sent(conn, row.id, now())
+            report.sent.append(row.key)
             continue
-        db.mark_sent(conn, row.id, now())
-        report.sent.append(row.key)
+        reason = redact(str(failure), secrets or {})
+        delay = policy.max_delay if failure.permanent else policy.delay(row.attempts + 1)
+        db.mark_failed(conn, row.id, owner, reason, failure.permanent, now() + delay)
+        report.failed.append((row.key, reason))
     return report
 
 

@@ -10,16 +10,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from master.alerts import AlertSettings, ChannelConfig, channel_health, deliver_once, sync
-from master.alerts.channels import build_senders
+from master.alerts import db
+from master.alerts.channels import SendError, UrllibHttpClient, WebhookSender, build_senders
 from master.alerts.config import RetryPolicy
 from tests.alerts_support import HOSTILE_AUTHOR, HOSTILE_SUBJECT, Farm, HttpReceiver, SmtpSink, free_port
 
+ROOT = Path(__file__).resolve().parents[2]
 RETRY = RetryPolicy(base_delay=10, max_delay=300, failing_after=3, lease_seconds=30, timeout=5)
 SMTP_PASSWORD = "s3cret-smtp-pass"
 SIGNING_KEY = "hmac-key-123456"
@@ -248,3 +253,97 @@ def test_a_redirect_is_refused_never_followed_and_the_channel_fails(tmp_path: Pa
         assert "LOCATION-SECRET" not in "\n".join(farm.conn.iterdump())
     finally:
         redirecting.stop(), target.stop()
+
+
+UNUSABLE_URLS = [
+    "hooks.example/T000/SECRET-TOKEN",  # no scheme: urllib's ValueError quotes the whole URL
+    "ftp://hooks.example/T000/SECRET-TOKEN",
+    "file:///tmp/SECRET-TOKEN",
+    "http:///T000/SECRET-TOKEN",  # no host
+    "http://hooks.example:SECRET-TOKEN/x",  # http.client.InvalidURL quotes the port
+    "http://hooks.example:99999/SECRET-TOKEN",
+    "http://[hooks.example/SECRET-TOKEN",  # ValueError: Invalid IPv6 URL
+    "http://127.0.0.1:1/SECRET TOKEN",  # InvalidURL quotes the path
+    "http://127.0.0.1:1/SECRET-TOKEN\r\nX-Injected: 1",
+    "http://h\u00e4oks.example/SECRET-TOKEN",  # UnicodeError
+    "https://farm:SECRET-TOKEN@hooks.example/x",  # user:password in the URL
+]
+
+
+@pytest.mark.parametrize("url", UNUSABLE_URLS)
+def test_an_unusable_webhook_url_fails_its_channel_without_showing_it(tmp_path: Path, url: str) -> None:
+    good = HttpReceiver().start()
+    try:
+        farm = Farm(tmp_path / "results.sqlite")
+        farm.change_point(farm.series("ro"), 10, 0.9)
+        settings = AlertSettings(
+            settle_seconds=0,
+            retry=RETRY,
+            channels=(
+                ChannelConfig("bad", "slack", url_secret="alerts-bad-url"),
+                ChannelConfig("good", "webhook", url_secret="alerts-good-url"),
+            ),
+        )
+        secrets = {"alerts-bad-url": url, "alerts-good-url": good.url}
+        sync(farm.conn, settings, now=0)
+        report = deliver_once(
+            farm.conn, settings, build_senders(settings.channels, secrets, timeout=2), now=lambda: 0.0, secrets=secrets
+        )
+        assert len(report.sent) == 1 and len(good.processed) == 1  # the other channel is not held up
+        ((key, reason),) = report.failed
+        assert key.endswith("/bad/r1")
+        assert reason.startswith("the webhook URL in secret 'alerts-bad-url' is not a valid http(s) URL")
+        for part in ("SECRET", "TOKEN", "hooks", "example", "127.0.0.1", "tmp", "X-Injected", "farm"):
+            assert part not in reason
+        health = {h.name: h for h in channel_health(farm.conn, settings, now=1)}
+        assert (health["bad"].status, health["bad"].last_error) == ("failing", reason)
+        assert health["good"].status == "ok"
+        assert "SECRET" not in "\n".join(farm.conn.iterdump())
+    finally:
+        good.stop()
+
+
+def test_perffarm_alerts_deliver_reports_an_unparseable_url_without_a_traceback(tmp_path: Path) -> None:
+    farm = Farm(tmp_path / "results.sqlite")
+    farm.change_point(farm.series("ro"), 10, 0.9)
+    farm.conn.close()
+    config = tmp_path / "alerts.toml"
+    config.write_text(
+        "[alerts]\nsettle_seconds = 0\n"
+        '[[alerts.channels]]\nname = "hook"\nkind = "webhook"\nurl_secret = "alerts-hook-url"\n'
+    )
+    secrets = tmp_path / "secrets"
+    secrets.mkdir(mode=0o700)
+    (secrets / "alerts-hook-url").write_text("hooks.example/T000/SECRET-TOKEN\n")
+    common = ["--db", str(farm.path), "--alerts-config", str(config)]
+
+    def perffarm(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "master.cli", "alerts", *args, *common],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+    deliver = perffarm("deliver", "--once", "--secrets-dir", str(secrets))
+    channels = perffarm("channels")
+    out = deliver.stdout + deliver.stderr + channels.stdout + channels.stderr
+    assert deliver.returncode == 0 and channels.returncode == 0, out
+    assert "Traceback" not in out and "SECRET" not in out and "hooks.example" not in out
+    assert "failed a-" in deliver.stdout and "not a valid http(s) URL" in deliver.stdout
+    (line,) = channels.stdout.splitlines()
+    assert line.split()[:3] == ["hook", "webhook", "failing"]
+    assert "error: the webhook URL in secret 'alerts-hook-url' is not a valid http(s) URL" in line
+
+
+@pytest.mark.parametrize("url", UNUSABLE_URLS)
+def test_the_http_client_itself_never_quotes_an_unusable_url(tmp_path: Path, url: str) -> None:
+    """Belt and braces behind build_senders' check: the sender turns any error into a reason without the URL."""
+    farm = Farm(tmp_path / "results.sqlite")
+    farm.change_point(farm.series("ro"), 10, 0.9)
+    settings = AlertSettings(settle_seconds=0, channels=(ChannelConfig("hook", "webhook", url_secret="u"),))
+    sync(farm.conn, settings, now=0)
+    (row,) = db.claim(farm.conn, "me", 0.0, 30, 10)
+    with pytest.raises(SendError) as caught:
+        WebhookSender(UrllibHttpClient(), url, 2, secret_name="u").send(row)
+    assert caught.value.permanent
+    assert str(caught.value).startswith("the webhook URL in secret 'u' is not a valid http(s) URL")
+    assert "SECRET" not in str(caught.value) and "hooks" not in str(caught.value)
