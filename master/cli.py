@@ -12,6 +12,7 @@ import sys
 from typing import Sequence
 
 from master import store
+from master.redact import redact_text
 from master.settings import Settings, SettingsError, describe, load_settings
 
 EXIT_USAGE = 2
@@ -285,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except SettingsError as e:
-        print(f"perffarm: invalid settings: {e}", file=sys.stderr)
+        print(f"perffarm: invalid settings: {redact_text(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except store.StoreError as e:
         print(f"perffarm: {e}", file=sys.stderr)

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Iterable
 
+from master.redact import redact_text
 from master.store import CommitInfo
 
 GIT_TIMEOUT = 600
@@ -18,7 +19,7 @@ _FORMAT = "%H%x1f%P%x1f%aN <%aE>%x1f%at%x1f%ct%x1f%s%x1e"
 
 
 class GitError(RuntimeError):
-    """A git command failed; the message carries git's own words."""
+    """A git command failed; the message carries git's own words, every URL in them redacted."""
 
 
 def git(args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT) -> str:
@@ -29,8 +30,8 @@ def git(args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT) 
         )
     except subprocess.TimeoutExpired:
         raise GitError(f"git {' '.join(args[:2])} did not finish within {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        raise GitError(f"git {' '.join(args[:2])} failed: {proc.stderr.strip()[-500:]}")
+    if proc.returncode != 0:  # redact before cutting: a cut URL would lose the scheme redact_text looks for
+        raise GitError(f"git {' '.join(args[:2])} failed: {redact_text(proc.stderr.strip())[-500:]}")
     return proc.stdout
 
 

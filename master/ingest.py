@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from master import gitmirror, store
+from master.redact import redact_text, redact_url
 from master.settings import Settings
 from recipes.result import ResultError, validate
 
@@ -83,16 +84,15 @@ def _check_belongs(doc: dict[str, Any], run: store.RunContext, recipe: str | Non
 def _update_mirror(settings: Settings, sha: str) -> gitmirror.Mirror:
     """Fetch the master's mirror (new branches and tags); if the repository is unreachable but the commit is
     already mirrored, carry on with the refs we have. Runs outside any database transaction."""
+    url = redact_url(settings.repository_url)  # messages reach build logs and the rejections table
     mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir)
     try:
         mirror.fetch()
     except gitmirror.GitError as e:
         if not mirror.has_commit(sha):
-            raise IngestDeferred(
-                f"could not update the master's mirror of {settings.repository_url}: {e}"
-            ) from None
+            raise IngestDeferred(f"could not update the master's mirror of {url}: {e}") from None
     if not mirror.has_commit(sha):
-        raise IngestRejected(f"$.commit.sha: {sha} is not a commit of {settings.repository_url}")
+        raise IngestRejected(f"$.commit.sha: {sha} is not a commit of {url}")
     return mirror
 
 
@@ -197,6 +197,7 @@ def ingest_file(
 def _reject(settings: Settings, path: Path, run: store.RunContext, reason: str) -> None:
     """Keep a rejected result for inspection (incoming/rejected/, reason beside it) and record the rejection,
     so the reconciler does not re-queue a commit whose recipe would write the same bad result again."""
+    reason = redact_text(reason)  # shown by the site and perffarm status; may quote a URL
     rejected = path.parent / "rejected"
     kept = rejected / path.name
     if path.exists():

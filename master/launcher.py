@@ -18,6 +18,7 @@ from pathlib import Path
 import requests
 
 from master import gitmirror
+from master.redact import redact_text, redact_url
 from master.settings import REPO_ROOT, Settings, web_user_secret
 
 LOCAL_WORKER = "local"
@@ -47,8 +48,8 @@ def worker_password(settings: Settings, name: str) -> str:
 
 def unreachable_help(settings: Settings, reason: str) -> str:
     return (
-        f"cannot reach the repository {settings.repository_url}\n"
-        f"  ({reason})\n"
+        f"cannot reach the repository {redact_url(settings.repository_url)}\n"
+        f"  ({redact_text(reason)})\n"
         "This machine may have no internet access. Point perffarm at a local clone instead, e.g.\n"
         "  git clone --mirror https://git.postgresql.org/git/postgresql.git /srv/postgres.git   (where there is network)\n"
         "  PERFFARM_REPOSITORY_URL=/srv/postgres.git make run\n"
@@ -155,7 +156,7 @@ def run(settings: Settings, check_repo: bool = True) -> int:
     """Start master (+ local worker), print where to look, wait for Ctrl-C; returns the exit status."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if check_repo:
-        say(f"checking the repository {settings.repository_url} ...")
+        say(f"checking the repository {redact_url(settings.repository_url)} ...")
         reason = gitmirror.check_reachable(settings.repository_url, timeout=15)
         if reason is not None:
             print("perffarm: " + unreachable_help(settings, reason), file=sys.stderr)
@@ -230,7 +231,7 @@ def run(settings: Settings, check_repo: bool = True) -> int:
             f"  results DB    {settings.results_db}\n"
             f"  master log    {master_dir / 'twistd.log'}\n"
             f"  status        .venv/bin/perffarm status\n"
-            f"  watching      {settings.repository_url} (every {settings.poll_interval} s)",
+            f"  watching      {redact_url(settings.repository_url)} (every {settings.poll_interval} s)",
             flush=True,
         )
         while True:

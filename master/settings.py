@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from master.alerts.config import AlertConfigError, AlertSettings
+from master.redact import redact_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS_FILE = REPO_ROOT / "perffarm.toml"
@@ -355,12 +356,14 @@ def load_settings(
 
 
 def describe(settings: Settings) -> list[tuple[str, Any, str]]:
-    """(key, value, source) rows for `perffarm settings`."""
+    """(key, value, source) rows for `perffarm settings`; the repository URL is shown redacted."""
     rows = []
     for (section, key), (_, attr) in _SCHEMA.items():
         name = f"{section}.{key}"
         value = getattr(settings, attr)
-        if isinstance(value, Path):
+        if attr == "repository_url":
+            value = redact_url(value)
+        elif isinstance(value, Path):
             value = str(value)
         elif value is None:
             value = ""

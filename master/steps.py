@@ -12,6 +12,7 @@ from buildbot.process.results import FAILURE, SUCCESS, WARNINGS
 from twisted.internet import threads
 
 from master import gitmirror, ingest, pipeline, refnames, store
+from master.redact import redact_text
 from master.settings import Settings
 
 SOURCE_BY_SCHEDULER = {"commits": "poll", "force": "force", "bisect": "bisect"}
@@ -255,7 +256,7 @@ class IngestResult(BuildStep):
             outcome = await threads.deferToThread(ingest.ingest_file, self.settings, path, run, self.recipe)
         except ingest.IngestRejected as e:
             await log.addStderr(
-                f"REJECTED, nothing stored: {e}\n"
+                f"REJECTED, nothing stored: {redact_text(str(e))}\n"
                 f"The file is kept in {path.parent / 'rejected'} for inspection. Fix the recipe (or the worker's "
                 "recipe version) and force a rebuild of this revision.\n"
             )
@@ -263,12 +264,14 @@ class IngestResult(BuildStep):
             await log.finish()
             return FAILURE
         except ingest.NoResult as e:
-            await log.addStderr(f"NOT STORED: {e}\n")
+            await log.addStderr(f"NOT STORED: {redact_text(str(e))}\n")
             self.descriptionDone = ["no result"]
             await log.finish()
             return FAILURE
         except ingest.IngestDeferred as e:
-            await log.addStderr(f"NOT STORED YET: {e}\nThe result is kept in {path} and will be retried.\n")
+            await log.addStderr(
+                f"NOT STORED YET: {redact_text(str(e))}\nThe result is kept in {path} and will be retried.\n"
+            )
             self.descriptionDone = ["ingest deferred"]
             await log.finish()
             return WARNINGS
