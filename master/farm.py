@@ -87,6 +87,14 @@ def _runner_step(phase: str, recipe: str, lock: util.MasterLock, defaults: tuple
     )
 
 
+def repository_auth(settings: Settings) -> tuple[str, util.Secret] | None:
+    """`auth_credentials` for Buildbot's GitPoller and Git step: the user setting and the password *secret*, so
+    the URL Buildbot stores in changes and shows in logs never holds credentials (docs/security.md)."""
+    if not settings.repository_password_secret:
+        return None
+    return (settings.repository_user, util.Secret(settings.repository_password_secret))
+
+
 def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.MasterLock) -> util.BuildFactory:
     f = util.BuildFactory()
     f.addStep(RecordAttempt(settings))
@@ -97,6 +105,7 @@ def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.Maste
     f.addStep(
         Checkout(
             repourl=settings.repository_url,
+            auth_credentials=repository_auth(settings),
             workdir=SOURCE_DIR,
             mode="full",
             method="clean",
@@ -220,6 +229,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
         "change_source": [
             changes.GitPoller(
                 repourl=settings.repository_url,
+                auth_credentials=repository_auth(settings),
                 branches=settings.ref_matches,
                 pollInterval=settings.poll_interval,
                 pollAtLaunch=True,

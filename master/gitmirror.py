@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Iterable
 
+from master.gitauth import GitCredentials
 from master.redact import redact_text
 from master.store import CommitInfo
 
@@ -22,11 +23,15 @@ class GitError(RuntimeError):
     """A git command failed; the message carries git's own words, every URL in them redacted."""
 
 
-def git(args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT) -> str:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+def git(
+    args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT, credentials: GitCredentials | None = None
+) -> str:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(credentials.env() if credentials else {}))
+    auth = credentials.config_args() if credentials else []
     try:
         proc = subprocess.run(
-            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, errors="replace", timeout=timeout
+            ["git", *auth, *args], cwd=cwd, env=env, capture_output=True, text=True, errors="replace",
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         raise GitError(f"git {' '.join(args[:2])} did not finish within {timeout:.0f} s") from None
@@ -35,10 +40,10 @@ def git(args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT) 
     return proc.stdout
 
 
-def check_reachable(url: str, timeout: float = 15) -> str | None:
+def check_reachable(url: str, timeout: float = 15, credentials: GitCredentials | None = None) -> str | None:
     """None when `git ls-remote` answers within `timeout` seconds, else a one-line reason."""
     try:
-        git(["ls-remote", "--heads", url, "refs/heads/does-not-matter"], timeout=timeout)
+        git(["ls-remote", "--heads", url, "refs/heads/does-not-matter"], timeout=timeout, credentials=credentials)
     except GitError as e:
         return str(e)
     return None
@@ -58,9 +63,10 @@ def parse_log(text: str) -> list[CommitInfo]:
 class Mirror:
     """A bare mirror at `path` of the repository at `url`, fetched on demand."""
 
-    def __init__(self, url: str, path: Path) -> None:
+    def __init__(self, url: str, path: Path, credentials: GitCredentials | None = None) -> None:
         self.url = url
         self.path = path
+        self.credentials = credentials
 
     def ensure(self) -> None:
         if not (self.path / "HEAD").exists():
@@ -73,6 +79,7 @@ class Mirror:
         git(
             ["fetch", "--quiet", "--prune", "--force", self.url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
             cwd=self.path,
+            credentials=self.credentials,
         )
 
     def has_commit(self, sha: str) -> bool:

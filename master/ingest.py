@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from master import gitmirror, store
+from master import gitauth, gitmirror, store
 from master.redact import redact_text, redact_url
 from master.settings import Settings
 from recipes.result import ResultError, validate
@@ -81,13 +81,23 @@ def _check_belongs(doc: dict[str, Any], run: store.RunContext, recipe: str | Non
         raise IngestRejected(f"$.recipe.name: result is from recipe {doc['recipe']['name']!r}, builder runs {recipe!r}")
 
 
+def _fetch(settings: Settings, mirror: gitmirror.Mirror) -> None:
+    """Fetch the mirror with the repository's credentials, read now (a rotated token needs no restart); a
+    missing or unusable password secret is a GitError like an unreachable repository."""
+    try:
+        mirror.credentials = gitauth.read_credentials(settings)
+    except gitauth.CredentialsError as e:
+        raise gitmirror.GitError(str(e)) from None
+    mirror.fetch()
+
+
 def _update_mirror(settings: Settings, sha: str) -> gitmirror.Mirror:
     """Fetch the master's mirror (new branches and tags); if the repository is unreachable but the commit is
     already mirrored, carry on with the refs we have. Runs outside any database transaction."""
     url = redact_url(settings.repository_url)  # messages reach build logs and the rejections table
     mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir)
     try:
-        mirror.fetch()
+        _fetch(settings, mirror)
     except gitmirror.GitError as e:
         if not mirror.has_commit(sha):
             raise IngestDeferred(f"could not update the master's mirror of {url}: {e}") from None
@@ -122,7 +132,7 @@ def resolve_commit(settings: Settings, revision: str) -> str:
         mirror.ensure()
         sha = mirror.resolve(revision)
         if sha is None:
-            mirror.fetch()
+            _fetch(settings, mirror)
             sha = mirror.resolve(revision)
     if sha is None:
         raise gitmirror.GitError(f"revision {revision!r} is not a commit of the watched repository")

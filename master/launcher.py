@@ -17,7 +17,7 @@ from pathlib import Path
 
 import requests
 
-from master import gitmirror
+from master import gitauth, gitmirror
 from master.redact import redact_text, redact_url
 from master.settings import REPO_ROOT, Settings, web_user_secret
 
@@ -157,7 +157,12 @@ def run(settings: Settings, check_repo: bool = True) -> int:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if check_repo:
         say(f"checking the repository {redact_url(settings.repository_url)} ...")
-        reason = gitmirror.check_reachable(settings.repository_url, timeout=15)
+        try:
+            credentials = gitauth.read_credentials(settings)
+        except gitauth.CredentialsError as e:
+            print(f"perffarm: {e}", file=sys.stderr)
+            return 2
+        reason = gitmirror.check_reachable(settings.repository_url, timeout=15, credentials=credentials)
         if reason is not None:
             print("perffarm: " + unreachable_help(settings, reason), file=sys.stderr)
             return 2

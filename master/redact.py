@@ -1,9 +1,10 @@
 """Repository URLs without their secrets: one place that decides what of a URL may be shown.
 
 A git URL can carry credentials: `https://user:token@host/repo.git`, a token as the user name
-(`https://TOKEN@host/…`), or a token in the query string (`?private_token=…`). Anything the farm shows that may
-hold a URL — settings, banners, build logs, git's error texts, rejection reasons — passes through `redact_url` /
-`redact_text`. Pure: no I/O, no Buildbot.
+(`https://TOKEN@host/…`), or a token in the query string (`?private_token=…`). The farm never keeps such a URL
+(settings refuse it, see `credentials_problem`; credentials come from a Buildbot secret, docs/security.md), but
+anything it shows that may hold a URL — settings, banners, build logs, git's error texts, rejection reasons —
+passes through `redact_url` / `redact_text` as belt and braces. Pure: no I/O, no Buildbot.
 """
 
 from __future__ import annotations
@@ -60,3 +61,24 @@ def redact_url(url: str) -> str:
 def redact_text(text: str) -> str:
     """`text` (a log line, git's stderr, an exception's message) with every scheme:// URL in it redacted."""
     return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+
+
+def credentials_problem(url: str) -> str | None:
+    """Why `url` must not be a setting because it holds credentials (None: it holds none).
+
+    Refused: any user info in a non-ssh URL (a user name alone may be a token: GitHub accepts
+    `https://TOKEN@github.com/…`), a password in an ssh URL, and a query string (git hosts need none; it is
+    where tokens go). A user name in an ssh URL (`ssh://git@host/…`, `git@host:path`) is fine: ssh
+    authenticates with a key.
+    """
+    parts = _split(url)
+    if parts is None:
+        return None
+    scheme, userinfo, _, query, _ = parts
+    if query is not None:
+        return "it has a query string, which may hold a token"
+    if userinfo is None:
+        return None
+    if scheme.lower() in SSH_SCHEMES:
+        return "it holds a password" if ":" in userinfo else None
+    return "it holds credentials (user:password@ or a token as the user name)"

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from master.alerts.config import AlertConfigError, AlertSettings
-from master.redact import redact_url
+from master.redact import credentials_problem, redact_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS_FILE = REPO_ROOT / "perffarm.toml"
@@ -36,7 +36,9 @@ class SettingsError(ValueError):
 class Settings:
     """The effective farm settings (see perffarm.toml for what each key means)."""
 
-    repository_url: str
+    repository_url: str  # never holds credentials (load_settings refuses them): see repository_password_secret
+    repository_user: str  # "" unless the repository needs a password
+    repository_password_secret: str  # name of the Buildbot secret with the repository's password or token, or ""
     branches: tuple[str, ...]
     tags: tuple[str, ...]
     poll_interval: int
@@ -126,6 +128,8 @@ class Settings:
 # (section, key) -> (type, attribute name). The order is the order `perffarm settings` prints.
 _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("repository", "url"): ("str", "repository_url"),
+    ("repository", "user"): ("opt_text", "repository_user"),
+    ("repository", "password_secret"): ("opt_name", "repository_password_secret"),
     ("repository", "branches"): ("regex_list", "branches"),
     ("repository", "tags"): ("regex_list", "tags"),
     ("repository", "poll_interval"): ("pos_int", "poll_interval"),
@@ -216,6 +220,14 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
             raise SettingsError(f"{name}: {value!r} should look like https://perf.example.org/ (http or https, "
                                 "a host, no user or password)")
         return value if value.endswith("/") else value + "/"
+    if kind == "opt_text":
+        if not isinstance(value, str) or not value.isprintable():
+            raise SettingsError(f"{name}: expected a string without control characters (or \"\")")
+        return value.strip()
+    if kind == "opt_name":
+        if not isinstance(value, str) or (value.strip() and not WORKER_NAME_RE.match(value.strip())):
+            raise SettingsError(f"{name}: expected a secret name (letters, digits, '.', '_', '-'; at most 63) or \"\"")
+        return value.strip()
     if kind == "opt_path":
         if not isinstance(value, str):
             raise SettingsError(f"{name}: expected a path (or \"\" for the default), got {value!r}")
@@ -332,6 +344,7 @@ def load_settings(
         raise SettingsError(str(e) if str(e).startswith("alerts") else f"alerts: {e}") from None
     source_of["alerts"] = str(user_path) if "alerts" in user else "default"
     settings = Settings(**values, alerts=alerts, source_of=source_of)
+    _check_repository(settings)
     for worker in settings.worker_hosts:
         if worker not in settings.worker_names:
             raise SettingsError(f"workers.hosts: {worker!r} is not in workers.names")
@@ -355,8 +368,33 @@ def load_settings(
     return settings
 
 
+def _check_repository(settings: Settings) -> None:
+    """Refuse credentials in repository.url (they would reach logs, Buildbot's changes and the web UI) and
+    half-configured credentials; every message shows the URL redacted."""
+    url = settings.repository_url
+    problem = credentials_problem(url)
+    if problem:
+        raise SettingsError(
+            f"repository.url: {redact_url(url)}: {problem}. Keep the URL free of credentials (without the user "
+            "info and the query string), put the user name in repository.user, the password or token in a "
+            f"Buildbot secret (a file {settings.secrets_dir}/NAME, mode 0600) and its NAME in "
+            "repository.password_secret; see docs/security.md"
+        )
+    user, secret = settings.repository_user, settings.repository_password_secret
+    if bool(user) != bool(secret):
+        raise SettingsError(
+            "repository.password_secret: repository.user and repository.password_secret go together (a token "
+            "needs a user name too: any name the host accepts, e.g. x-access-token or oauth2)"
+        )
+    if secret and not url.lower().startswith(("https://", "http://")):
+        raise SettingsError(
+            "repository.password_secret: credentials apply to http(s) URLs only (ssh authenticates with a key)"
+        )
+
+
 def describe(settings: Settings) -> list[tuple[str, Any, str]]:
-    """(key, value, source) rows for `perffarm settings`; the repository URL is shown redacted."""
+    """(key, value, source) rows for `perffarm settings`; URLs are shown redacted (belt and braces: settings
+    never hold credentials)."""
     rows = []
     for (section, key), (_, attr) in _SCHEMA.items():
         name = f"{section}.{key}"

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from master import gitmirror, ingest, store
+from master import gitauth, gitmirror, ingest, store
 from master.bisection import state
 from master.bisection.core import Decision, Measure, Policy
 from master.settings import REPO_ROOT, Settings
@@ -34,7 +34,7 @@ def measure_commit(
     bisection_id: int | None = None, options: tuple[str, ...] = (),
 ) -> str:
     """Build and bench one commit here, exactly as a worker would, and store the result; returns the message."""
-    mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir)
+    mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir, gitauth.read_credentials(settings))
     if not mirror.has_commit(sha):
         mirror.fetch()
     # one persistent checkout and build directory per recipe, laid out like a worker's builder directory: a probe

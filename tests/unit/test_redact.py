@@ -1,4 +1,4 @@
-"""Repository URLs never show their credentials: redaction, and the CLI run as a process."""
+"""Repository URLs never show their credentials: redaction, settings that refuse them, the CLI as a process."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from master.redact import redact_text, redact_url
+from master.redact import credentials_problem, redact_text, redact_url
+from master.settings import SettingsError, describe, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "glpat-S3CRET-t0ken"
@@ -50,6 +51,57 @@ def test_redact_text_finds_every_url_in_gits_words() -> None:
     assert redact_text("nothing secret: git@h:org/pg.git /srv/pg.git") == "nothing secret: git@h:org/pg.git /srv/pg.git"
 
 
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        (f"https://alice:{TOKEN}@h.example/pg.git", True),
+        (f"https://{TOKEN}@h.example/pg.git", True),
+        (f"http://h.example/pg.git?token={TOKEN}", True),
+        (f"git://alice@h.example/pg.git", True),
+        (f"ssh://git:{TOKEN}@h.example/pg.git", True),
+        ("ssh://git@h.example/pg.git", False),
+        ("git@h.example:org/pg.git", False),
+        ("https://git.postgresql.org/git/postgresql.git", False),
+        ("/srv/postgres.git", False),
+        ("file:///srv/a@b/postgres.git", False),
+    ],
+)
+def test_credentials_problem(url: str, refused: bool) -> None:
+    assert (credentials_problem(url) is not None) == refused
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"https://alice:{TOKEN}@h.example/pg.git",
+        f"https://{TOKEN}@h.example/pg.git",
+        f"https://h.example/pg.git?private_token={TOKEN}",
+    ],
+)
+def test_settings_refuse_credentials_in_the_url_without_showing_them(url: str) -> None:
+    with pytest.raises(SettingsError) as e:
+        load_settings(environ={"PERFFARM_REPOSITORY_URL": url})
+    message = str(e.value)
+    assert message.startswith("repository.url: https://") and TOKEN not in message
+    assert "repository.user" in message and "repository.password_secret" in message  # says where they go
+
+
+def test_credentials_settings_go_together_and_only_for_http() -> None:
+    with pytest.raises(SettingsError, match=r"^repository\.password_secret: .*go together"):
+        load_settings(environ={"PERFFARM_REPOSITORY_USER": "alice"})
+    with pytest.raises(SettingsError, match=r"^repository\.password_secret: .*go together"):
+        load_settings(environ={"PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token"})
+    with pytest.raises(SettingsError, match=r"^repository\.password_secret: credentials apply to http"):
+        load_settings(environ={"PERFFARM_REPOSITORY_URL": "/srv/pg.git", "PERFFARM_REPOSITORY_USER": "alice",
+                               "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token"})
+    with pytest.raises(SettingsError, match=r"^repository\.password_secret: expected a secret name"):
+        load_settings(environ={"PERFFARM_REPOSITORY_PASSWORD_SECRET": "../etc/passwd"})
+    s = load_settings(environ={"PERFFARM_REPOSITORY_USER": "alice",
+                               "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token"})
+    rows = {k: v for k, v, _ in describe(s)}
+    assert rows["repository.user"] == "alice" and rows["repository.password_secret"] == "repository-token"
+
+
 def _perffarm(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
     return subprocess.run(
@@ -59,16 +111,32 @@ def _perffarm(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Complete
 
 
 @pytest.mark.parametrize(
-    ("url", "shown"),
+    "url",
     [
-        (f"https://alice:{TOKEN}@git.example.org/pg.git", "https://alice:***@git.example.org/pg.git"),
-        (f"https://{TOKEN}@git.example.org/pg.git", "https://***@git.example.org/pg.git"),
-        (f"https://git.example.org/pg.git?private_token={TOKEN}", "https://git.example.org/pg.git?private_token=***"),
+        f"https://alice:{TOKEN}@git.example.org/pg.git",
+        f"https://{TOKEN}@git.example.org/pg.git",
+        f"https://git.example.org/pg.git?private_token={TOKEN}",
     ],
 )
-def test_perffarm_settings_never_prints_a_token_from_the_url(tmp_path: Path, url: str, shown: str) -> None:
-    env = {"PERFFARM_REPOSITORY_URL": url, "PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data")}
-    text = _perffarm("settings", env=env, cwd=tmp_path)
-    assert text.returncode == 0 and TOKEN not in text.stdout + text.stderr and shown in text.stdout
-    as_json = _perffarm("settings", "--format", "json", env=env, cwd=tmp_path)
-    assert as_json.returncode == 0 and json.loads(as_json.stdout)["repository.url"] == shown
+@pytest.mark.parametrize("verb", [["settings"], ["settings", "--format", "json"], ["status"]])
+def test_perffarm_never_prints_a_token_from_the_url(tmp_path: Path, url: str, verb: list[str]) -> None:
+    env = {"PERFFARM_REPOSITORY_URL": url, "PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
+           "PERFFARM_MASTER_WEB_PORT": "9"}
+    proc = _perffarm(*verb, env=env, cwd=tmp_path)
+    assert TOKEN not in proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "repository.url: https://" in proc.stderr and "***" in proc.stderr
+
+
+def test_perffarm_settings_shows_the_secret_name_never_its_value(tmp_path: Path) -> None:
+    secrets = tmp_path / "data" / "secrets"
+    secrets.mkdir(parents=True)
+    (secrets / "repository-token").write_text(TOKEN + "\n")
+    env = {"PERFFARM_REPOSITORY_URL": "https://git.example.org/pg.git", "PERFFARM_REPOSITORY_USER": "alice",
+           "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token",
+           "PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data")}
+    proc = _perffarm("settings", "--format", "json", env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["repository.url"] == "https://git.example.org/pg.git"
+    assert (shown["repository.user"], shown["repository.password_secret"]) == ("alice", "repository-token")
+    assert TOKEN not in proc.stdout + proc.stderr
