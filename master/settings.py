@@ -217,8 +217,8 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
             return ""
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.username or parts.password:
-            raise SettingsError(f"{name}: {value!r} should look like https://perf.example.org/ (http or https, "
-                                "a host, no user or password)")
+            raise SettingsError(f"{name}: {redact_url(value)!r} should look like https://perf.example.org/ (http or "
+                                "https, a host, no user or password)")
         return value if value.endswith("/") else value + "/"
     if kind == "opt_text":
         if not isinstance(value, str) or not value.isprintable():

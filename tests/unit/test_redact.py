@@ -86,6 +86,13 @@ def test_settings_refuse_credentials_in_the_url_without_showing_them(url: str) -
     assert "repository.user" in message and "repository.password_secret" in message  # says where they go
 
 
+def test_a_password_in_master_web_url_is_refused_without_showing_it() -> None:
+    with pytest.raises(SettingsError) as e:
+        load_settings(environ={"PERFFARM_MASTER_WEB_URL": f"https://admin:{TOKEN}@perf.example.org/"})
+    assert str(e.value).startswith("master.web_url: 'https://admin:***@perf.example.org/'")
+    assert TOKEN not in str(e.value)
+
+
 def test_credentials_settings_go_together_and_only_for_http() -> None:
     with pytest.raises(SettingsError, match=r"^repository\.password_secret: .*go together"):
         load_settings(environ={"PERFFARM_REPOSITORY_USER": "alice"})
