@@ -1,12 +1,19 @@
 """The master's own bare mirror of the watched repository: commit facts and first-parent order per branch.
 
 Results name a commit; what the commit *is* (subject, author, date, where it sits on a branch, which tags
-point at it) comes from this mirror, not from the worker. Every git call is an argv list with a timeout.
+point at it) comes from this mirror, not from the worker. Every git call is an argv list with a timeout, and
+revisions follow `--end-of-options` so none can be read as an option.
+
+Commit text is written by whoever can push: it may hold any byte but NUL (git refuses NUL in messages and
+names), so git's output is read in NUL-separated formats, and one record that does not parse is logged and
+skipped instead of stopping every later ingest.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Callable, Iterable
@@ -16,7 +23,12 @@ from master.redact import redact_text
 from master.store import CommitInfo
 
 GIT_TIMEOUT = 600
-_FORMAT = "%H%x1f%P%x1f%aN <%aE>%x1f%at%x1f%ct%x1f%s%x1e"
+# With -z, records end in NUL; fields are NUL-separated too, so a record is exactly _FIELDS fields and no commit
+# text can shift them. The subject is last; %s is the first paragraph of the message joined into one line.
+_FORMAT = "%H%x00%P%x00%aN <%aE>%x00%at%x00%ct%x00%s"
+_FIELDS = 6
+_SHA_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+log = logging.getLogger("perffarm.gitmirror")
 
 
 class GitError(RuntimeError):
@@ -28,9 +40,9 @@ def git(
 ) -> str:
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(credentials.env() if credentials else {}))
     auth = credentials.config_args() if credentials else []
-    try:
+    try:  # UTF-8 whatever the locale; bytes that are not UTF-8 (git keeps them in commit text) become U+FFFD
         proc = subprocess.run(
-            ["git", *auth, *args], cwd=cwd, env=env, capture_output=True, text=True, errors="replace",
+            ["git", *auth, *args], cwd=cwd, env=env, capture_output=True, encoding="utf-8", errors="replace",
             timeout=timeout,
         )
     except subprocess.TimeoutExpired:
@@ -43,20 +55,43 @@ def git(
 def check_reachable(url: str, timeout: float = 15, credentials: GitCredentials | None = None) -> str | None:
     """None when `git ls-remote` answers within `timeout` seconds, else a one-line reason."""
     try:
-        git(["ls-remote", "--heads", url, "refs/heads/does-not-matter"], timeout=timeout, credentials=credentials)
+        git(["ls-remote", "--heads", "--end-of-options", url, "refs/heads/does-not-matter"], timeout=timeout,
+            credentials=credentials)
     except GitError as e:
         return str(e)
     return None
 
 
+def _timestamp(text: str, what: str, sha: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        log.warning("commit %s: %s %r is not a unix time; stored as 0", sha, what, text[:40])
+        return 0
+
+
 def parse_log(text: str) -> list[CommitInfo]:
+    """Commits from `git log -z --format=_FORMAT` output; a record that cannot be a commit is logged and skipped."""
+    if not text:
+        return []
+    fields = text.split("\0")
+    if text.endswith("\0"):
+        fields.pop()  # what follows the last record's terminator
     commits = []
-    for record in text.split("\x1e"):
-        record = record.strip("\n")
-        if not record:
+    for i in range(0, len(fields), _FIELDS):
+        record = fields[i : i + _FIELDS]
+        if len(record) < _FIELDS:
+            log.warning("git log output ends in an incomplete record (%d of %d fields): skipped", len(record), _FIELDS)
+            break
+        sha, parents, author, at, ct, subject = record
+        if not _SHA_RE.match(sha):
+            log.warning("git log record %d does not start with a commit sha (%r): skipped", i // _FIELDS, sha[:80])
             continue
-        sha, parents, author, at, ct, subject = record.split("\x1f", 5)
-        commits.append(CommitInfo(sha, subject, author, int(at), int(ct), tuple(parents.split())))
+        parent_list = tuple(p for p in parents.split() if _SHA_RE.match(p))
+        if len(parent_list) != len(parents.split()):
+            log.warning("commit %s: parents %r are not all commit shas; kept those that are", sha, parents[:200])
+        commits.append(CommitInfo(sha, subject, author, _timestamp(at, "author date", sha),
+                                  _timestamp(ct, "commit date", sha), parent_list))
     return commits
 
 
@@ -77,7 +112,8 @@ class Mirror:
         """Fetch all branches and tags (pruning deleted ones) from the repository."""
         self.ensure()
         git(
-            ["fetch", "--quiet", "--prune", "--force", self.url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+            ["fetch", "--quiet", "--prune", "--force", "--end-of-options", self.url, "+refs/heads/*:refs/heads/*",
+             "+refs/tags/*:refs/tags/*"],
             cwd=self.path,
             credentials=self.credentials,
         )
@@ -85,7 +121,7 @@ class Mirror:
     def has_commit(self, sha: str) -> bool:
         self.ensure()
         try:
-            git(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=self.path, timeout=30)
+            git(["cat-file", "-e", "--end-of-options", f"{sha}^{{commit}}"], cwd=self.path, timeout=30)
         except GitError:
             return False
         return True
@@ -103,13 +139,21 @@ class Mirror:
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
         """(branches, tags): name -> commit sha (annotated tags peeled to their commit)."""
         self.ensure()
+        # NUL between fields (ref names cannot hold NUL, tabs or newlines, but NUL needs no such argument)
         out = git(
-            ["for-each-ref", "--format=%(refname)%09%(objectname)%09%(*objectname)", "refs/heads", "refs/tags"],
+            ["for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", "--end-of-options",
+             "refs/heads", "refs/tags"],
             cwd=self.path,
         )
         branches, tags = {}, {}
-        for line in out.splitlines():
-            ref, obj, peeled = (line.split("\t") + ["", ""])[:3]
+        for line in out.split("\n"):
+            if not line:
+                continue
+            parts = line.split("\0")
+            if len(parts) != 3 or not _SHA_RE.match(parts[1]) or (parts[2] and not _SHA_RE.match(parts[2])):
+                log.warning("git for-each-ref line %r is not 'ref NUL object NUL peeled': skipped", line[:200])
+                continue
+            ref, obj, peeled = parts
             if ref.startswith("refs/heads/"):
                 branches[ref[len("refs/heads/") :]] = obj
             elif ref.startswith("refs/tags/"):
@@ -117,15 +161,17 @@ class Mirror:
         return branches, tags
 
     def commit(self, sha: str) -> CommitInfo:
-        commits = parse_log(git(["log", "-1", f"--format={_FORMAT}", sha, "--"], cwd=self.path))
+        out = git(["log", "-z", "-1", f"--format={_FORMAT}", "--end-of-options", sha, "--"], cwd=self.path)
+        commits = parse_log(out)
         if not commits:
-            raise GitError(f"commit {sha} is not in the mirror")
+            raise GitError(f"commit {sha} is not in the mirror (or git's record of it could not be read)")
         return commits[0]
 
     def first_parent(self, head: str, since: str | None = None) -> list[CommitInfo]:
         """Commits on head's first-parent chain, oldest first; only those after `since` when given."""
         rng = [head] if since is None else [f"{since}..{head}"]
-        out = git(["log", "--first-parent", "--reverse", f"--format={_FORMAT}", *rng, "--"], cwd=self.path)
+        out = git(["log", "-z", "--first-parent", "--reverse", f"--format={_FORMAT}", "--end-of-options", *rng, "--"],
+                  cwd=self.path)
         return parse_log(out)
 
 

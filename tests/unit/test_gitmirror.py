@@ -1,0 +1,184 @@
+"""The master's mirror reads git output that commit text cannot confuse: real repositories with hostile commits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from master import gitmirror, ingest, store
+from master.settings import load_settings
+from tests.harness import GitRepo, make_repo
+from tests.unit.test_result_schema import good
+
+# Everything the old \x1e/\x1f-separated format could trip on, plus terminal and bidi controls.
+HOSTILE_SUBJECT = "fix\x1eparser\x1fagain \x1b[31mred\x1b[0m \u202eevil\u202c \u2066iso\u2069 bell\x07"
+HOSTILE_AUTHOR = "Mal\x1flory \x1e\u202eX"
+
+
+def hostile_commit(repo: GitRepo, subject: bytes | str, author: str = HOSTILE_AUTHOR, name: str = "f") -> str:
+    """Commit with `subject` as the message's raw bytes and `author` as the author name (git keeps both)."""
+    (repo.path / name).write_text(subject if isinstance(subject, str) else subject.hex())
+    repo.git("add", name)
+    msg = repo.path.parent / "msg"
+    msg.write_bytes(subject if isinstance(subject, bytes) else subject.encode())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_AUTHOR_NAME=author, GIT_AUTHOR_EMAIL="m@example.org")
+    subprocess.run(["git", "commit", "--quiet", "--cleanup=verbatim", "-F", str(msg)], cwd=repo.path, env=env,
+                   check=True, capture_output=True)
+    return repo.head()
+
+
+@pytest.fixture
+def env(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
+                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings.incoming_dir.mkdir(parents=True)
+    return repo, settings
+
+
+def result_for(sha: str) -> dict:
+    doc = good()
+    doc["commit"] = {"sha": sha, "ref": "master"}
+    return doc
+
+
+def ingest_one(settings, sha: str, build_id: int) -> ingest.IngestOutcome:
+    path = settings.incoming_dir / f"b-{build_id}.json"
+    path.write_text(json.dumps(result_for(sha)))
+    ctx = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=build_id,
+                           got_revision=sha)
+    return ingest.ingest_file(settings, path, ctx, "fixture")
+
+
+def test_hostile_commit_text_is_read_back_exactly(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    sha = hostile_commit(repo, HOSTILE_SUBJECT)
+    mirror = gitmirror.Mirror(str(repo.path), tmp_path / "mirror")
+    mirror.fetch()
+    info = mirror.commit(sha)
+    assert info.sha == sha and info.subject == HOSTILE_SUBJECT
+    assert info.author == HOSTILE_AUTHOR + " <m@example.org>"
+    assert info.parents == (repo.git("rev-parse", "HEAD~1"),)
+    chain = mirror.first_parent(sha)
+    assert [c.sha for c in chain] == [repo.git("rev-parse", "HEAD~1"), sha]
+    assert chain[-1].subject == HOSTILE_SUBJECT
+
+
+def raw_commit(repo: GitRepo, author: bytes, message: bytes) -> str:
+    """Write a commit object byte for byte (`git commit` would re-encode invalid UTF-8 as Latin-1) onto HEAD."""
+    tree, parent = repo.git("rev-parse", "HEAD^{tree}"), repo.head()
+    body = (f"tree {tree}\nparent {parent}\n".encode() + b"author " + author + b" <e@x> 1700000000 +0000\n"
+            b"committer C <c@x> 1700000001 +0000\n\n" + message)
+    sha = subprocess.run(["git", "hash-object", "-t", "commit", "-w", "--stdin"], cwd=repo.path, input=body,
+                         check=True, capture_output=True).stdout.decode().strip()
+    repo.git("update-ref", "HEAD", sha)
+    return sha
+
+
+def test_invalid_utf8_in_commit_text_is_replaced_not_fatal(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    sha = raw_commit(repo, b"Ev\xffil\x1f", b"bad \xff\xfe bytes\x1e \xc3\n\nbody \xff\n")
+    mirror = gitmirror.Mirror(str(repo.path), tmp_path / "mirror")
+    mirror.fetch()
+    info = mirror.commit(sha)
+    assert info.subject == "bad \ufffd\ufffd bytes\x1e \ufffd"
+    assert info.author == "Ev\ufffdil\x1f <e@x>"
+    assert (info.authored_at, info.committed_at) == (1700000000, 1700000001)
+    info.subject.encode("utf-8")  # storable: no surrogates
+    assert [c.sha for c in mirror.first_parent(sha)][-1] == sha
+
+
+def test_an_empty_message_is_an_empty_subject(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    repo.git("commit", "--quiet", "--allow-empty", "--allow-empty-message", "-m", "")
+    mirror = gitmirror.Mirror(str(repo.path), tmp_path / "mirror")
+    mirror.fetch()
+    chain = mirror.first_parent(repo.head())
+    assert [(c.sha, c.subject) for c in chain] == [(repo.git("rev-parse", "HEAD~1"), "initial commit"),
+                                                     (repo.head(), "")]
+    assert gitmirror.check_reachable(str(repo.path)) is None
+    assert "does not appear to be a git repository" in gitmirror.check_reachable(str(tmp_path / "nothing"))
+
+
+def test_one_hostile_commit_does_not_stop_ingest_on_any_branch(env):
+    # A \x1e in a subject on a watched branch made every later ingest, on every branch, fail with ValueError.
+    repo, settings = env
+    base = repo.head()
+    repo.git("checkout", "--quiet", "-b", "REL_17_STABLE")
+    evil = hostile_commit(repo, HOSTILE_SUBJECT)
+    repo.git("checkout", "--quiet", "master")
+    normal = repo.bench_commit("a later, normal commit", 2000)
+    out = ingest_one(settings, normal, 1)
+    assert out.status == "ok"
+    conn = store.connect(settings.results_db)
+    row = conn.execute("SELECT subject, author FROM commits WHERE sha = ?", (evil,)).fetchone()
+    assert tuple(row) == (HOSTILE_SUBJECT, HOSTILE_AUTHOR + " <m@example.org>")
+    order = [r[0] for r in conn.execute(
+        "SELECT sha FROM branch_commits WHERE branch = 'REL_17_STABLE' ORDER BY position")]
+    assert order == [base, evil]
+    # and the hostile commit itself is measured and stored like any other
+    assert ingest_one(settings, evil, 2).status == "ok"
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+
+
+def test_parse_log_keeps_good_records_around_an_odd_one(caplog):
+    good_a = "a" * 40 + "\0\0A <a@x>\x001\x002\0first"
+    odd = "not-a-sha\0\0B <b@x>\x003\x004\0second"
+    bad_dates = "b" * 40 + "\0" + "a" * 40 + "\0C <c@x>\0x\0\0third"
+    good_d = "c" * 40 + "\0" + "b" * 40 + "\0D <d@x>\x005\x006\0sub\x1ejec\x1ft"
+    text = "\0".join([good_a, odd, bad_dates, good_d]) + "\0"
+    got = gitmirror.parse_log(text)
+    assert [c.sha for c in got] == ["a" * 40, "b" * 40, "c" * 40]
+    assert got[1].authored_at == 0 and got[1].committed_at == 0 and got[1].subject == "third"
+    assert got[2].subject == "sub\x1ejec\x1ft" and got[2].parents == ("b" * 40,)
+    assert "not-a-sha" in caplog.text  # the skipped record is logged with its reason
+
+
+def test_a_truncated_record_is_skipped_not_fatal(caplog):
+    text = "a" * 40 + "\0\0A <a@x>\x001\x002\0first\0" + "b" * 40 + "\0" + "a" * 40 + "\0"
+    assert [c.sha for c in gitmirror.parse_log(text)] == ["a" * 40]
+    assert "incomplete" in caplog.text
+
+
+def test_refs_reads_branches_and_peeled_tags(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    sha = repo.head()
+    repo.tag("REL_1_0")
+    repo.tag("light", annotated=False)
+    repo.git("branch", "caf\u00e9-\u202eb")  # non-ASCII and bidi are allowed in ref names
+    mirror = gitmirror.Mirror(str(repo.path), tmp_path / "mirror")
+    mirror.fetch()
+    branches, tags = mirror.refs()
+    assert branches == {"master": sha, "caf\u00e9-\u202eb": sha}
+    assert tags == {"REL_1_0": sha, "light": sha}
+
+
+def test_revisions_that_look_like_options_are_never_options(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    mirror = gitmirror.Mirror(str(repo.path), tmp_path / "mirror")
+    mirror.fetch()
+    marker = tmp_path / "pwned"
+    for rev in (f"--output={marker}", "--all", "-p"):
+        assert mirror.has_commit(rev) is False
+        assert mirror.resolve(rev) is None
+        with pytest.raises(gitmirror.GitError):
+            mirror.commit(rev)
+        with pytest.raises(gitmirror.GitError):
+            mirror.first_parent(rev)
+    assert not marker.exists()
+    # and real revisions still work through --end-of-options
+    assert mirror.has_commit(repo.head()) and mirror.commit(repo.head()).sha == repo.head()
+
+
+def test_git_output_is_decoded_as_utf8_whatever_the_locale(tmp_path, monkeypatch):
+    monkeypatch.setenv("LANG", "C")
+    repo = make_repo(tmp_path / "repo")
+    sha = hostile_commit(repo, "caf\u00e9 \u202e", author="Zo\u00eb")
+    mirror = gitmirror.Mirror(str(repo.path), Path(tmp_path / "mirror"))
+    mirror.fetch()
+    assert mirror.commit(sha).subject == "caf\u00e9 \u202e"
