@@ -19,7 +19,7 @@ from typing import Any
 from master import gitauth, gitmirror, store
 from master.redact import redact_text, redact_url
 from master.settings import Settings
-from recipes.result import ResultError, validate
+from recipes.result import MAX_DEPTH, ResultError, validate
 
 MAX_RESULT_BYTES = 64 * 2**20
 _mirror_lock = threading.Lock()  # one git fetch into the mirror at a time
@@ -65,10 +65,17 @@ def load_result(path: Path) -> dict[str, Any]:
         raise IngestRejected(f"result is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except UnicodeDecodeError as e:
         raise IngestRejected(f"result is not UTF-8 text: {e}") from None
+    except RecursionError:
+        raise IngestRejected(f"$: result is nested too deeply to read (the schema allows {MAX_DEPTH} levels)") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts (4,300)
+        raise IngestRejected(f"result is not valid JSON for the schema: {str(e)[:200]}") from None
     try:
         return validate(doc)
     except ResultError as e:
         raise IngestRejected(f"result does not follow schema perffarm-result v1: {e}") from None
+    except (RecursionError, OverflowError, ValueError, TypeError) as e:
+        # validate's own guards should catch every such value first; if one slips through, it is still the file's
+        raise IngestRejected(f"result could not be validated ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def _check_belongs(doc: dict[str, Any], run: store.RunContext, recipe: str | None) -> None:

@@ -6,6 +6,8 @@ result before anything is stored. Errors name the JSON path of the offending val
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import math
 import re
 from typing import Any
@@ -16,8 +18,25 @@ STATUSES = ("ok", "build-failed", "bench-failed")
 DIRECTIONS = ("higher", "lower")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
-MAX_SAMPLES = 100_000
+# Bounds on everything the master stores (docs/result-schema.md, "Limits"): a result that breaks one is rejected
+# with the path of the field, never half-stored or retried forever.
+MAX_SAMPLES = 100_000  # per metric
+MAX_WORKLOADS = 1_000
+MAX_METRICS = 100  # per workload
+MAX_FLAGS = 64  # per workload
 MAX_EXCERPT = 64_000
+MAX_STRING = 64_000  # any string anywhere (only log_excerpt needs this much)
+MAX_NAME = 128  # machine id, config hash, unit, flag, option and object member names
+MAX_REF = 255
+MAX_TEXT = 1_024  # strings in fingerprint, host_checks, options
+MAX_MEMBERS = 64  # members of fingerprint, host_checks, options, timings (and objects inside them)
+MAX_ITEMS = 256  # list items inside fingerprint, host_checks
+MAX_TIME = 64  # started_at, finished_at
+MAX_DEPTH = 16  # containers inside containers
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # SQLite's INTEGER
+_MEMBER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_INF = math.inf
 
 
 class ResultError(ValueError):
@@ -28,68 +47,207 @@ def _fail(path: str, problem: str) -> ResultError:
     return ResultError(f"{path}: {problem}")
 
 
+def _show(value: Any) -> str:
+    """A bounded, printable description of a value for an error message (repr escapes controls and surrogates)."""
+    if isinstance(value, dict):
+        return f"an object of {len(value)} members"
+    if isinstance(value, list):
+        return f"a list of {len(value)} items"
+    if isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
+        return f"an integer of {len(str(abs(value)))} digits"
+    if isinstance(value, str) and len(value) > 60:
+        return repr(value[:60]) + "..."
+    return repr(value)
+
+
+def _member(path: str, key: str) -> str:
+    """The JSON path of member `key` of the object at `path` (bracketed and escaped when not a plain name)."""
+    if _MEMBER_RE.match(key) and len(key) <= MAX_NAME:
+        return f"{path}.{key}"
+    return f"{path}[{json.dumps(key[:MAX_NAME])}]"
+
+
+def text_problem(value: str, limit: int) -> str | None:
+    """Why `value` cannot be stored as text (too long, NUL, a lone surrogate), or None."""
+    if len(value) > limit:
+        return f"a string of {len(value)} characters, more than the {limit} allowed"
+    if "\x00" in value:
+        return "contains NUL (\\u0000), which text cannot hold"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return f"contains a lone surrogate (U+{ord(value[e.start]):04X}): not Unicode text"
+    return None
+
+
+def clean_text(value: str) -> str:
+    """`value` with NUL and lone surrogates replaced by U+FFFD: log text the validator accepts."""
+    return _SURROGATE_RE.sub("\ufffd", value.replace("\x00", "\ufffd"))
+
+
+def _check_values(value: Any, path: str, depth: int = 0) -> None:
+    """Every value anywhere: strings are text of bounded length, integers fit SQLite, floats are finite, members
+    have bounded names, containers are nested at most MAX_DEPTH deep."""
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            raise _fail(path, f"nested deeper than {MAX_DEPTH} levels")
+        for key, item in value.items():
+            where = _member(path, key)
+            problem = text_problem(key, MAX_NAME)
+            if problem:
+                raise _fail(where, f"member name {problem}")
+            _check_values(item, where, depth + 1)
+    elif isinstance(value, list):
+        if depth >= MAX_DEPTH:
+            raise _fail(path, f"nested deeper than {MAX_DEPTH} levels")
+        for i, item in enumerate(value):
+            kind = type(item)
+            if kind is float:  # the common case (samples), checked inline
+                if not -_INF < item < _INF:
+                    raise _fail(f"{path}[{i}]", f"expected a finite number, got {item!r}")
+            elif kind is int:
+                if not INT_MIN <= item <= INT_MAX:
+                    raise _fail(f"{path}[{i}]", f"{_show(item)} is outside the signed 64-bit range")
+            else:
+                _check_values(item, f"{path}[{i}]", depth + 1)
+    elif isinstance(value, str):
+        problem = text_problem(value, MAX_STRING)
+        if problem:
+            raise _fail(path, problem)
+    elif isinstance(value, bool) or value is None:
+        pass
+    elif isinstance(value, int):
+        if not INT_MIN <= value <= INT_MAX:
+            raise _fail(path, f"{_show(value)} is outside the signed 64-bit range")
+    elif isinstance(value, float):
+        if not -_INF < value < _INF:
+            raise _fail(path, f"expected a finite number, got {value!r}")
+    else:
+        raise _fail(path, f"{type(value).__name__} is not a JSON value")
+
+
+def _small(value: Any, path: str, depth: int = 0) -> None:
+    """A free-form part (fingerprint, host_checks, options): bounded members, items and strings."""
+    if isinstance(value, dict):
+        if len(value) > MAX_MEMBERS:
+            raise _fail(path, f"an object of {len(value)} members, more than the {MAX_MEMBERS} allowed")
+        for key, item in value.items():
+            _small(item, _member(path, key), depth + 1)
+    elif isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise _fail(path, f"a list of {len(value)} items, more than the {MAX_ITEMS} allowed")
+        for i, item in enumerate(value):
+            _small(item, f"{path}[{i}]", depth + 1)
+    elif isinstance(value, str) and len(value) > MAX_TEXT:
+        raise _fail(path, f"a string of {len(value)} characters, more than the {MAX_TEXT} allowed")
+
+
 def _obj(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail(path, f"expected an object, got {type(value).__name__}")
     return value
 
 
-def _str(obj: dict[str, Any], key: str, path: str, pattern: re.Pattern[str] | None = None) -> str:
+def _str(obj: dict[str, Any], key: str, path: str, pattern: re.Pattern[str] | None = None,
+         limit: int = MAX_NAME) -> str:
     value = obj.get(key)
     if not isinstance(value, str) or not value:
-        raise _fail(f"{path}.{key}", f"expected a non-empty string, got {value!r}"[:200])
+        raise _fail(f"{path}.{key}", f"expected a non-empty string, got {_show(value)}")
+    if len(value) > limit:
+        raise _fail(f"{path}.{key}", f"a string of {len(value)} characters, more than the {limit} allowed")
     if pattern is not None and not pattern.match(value):
-        raise _fail(f"{path}.{key}", f"{value!r} does not match {pattern.pattern}"[:200])
+        raise _fail(f"{path}.{key}", f"{_show(value)} does not match {pattern.pattern}")
     return value
 
 
 def _int(obj: dict[str, Any], key: str, path: str) -> int:
     value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(f"{path}.{key}", f"expected a non-negative integer, got {value!r}"[:200])
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT_MAX:
+        raise _fail(f"{path}.{key}", f"expected an integer from 0 to {INT_MAX}, got {_show(value)}")
     return value
+
+
+def _time(obj: dict[str, Any], key: str) -> None:
+    if key not in obj:
+        return
+    value = obj[key]
+    if not isinstance(value, str) or len(value) > MAX_TIME:
+        raise _fail(f"$.{key}", f"expected an ISO 8601 time of at most {MAX_TIME} characters, got {_show(value)}")
+    try:
+        dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise _fail(f"$.{key}", f"{_show(value)} is not an ISO 8601 time such as 2026-11-22T03:04:12+00:00") from None
 
 
 def validate(doc: Any) -> dict[str, Any]:
     """Check a parsed result document; return it unchanged or raise ResultError naming the bad field."""
     root = _obj(doc, "$")
     if root.get("schema") != SCHEMA:
-        raise _fail("$.schema", f"expected {SCHEMA!r}, got {root.get('schema')!r}; is this a perffarm result?")
+        raise _fail("$.schema", f"expected {SCHEMA!r}, got {_show(root.get('schema'))}; is this a perffarm result?")
     version = root.get("schema_version")
     if version != SCHEMA_VERSION:
         raise _fail(
             "$.schema_version",
-            f"this master reads version {SCHEMA_VERSION}, got {version!r}; "
+            f"this master reads version {SCHEMA_VERSION}, got {_show(version)}; "
             "the worker's recipes and the master are out of step (reconfig the master)",
         )
+    _check_values(root, "$")
     commit = _obj(root.get("commit"), "$.commit")
     _str(commit, "sha", "$.commit", SHA_RE)
-    _str(commit, "ref", "$.commit")
+    _str(commit, "ref", "$.commit", limit=MAX_REF)
     recipe = _obj(root.get("recipe"), "$.recipe")
     _str(recipe, "name", "$.recipe", NAME_RE)
     _int(recipe, "version", "$.recipe")
     _str(recipe, "config_hash", "$.recipe")
+    if "options" in recipe:
+        options = _obj(recipe["options"], "$.recipe.options")
+        _small(options, "$.recipe.options")
+        for key, value in options.items():
+            if not isinstance(value, str):
+                raise _fail(_member("$.recipe.options", key), f"expected a string, got {_show(value)}")
     machine = _obj(root.get("machine"), "$.machine")
     _str(machine, "id", "$.machine")
     fingerprint = _obj(machine.get("fingerprint"), "$.machine.fingerprint")
+    _small(fingerprint, "$.machine.fingerprint")
     for key in ("cpu_model", "kernel", "compiler"):
-        _str(fingerprint, key, "$.machine.fingerprint")
+        _str(fingerprint, key, "$.machine.fingerprint", limit=MAX_TEXT)
     for key in ("cores", "memory_bytes"):
         _int(fingerprint, key, "$.machine.fingerprint")
-    _obj(root.get("host_checks", {}), "$.host_checks")
+    checks = _obj(root.get("host_checks", {}), "$.host_checks")
+    _small(checks, "$.host_checks")
+    if not isinstance(checks.get("noisy", False), bool):
+        raise _fail("$.host_checks.noisy", f"expected true or false, got {_show(checks['noisy'])}")
+    reasons = checks.get("noisy_reasons", [])
+    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+        raise _fail("$.host_checks.noisy_reasons", "expected a list of strings")
     status = root.get("status")
     if status not in STATUSES:
-        raise _fail("$.status", f"expected one of {', '.join(STATUSES)}, got {status!r}"[:200])
+        raise _fail("$.status", f"expected one of {', '.join(STATUSES)}, got {_show(status)}")
     excerpt = root.get("log_excerpt", "")
     if not isinstance(excerpt, str) or len(excerpt) > MAX_EXCERPT:
         raise _fail("$.log_excerpt", f"expected a string of at most {MAX_EXCERPT} characters")
     if status != "ok" and not excerpt:
         raise _fail("$.log_excerpt", f"a {status} result must carry the log excerpt that explains it")
-    workloads = root.get("workloads")
+    if "timings" in root:
+        timings = _obj(root["timings"], "$.timings")
+        _small(timings, "$.timings")
+        for key, value in timings.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise _fail(_member("$.timings", key), f"expected a number of seconds, got {_show(value)}")
+    _time(root, "started_at")
+    _time(root, "finished_at")
+    _workloads(root.get("workloads"), status)
+    return root
+
+
+def _workloads(workloads: Any, status: str) -> None:
     if not isinstance(workloads, list):
         raise _fail("$.workloads", "expected a list")
     if status == "ok" and not workloads:
         raise _fail("$.workloads", "an ok result must have at least one workload")
+    if len(workloads) > MAX_WORKLOADS:
+        raise _fail("$.workloads", f"{len(workloads)} workloads, more than the {MAX_WORKLOADS} allowed")
     seen: set[str] = set()
     for i, w in enumerate(workloads):
         wpath = f"$.workloads[{i}]"
@@ -101,9 +259,16 @@ def validate(doc: Any) -> dict[str, Any]:
         flags = w.get("flags", [])
         if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
             raise _fail(f"{wpath}.flags", "expected a list of strings")
+        if len(flags) > MAX_FLAGS:
+            raise _fail(f"{wpath}.flags", f"{len(flags)} flags, more than the {MAX_FLAGS} allowed")
+        for k, flag in enumerate(flags):
+            if not flag or len(flag) > MAX_NAME:
+                raise _fail(f"{wpath}.flags[{k}]", f"expected a flag of 1 to {MAX_NAME} characters, got {_show(flag)}")
         metrics = w.get("metrics")
         if not isinstance(metrics, list) or not metrics:
             raise _fail(f"{wpath}.metrics", "expected a non-empty list")
+        if len(metrics) > MAX_METRICS:
+            raise _fail(f"{wpath}.metrics", f"{len(metrics)} metrics, more than the {MAX_METRICS} allowed")
         mseen: set[str] = set()
         for j, m in enumerate(metrics):
             mpath = f"{wpath}.metrics[{j}]"
@@ -114,13 +279,19 @@ def validate(doc: Any) -> dict[str, Any]:
             mseen.add(mname)
             _str(m, "unit", mpath)
             if m.get("direction") not in DIRECTIONS:
-                raise _fail(f"{mpath}.direction", f"expected 'higher' or 'lower', got {m.get('direction')!r}")
+                raise _fail(f"{mpath}.direction", f"expected 'higher' or 'lower', got {_show(m.get('direction'))}")
             samples = m.get("samples")
             if not isinstance(samples, list) or not samples:
                 raise _fail(f"{mpath}.samples", "expected a non-empty list of numbers")
             if len(samples) > MAX_SAMPLES:
-                raise _fail(f"{mpath}.samples", f"more than {MAX_SAMPLES} samples")
-            for k, v in enumerate(samples):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                    raise _fail(f"{mpath}.samples[{k}]", f"expected a finite number, got {v!r}"[:200])
-    return root
+                raise _fail(f"{mpath}.samples", f"{len(samples)} samples, more than the {MAX_SAMPLES} allowed")
+            _samples(samples, f"{mpath}.samples")
+
+
+def _samples(samples: list[Any], path: str) -> None:
+    """Every sample a finite number (integers are bounded to SQLite's range by _check_values)."""
+    for k, v in enumerate(samples):
+        kind = type(v)
+        if kind is int or (kind is float and math.isfinite(v)):
+            continue
+        raise _fail(f"{path}[{k}]", f"expected a finite number, got {_show(v)}")

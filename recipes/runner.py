@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from recipes import registry
 from recipes.api import Context, Recipe, RecipeFailure, WorkloadResult
-from recipes.result import SCHEMA, SCHEMA_VERSION, validate
+from recipes.result import SCHEMA, SCHEMA_VERSION, clean_text, validate
 from workers import hostinfo
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_RECIPE_FAILED = 0, 1, 2, 3
@@ -118,7 +118,7 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
         ctx.log(f"{status}: {e.message}")
         excerpt = f"{e.message}\n{e.log_excerpt or ctx.tail()}".strip()
         timings[f"{phase}_seconds"] = round(time.monotonic() - t0, 3)
-        doc = result_doc(recipe, ctx, status, [], excerpt[-60_000:], timings, started_at)
+        doc = result_doc(recipe, ctx, status, [], clean_text(excerpt[-60_000:]), timings, started_at)
         write_json_atomic(result_path, doc)
         return EXIT_RECIPE_FAILED
     except Exception:
@@ -128,7 +128,8 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
         ctx.log("bench-failed: the recipe raised an exception")
         print(tb, file=sys.stderr)
         timings["bench_seconds"] = round(time.monotonic() - t0, 3)
-        doc = result_doc(recipe, ctx, "bench-failed", [], f"{tb}\n{ctx.tail()}"[-60_000:], timings, started_at)
+        excerpt = clean_text(f"{tb}\n{ctx.tail()}"[-60_000:])
+        doc = result_doc(recipe, ctx, "bench-failed", [], excerpt, timings, started_at)
         write_json_atomic(result_path, doc)
         return EXIT_RECIPE_FAILED
     timings[f"{phase}_seconds"] = round(time.monotonic() - t0, 3)

@@ -93,3 +93,90 @@ def test_duplicate_workload_is_rejected():
 def test_not_an_object():
     with pytest.raises(ResultError, match=r"^\$: expected an object"):
         validate([1, 2])
+
+
+# ------------------------------------------------------------------------- everything stored is bounded (#12)
+
+SAMPLES = ["workloads", 0, "metrics", 0, "samples"]
+
+
+def _deep(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels):
+        value = {"x": value}
+    return value
+
+
+BOUNDED = [
+        (SAMPLES, [1.0, 10**400], "$.workloads[0].metrics[0].samples[1]"),  # OverflowError in math.isfinite
+        (SAMPLES, [2**63], "$.workloads[0].metrics[0].samples[0]"),
+        (SAMPLES, [-(2**63) - 1], "$.workloads[0].metrics[0].samples[0]"),
+        (SAMPLES, [None], "$.workloads[0].metrics[0].samples[0]"),
+        (SAMPLES, [[1.0]], "$.workloads[0].metrics[0].samples[0]"),
+        (["started_at"], {"at": 1}, "$.started_at"),
+        (["started_at"], "2026-11-22T03:04:12+00:00" + " " * 100, "$.started_at"),
+        (["finished_at"], "yesterday", "$.finished_at"),
+        (["finished_at"], 1700000000, "$.finished_at"),
+        (["recipe", "version"], 2**63, "$.recipe.version"),
+        (["recipe", "version"], 10**400, "$.recipe.version"),
+        (["machine", "fingerprint", "memory_bytes"], 2**64, "$.machine.fingerprint.memory_bytes"),
+        (["commit", "ref"], "master\ud800", "$.commit.ref"),  # a lone surrogate: SQLite cannot store it
+        (["commit", "ref"], "mas\x00ter", "$.commit.ref"),
+        (["commit", "ref"], "r" * 256, "$.commit.ref"),
+        (["machine", "id"], "m" * 129, "$.machine.id"),
+        (["machine", "id"], "\udfff", "$.machine.id"),
+        (["recipe", "config_hash"], "h" * 129, "$.recipe.config_hash"),
+        (["workloads", 0, "metrics", 0, "unit"], "u" * 129, "$.workloads[0].metrics[0].unit"),
+        (["workloads", 0, "metrics", 0, "unit"], "ms\ud83d", "$.workloads[0].metrics[0].unit"),
+        (["log_excerpt"], "error \ud800", "$.log_excerpt"),
+        (["machine", "fingerprint", "kernel"], "k" * 1025, "$.machine.fingerprint.kernel"),
+        (["machine", "fingerprint", "extra"], ["x"] * 257, "$.machine.fingerprint.extra"),
+        (["host_checks"], {"k": "x" * 1025}, "$.host_checks.k"),
+        (["host_checks"], {"k": 2**70}, "$.host_checks.k"),
+        (["host_checks"], {"k": [1, "\x00"]}, "$.host_checks.k[1]"),
+        (["host_checks"], {"\ud800": 1}, '$.host_checks["\\ud800"]'),
+        (["host_checks"], {f"k{i}": i for i in range(65)}, "$.host_checks"),
+        (["host_checks"], _deep(40), "$.host_checks.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x"),
+        (["host_checks"], {"noisy": "yes"}, "$.host_checks.noisy"),
+        (["host_checks"], {"noisy_reasons": "SMT"}, "$.host_checks.noisy_reasons"),
+        (["recipe", "options"], {"samples": 3}, "$.recipe.options.samples"),
+        (["recipe", "options"], {"a b": "x" * 1025}, '$.recipe.options["a b"]'),
+        (["timings"], {"build_seconds": "1 s"}, "$.timings.build_seconds"),
+        (["workloads", 0, "flags"], ["f" * 129], "$.workloads[0].flags[0]"),
+        (["workloads", 0, "flags"], ["sla-miss"] * 65, "$.workloads[0].flags"),
+        (["workloads", 0, "flags"], [""], "$.workloads[0].flags[0]"),
+        (["unknown"], "\ud800", "$.unknown"),  # fields the schema does not name are stored too (the raw result)
+        (["unknown"], [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]], "$.unknown[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]"),
+]
+
+
+@pytest.mark.parametrize("path, value, where", BOUNDED, ids=[f"{i}:{c[2][:40]}" for i, c in enumerate(BOUNDED)])
+def test_every_stored_field_is_bounded(path, value, where):
+    with pytest.raises(ResultError) as e:
+        validate(_break(path, value))
+    assert str(e.value).startswith(where + ":"), str(e.value)
+    str(e.value).encode("utf-8")  # the message itself is storable (it becomes a rejection row)
+    assert len(str(e.value)) < 400
+
+
+def test_plausible_extremes_and_a_realistic_result_pass():
+    doc = good()
+    doc["workloads"][0]["metrics"][0]["samples"] = [0, -1.5, 1e300, -1e300, 2**63 - 1, 5e-324]
+    doc.update(started_at="2026-11-22T03:04:12+00:00", finished_at="2026-11-22T03:04:13.5+00:00",
+               timings={"build_seconds": 0.2, "bench_seconds": 1})
+    doc["host_checks"] = {"aslr": 2, "cpu_governor": ["ondemand", "performance"], "load_1min": 0.3, "noisy": True,
+                          "noisy_reasons": ["ASLR is on (randomize_va_space != 0)"], "smt_active": None,
+                          "swap_bytes": 0, "transparent_hugepages": "madvise", "turbo": None, "virtualized": "kvm"}
+    doc["recipe"]["options"] = {"workloads": "a,b", "samples": "3"}
+    doc["commit"]["ref"] = "refs/tags/REL_17_5"
+    doc["machine"]["fingerprint"]["cpu_model"] = "Intel\u00ae Xeon\u00ae \x1b[0m"  # odd but storable text
+    assert validate(doc) is doc
+
+
+def test_clean_text_makes_log_text_storable():
+    from recipes.result import clean_text, text_problem
+
+    dirty = "make: *** [x] Error 1\x00\udc80 caf\u00e9"
+    assert text_problem(dirty, 100) is not None
+    assert clean_text(dirty) == "make: *** [x] Error 1\ufffd\ufffd caf\u00e9"
+    assert text_problem(clean_text(dirty), 100) is None

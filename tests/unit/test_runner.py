@@ -87,6 +87,16 @@ def test_crashing_benchmark_is_a_bench_failed_result(tmp_path, pyz):
     assert doc["status"] == "bench-failed" and "exited with status" in doc["log_excerpt"]
 
 
+def test_a_log_with_nul_bytes_is_a_result_the_master_accepts(tmp_path, pyz):
+    # the excerpt is the program's output: NUL (which the master refuses to store as text) becomes U+FFFD
+    write_src(tmp_path, '#include <stdio.h>\nint main(void){ fwrite("bad\\0line \\377\\n", 1, 11, stdout); '
+                        'return 0; }\n')
+    assert run_phase(pyz, "build", tmp_path).returncode == 0
+    assert run_phase(pyz, "bench", tmp_path).returncode == 3
+    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    assert doc["status"] == "bench-failed" and "bad\ufffdline \ufffd" in doc["log_excerpt"]
+
+
 def test_unknown_recipe_is_named(tmp_path, pyz):
     proc = subprocess.run([sys.executable, str(pyz), "build", "--recipe", "nope", "--src", ".", "--work", "w",
                            "--state", "s", "--sha", SHA, "--ref", "m", "--result", "r.json"],

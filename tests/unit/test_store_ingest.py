@@ -280,3 +280,51 @@ def test_migration_5_keeps_old_runs_and_frees_build_ids(tmp_path):
                      "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, "
                      "result, request_key) VALUES ('c', 'c', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', "
                      "6, '', '{}', 0, 0, '{}', 'new/1')")
+
+
+def _raw(sha: str, **replace: str) -> str:
+    """A result's JSON text with members replaced by raw JSON text (values json.dumps cannot make)."""
+    doc = result_for(sha)
+    marks = {}
+    for key, text in replace.items():
+        marks[key] = f"__{key}__"
+        target = doc
+        *parents, last = key.split(".")
+        for p in parents:
+            target = target[int(p)] if p.isdigit() else target[p]
+        target[int(last) if last.isdigit() else last] = marks[key]
+    out = json.dumps(doc)
+    for key, text in replace.items():
+        out = out.replace(json.dumps(marks[key]), text)
+    return out
+
+
+@pytest.mark.parametrize(
+    "members, where",
+    [
+        ({"workloads.0.metrics.0.samples": "[1.0, 1" + "0" * 400 + "]"}, "$.workloads[0].metrics[0].samples[1]"),
+        ({"workloads.0.metrics.0.samples": "[1" + "0" * 5000 + "]"}, "not valid JSON"),  # Python's 4,300 digits
+        ({"host_checks": "[" * 100_000 + "]" * 100_000}, "nested too deeply"),  # RecursionError in json.loads
+        ({"host_checks": "{\"a\":" * 50 + "1" + "}" * 50}, "$.host_checks.a.a.a"),
+        ({"started_at": "{\"t\": 1}"}, "$.started_at"),  # SQLite cannot bind an object: deferred forever before
+        ({"recipe.version": str(2**63)}, "$.recipe.version"),  # SQLite INTEGER overflow: deferred forever before
+        ({"commit.ref": "\"master\\ud800\""}, "$.commit.ref"),  # a lone surrogate: deferred forever before
+        ({"machine.id": "\"m\\u0000\""}, "$.machine.id"),
+        ({"log_excerpt": "\"\\udc80\""}, "$.log_excerpt"),
+    ],
+)
+def test_malformed_values_are_rejected_once_with_their_path(env, members, where):
+    repo, settings = env
+    sha = repo.head()
+    path = put(settings, _raw(sha, **members))
+    with pytest.raises(ingest.IngestRejected) as info:
+        ingest.ingest_file(settings, path, run_ctx(7, sha), "fixture")
+    assert where in str(info.value)
+    kept = settings.incoming_dir / "rejected" / path.name
+    assert kept.exists() and not path.exists()
+    assert where in (kept.parent / (path.name + ".error")).read_text(encoding="utf-8")
+    conn = store.connect(settings.results_db)
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    assert [r[0] for r in conn.execute("SELECT revision FROM rejections")] == [sha]
+    # rejected, not deferred: nothing is left for the reconciler to retry
+    assert not list(settings.incoming_dir.glob("*.context")) and ingest.retry_deferred(settings) == []
