@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from master import gitauth, gitmirror, store
+from master.atomicfile import move_durably, write_atomic
 from master.redact import redact_text, redact_url
 from master.settings import Settings
 from recipes.result import MAX_DEPTH, ResultError, validate
 
 MAX_RESULT_BYTES = 64 * 2**20
 _mirror_lock = threading.Lock()  # one git fetch into the mirror at a time
+log = logging.getLogger("perffarm.ingest")
 
 
 class IngestRejected(ValueError):
@@ -196,10 +198,10 @@ def ingest_file(
         raise
     except Exception as e:
         # Not the result's fault (repository unreachable, disk full, a bug): keep it and retry later.
-        _context_path(path).write_text(json.dumps({"run": dataclasses.asdict(run), "recipe": recipe}))
-        if isinstance(e, IngestDeferred):
+        unsaved = _save_context(path, run, recipe)
+        if isinstance(e, IngestDeferred) and not unsaved:
             raise
-        raise IngestDeferred(f"could not store the result: {type(e).__name__}: {e}") from e
+        raise IngestDeferred(f"could not store the result: {type(e).__name__}: {e}{unsaved}") from e
     path.unlink(missing_ok=True)
     _context_path(path).unlink(missing_ok=True)
     n_samples = sum(len(m["samples"]) for w in doc["workloads"] for m in w["metrics"])
@@ -219,8 +221,8 @@ def _reject(settings: Settings, path: Path, run: store.RunContext, reason: str) 
     kept = rejected / path.name
     if path.exists():
         rejected.mkdir(parents=True, exist_ok=True)
-        os.replace(path, kept)
-        (rejected / (path.name + ".error")).write_text(reason + "\n")
+        move_durably(path, kept)
+        write_atomic(rejected / (path.name + ".error"), reason + "\n")
     _context_path(path).unlink(missing_ok=True)
     revision = run.revision or run.got_revision
     if revision:
@@ -238,13 +240,26 @@ def _set_aside(path: Path, reason: str) -> None:
         return
     stale = path.parent / "stale"
     stale.mkdir(parents=True, exist_ok=True)
-    os.replace(path, stale / path.name)
-    (stale / (path.name + ".error")).write_text(reason + "\n")
+    move_durably(path, stale / path.name)
+    write_atomic(stale / (path.name + ".error"), reason + "\n")
     _context_path(path).unlink(missing_ok=True)
 
 
 def _context_path(path: Path) -> Path:
     return path.with_name(path.name + ".context")
+
+
+def _save_context(path: Path, run: store.RunContext, recipe: str | None) -> str:
+    """Keep a deferred result's build context beside it, atomically (a full disk leaves no empty file); returns
+    "" or, when it could not be written, a note for the message: the commit is then re-queued instead."""
+    try:
+        write_atomic(_context_path(path), json.dumps({"run": dataclasses.asdict(run), "recipe": recipe}))
+    except OSError as e:
+        log.warning("could not save the build context of %s (%s): it will not be retried; the reconciler "
+                    "re-queues its commit", path.name, e)
+        return (f"; its build context could not be saved ({e.strerror or e}), so it will not be retried: the "
+                "reconciler re-queues the commit")
+    return ""
 
 
 def retry_deferred(settings: Settings) -> list[str]:

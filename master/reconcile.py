@@ -10,7 +10,6 @@ not doubled), and at most `max_attempts` times. It also retries results whose in
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ from twisted.internet import threads
 from twisted.python import log
 
 from master import ingest, store
+from master.atomicfile import write_atomic
 from master.periodic import PeriodicService
 from master.settings import Settings
 
@@ -176,7 +176,4 @@ class Reconciler(PeriodicService):
         )
 
     def _write_report(self, report: PassReport) -> None:
-        path = self.settings.data_dir / "reconcile.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(report.__dict__, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        write_atomic(self.settings.data_dir / "reconcile.json", json.dumps(report.__dict__, indent=1, sort_keys=True))

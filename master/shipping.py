@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import zipfile
 from pathlib import Path
 
+from master.atomicfile import write_atomic
 from master.settings import REPO_ROOT
 
 _MAIN = b"import sys\nfrom recipes.runner import main\nsys.exit(main())\n"
@@ -42,8 +42,6 @@ def build_zipapp(out_dir: Path, root: Path = REPO_ROOT) -> Path:
     digest = hashlib.sha256(blob).hexdigest()[:12]
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"perffarm-recipes-{digest}.pyz"
-    if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(blob)
-        os.replace(tmp, path)
+    if not path.exists():  # named by content: a truncated file would be shipped forever, so write it atomically
+        write_atomic(path, blob)
     return path
