@@ -262,21 +262,69 @@ def _save_context(path: Path, run: store.RunContext, recipe: str | None) -> str:
     return ""
 
 
+def _quarantine(settings: Settings, ctx_file: Path, reason: str) -> str:
+    """Move a deferred result whose context cannot be read (and the context) to incoming/quarantine/ with the
+    reason, so it is not tried again; without a rejection row the reconciler re-queues its commit."""
+    result = ctx_file.with_name(ctx_file.name[: -len(".context")])
+    where = settings.incoming_dir / "quarantine"
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        write_atomic(where / (result.name + ".error"), reason + "\n")
+        for f in (result, ctx_file):
+            if f.exists():
+                move_durably(f, where / f.name)
+    except OSError as e:
+        log.error("could not quarantine %s (%s): %s", ctx_file.name, e, reason)
+        return f"{result.name}: {reason}; could not move it aside ({e}): it will be tried again"
+    log.warning("%s: %s; moved to %s", result.name, reason, where)
+    return f"{result.name}: {reason}; moved to {where}"
+
+
+def _read_context(ctx_file: Path) -> tuple[store.RunContext, str | None]:
+    """The build context saved beside a deferred result; ValueError says why it cannot be used."""
+    try:
+        text = ctx_file.read_bytes()
+    except OSError as e:
+        raise ValueError(f"its build context {ctx_file.name} cannot be read ({e.strerror or e})") from None
+    if not text.strip():
+        raise ValueError(f"its build context {ctx_file.name} is empty")
+    try:
+        saved = json.loads(text)
+        recipe = saved.get("recipe")
+        if recipe is not None and not isinstance(recipe, str):
+            raise TypeError(f"recipe is {type(recipe).__name__}")
+        return store.RunContext(**saved["run"]), recipe
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
+        raise ValueError(f"its build context {ctx_file.name} is not one this master writes "
+                         f"({type(e).__name__}: {str(e)[:200]})") from None
+
+
 def retry_deferred(settings: Settings) -> list[str]:
-    """Try again to store results that were deferred (kept in incoming/ with their build context)."""
+    """Try again to store results that were deferred (kept in incoming/ with their build context).
+
+    One bad file never stops the pass: a context that cannot be read is quarantined with the reason, and an
+    unexpected error on one result is reported and the others are still tried.
+    """
     messages = []
     for ctx_file in sorted(settings.incoming_dir.glob("*.json.context")):
         path = ctx_file.with_name(ctx_file.name[: -len(".context")])
-        saved = json.loads(ctx_file.read_text())
-        run = store.RunContext(**saved["run"])
         try:
-            outcome = ingest_file(settings, path, run, saved.get("recipe"))
+            run, recipe = _read_context(ctx_file)
+        except ValueError as e:
+            messages.append(_quarantine(settings, ctx_file, str(e)))
+            continue
+        try:
+            outcome = ingest_file(settings, path, run, recipe)
         except IngestDeferred as e:
             messages.append(f"{path.name}: still deferred: {e}")
             continue
         except (IngestRejected, NoResult, store.AlreadyStored) as e:
             ctx_file.unlink(missing_ok=True)
             messages.append(f"{path.name}: {e}")
+            continue
+        except Exception as e:  # noqa: BLE001 - reported; the next pass tries again, the other results go on now
+            log.exception("retrying %s failed", path.name)
+            messages.append(f"{path.name}: retry failed ({type(e).__name__}: {str(e)[:200]}); tried again next pass")
             continue
         messages.append(f"{path.name}: {outcome.message}")
     return messages

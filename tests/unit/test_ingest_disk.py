@@ -9,12 +9,65 @@ from pathlib import Path
 
 import pytest
 
-from master import ingest
+from master import ingest, store
 from master.atomicfile import write_atomic
 from master.reconcile import PassReport, Reconciler
 from master.settings import load_settings
 from tests.harness import make_repo
 from tests.unit.test_store_ingest import put, result_for, run_ctx
+
+
+@pytest.fixture
+def env(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
+                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings.incoming_dir.mkdir(parents=True)
+    return repo, settings
+
+
+def defer(settings, repo, tmp_path, sha, name, build_id):
+    """Ingest a result while the repository is unreachable: it is deferred with its context."""
+    moved = tmp_path / "moved"
+    repo.path.rename(moved)
+    try:
+        with pytest.raises(ingest.IngestDeferred):
+            ingest.ingest_file(settings, put(settings, result_for(sha), name), run_ctx(build_id, sha), "fixture")
+    finally:
+        moved.rename(repo.path)
+
+
+@pytest.mark.parametrize("content", [b"", b"   \n", b"{\"run\": {\"builder\": ", b"[]", b"{\"run\": {\"bogus\": 1}}",
+                                     b"{\"run\": {}, \"recipe\": 5}", b"\xff\xfe\x00garbage", b"[" * 100_000])
+def test_a_bad_context_file_is_quarantined_and_the_pass_goes_on(env, tmp_path, content):
+    repo, settings = env
+    a, b = repo.head(), repo.bench_commit("b", 2000)
+    defer(settings, repo, tmp_path, a, "a-1.json", 1)
+    defer(settings, repo, tmp_path, b, "b-2.json", 2)
+    bad = settings.incoming_dir / "a-1.json.context"  # sorted first: it used to stop the whole pass
+    bad.write_bytes(content)
+    messages = ingest.retry_deferred(settings)
+    assert len(messages) == 2 and "stored run" in messages[1], messages
+    assert "a-1.json" in messages[0] and "quarantine" in messages[0] and "build context" in messages[0]
+    quarantine = settings.incoming_dir / "quarantine"
+    assert (quarantine / "a-1.json").exists() and (quarantine / "a-1.json.context").read_bytes() == content
+    assert "build context a-1.json.context" in (quarantine / "a-1.json.error").read_text()
+    assert sorted(p.name for p in settings.incoming_dir.iterdir()) == ["quarantine"]
+    assert ingest.retry_deferred(settings) == []  # handled once, not at every pass
+    conn = store.connect(settings.results_db)
+    # no rejection row for the quarantined one: the reconciler re-queues its commit
+    assert store.results_for(conn, [a, b], "fixture@local") == {b}
+
+
+def test_an_unexpected_error_on_one_result_does_not_stop_the_others(env, tmp_path):
+    repo, settings = env
+    a, b = repo.head(), repo.bench_commit("b", 2000)
+    defer(settings, repo, tmp_path, a, "a-1.json", 1)
+    defer(settings, repo, tmp_path, b, "b-2.json", 2)
+    (settings.incoming_dir / "a-1.json").unlink()
+    (settings.incoming_dir / "a-1.json").mkdir()  # reading it raises IsADirectoryError, outside ingest's guards
+    messages = ingest.retry_deferred(settings)
+    assert "stored run" in messages[-1], messages
 
 
 def test_write_atomic_replaces_whole_files_and_leaves_no_temporaries(tmp_path):
