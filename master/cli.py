@@ -73,8 +73,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         finally:
             conn.close()
     report = settings.data_dir / "reconcile.json"
-    if report.exists():
-        rec = json.loads(report.read_text())
+    try:
+        rec = json.loads(report.read_bytes()) if report.exists() else None
+        if rec is not None and not isinstance(rec, dict):
+            raise ValueError("not an object")
+    except (OSError, ValueError) as e:
+        rec = None
+        out["reconcile_error"] = f"{report} is unreadable ({e}); the next reconcile pass rewrites it"
+    if rec is not None:
         out["reconcile"] = {
             "last_pass": _when(rec.get("at")),
             "missing": len(rec.get("missing", [])),
@@ -92,6 +98,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"queue       {len(out['queue'])} build request(s) waiting or running")
         for q in out["queue"]:
             print(f"            {q['builder']}  {'running' if q['claimed'] else 'waiting'}")
+    if "reconcile_error" in out:
+        print(f"reconcile   {out['reconcile_error']}")
     if "reconcile" in out:
         rec = out["reconcile"]
         print(f"reconcile   last pass {rec['last_pass']}: {rec['missing']} commit(s) without result, "

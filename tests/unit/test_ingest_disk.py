@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ from master.reconcile import PassReport, Reconciler
 from master.settings import load_settings
 from tests.harness import make_repo
 from tests.unit.test_store_ingest import put, result_for, run_ctx
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -78,6 +82,18 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temporaries(tmp_path):
     assert oct(target.stat().st_mode & 0o777) == "0o644"
     with pytest.raises(FileNotFoundError):
         write_atomic(tmp_path / "missing-dir" / "x", "y")
+
+
+def test_perffarm_status_survives_an_unreadable_reconcile_report(env):
+    _, settings = env
+    (settings.data_dir / "reconcile.json").write_bytes(b"")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
+    environ.update(PERFFARM_MASTER_DATA_DIR=str(settings.data_dir), PERFFARM_REPOSITORY_URL=settings.repository_url,
+                   PERFFARM_MASTER_WEB_PORT="9")  # nothing listens there: "master not running"
+    proc = subprocess.run([sys.executable, "-m", "master.cli", "status"], cwd=ROOT, env=environ, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "reconcile.json" in proc.stdout and "unreadable" in proc.stdout
 
 
 # ------------------------------------------------------------------------------------------- a real full disk
