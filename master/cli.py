@@ -14,6 +14,7 @@ from typing import Sequence
 from master import store
 from master.redact import redact_text
 from master.settings import Settings, SettingsError, describe, load_settings
+from master.textsafe import visible as v
 
 EXIT_USAGE = 2
 
@@ -93,34 +94,34 @@ def cmd_status(args: argparse.Namespace) -> int:
     state = "running" if out["master_running"] else "NOT running (start it with `make run`)"
     print(f"master      {settings.web_url} {state}")
     for w in out["workers"]:
-        print(f"worker      {w['name']:<20} {'connected' if w['connected'] else 'DISCONNECTED'}")
+        print(f"worker      {v(w['name']):<20} {'connected' if w['connected'] else 'DISCONNECTED'}")
     if out["master_running"]:
         print(f"queue       {len(out['queue'])} build request(s) waiting or running")
         for q in out["queue"]:
-            print(f"            {q['builder']}  {'running' if q['claimed'] else 'waiting'}")
+            print(f"            {v(q['builder'])}  {'running' if q['claimed'] else 'waiting'}")
     if "reconcile_error" in out:
-        print(f"reconcile   {out['reconcile_error']}")
+        print(f"reconcile   {v(out['reconcile_error'])}")
     if "reconcile" in out:
         rec = out["reconcile"]
         print(f"reconcile   last pass {rec['last_pass']}: {rec['missing']} commit(s) without result, "
               f"{len(rec['requeued'])} re-queued, {len(rec['gave_up'])} given up")
         for g in rec["gave_up"]:
-            print(f"            gave up on {g['revision'][:12]} ({g['branch']}) on {g['builder']} "
+            print(f"            gave up on {v(g['revision'][:12])} ({v(g['branch'])}) on {v(g['builder'])} "
                   f"after {settings.max_attempts} attempts: force a build to retry")
     for ch in out.get("channels", []):
-        print(f"channel     {ch.get('name')}: {ch.get('status')}, {ch.get('pending', 0)} pending"
-              + (f", last error: {ch.get('last_error')}" if ch.get("last_error") else ""))
+        print(f"channel     {v(ch.get('name'))}: {v(ch.get('status'))}, {ch.get('pending', 0)} pending"
+              + (f", last error: {v(ch.get('last_error'))}" if ch.get("last_error") else ""))
     for b in out.get("bisections", []):
         what = f"culprit {b['culprit'][:12]}" if b["culprit"] else b["state"]
-        print(f"bisection   {b['id']}: {b['workload']} on {b['branch']} {b['good'][:10]}..{b['bad'][:10]} "
-              f"{what} ({b['probes']} probes, {b['rounds']} runs)")
+        print(f"bisection   {b['id']}: {v(b['workload'])} on {v(b['branch'])} {v(b['good'][:10])}..{v(b['bad'][:10])} "
+              f"{v(what)} ({b['probes']} probes, {b['rounds']} runs)")
     if not out["latest"]:
         print("results     none stored yet" + ("" if settings.results_db.exists() else f" ({settings.results_db})"))
     else:
         print("latest result per ref:")
         for row in out["latest"]:
-            subject = (row.get("subject") or "")[:50]
-            print(f"  {row['ref']:<22} {row['builder']:<24} {row['sha'][:12]} {row['status']:<13} "
+            subject = v((row.get("subject") or "")[:50])
+            print(f"  {v(row['ref']):<22} {v(row['builder']):<24} {v(row['sha'][:12])} {v(row['status']):<13} "
                   f"{_when(row['ingested_at'])}  {subject}")
     return 0
 
@@ -143,8 +144,8 @@ def cmd_results_list(args: argparse.Namespace) -> int:
         return 0
     print(f"{'run':>5} {'commit':<12} {'ref':<18} {'builder':<24} {'status':<13} {'source':<8} stored")
     for r in rows:
-        print(f"{r['id']:>5} {r['sha'][:12]} {r['ref'][:18]:<18} {r['builder'][:24]:<24} {r['status']:<13} "
-              f"{r['source']:<8} {_when(r['ingested_at'])}  {(r['subject'] or '')[:40]}")
+        print(f"{r['id']:>5} {v(r['sha'][:12])} {v(r['ref'][:18]):<18} {v(r['builder'][:24]):<24} {v(r['status']):<13} "
+              f"{v(r['source']):<8} {_when(r['ingested_at'])}  {v((r['subject'] or '')[:40])}")
     return 0
 
 

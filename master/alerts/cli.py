@@ -23,6 +23,7 @@ from master.alerts import db, delivery, lifecycle
 from master.alerts.channels import build_senders
 from master.alerts.config import AlertConfigError, AlertSettings
 from master.alerts.sync import AlertNotFound, alert_view, resolve, set_state, sync
+from master.textsafe import visible as v
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
 
@@ -128,10 +129,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except (AlertNotFound, FileNotFoundError) as e:
-        print(f"perffarm alerts: {e}", file=sys.stderr)
+        print(f"perffarm alerts: {v(e)}", file=sys.stderr)
         return EXIT_MISSING
     except (lifecycle.LifecycleError, AlertConfigError) as e:
-        print(f"perffarm alerts: {e}", file=sys.stderr)
+        print(f"perffarm alerts: {v(e)}", file=sys.stderr)
         return EXIT_USAGE
 
 
@@ -151,15 +152,15 @@ def _run(args: argparse.Namespace) -> int:
                 print(json.dumps([h.__dict__ for h in health], indent=1, sort_keys=True))
             for h in health if args.format == "text" else []:
                 print(
-                    f"{h.name:<16} {h.kind or '(not configured)':<8} {h.status:<9} {h.pending} pending, "
+                    f"{v(h.name):<16} {v(h.kind) or '(not configured)':<8} {v(h.status):<9} {h.pending} pending, "
                     f"{h.sent} sent, last sent {_when(h.last_sent_at)}"
-                    + (f", error: {h.last_error}" if h.last_error else "")
+                    + (f", error: {v(h.last_error)}" if h.last_error else "")
                 )
             return EXIT_OK
         by = args.by or getpass.getuser()
         state = "acknowledged" if cmd == "ack" else args.state
         old, new = set_state(conn, args.alert_id, state, by=by, note=args.note)
-        print(f"{resolve(conn, args.alert_id)}: {old} -> {new}")
+        print(f"{v(resolve(conn, args.alert_id))}: {v(old)} -> {v(new)}")
         return EXIT_OK
     finally:
         conn.close()
@@ -185,8 +186,8 @@ def _list(conn, args: argparse.Namespace) -> int:
     for r in rows:
         where_ = r["culprit_sha"] or r["sha"]
         print(
-            f"{r['id']}  {r['state']:<14} {r['severity']:<8} {r['kind']:<11} {r['branch']:<16} "
-            f"{where_[:12]}  {r['n_lines']} workload(s)  {_when(r['created_at'])}"
+            f"{r['id']}  {v(r['state']):<14} {v(r['severity']):<8} {v(r['kind']):<11} {v(r['branch']):<16} "
+            f"{v(where_[:12])}  {r['n_lines']} workload(s)  {_when(r['created_at'])}"
         )
     return EXIT_OK
 
@@ -208,30 +209,31 @@ def _show(conn, args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=1, sort_keys=True, default=str))
         return EXIT_OK
     a = db.alert(conn, aid)
-    print(f"alert     {aid} (revision {a['revision']})")
-    print(f"state     {a['state']}" + ("" if a["active"] else " (retracted: the change points no longer hold)"))
-    print(f"kind      {a['severity']} {a['kind']} on {a['branch']}")
-    print(f"range     {a['prev_sha'] or '(start)'}..{a['sha']} ({view.commits or '?'} commit(s))")
+    print(f"alert     {v(aid)} (revision {a['revision']})")
+    print(f"state     {v(a['state'])}" + ("" if a["active"] else " (retracted: the change points no longer hold)"))
+    print(f"kind      {v(a['severity'])} {v(a['kind'])} on {v(a['branch'])}")
+    print(f"range     {v(a['prev_sha'] or '(start)')}..{v(a['sha'])} ({view.commits or '?'} commit(s))")
     print(
-        f"bisection {a['bisection_state'] or 'not started'}"
-        + (f", culprit {a['culprit_sha']}" if a["culprit_sha"] else "")
+        f"bisection {v(a['bisection_state'] or 'not started')}"
+        + (f", culprit {v(a['culprit_sha'])}" if a["culprit_sha"] else "")
     )
     who = view.culprit or view.commit
     if who:
-        print(f"commit    {who.sha} {json.dumps(who.subject)} by {json.dumps(who.author)}")
+        print(f"commit    {v(who.sha)} {json.dumps(who.subject)} by {json.dumps(who.author)}")
     for x in view.lines:
         ci = f" [{x.ci_low:.3f}, {x.ci_high:.3f}]" if x.ci_low is not None and x.ci_high is not None else ""
-        print(f"  {x.workload} {x.metric} on {x.machine_id}: rQPS {x.ratio:.3f}{ci} {x.colour} {x.severity}")
+        print(f"  {v(x.workload)} {v(x.metric)} on {v(x.machine_id)}: rQPS {x.ratio:.3f}{ci} {v(x.colour)} "
+              f"{v(x.severity)}")
     for h in hist:
         print(
-            f"  {_when(h['at'])} {h['old_state'] or '-'} -> {h['new_state']} by {h['by']}"
-            + (f": {h['note']}" if h["note"] else "")
+            f"  {_when(h['at'])} {v(h['old_state'] or '-')} -> {v(h['new_state'])} by {v(h['by'])}"
+            + (f": {v(h['note'])}" if h["note"] else "")
         )
     for o in out:
         print(
-            f"  {o['channel']:<12} {o['event']:<8} r{o['revision']} {o['state']:<9} attempts {o['attempts']}"
+            f"  {v(o['channel']):<12} {v(o['event']):<8} r{o['revision']} {v(o['state']):<9} attempts {o['attempts']}"
             + (f" sent {_when(o['sent_at'])}" if o["sent_at"] else "")
-            + (f" error: {o['last_error']}" if o["last_error"] and o["state"] == "pending" else "")
+            + (f" error: {v(o['last_error'])}" if o["last_error"] and o["state"] == "pending" else "")
         )
     return EXIT_OK
 
@@ -250,9 +252,9 @@ def _deliver(args: argparse.Namespace) -> int:
             sync(conn, settings)
             report = delivery.deliver_once(conn, settings, senders, secrets=secrets)
             for key in report.sent:
-                print(f"sent {key}", flush=True)
+                print(f"sent {v(key)}", flush=True)
             for key, reason in report.failed:
-                print(f"failed {key}: {reason}", flush=True)
+                print(f"failed {v(key)}: {v(reason)}", flush=True)
             if args.once:
                 return EXIT_OK
             time.sleep(interval)

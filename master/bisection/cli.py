@@ -10,6 +10,7 @@ import time
 from master import store
 from master.bisection import local, state
 from master.settings import load_settings
+from master.textsafe import visible as v
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,13 +48,13 @@ def run(args: argparse.Namespace) -> int:
                                         metric=args.metric, branch=args.branch, builder=args.builder,
                                         requested_by="cli --local" if args.local else "cli")
     except state.BisectionError as e:
-        print(f"perffarm bisect: {e}", file=sys.stderr)
+        print(f"perffarm bisect: {v(e)}", file=sys.stderr)
         return 2
     finally:
         conn.close()
     print(f"bisection {bisection_id} created")
     if args.local:
-        local.run(settings, bisection_id, say=print)
+        local.run(settings, bisection_id, say=lambda line: print(v(line)))
         return _status(settings, bisection_id, args.format)
     from master import launcher
 
@@ -82,7 +83,7 @@ def _status(settings, bisection_id: int, fmt: str) -> int:
         try:
             row = state.get(conn, bisection_id)
         except state.BisectionError as e:
-            print(f"perffarm bisect: {e}", file=sys.stderr)
+            print(f"perffarm bisect: {v(e)}", file=sys.stderr)
             return 2
         culprit = conn.execute("SELECT subject, author FROM commits WHERE sha = ?", (row["culprit"],)).fetchone() \
             if row["culprit"] else None
@@ -96,18 +97,20 @@ def _status(settings, bisection_id: int, fmt: str) -> int:
     if fmt == "json":
         print(json.dumps(doc, indent=1, sort_keys=True))
         return 0
-    print(f"bisection {row['id']}: {row['state']}  ({row['workload']}/{row['metric']} on {row['builder']}, "
-          f"{row['branch']}, {doc['range_commits']} commits {row['good'][:12]}..{row['bad'][:12]})")
+    print(f"bisection {row['id']}: {v(row['state'])}  ({v(row['workload'])}/{v(row['metric'])} on "
+          f"{v(row['builder'])}, {v(row['branch'])}, {doc['range_commits']} commits "
+          f"{v(row['good'][:12])}..{v(row['bad'][:12])})")
     if row["culprit"]:
-        print(f"culprit   {row['culprit']}\n          {doc['culprit_subject']}\n          {doc['culprit_author']}")
+        print(f"culprit   {v(row['culprit'])}\n          {v(doc['culprit_subject'])}\n          "
+              f"{v(doc['culprit_author'])}")
         print(f"rQPS      {row['ratio']:.4f}  95% CI [{row['ci_low']:.4f}, {row['ci_high']:.4f}] "
-              f"against {row['parent'][:12]}")
+              f"against {v(row['parent'][:12])}")
     if row["reason"]:
-        print(f"reason    {row['reason']}")
+        print(f"reason    {v(row['reason'])}")
     print(f"probes    {row['probes']} commits, {row['rounds']} runs, {row['samples']} samples")
     print("log:")
     for line in doc["log"]:
-        print(f"  {line}")
+        print(f"  {v(line)}")
     return 0
 
 
@@ -122,7 +125,7 @@ def _list(settings, fmt: str) -> int:
         print(json.dumps([dict(r) for r in rows], indent=1))
         return 0
     for r in rows:
-        print(f"{r['id']:>4} {r['state']:<16} {r['workload']}/{r['metric']} {r['branch']} "
-              f"{r['good'][:10]}..{r['bad'][:10]} culprit {(r['culprit'] or '-')[:12]} "
+        print(f"{r['id']:>4} {v(r['state']):<16} {v(r['workload'])}/{v(r['metric'])} {v(r['branch'])} "
+              f"{v(r['good'][:10])}..{v(r['bad'][:10])} culprit {v((r['culprit'] or '-')[:12])} "
               f"({r['probes']} probes, {r['rounds']} runs)")
     return 0

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from master.detect import offline, online, steady
 from master.detect.model import ChangePoint, Direction, Series
+from master.textsafe import visible
 
 EXIT_OK = 0
 EXIT_INPUT = 2
@@ -112,7 +113,8 @@ def render_text(report: Report) -> str:
     else:
         lines.append(f"{'index':>6}  {'commit':<14} {'ratio':>8}  {'kind':<11} {'pvalue':>9}")
         for cp in report.change_points:
-            lines.append(f"{cp.index:>6}  {cp.commit[:14]:<14} {cp.ratio:>8.4f}  {cp.kind.value:<11} {cp.pvalue:>9.2g}")
+            lines.append(f"{cp.index:>6}  {visible(cp.commit[:14]):<14} {cp.ratio:>8.4f}  {cp.kind.value:<11} "
+                         f"{cp.pvalue:>9.2g}")
     g = report.gate
     if report.steady:
         lines.append("steady series (every commit's samples agree within 0.01%): changes judged by magnitude, "
@@ -121,7 +123,7 @@ def render_text(report: Report) -> str:
         lines.append("newest commits: consistent with the recent baseline")
     else:
         lines.append(
-            f"newest commits: {g.tier.value} {g.change.kind.value} starting at {g.change.commit} "
+            f"newest commits: {g.tier.value} {g.change.kind.value} starting at {visible(g.change.commit)} "
             f"(index {g.change.index}, ratio {g.change.ratio:.4f}, p={g.change.pvalue:.2g}, "
             f"{g.run_length} commits)"
         )
@@ -174,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         series = read_series(args.file)
     except InputError as exc:
-        print(f"perffarm detect: {exc}", file=sys.stderr)
+        print(f"perffarm detect: {visible(exc)}", file=sys.stderr)
         return EXIT_INPUT
     report = analyse(series, Direction.parse(args.direction))
     print(render_json(report) if args.format == "json" else render_text(report))

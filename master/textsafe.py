@@ -1,0 +1,42 @@
+"""Show untrusted text (commit subjects, authors, ref and workload names) so it cannot act on what displays it.
+
+Whoever can push to the watched repository writes commit subjects and author names; ref names allow most of
+Unicode. Printed raw, an ESC starts a terminal escape sequence (colours, cursor moves, window titles, OSC 8
+links), BEL rings, CR overwrites the line; a bidi override (U+202E) reverses what a terminal or a web page shows
+after it. `visible` writes each such character as a visible escape instead (`\\x1b`, `\\u202e`), so the reader
+sees that it is there and nothing acts on it. Pure, stdlib only; used by every CLI verb and the history site.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls (tab and newline too: every field is one line), DEL, C1 controls; every format (Cf) character,
+# which includes bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), marks (U+200E/F, U+061C),
+# zero-width characters and tag characters; line and paragraph separators; lone surrogates.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: object) -> str:
+    """`text` (None as "") with every control, bidi and invisible format character shown as an escape."""
+    if text is None:
+        return ""
+    s = text if isinstance(text, str) else str(text)
+    return _UNSAFE.sub(_escape, s) if _UNSAFE.search(s) else s
+
+
+def is_visible(text: str) -> bool:
+    """Whether `visible(text)` would leave `text` as it is."""
+    return _UNSAFE.search(text) is None
