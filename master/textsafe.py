@@ -4,7 +4,8 @@ Whoever can push to the watched repository writes commit subjects and author nam
 Unicode. Printed raw, an ESC starts a terminal escape sequence (colours, cursor moves, window titles, OSC 8
 links), BEL rings, CR overwrites the line; a bidi override (U+202E) reverses what a terminal or a web page shows
 after it. `visible` writes each such character as a visible escape instead (`\\x1b`, `\\u202e`), so the reader
-sees that it is there and nothing acts on it. Pure, stdlib only; used by every CLI verb and the history site.
+sees that it is there and nothing acts on it. Pure, stdlib only; used by every CLI verb and the history site
+(where tab and newline stay: HTML and JSON cannot be steered by them).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import re
 # C0 controls (tab and newline too: every field is one line), DEL, C1 controls; every format (Cf) character,
 # which includes bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), marks (U+200E/F, U+061C),
 # zero-width characters and tag characters; line and paragraph separators; lone surrogates.
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+_FORMAT_CHARS = (
+    "\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
     "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff"
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0001\U000e0020-\U000e007f]"
+    "\U000e0001\U000e0020-\U000e007f"
 )
+_UNSAFE = re.compile(f"[\x00-\x1f{_FORMAT_CHARS}]")
+_UNSAFE_IN_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_FORMAT_CHARS}]")  # keeps tab and newline
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -29,14 +32,11 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-def visible(text: object) -> str:
-    """`text` (None as "") with every control, bidi and invisible format character shown as an escape."""
+def visible(text: object, lines: bool = False) -> str:
+    """`text` (None as "") with every control, bidi and invisible format character shown as an escape; with
+    `lines`, tab and newline are kept (multi-line text such as a build log on a web page)."""
     if text is None:
         return ""
     s = text if isinstance(text, str) else str(text)
-    return _UNSAFE.sub(_escape, s) if _UNSAFE.search(s) else s
-
-
-def is_visible(text: str) -> bool:
-    """Whether `visible(text)` would leave `text` as it is."""
-    return _UNSAFE.search(text) is None
+    pattern = _UNSAFE_IN_LINES if lines else _UNSAFE
+    return pattern.sub(_escape, s) if pattern.search(s) else s

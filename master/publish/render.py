@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 import numpy as np
+
+from master.textsafe import visible
 
 SITE_DIR = Path(__file__).resolve().parent.parent.parent / "site"
 FORMAT_VERSION = 1
@@ -102,9 +105,15 @@ def author_name(author: str) -> str:
     return name or "unknown"
 
 
+def _finalize(value: Any) -> Any:
+    """Every text a template writes: controls and bidi characters shown as escapes (autoescape then escapes HTML);
+    markup the templates made themselves is left alone. The Atom feed stays well-formed XML this way too."""
+    return visible(value, lines=True) if isinstance(value, str) and not isinstance(value, markupsafe.Markup) else value
+
+
 @lru_cache(maxsize=4)
 def environment(template_dir: str = str(SITE_DIR)) -> jinja2.Environment:
-    """The one jinja2 environment: autoescape everywhere, unknown names are errors."""
+    """The one jinja2 environment: autoescape everywhere, unknown names are errors, no raw control characters."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(template_dir),
         autoescape=True,
@@ -112,6 +121,7 @@ def environment(template_dir: str = str(SITE_DIR)) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_finalize,
     )
     env.filters.update(value=fmt_value, ratio=fmt_ratio, when=fmt_time, short=lambda s: s[:12])
     return env

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from master.publish.names import digest
+from master.textsafe import visible
 
 CHUNK = 1000  # branch positions per data chunk: a new run at the head rewrites one chunk per series
 
@@ -107,10 +108,12 @@ def has_table(conn: sqlite3.Connection, table: str) -> list[str]:
 
 
 def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict[str, Commit]:
+    """Commit facts; subject and author with control and bidi characters shown as escapes (textsafe), so they
+    can neither reorder a page nor hide in it, whichever template or script shows them."""
     sql = "SELECT sha, subject, author, authored_at FROM commits"
     out: dict[str, Commit] = {}
     for r in _chunked(conn, sql, "sha", shas):
-        out[r[0]] = Commit(r[0], r[1], r[2], int(r[3]))
+        out[r[0]] = Commit(r[0], visible(r[1]), visible(r[2]), int(r[3]))
     return out
 
 
@@ -141,8 +144,8 @@ def runs(conn: sqlite3.Connection, ids: Iterable[int] | None = None, shas: Itera
         rows = _chunked(conn, sql, "id", ids)
     else:
         rows = _chunked(conn, sql, "sha", shas)
-    return {r[0]: Run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], int(r[7]), r[8], r[9], r[10], r[11], bool(r[12]),
-                      float(r[13]), r[14]) for r in rows}
+    return {r[0]: Run(r[0], r[1], visible(r[2]), r[3], r[4], r[5], r[6], int(r[7]), r[8], r[9], r[10], r[11],
+                      bool(r[12]), float(r[13]), visible(r[14], lines=True)) for r in rows}
 
 
 def samples(

@@ -109,3 +109,40 @@ def test_alerts_show_escapes_triage_notes_and_names(tmp_path, capsys):
     out = capsys.readouterr().out
     assert_inert(out)
     assert "ev\\x1b[8mil" in out and "\\x1b]0;title\\x07 \\u202edone" in out and "REL_\\u202e1_STABLE" in out
+
+
+def test_the_site_shows_controls_and_bidi_as_escapes(farm, tmp_path):
+    from master.publish import publish_all
+
+    settings, base, evil = farm
+    failed = result_for(evil)
+    failed.update(status="build-failed", workloads=[],
+                  log_excerpt="cc: error \x1b[31mred\x1b[0m\n\u202eevil\u202c\tend")
+    ctx = store.RunContext(builder="fixture@local", worker="local", source="force", build_id=3, got_revision=evil,
+                           ref="REL_\u202e1")
+    ingest.ingest_file(settings, put(settings, failed, "b-3.json"), ctx, "fixture")
+    out = tmp_path / "site"
+    publish_all(settings, out, now=1_800_000_000.0, jobs=1)
+    texts = {p.relative_to(out).as_posix(): p.read_text(encoding="utf-8")
+             for p in out.rglob("*") if p.is_file() and p.suffix in (".html", ".js", ".json", ".atom")}
+    assert any(k.startswith("data/commits/") for k in texts)
+    for name, text in texts.items():
+        for ch in RAW:
+            assert ch not in text, f"{name}: raw {ch!r}"
+        if name.endswith(".json"):
+            assert "\\u202e" not in text.lower().replace("\\\\u202e", ""), name  # not even as a JSON escape
+    joined = "".join(texts.values())
+    # shown, visibly: in the JS data the backslash of the visible escape is itself JSON-escaped
+    assert "\\\\u202eevil\\\\u202c" in joined and "Mal\\\\x1b[8mlory" in joined
+    assert "\\\\x1b[31mred" in joined and "REL_\\\\u202e1" in joined
+
+
+def test_templates_show_controls_and_bidi_as_escapes():
+    from master.publish.render import render
+
+    page = render("health.html", root="", title=SUBJECT, now=0, branches=[], workers=[], channels=[],
+                  noisy=[{"machine": "m\u202e1", "last": 0, "reasons": ["load \x1b[5m high", "two\nlines"]}])
+    assert_inert(page)
+    assert "fix \\x1b[2J" in page and "m\\u202e1" in page and "load \\x1b[5m high" in page
+    assert "two\nlines" in page  # newlines stay: harmless in HTML
+    assert "<b>m\\u202e1</b>" in page  # the template's own markup is untouched
