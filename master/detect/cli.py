@@ -1,14 +1,15 @@
 """`perffarm detect FILE.csv`: run the change detector on anyone's CSV, as Otava's users do.
 
-Input: a CSV with a header and at least the columns ``commit`` and ``value``, rows in first-parent
+Input: a UTF-8 CSV with a header and at least the columns ``commit`` and ``value``, rows in first-parent
 commit order; consecutive rows with the same commit are samples of that commit. Exit codes: 0 ok,
-2 bad input (one line on stderr naming the row).
+2 bad input (one line on stderr naming the row or line, also for binary or non-UTF-8 files).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
 import sys
@@ -38,13 +39,27 @@ class Report:
     steady: bool = False  # samples repeat exactly: judged by magnitude (master/detect/steady.py)
 
 
+def _decode(path: str, data: bytes) -> str:
+    """The file's text (UTF-8, a BOM allowed); InputError names the line and column of the first bad byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(
+            f"{path}: line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at column {column}); save the file "
+            "as UTF-8 (a CSV with columns commit,value)"
+        ) from None
+
+
 def read_series(path: str) -> Series:
     """Parse the CSV into a Series, raising InputError that names the offending row (header = row 1)."""
     try:
-        handle = open(path, newline="", encoding="utf-8-sig")
+        with open(path, "rb") as handle:
+            data = handle.read()
     except OSError as exc:
         raise InputError(f"{path}: cannot open: {exc.strerror}") from None
-    with handle:
+    with io.StringIO(_decode(path, data), newline="") as handle:
         reader = csv.reader(handle)
         try:
             header = next(reader, None)
@@ -88,8 +103,8 @@ def read_series(path: str) -> Series:
                 seen.add(commit)
                 commits.append(commit)
                 groups.append([value])
-        except csv.Error as exc:
-            raise InputError(f"{path}: row {row_no}: {exc}") from None
+        except csv.Error as exc:  # raised while reading the row after the last one counted
+            raise InputError(f"{path}: row {row_no + 1} (line {reader.line_num}): {exc}") from None
     if not commits:
         raise InputError(f"{path}: empty file (no data rows after the header in row 1)")
     return Series.from_samples(groups, commits)

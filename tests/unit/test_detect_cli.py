@@ -97,3 +97,52 @@ def test_no_change_prints_empty_list(tmp_path: Path, capsys: pytest.CaptureFixtu
     rows = "\n".join(["commit,value"] + [f"c{i},{100 + (i % 7) * 0.1}" for i in range(50)])
     assert cli.main([_write(tmp_path, rows + "\n"), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"change_points": []}
+
+
+# ------------------------------------------------------------------------ hostile input: one line, exit 2 (#12)
+
+
+@pytest.mark.parametrize(
+    "data, expect",
+    [
+        (b"commit,value\nc1,1\nc2,\xff\xfe2\n", "line 3: not UTF-8 text"),
+        ("commit,value\nc1,1\n".encode("utf-16"), "line 1: not UTF-8 text"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)), "line 1: not UTF-8 text"),
+        (b"commit,value\nc1,1\nc2,2\x00\n", "row 3"),
+        (b"commit,value\n" + b"c1," + b"9" * 200_000 + b"\n", "row 2"),
+    ],
+    ids=["latin1", "utf16", "png", "nul", "huge-field"],
+)
+def test_binary_and_malformed_input_is_one_line_and_exit_2(tmp_path: Path, capsys, data: bytes, expect: str) -> None:
+    path = tmp_path / "in.csv"
+    path.write_bytes(data)
+    assert cli.main([str(path)]) == cli.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("perffarm detect: ") and err.count("\n") == 1 and expect in err, err
+    assert err.isprintable() or err[:-1].isprintable()
+
+
+def test_random_bytes_never_crash(tmp_path: Path, capsys) -> None:
+    rng = np.random.default_rng(12)
+    path = tmp_path / "noise.csv"
+    for i in range(200):
+        blob = rng.integers(0, 256, size=int(rng.integers(0, 400)), dtype=np.uint8).tobytes()
+        if i % 2:
+            blob = b"commit,value\n" + blob
+        path.write_bytes(blob)
+        assert cli.main([str(path)]) in (cli.EXIT_OK, cli.EXIT_INPUT)
+        capsys.readouterr()
+
+
+def test_perffarm_detect_on_a_binary_file_prints_no_traceback(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "bin.csv"
+    path.write_bytes(b"commit,value\nc1,1\n\xc3\x28 broken\n")
+    proc = subprocess.run([sys.executable, "-m", "master.cli", "detect", str(path)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"perffarm detect: {path}: line 3: not UTF-8 text (byte 0xc3 at column 1); save the file as UTF-8 "
+        "(a CSV with columns commit,value)"]
