@@ -149,6 +149,17 @@ def cmd_results_list(args: argparse.Namespace) -> int:
     return 0
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(value: object) -> object:
+    """A text cell a spreadsheet will not evaluate: one starting with =, +, -, @, tab or CR gets a leading '
+    (OWASP's CSV injection advice). Numbers are not text and stay numbers: a sample of -1.5 is written -1.5."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 EXPORT_COLUMNS = [
     "run_id", "commit", "ref", "builder", "worker", "machine", "recipe", "recipe_version", "config_hash",
     "status", "source", "subject", "author", "workload", "metric", "unit", "direction", "sample", "value",
@@ -186,12 +197,13 @@ def cmd_results_export(args: argparse.Namespace) -> int:
             writer.writerow(EXPORT_COLUMNS)
             for m in measurements:
                 r = by_id[m["run_id"]]
+                head = [csv_text(cell) for cell in (
+                    r["id"], r["sha"], r["ref"], r["builder"], r["worker"], r["machine_id"], r["recipe"],
+                    r["recipe_version"], r["config_hash"], r["status"], r["source"], r["subject"] or "",
+                    r["author"] or "", m["workload"], m["metric"], m["unit"], m["direction"],
+                )]
                 for i, value in enumerate(json.loads(m["samples"])):
-                    writer.writerow([
-                        r["id"], r["sha"], r["ref"], r["builder"], r["worker"], r["machine_id"], r["recipe"],
-                        r["recipe_version"], r["config_hash"], r["status"], r["source"], r["subject"] or "",
-                        r["author"] or "", m["workload"], m["metric"], m["unit"], m["direction"], i, value,
-                    ])
+                    writer.writerow([*head, i, value])  # the sample's index and value are numbers, written as such
     finally:
         if args.output:
             out.close()
