@@ -21,6 +21,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 # Bounds on everything the master stores (docs/result-schema.md, "Limits"): a result that breaks one is rejected
 # with the path of the field, never half-stored or retried forever.
 MAX_SAMPLES = 100_000  # per metric
+MAX_SAMPLE_MAGNITUDE = 1e300  # |sample| above this is not a plausible measurement (and medians would overflow)
 MAX_WORKLOADS = 1_000
 MAX_METRICS = 100  # per workload
 MAX_FLAGS = 64  # per workload
@@ -289,9 +290,17 @@ def _workloads(workloads: Any, status: str) -> None:
 
 
 def _samples(samples: list[Any], path: str) -> None:
-    """Every sample a finite number (integers are bounded to SQLite's range by _check_values)."""
+    """Every sample a finite number of plausible magnitude: near a double's limit (1.8e308) the sums behind a
+    median overflow to infinity. Integers are bounded to SQLite's range by _check_values."""
     for k, v in enumerate(samples):
         kind = type(v)
-        if kind is int or (kind is float and math.isfinite(v)):
-            continue
-        raise _fail(f"{path}[{k}]", f"expected a finite number, got {_show(v)}")
+        if kind is float or kind is int:
+            if -MAX_SAMPLE_MAGNITUDE <= v <= MAX_SAMPLE_MAGNITUDE:
+                continue
+            if kind is float and not math.isfinite(v):
+                problem = f"expected a finite number, got {v!r}"
+            else:
+                problem = f"{_show(v)} is beyond ±{MAX_SAMPLE_MAGNITUDE:g}: not a plausible measurement"
+        else:
+            problem = f"expected a finite number, got {_show(v)}"
+        raise _fail(f"{path}[{k}]", problem)

@@ -123,7 +123,7 @@ def _rows_text(ctx: Context, o: CommitOrder, r: np.ndarray) -> tuple[bytes, np.n
     n = len(r)
 
     def micro(a: np.ndarray):
-        return int_column(np.rint(np.nan_to_num(a, nan=0.0) * 1e6).astype(np.int64), np.isnan(a))
+        return int_column(*_micro_ints(a))
 
     sep = literal_column(",", n)
     return join_columns([
@@ -133,8 +133,19 @@ def _rows_text(ctx: Context, o: CommitOrder, r: np.ndarray) -> tuple[bytes, np.n
         int_column((t.noisy[r].astype(np.int64)) | (t.sla[r].astype(np.int64) * 2)), literal_column("],", n)])
 
 
+_MICRO_MAX = 9e12  # |ratio| * 1e6 must fit an int64 (9.22e18); beyond it a cast wraps to -9223372036854775808
+
+
+def _micro_ints(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ratios in millionths as int64, and the mask of those written as null: undefined (NaN) or beyond what the
+    integers hold (an infinity, |ratio| >= 9e12), never a wrapped number."""
+    null = ~(np.abs(a) < _MICRO_MAX)
+    return np.rint(np.where(null, 0.0, a) * 1e6).astype(np.int64), null
+
+
 def _micro(a: np.ndarray) -> list[int | None]:
-    """Ratios in millionths as integers (null where undefined) for the per-commit page data."""
-    out = np.rint(np.nan_to_num(a, nan=0.0) * 1e6).astype(np.int64).astype(object)
-    out[np.isnan(a)] = None
+    """Ratios in millionths as integers (null where undefined or out of range) for the per-commit page data."""
+    ints, null = _micro_ints(a)
+    out = ints.astype(object)
+    out[null] = None
     return out.tolist()

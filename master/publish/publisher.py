@@ -207,11 +207,15 @@ def round6(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _fixed(*cols: np.ndarray) -> tuple[int, list[list[int]]]:
+def _fixed(*cols: np.ndarray) -> tuple[int, list[list[int]] | list[list[float | None]]]:
     """Columns of rounded values as integers over one power of ten (integers encode ~5x faster than floats;
-    page data only, the tool JSON keeps floats). Exact for values rounded to <= the chosen decimals."""
+    page data only, the tool JSON keeps floats). Exact for values rounded to <= the chosen decimals. Values an
+    int64 cannot hold exactly (|x| >= 2**53, NaN, infinities) never go through the integers: they would wrap to
+    -9223372036854775808; the columns are then plain JSON floats over a scale of 1 (NaN as null)."""
     both = np.concatenate(cols) if cols else np.empty(0)
     finite = both[np.isfinite(both) & (both != 0)]
+    if not np.isfinite(both).all() or (finite.size and float(np.max(np.abs(finite))) >= 2.0**53):
+        return 1, [[x if math.isfinite(x) else None for x in c.tolist()] for c in cols]
     if not finite.size:
         return 1, [np.zeros(len(c), dtype=np.int64).tolist() for c in cols]
     decimals = int(np.clip(5 - np.floor(np.log10(np.abs(finite))), 0, 15).max())

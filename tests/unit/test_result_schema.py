@@ -111,6 +111,8 @@ BOUNDED = [
         (SAMPLES, [1.0, 10**400], "$.workloads[0].metrics[0].samples[1]"),  # OverflowError in math.isfinite
         (SAMPLES, [2**63], "$.workloads[0].metrics[0].samples[0]"),
         (SAMPLES, [-(2**63) - 1], "$.workloads[0].metrics[0].samples[0]"),
+        (SAMPLES, [1e308], "$.workloads[0].metrics[0].samples[0]"),  # not a plausible measurement
+        (SAMPLES, [1.0, -1e301], "$.workloads[0].metrics[0].samples[1]"),
         (SAMPLES, [None], "$.workloads[0].metrics[0].samples[0]"),
         (SAMPLES, [[1.0]], "$.workloads[0].metrics[0].samples[0]"),
         (["started_at"], {"at": 1}, "$.started_at"),
