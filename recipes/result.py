@@ -21,6 +21,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 # Bounds on everything the master stores (docs/result-schema.md, "Limits"): a result that breaks one is rejected
 # with the path of the field, never half-stored or retried forever.
 MAX_SAMPLES = 100_000  # per metric
+MAX_TOTAL_SAMPLES = 1_000_000  # per result, all workloads and metrics together (the master holds it in memory)
 MAX_SAMPLE_MAGNITUDE = 1e300  # |sample| above this is not a plausible measurement (and medians would overflow)
 MAX_WORKLOADS = 1_000
 MAX_METRICS = 100  # per workload
@@ -250,6 +251,7 @@ def _workloads(workloads: Any, status: str) -> None:
     if len(workloads) > MAX_WORKLOADS:
         raise _fail("$.workloads", f"{len(workloads)} workloads, more than the {MAX_WORKLOADS} allowed")
     seen: set[str] = set()
+    total = 0
     for i, w in enumerate(workloads):
         wpath = f"$.workloads[{i}]"
         w = _obj(w, wpath)
@@ -286,6 +288,9 @@ def _workloads(workloads: Any, status: str) -> None:
                 raise _fail(f"{mpath}.samples", "expected a non-empty list of numbers")
             if len(samples) > MAX_SAMPLES:
                 raise _fail(f"{mpath}.samples", f"{len(samples)} samples, more than the {MAX_SAMPLES} allowed")
+            total += len(samples)
+            if total > MAX_TOTAL_SAMPLES:
+                raise _fail("$.workloads", f"more than {MAX_TOTAL_SAMPLES} samples in all (at {mpath})")
             _samples(samples, f"{mpath}.samples")
 
 

@@ -161,6 +161,18 @@ def test_every_stored_field_is_bounded(path, value, where):
     assert len(str(e.value)) < 400
 
 
+def test_the_total_number_of_samples_is_bounded():
+    doc = good()
+    per = 100_000
+    metrics = [{"name": f"m{j}", "unit": "ops/s", "direction": "higher", "samples": [1.0] * per} for j in range(10)]
+    doc["workloads"] = [{"name": "a", "metrics": metrics}]
+    validate(doc)  # 1,000,000 in all: the largest allowed result
+    doc["workloads"].append({"name": "b", "metrics": [{"name": "m", "unit": "s", "direction": "lower",
+                                                        "samples": [1.0]}]})
+    with pytest.raises(ResultError, match=r"^\$\.workloads: more than 1000000 samples in all"):
+        validate(doc)
+
+
 def test_plausible_extremes_and_a_realistic_result_pass():
     doc = good()
     doc["workloads"][0]["metrics"][0]["samples"] = [0, -1.5, 1e300, -1e300, 2**63 - 1, 5e-324]
