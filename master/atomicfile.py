@@ -6,9 +6,11 @@ a rejected result): a truncated or empty file there used to stop every later rec
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
 def fsync_dir(path: Path) -> None:
@@ -53,3 +55,27 @@ def move_durably(src: Path, dst: Path) -> None:
     fsync_dir(Path(dst).parent)
     if Path(src).parent != Path(dst).parent:
         fsync_dir(Path(src).parent)
+
+
+def create_once(path: Path, make: Callable[[], str], mode: int = 0o600) -> str:
+    """The content of `path`, created whole the first time with `make()`: written to a temporary file, fsynced and
+    renamed into place under a lock file, so a crash leaves no file or the whole one and of racing creators (threads
+    or processes) one wins and all read its value. An empty file (left by older code that created the file first
+    and wrote it after) is replaced."""
+    path = Path(path)
+    try:
+        value = path.read_text().strip()
+    except FileNotFoundError:
+        value = ""
+    if value:
+        return value
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            value = path.read_text().strip()
+        except FileNotFoundError:
+            value = ""
+        if not value:
+            value = make().strip()
+            write_atomic(path, value + "\n", mode)
+    return value

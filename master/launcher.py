@@ -7,7 +7,6 @@ reported within seconds instead of a poller that hangs.
 
 from __future__ import annotations
 
-import os
 import secrets
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 import requests
 
 from master import gitauth, gitmirror
+from master.atomicfile import create_once
 from master.redact import redact_text, redact_url
 from master.settings import REPO_ROOT, Settings, web_user_secret
 
@@ -38,12 +38,7 @@ def _bin(name: str) -> str:
 def worker_password(settings: Settings, name: str) -> str:
     """The worker's password secret, created (random, mode 0600) the first time a local worker needs it."""
     settings.secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = settings.secrets_dir / f"worker-{name}"
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(24))
-    return path.read_text().strip()
+    return create_once(settings.secrets_dir / f"worker-{name}", lambda: secrets.token_urlsafe(24), 0o600)
 
 
 def unreachable_help(settings: Settings, reason: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from buildbot.process.results import FAILURE, SUCCESS, WARNINGS
 from twisted.internet import threads
 
 from master import gitmirror, ingest, pipeline, refnames, store
+from master.atomicfile import create_once
 from master.redact import redact_text
 from master.settings import Settings
 
@@ -58,21 +58,8 @@ INSTANCE_FILE = "perffarm-instance"
 def master_instance(settings: Settings) -> str:
     """A random id of this Buildbot master directory, created once: build request ids restart when Buildbot's
     database is recreated, so a measurement's idempotency key is "<instance>/<request id>"."""
-    path = settings.master_dir / INSTANCE_FILE
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return path.read_text().strip()
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(8) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    return path.read_text().strip()
+    settings.master_dir.mkdir(parents=True, exist_ok=True)
+    return create_once(settings.master_dir / INSTANCE_FILE, lambda: secrets.token_hex(8), 0o644)
 
 
 def request_key(settings: Settings, step: BuildStep) -> str | None:

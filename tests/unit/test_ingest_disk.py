@@ -152,3 +152,20 @@ def test_a_full_disk_while_deferring_leaves_no_empty_context(small_fs, tmp_path)
     assert ingest.retry_deferred(settings) == []  # and the next reconcile pass is not stopped
     filler.unlink()
     assert ingest.retry_deferred(settings) == []
+
+
+def test_create_once_never_leaves_an_empty_file_and_one_racer_wins(tmp_path):
+    # a secret or instance id created "open first, write after" is empty after a crash in between: request keys
+    # would lose their instance, a worker its password. create_once links a complete file into place.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from master.atomicfile import create_once
+
+    path = tmp_path / "instance"
+    path.write_text("")  # what the old code left behind after a crash
+    values = iter(range(1000))
+    with ThreadPoolExecutor(8) as pool:
+        got = set(pool.map(lambda _: create_once(path, lambda: f"v{next(values)}"), range(32)))
+    assert len(got) == 1 and path.read_text().strip() in got and path.read_text().strip()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []  # no temporary file left
+    assert (path.stat().st_mode & 0o777) == 0o600
