@@ -59,7 +59,7 @@ def move_durably(src: Path, dst: Path) -> None:
 
 def create_once(path: Path, make: Callable[[], str], mode: int = 0o600) -> str:
     """The content of `path`, created whole the first time with `make()`: written to a temporary file, fsynced and
-    renamed into place under a lock file, so a crash leaves no file or the whole one and of racing creators (threads
+    renamed into place under a lock on its directory, so a crash leaves no file or the whole one and of racing creators (threads
     or processes) one wins and all read its value. An empty file (left by older code that created the file first
     and wrote it after) is replaced."""
     path = Path(path)
@@ -69,8 +69,10 @@ def create_once(path: Path, make: Callable[[], str], mode: int = 0o600) -> str:
         value = ""
     if value:
         return value
-    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    # The lock is the directory itself (no lock file: the secrets directory must hold secrets only).
+    fd = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             value = path.read_text().strip()
         except FileNotFoundError:
@@ -78,4 +80,6 @@ def create_once(path: Path, make: Callable[[], str], mode: int = 0o600) -> str:
         if not value:
             value = make().strip()
             write_atomic(path, value + "\n", mode)
+    finally:
+        os.close(fd)
     return value
