@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from master.gitauth import GitCredentials
+from master.refnames import ref_problem
 from master.redact import redact_text
 from master.store import CommitInfo
 
@@ -36,14 +37,15 @@ class GitError(RuntimeError):
 
 
 def git(
-    args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT, credentials: GitCredentials | None = None
+    args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT, credentials: GitCredentials | None = None,
+    input: str | None = None,
 ) -> str:
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(credentials.env() if credentials else {}))
     auth = credentials.config_args() if credentials else []
     try:  # UTF-8 whatever the locale; bytes that are not UTF-8 (git keeps them in commit text) become U+FFFD
         proc = subprocess.run(
             ["git", *auth, *args], cwd=cwd, env=env, capture_output=True, encoding="utf-8", errors="replace",
-            timeout=timeout,
+            timeout=timeout, input=input,
         )
     except subprocess.TimeoutExpired:
         raise GitError(f"git {' '.join(args[:2])} did not finish within {timeout:.0f} s") from None
@@ -109,14 +111,39 @@ class Mirror:
             git(["init", "--bare", "--quiet", str(self.path)])
 
     def fetch(self) -> None:
-        """Fetch all branches and tags (pruning deleted ones) from the repository."""
+        """Fetch all branches and tags (pruning deleted ones) from the repository.
+
+        One glob fetch in the common case. A single broken ref in the repository (a name git would not create, which
+        its upload-pack advertises as 0000...) fails that whole fetch, so then the refs are listed, the broken ones
+        left out, and the rest fetched by name: one odd ref never stops the mirror for every other branch.
+        """
         self.ensure()
-        git(
-            ["fetch", "--quiet", "--prune", "--force", "--end-of-options", self.url, "+refs/heads/*:refs/heads/*",
-             "+refs/tags/*:refs/tags/*"],
-            cwd=self.path,
-            credentials=self.credentials,
-        )
+        try:
+            git(["fetch", "--quiet", "--prune", "--force", "--end-of-options", self.url, "+refs/heads/*:refs/heads/*",
+                 "+refs/tags/*:refs/tags/*"], cwd=self.path, credentials=self.credentials)
+        except GitError as first:
+            try:
+                self._fetch_by_name()
+            except GitError as e:
+                raise GitError(f"{first}; fetching ref by ref failed too: {e}") from None
+
+    def _fetch_by_name(self) -> None:
+        out = git(["ls-remote", "--refs", "--end-of-options", self.url, "refs/heads/*", "refs/tags/*"],
+                  credentials=self.credentials)
+        wanted = set()
+        for line in out.splitlines():
+            sha, _, ref = line.partition("\t")
+            name = ref.split("/", 2)[-1]
+            if ref.startswith(("refs/heads/", "refs/tags/")) and sha.strip("0") and ref_problem(name) is None:
+                wanted.add(ref)
+        local = set(git(["for-each-ref", "--format=%(refname)", "refs/heads", "refs/tags"], cwd=self.path).split("\n"))
+        stale = sorted(r for r in local if r and r not in wanted)
+        if stale:  # the prune of the glob fetch
+            git(["update-ref", "--stdin"], cwd=self.path, input="".join(f"delete {r}\n" for r in stale))
+        refs = sorted(wanted)
+        for i in range(0, len(refs), 200):
+            git(["fetch", "--quiet", "--force", "--end-of-options", self.url, *(f"+{r}:{r}" for r in refs[i:i + 200])],
+                cwd=self.path, credentials=self.credentials)
 
     def has_commit(self, sha: str) -> bool:
         self.ensure()

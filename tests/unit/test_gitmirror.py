@@ -182,3 +182,23 @@ def test_git_output_is_decoded_as_utf8_whatever_the_locale(tmp_path, monkeypatch
     mirror = gitmirror.Mirror(str(repo.path), Path(tmp_path / "mirror"))
     mirror.fetch()
     assert mirror.commit(sha).subject == "caf\u00e9 \u202e"
+
+
+def test_one_broken_ref_in_the_repository_never_stops_the_mirror(tmp_path):
+    # git's upload-pack advertises a ref with a broken name as 0000...: the one glob fetch then fails as a whole
+    # (seen in the chaos suite: the mirror, and so every ingest, stopped). The mirror fetches the others by name.
+    repo = make_repo(tmp_path / "repo")
+    first = repo.head()
+    repo.git("update-ref", "refs/heads/gone", first)
+    mirror = gitmirror.Mirror(str(repo.path), tmp_path / "mirror.git")
+    mirror.fetch()
+    assert "gone" in mirror.refs()[0]
+    repo.git("update-ref", "-d", "refs/heads/gone")
+    broken = repo.path / ".git" / "refs" / "heads" / "--upload-pack=touch x;y"
+    broken.write_text(first + "\n")
+    later = repo.bench_commit("after the broken ref", 2000)
+    repo.git("tag", "-a", "REL_1_0", "-m", "r")
+    mirror.fetch()
+    branches, tags = mirror.refs()
+    assert branches == {"master": later} and tags == {"REL_1_0": later}  # fetched, and "gone" pruned
+    assert mirror.has_commit(later)
