@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from master import refnames
 from master.alerts.config import AlertConfigError, AlertSettings
 from master.redact import credentials_problem, redact_url
 
@@ -115,12 +116,19 @@ class Settings:
         return f"http://127.0.0.1:{self.site_port}/"
 
     def ref_matches(self, ref: str) -> bool:
-        """Whether a full ref name (refs/heads/X, refs/tags/Y) is watched."""
+        """Whether a full ref name (refs/heads/X, refs/tags/Y) is watched.
+
+        A name git itself would not create (`git check-ref-format`) or one starting with '-' is never watched,
+        whatever the patterns: the poller fetches every watched ref in one `git fetch`, so a single broken or
+        option-like ref in the repository would otherwise stop polling of every branch (seen in the chaos suite).
+        """
         if ref.startswith("refs/heads/"):
             name, patterns = ref[len("refs/heads/") :], self.branches
         elif ref.startswith("refs/tags/"):
             name, patterns = ref[len("refs/tags/") :], self.tags
         else:
+            return False
+        if refnames.ref_problem(name) is not None:
             return False
         return any(re.fullmatch(p, name) for p in patterns)
 

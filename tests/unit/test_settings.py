@@ -154,3 +154,12 @@ def test_perffarm_run_refuses_a_web_user_without_a_password_secret(tmp_path, cap
     err = capsys.readouterr().err
     assert "no password secret for web user(s) alice" in err and "web-user-NAME" in err
     assert not s.master_dir.exists(), "nothing may start before the secrets are there"
+
+
+@pytest.mark.parametrize("ref", ["refs/heads/-x1", "refs/heads/--upload-pack=touch", "refs/tags/-x",
+                                 "refs/heads/a b", "refs/heads/a..b", "refs/heads/x.lock"])
+def test_a_ref_git_would_not_create_is_never_watched_even_by_a_wide_filter(ref):
+    # one such ref in the repository made the poller's single `git fetch` fail on every poll (chaos suite)
+    s = load_settings(environ={"PERFFARM_REPOSITORY_BRANCHES": ".*", "PERFFARM_REPOSITORY_TAGS": ".*"})
+    assert not s.ref_matches(ref)
+    assert s.ref_matches("refs/heads/<script>alert(1)</script>") and s.ref_matches("refs/heads/bidi-\u202e1")
