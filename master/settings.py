@@ -64,6 +64,9 @@ class Settings:
     alerts: AlertSettings = field(default_factory=AlertSettings)
     source_of: Mapping[str, str] = field(default_factory=dict, compare=False)
 
+    def __repr__(self) -> str:  # Buildbot logs step reprs (with their arguments) at every lock release
+        return f"Settings(data_dir={str(self.data_dir)!r})"
+
     # Derived locations: one place that decides where things live.
     @property
     def master_dir(self) -> Path:
