@@ -157,6 +157,9 @@ def test_d_noisy_5_percent_step_at_cv_5_is_found_exactly_with_adaptive_repeats(l
     decision, row = _bisect(settings, shas[0], shas[32])
     assert decision == Culprit(shas[21], shas[20]), row["log"]
     assert row["rounds"] > row["probes"]  # it needed repeats, and took them
-    # the confirmation A/B's median ratio at CV 5% scatters around 0.95 (0.919 seen in CI): its CI must hold 0.95
-    assert row["ci_low"] <= 0.95 <= row["ci_high"] and row["ci_high"] < 1.0, row
+    # the confirmation A/B's median ratio at CV 5% scatters around 0.95 (0.919 seen in CI). One run's 95% CI misses
+    # the truth in about one run of twenty, so coverage is asserted over 100 seeded trials in
+    # tests/unit/test_detect_rqps.py; here the CI must confirm a slowdown and hold its own estimate.
+    assert row["ci_low"] <= row["ratio"] <= row["ci_high"] < 1.0, row
+    assert 0.85 < row["ratio"] < 0.99, row
     print(f"\n(d) probes={row['probes']} rounds={row['rounds']} samples={row['samples']}")
