@@ -304,3 +304,60 @@ class Farm:
                 if line.startswith("VmRSS:"):
                     out[name] = int(line.split()[1])
         return out
+
+    # ---------------------------------------------------------------------------------------- faults
+    # Small additions for the fault suite (tests/benchmarks/chaos.py): stop the worker with a chosen signal,
+    # and read what the farm is doing without going through a test's private helpers.
+    def stop_worker(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int | None:
+        """Send `sig` to the worker and wait for it to exit (SIGKILL after `timeout`); None if it was not running.
+
+        Only the worker process gets the signal, as `kill` would: a recipe command it was running keeps running
+        as an orphan, exactly as after a real crash of buildbot-worker."""
+        if self.worker is None or self.worker.poll() is not None:
+            return None
+        self.worker.send_signal(sig)
+        try:
+            return self.worker.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.worker.kill()
+            return self.worker.wait()
+
+    def alive(self) -> dict[str, bool]:
+        """Whether the master and the worker processes are running."""
+        return {name: proc is not None and proc.poll() is None
+                for name, proc in (("master", self.master), ("worker", self.worker))}
+
+    def pending_requests(self) -> list[dict] | None:
+        """Build requests not finished yet (waiting or running); None when the API does not answer."""
+        data = self.api("buildrequests?complete=false")
+        return None if data is None else data["buildrequests"]
+
+    def running_builds(self) -> list[dict] | None:
+        """Builds not finished yet; None when the API does not answer."""
+        data = self.api("builds?complete=false")
+        return None if data is None else data["builds"]
+
+    def step_running(self, name: str) -> dict | None:
+        """The first unfinished build whose step `name` has started and not finished, or None."""
+        for b in self.running_builds() or []:
+            steps = (self.api(f"builds/{b['buildid']}/steps") or {"steps": []})["steps"]
+            if any(s["name"] == name and s["started_at"] and not s["complete"] for s in steps):
+                return b
+        return None
+
+    def build_complete_in_db(self, buildid: int) -> bool:
+        """Whether Buildbot's own database has `buildid` finished (readable while the master is down)."""
+        db = self.settings.master_dir / "state.sqlite"
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                row = conn.execute("SELECT complete_at FROM builds WHERE id = ?", (buildid,)).fetchone()
+        except sqlite3.Error:
+            return False
+        return bool(row and row[0])
+
+    def reconcile_report(self) -> dict | None:
+        """The reconciler's last pass (<data_dir>/reconcile.json: missing, re-queued, given up), or None."""
+        try:
+            return json.loads((self.settings.data_dir / "reconcile.json").read_text())
+        except (OSError, ValueError):
+            return None
