@@ -16,7 +16,7 @@ from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
 from buildbot.process.results import FAILURE, SKIPPED, SUCCESS
 from twisted.internet import defer
 
-from master import refnames, shipping, web
+from master import health, refnames, shipping, web
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
 from master.reconcile import Reconciler
@@ -300,5 +300,6 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             BisectionService(settings=settings),
             AlertDelivery(settings=settings.alerts, results_db=str(settings.results_db)),
             web.WebGuard(hosts=web.allowed_hosts(settings.web_url, settings.web_host, settings.web_port)),
+            health.StorageWatch(),
         ],
     }

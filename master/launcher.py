@@ -8,6 +8,7 @@ reported within seconds instead of a poller that hangs.
 from __future__ import annotations
 
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,12 +18,16 @@ from pathlib import Path
 import requests
 
 from master import gitauth, gitmirror
+from master.health import RESTART_STATUS
 from master.atomicfile import create_once
 from master.redact import redact_text, redact_url
 from master.settings import REPO_ROOT, Settings, web_user_secret
 
 LOCAL_WORKER = "local"
 START_TIMEOUT = 90
+MIN_FREE_BYTES = 64 * 1024 * 1024  # free space on the master's file system before a master that asked is restarted
+MAX_RESTARTS = 5  # restarts the master may ask for within RESTART_WINDOW before `perffarm run` gives up
+RESTART_WINDOW = 3600.0
 
 
 def say(message: str) -> None:
@@ -122,6 +127,54 @@ def _stop(procs: list[subprocess.Popen]) -> None:
                 p.wait()
 
 
+def wait_for_room(path: Path, need: int = MIN_FREE_BYTES, interval: float = 1.0, report_every: float = 30.0,
+                  timeout: float | None = None) -> bool:
+    """Wait until the file system holding `path` has `need` bytes free, saying so every `report_every` s."""
+    start = time.monotonic()
+    last: float | None = None
+    while True:
+        free = shutil.disk_usage(path).free
+        if free >= need:
+            return True
+        now = time.monotonic()
+        if last is None or now - last >= report_every:
+            say(f"waiting for free space: {free // 1024 // 1024} MiB free on the file system of {path}, "
+                f"{need // 1024 // 1024} MiB needed (free some, e.g. old twistd.log.* or incoming/rejected/)")
+            last = now
+        if timeout is not None and now - start >= timeout:
+            return False
+        time.sleep(interval)
+
+
+class RestartBudget:
+    """At most `limit` restarts within `window` seconds: a master that keeps failing is not restarted forever."""
+
+    def __init__(self, limit: int = MAX_RESTARTS, window: float = RESTART_WINDOW, clock=time.monotonic):
+        self.limit, self.window, self.clock = limit, window, clock
+        self.times: list[float] = []
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.times = [t for t in self.times if now - t < self.window]
+        if len(self.times) >= self.limit:
+            return False
+        self.times.append(now)
+        return True
+
+
+def _start_master(settings: Settings, master_dir: Path, procs: list[subprocess.Popen]) -> subprocess.Popen:
+    # Own session: Ctrl-C reaches only us, and we stop the worker before the master.
+    proc = subprocess.Popen(
+        [_bin("buildbot"), "start", "--nodaemon", str(master_dir)], cwd=master_dir, start_new_session=True
+    )
+    try:
+        _wait("master start", lambda: _api(settings, "masters") is not None, [proc, *procs], master_dir / "twistd.log")
+    except BaseException:
+        _stop([proc])
+        raise
+    return proc
+
+
 def _start_site(settings: Settings):
     """Publish the site (so its URL works at once) and serve it on 127.0.0.1 from a thread of this process.
 
@@ -200,13 +253,7 @@ def run(settings: Settings, check_repo: bool = True) -> int:
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         say("starting the Buildbot master ...")
-        # Own sessions: Ctrl-C reaches only us, and we stop the worker before the master.
-        procs.append(
-            subprocess.Popen(
-                [_bin("buildbot"), "start", "--nodaemon", str(master_dir)], cwd=master_dir, start_new_session=True
-            )
-        )
-        _wait("master start", lambda: _api(settings, "masters") is not None, procs, master_dir / "twistd.log")
+        procs.append(_start_master(settings, master_dir, []))
         if settings.run_local_worker:
             worker_dir = prepare_worker(settings)
             say("starting the local worker ...")
@@ -234,11 +281,20 @@ def run(settings: Settings, check_repo: bool = True) -> int:
             f"  watching      {redact_url(settings.repository_url)} (every {settings.poll_interval} s)",
             flush=True,
         )
+        budget = RestartBudget()
         while True:
-            for p in procs:
-                if p.poll() is not None:
-                    say(f"a farm process exited with status {p.returncode}; stopping (see the logs above)")
-                    return 1
+            for i, p in enumerate(procs):
+                if p.poll() is None:
+                    continue
+                if i == 0 and p.returncode == RESTART_STATUS and budget.take():
+                    say(f"the master stopped itself: Buildbot's database could not be written (see "
+                        f"{master_dir / 'twistd.log'}); starting it again once the disk has room")
+                    wait_for_room(master_dir)
+                    procs[0] = _start_master(settings, master_dir, procs[1:])
+                    say("the master is running again; interrupted builds are re-run")
+                    continue
+                say(f"a farm process exited with status {p.returncode}; stopping (see the logs above)")
+                return 1
             time.sleep(1)
     except KeyboardInterrupt:
         say("stopping ...")

@@ -112,6 +112,7 @@ class Report:
     checks: int = 0
     stuck: int = 0
     died: int = 0
+    asked_restarts: int = 0  # the master exited for a restart (master/health.py) and was started as perffarm run does
     skipped: dict[str, str] = field(default_factory=dict)
     recoveries: dict[str, int] = field(default_factory=dict)
     wall_seconds: float = 0.0
@@ -340,8 +341,10 @@ def _one_fault(ses: Session, no: int, total: int, step: int, fault: Fault) -> Fa
         ses.count("restart after a stall")
         again = settle(farm, ses.truth.repo.head(), ses.opts.settle_timeout)
         settled = Settled(again.ok, settled.seconds + again.seconds, again.detail, again.unseen,
-                          settled.died + again.died, settled.restarted + again.restarted)
+                          settled.died + again.died, settled.restarted + again.restarted,
+                          settled.asked + again.asked)
     report.died += len([d for d in settled.died if "exited by itself" in d])
+    report.asked_restarts += len(settled.asked)
     for name in settled.restarted:
         ses.count(f"{name} restarted after exiting by itself")
     wait_outbox(farm)
@@ -365,7 +368,7 @@ def _one_fault(ses: Session, no: int, total: int, step: int, fault: Fault) -> Fa
         f"NEW: {_count_kinds(new)}" if new else f"still: {_count_kinds(list(result.violations))}")
     say(f"{label}, {len(inj.pushed)} commit(s): {what or 'done'}; settled in {settled.seconds:.1f} s"
         f"{'' if settled.ok else ' (NOT settled)'}; {verdict}" + (f"; healed {len(healed)}" if healed else ""))
-    for d in settled.died:
+    for d in settled.died + settled.asked:
         say(f"  {d.splitlines()[0]}")
     if settled.unseen:
         say(f"  the poller never reported {settled.unseen[:12]}, the newest commit pushed")
@@ -416,6 +419,7 @@ def table(report: Report) -> str:
     rows += [
         ("farm stuck (needed a restart to settle)", report.stuck),
         ("processes that exited by themselves", report.died),
+        ("master restarts it asked for (Buildbot's DB unwritable)", report.asked_restarts),
         ("faults injected", f"{sum(faults.values())}: " + ", ".join(f"{k} {n}" for k, n in sorted(faults.items()))),
         ("  by variant", "; ".join(f"{k} {n}" for k, n in sorted(variants.items()))),
         ("faults skipped", "; ".join(f"{k}: {why}" for k, why in sorted(report.skipped.items())) or "none"),

@@ -11,6 +11,8 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 
+from master import launcher
+from master.health import RESTART_STATUS
 from tests.harness import Farm, wait_until
 
 QUIET_PASSES = 3  # reconcile passes with nothing queued, running or re-queued before the farm counts as settled
@@ -27,6 +29,7 @@ class Settled:
     unseen: str = ""  # the newest commit pushed, when the poller never made a change of it (evidence, not a stall)
     died: list[str] = field(default_factory=list)  # processes that had exited without the suite killing them
     restarted: list[str] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)  # master restarts its StorageWatch asked for, as perffarm run does
 
 
 def _tail(text: str, lines: int = 25) -> str:
@@ -41,7 +44,12 @@ def ensure_running(farm: Farm, out: Settled) -> bool:
             continue
         rc = (farm.master if name == "master" else farm.worker).returncode
         log = farm.master_log() if name == "master" else _worker_log(farm)
-        out.died.append(f"{name} exited by itself (status {rc}); last log lines:\n{_tail(log)}")
+        if name == "master" and rc == RESTART_STATUS:
+            # master/health.py: Buildbot's DB could not be written; do what `perffarm run` does
+            out.asked.append(f"master asked for a restart (status {rc}); last log lines:\n{_tail(log, 5)}")
+            launcher.wait_for_room(farm.settings.master_dir, timeout=120)
+        else:
+            out.died.append(f"{name} exited by itself (status {rc}); last log lines:\n{_tail(log)}")
         for attempt in range(2):
             try:
                 if name == "master":
