@@ -11,7 +11,6 @@ import argparse
 import datetime as dt
 import getpass
 import json
-import os
 import sys
 import time
 import tomllib
@@ -52,6 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         description="Show one alert (a unique id prefix is enough).",
     )
     s.add_argument("alert_id")
+    s.add_argument("--alerts-config", help="TOML file with an [alerts] table (default: the farm settings): "
+                   "its rQPS bands colour the lines")
     s.add_argument("--format", choices=["text", "json"], default="text")
     for name, help_text in (
         ("ack", "acknowledge an alert (no further messages)"),
@@ -91,15 +92,12 @@ def _db_path(args: argparse.Namespace) -> Path:
 
 
 def load_alert_settings(args: argparse.Namespace) -> AlertSettings:
-    """From --alerts-config, else the farm settings' `alerts` (once mounted there), else `[alerts]` in its TOML."""
+    """The `[alerts]` table of --alerts-config, else the farm settings' (perffarm.toml, PERFFARM_CONFIG)."""
     path = getattr(args, "alerts_config", None)
     if path is None:
-        from master.settings import DEFAULTS_FILE, load_settings
+        from master.settings import load_settings
 
-        settings = load_settings(getattr(args, "config", None))
-        if isinstance(getattr(settings, "alerts", None), AlertSettings):
-            return settings.alerts
-        path = getattr(args, "config", None) or os.environ.get("PERFFARM_CONFIG") or DEFAULTS_FILE
+        return load_settings(getattr(args, "config", None)).alerts
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -193,10 +191,8 @@ def _list(conn, args: argparse.Namespace) -> int:
 
 
 def _show(conn, args: argparse.Namespace) -> int:
-    from master.alerts.config import AlertSettings as _S
-
     aid = resolve(conn, args.alert_id)
-    view = alert_view(conn, _S(), aid)
+    view = alert_view(conn, load_alert_settings(args), aid)
     hist = [dict(h) for h in db.history(conn, aid)]
     out = [dict(o) for o in db.outbox_for_alert(conn, aid)]
     if args.format == "json":

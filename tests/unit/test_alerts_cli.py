@@ -65,3 +65,22 @@ def test_channels_health_from_an_alerts_config(tmp_path: Path, capsys) -> None:
     cfg.write_text('[alerts]\n[[alerts.channels]]\nname = "hook"\nkind = "webhook"\nurl = "https://x"\n')
     assert main(["alerts", "channels", "--db", str(farm.path), "--alerts-config", str(cfg)]) == 2
     assert "secrets never go in the settings file" in capsys.readouterr().err
+
+
+def test_show_colours_lines_with_the_configured_bands(tmp_path: Path, capsys) -> None:
+    # `alerts show` used the default bands whatever the farm's settings said
+    farm, aid = make(tmp_path)
+    db = ["--db", str(farm.path)]
+    assert main(["alerts", "show", aid, *db, "--format", "json"]) == 0
+    colours = {x["workload"]: x["colour"] for x in json.loads(capsys.readouterr().out)["lines"]}
+    assert colours == {"ro": "red", "rw": "red"}  # defaults: red at rQPS <= 0.97
+    cfg = tmp_path / "a.toml"
+    cfg.write_text("[alerts]\nband_red = 0.92\n")
+    assert main(["alerts", "show", aid, *db, "--alerts-config", str(cfg), "--format", "json"]) == 0
+    colours = {x["workload"]: x["colour"] for x in json.loads(capsys.readouterr().out)["lines"]}
+    assert colours == {"ro": "red", "rw": "grey"}  # 0.95 is no longer red
+    env_cfg = tmp_path / "farm.toml"
+    env_cfg.write_text(f'[master]\ndata_dir = "{tmp_path}/data"\n[alerts]\nband_red = 0.85\n')
+    assert main(["--config", str(env_cfg), "alerts", "show", aid, *db]) == 0
+    out = capsys.readouterr().out
+    assert "ro tps on m-1: rQPS 0.900" in out and "grey" in out and "red" not in out  # the farm's own settings
