@@ -6,14 +6,9 @@ detection round, so that alerts stay mostly right when hundreds of series are te
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 import numpy as np
-
-from master.detect.model import ChangePoint
-
-K = TypeVar("K")
 
 
 def benjamini_hochberg(pvalues: Sequence[float] | np.ndarray, q: float = 0.05, m: int | None = None) -> np.ndarray:
@@ -37,17 +32,6 @@ def benjamini_hochberg(pvalues: Sequence[float] | np.ndarray, q: float = 0.05, m
         last = int(np.flatnonzero(passed).max())
         keep[order[: last + 1]] = True
     return keep
-
-
-def control(found: Mapping[K, Sequence[ChangePoint]], q: float = 0.05) -> dict[K, list[ChangePoint]]:
-    """Keep only change points that survive BH across all series of one round."""
-    flat = [(key, cp) for key, cps in found.items() for cp in cps]
-    mask = benjamini_hochberg([cp.pvalue for _, cp in flat], q)
-    out: dict[K, list[ChangePoint]] = {key: [] for key in found}
-    for (key, cp), ok in zip(flat, mask):
-        if ok:
-            out[key].append(cp)
-    return out
 
 
 def per_series_alpha(total_alpha: float, n_series: int) -> float:

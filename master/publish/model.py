@@ -8,7 +8,6 @@ array operations (master.detect.rqps.median_ratio_block), and pages read slices.
 from __future__ import annotations
 
 import itertools
-import math
 import operator
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -26,14 +25,6 @@ def median(xs: Iterable[float]) -> float:
     n = len(s)
     mid = n // 2
     return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2.0
-
-
-def round_sig(a: np.ndarray, digits: int = 6) -> np.ndarray:
-    """Round to `digits` significant digits of the array's largest magnitude (shorter JSON, same picture)."""
-    finite = a[np.isfinite(a)]
-    top = float(np.max(np.abs(finite))) if finite.size else 0.0
-    decimals = digits - 1 - (int(math.floor(math.log10(top))) if top > 0 else 0)
-    return np.round(a, max(decimals, 0))
 
 
 @dataclass

@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from master.detect.exact import lower_tail, one_sided_p
-from master.detect.fdr import benjamini_hochberg, control, per_series_alpha
+from master.detect.fdr import benjamini_hochberg, per_series_alpha
 from master.detect.identity import Reported, reconcile
 from master.detect.model import ChangePoint, Kind
 
@@ -50,11 +50,10 @@ def test_benjamini_hochberg_known_example() -> None:
         benjamini_hochberg(p, 0.0)
 
 
-def test_control_filters_across_series() -> None:
-    found = {"a": [_cp(10)], "b": [ChangePoint("x", 5, 1.1, Kind.IMPROVEMENT, 0.3)]}
-    kept = control(found, 0.05)
-    assert len(kept["a"]) == 1 and kept["b"] == []
+def test_per_series_alpha_is_a_bonferroni_share() -> None:
     assert per_series_alpha(0.01, 100) == pytest.approx(1e-4)
+    with pytest.raises(ValueError):
+        per_series_alpha(0.01, 0)
 
 
 def test_exact_tail_matches_scipy() -> None:
