@@ -446,7 +446,8 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             run.request_key,
         ),
     )
-    run_id = int(cur.lastrowid)
+    run_id = cur.lastrowid
+    assert run_id is not None  # set by every INSERT
     rows = []
     for w in doc["workloads"]:
         flags = json.dumps(w.get("flags", []))

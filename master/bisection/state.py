@@ -136,7 +136,8 @@ def create(
         (change_point_id, found["builder"], found["machine_id"], found["recipe"], found["config_hash"], workload, found["metric"], found["direction"], branch,
          good_sha, bad_sha, json.dumps(commits), requested_by, now, now),
     )
-    bisection_id = int(cur.lastrowid)
+    bisection_id = cur.lastrowid
+    assert bisection_id is not None  # set by every INSERT
     _log(conn, bisection_id, f"bisecting {len(commits) - 1} commits ({good_sha[:12]}..{bad_sha[:12]}] on {branch}, "
                              f"{workload}/{found['metric']} on {found['builder']}")
     return bisection_id

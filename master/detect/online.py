@@ -149,7 +149,7 @@ def gate(
     deff: float | None = None
     medians: np.ndarray | None = None
     best: tuple[float, int, float] | None = None
-    for kind, h, start, lo in tests:
+    for kind, _h, start, lo in tests:
         base = series.samples(lo, start)
         base_median = float(np.median(base))
         if medians is None:

@@ -116,7 +116,10 @@ def rqps(series: Series, commit: str, base: str | None = None, confidence: float
 
 def _binom_sf(m: int, n: int, p: np.ndarray) -> np.ndarray:
     """P(Bin(n, p) >= m) for an array of p (exact sum; n is a sample count, small)."""
-    return sum(math.comb(n, k) * p**k * (1.0 - p) ** (n - k) for k in range(m, n + 1))
+    total = np.zeros_like(p, dtype=float)
+    for k in range(m, n + 1):
+        total += math.comb(n, k) * p**k * (1.0 - p) ** (n - k)
+    return total
 
 
 @functools.lru_cache(maxsize=64)
@@ -143,9 +146,13 @@ def _median_support(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ii, jj, pp = [], [], []
     for i in range(1, n + 1):
         off = [comb * low[i - 1] * high[j - 1] for j in range(i + 1, n + 1)]
-        ii.append(i - 1), jj.append(i - 1), pp.append(pa[i - 1] - sum(off))
+        ii.append(i - 1)
+        jj.append(i - 1)
+        pp.append(pa[i - 1] - sum(off))
         for j, p in zip(range(i + 1, n + 1), off):
-            ii.append(i - 1), jj.append(j - 1), pp.append(p)
+            ii.append(i - 1)
+            jj.append(j - 1)
+            pp.append(p)
     return np.array(ii), np.array(jj), np.clip(np.array(pp), 0.0, None)
 
 
@@ -167,7 +174,7 @@ def median_ratio_many(
         if len(b) == 0 or len(x) == 0:
             raise ValueError("median_ratio_many needs at least one base and one new sample per pair")
         groups.setdefault((len(b), len(x)), []).append(idx)
-    for (nb, nx), members in groups.items():
+    for members in groups.values():
         rows = np.asarray(members)
         B = np.asarray([pairs[i][0] for i in members], dtype=float)
         X = np.asarray([pairs[i][1] for i in members], dtype=float)

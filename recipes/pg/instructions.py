@@ -102,7 +102,7 @@ def count(
                 proc = subprocess.run(argv, stdin=stdin, stdout=stdout, stderr=subprocess.STDOUT, timeout=timeout,
                                       env={**_base_env(), **install.env()})
             except subprocess.TimeoutExpired:
-                raise BenchFailed(f"valgrind run timed out after {timeout:.0f} s", _tail(work / "output.txt"))
+                raise BenchFailed(f"valgrind run timed out after {timeout:.0f} s", _tail(work / "output.txt")) from None
             except FileNotFoundError:
                 raise BenchFailed("valgrind is not installed on this worker: apt-get install valgrind") from None
         output = (work / "output.txt").read_text(errors="replace")

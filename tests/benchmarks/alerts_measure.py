@@ -108,7 +108,7 @@ def part1(base: Path, seed: int, regressions: int, quiet: int, analyse_every: in
                 for sid in series_ids:
                     analysis.analyse_series(conn, sid, now)
             sync(conn, settings, now)
-            deliver_once(conn, settings, senders, now=lambda: now)
+            deliver_once(conn, settings, senders, now=lambda now=now: now)
             print(f"  commit {i + 1}/{n}: {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
         end = 1_000_000.0 + 600 * n + 3600
         sync(conn, settings, end)

@@ -35,7 +35,7 @@ def main() -> None:
                 pushed = time.time()
                 sha = repo.bench_commit(f"commit {i}", 2000 + i)
                 row = wait_until(
-                    lambda: farm.query("SELECT ingested_at FROM runs WHERE sha = ?", (sha,)), 120, f"commit {i}"
+                    lambda sha=sha: farm.query("SELECT ingested_at FROM runs WHERE sha = ?", (sha,)), 120, f"commit {i}"
                 )
                 latencies.append(row[0][0] - pushed)
                 print(f"  commit {i + 1:2d}: {latencies[-1]:.2f} s")

@@ -24,6 +24,8 @@ from master.alerts.channels import SendError, UrllibHttpClient, WebhookSender, b
 from master.alerts.config import RetryPolicy
 from tests.alerts_support import HOSTILE_AUTHOR, HOSTILE_SUBJECT, Farm, HttpReceiver, SmtpSink, free_port
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 RETRY = RetryPolicy(base_delay=10, max_delay=300, failing_after=3, lease_seconds=30, timeout=5)
 SMTP_PASSWORD = "s3cret-smtp-pass"
@@ -171,7 +173,7 @@ def test_failing_channel_is_reported_and_recovers(tmp_path: Path) -> None:
         senders = build_senders(settings.channels, {"u": receiver.url}, timeout=2)
         sync(farm.conn, settings, now=0)
         for t in (0, 10, 30, 70):  # 503 four times: failing after 3
-            deliver_once(farm.conn, settings, senders, now=lambda: float(t))
+            deliver_once(farm.conn, settings, senders, now=lambda t=t: float(t))
         health = {h.name: h for h in channel_health(farm.conn, settings, now=80)}
         assert health["hook"].status == "failing" and health["hook"].last_error == "HTTP 503"
         assert health["nosecret"].status == "failing"

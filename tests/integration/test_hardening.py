@@ -135,7 +135,7 @@ def test_a_master_killed_after_storing_a_result_does_not_store_it_twice(farm):
         sha = repo.bench_commit(f"killed after store {attempt}", 5000 + attempt)
         # SIGKILL the moment the run is in the database: the build is still in its ingest step (detection,
         # alerts and the site come after the store), so Buildbot retries the request after the restart
-        row = wait_until(lambda: farm.query("SELECT build_id FROM runs WHERE sha = ?", (sha,)), 120,
+        row = wait_until(lambda sha=sha: farm.query("SELECT build_id FROM runs WHERE sha = ?", (sha,)), 120,
                          "the run to be stored", interval=0.02)
         farm.stop_master(signal.SIGKILL)
         if not _build_complete_in_db(farm, row[0][0]):

@@ -73,7 +73,7 @@ def test_failures_back_off_exponentially_and_are_never_dropped(tmp_path: Path) -
     times = []
     t = 0.0
     for _ in range(7):
-        deliver_once(farm.conn, SETTINGS, {"hook": rec}, now=lambda: t)
+        deliver_once(farm.conn, SETTINGS, {"hook": rec}, now=lambda t=t: t)
         t = farm.outbox()[0]["available_at"]
         times.append(t)
     assert times == [5, 15, 35, 75, 115, 155, 195]  # +5, +10, +20, +40, then capped at 40

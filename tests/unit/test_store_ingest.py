@@ -286,7 +286,7 @@ def _raw(sha: str, **replace: str) -> str:
     """A result's JSON text with members replaced by raw JSON text (values json.dumps cannot make)."""
     doc = result_for(sha)
     marks = {}
-    for key, text in replace.items():
+    for key in replace:
         marks[key] = f"__{key}__"
         target = doc
         *parents, last = key.split(".")
