@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# The test suite as `make test` runs it. pytest's exit code 5 (no tests collected) is a failure here.
+# The test suite as `make test` runs it: the lint tier (ruff check, ruff format --check, mypy; seconds), then
+# pytest. Both always run; either failing fails the suite. pytest's exit code 5 (no tests collected) is a failure.
+# Arguments go to pytest (`make test-unit` passes -m "not integration and not slow"). LINT=0 skips the lint tier.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p test-artifacts
+lint_rc=0
+if [ "${LINT:-1}" != 0 ]; then
+    start=$(date +%s)
+    .venv/bin/ruff check . || lint_rc=1
+    .venv/bin/ruff format --check . || lint_rc=1
+    .venv/bin/mypy || lint_rc=1
+    if [ $lint_rc -ne 0 ]; then
+        echo "make test: LINT FAILED (see above; \`make fix\` applies ruff's fixes and formatting)" >&2
+    else
+        echo "make test: lint passed in $(( $(date +%s) - start )) s"
+    fi
+fi
 # The site's browser tests use Debian's chromium (scripts/apt-packages-site.txt): never let Playwright download one.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 start=$(date +%s)
@@ -11,6 +25,9 @@ rc=$?
 echo "make test: pytest finished in $(( $(date +%s) - start )) s with exit code $rc"
 if [ $rc -eq 5 ]; then
     echo "make test: FAILED: no tests were collected" >&2
+    exit 1
+fi
+if [ $rc -eq 0 ] && [ $lint_rc -ne 0 ]; then
     exit 1
 fi
 exit $rc

@@ -20,3 +20,13 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
     path = ARTIFACTS / request.node.name.replace("/", "_")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+INTEGRATION = ROOT / "tests" / "integration"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
+    """Every test under tests/integration/ is `integration`, so `make test-unit` never starts a real process."""
+    for item in items:
+        if INTEGRATION in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.integration)

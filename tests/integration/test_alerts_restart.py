@@ -15,9 +15,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from master import store
 from master.alerts import AlertSettings, ChannelConfig, sync
 from tests.alerts_support import Farm, HttpReceiver
+
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,6 +18,8 @@ from master.publish import publish_all
 from master.publish.serve import serve
 from tests.site_support import XSS_IMG, XSS_SCRIPT, build_farm
 
+pytestmark = pytest.mark.integration
+
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra (pip install -e '.[test]')")
 
