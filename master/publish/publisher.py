@@ -749,7 +749,8 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None,
                         progress: Progress | None = None) -> PublishReport:
     """Re-render only what one new run changed; a full publish when there is no site (or cache) to build on.
 
-    The output is byte-for-byte what a full publish would write (tests/unit/test_publish.py: test_incremental_publish_after_a_new_run_equals_a_full_publish).
+    The output is byte-for-byte what a full publish would write
+    (tests/unit/test_publish.py: test_incremental_publish_after_a_new_run_equals_a_full_publish).
     """
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
     now = time.time() if now is None else now
