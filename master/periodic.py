@@ -2,13 +2,14 @@
 
 The reconciler, the bisection driver and the alert delivery all have this shape: a pass that does its blocking
 work in threads, must never run twice at the same time, must survive its own exceptions, and sometimes should
-not wait for the next tick. Subclasses implement `run_pass()` and `interval_seconds()`.
+not wait for the next tick. Buildbot's own `buildbot.util.poll.method` (what its change sources use) does all of
+that; this class only names the pass and the interval. Subclasses implement `run_pass()` and `interval_seconds()`.
 """
 
 from __future__ import annotations
 
-from buildbot.util import service
-from twisted.internet import defer, task
+from buildbot.util import poll, service
+from twisted.internet import defer
 from twisted.python import log
 
 
@@ -21,38 +22,26 @@ class PeriodicService(service.BuildbotService):
     async def run_pass(self) -> None:
         raise NotImplementedError
 
+    @poll.method
     @defer.inlineCallbacks
-    def startService(self):
-        yield super().startService()  # runs reconfigService first
-        self._busy = False
-        self._again = False
-        self._loop = task.LoopingCall(self._safe_pass)
-        self._loop.clock = self.master.reactor
-        self._loop.start(self.interval_seconds(), now=False)
+    def _pass(self):
+        # poll.method logs an exception too, but under its own name; say which service failed and that it goes on
+        try:
+            yield defer.ensureDeferred(self.run_pass())
+        except Exception:
+            log.err(None, f"{self.name}: pass failed; will try again")
 
-    def stopService(self):
-        loop = getattr(self, "_loop", None)
-        if loop is not None and loop.running:
-            loop.stop()
-        return super().stopService()
+    @defer.inlineCallbacks
+    def startService(self):  # noqa: N802 (Buildbot's API)
+        yield super().startService()  # runs reconfigService first
+        self._pass.start(interval=self.interval_seconds(), now=False)
+
+    @defer.inlineCallbacks
+    def stopService(self):  # noqa: N802
+        if self._pass.running:
+            yield self._pass.stop()  # waits for a pass that is running
+        yield super().stopService()
 
     def kick(self) -> None:
-        """Run a pass as soon as the reactor is free (something it waits for just happened)."""
-        self.master.reactor.callLater(0, self._safe_pass)
-
-    async def _safe_pass(self) -> None:
-        if self._busy:
-            self._again = True  # one more pass after the running one, not a second one in parallel
-            return
-        self._busy = True
-        try:
-            while True:
-                self._again = False
-                try:
-                    await self.run_pass()
-                except Exception:
-                    log.err(None, f"{self.name}: pass failed; will try again")
-                if not self._again:
-                    break
-        finally:
-            self._busy = False
+        """Run a pass now, or once more right after the one running (something it waits for just happened)."""
+        self._pass()
