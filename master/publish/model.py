@@ -20,13 +20,6 @@ from master.publish import forkjoin, scan
 from master.publish.source import MeasureKey, SeriesKey
 
 
-def median(xs: Iterable[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    mid = n // 2
-    return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2.0
-
-
 @dataclass
 class Table:
     """All loaded points. Series s owns rows [start, end) of every column, in branch-position order."""

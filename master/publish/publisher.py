@@ -8,6 +8,7 @@ import gc
 import json
 import math
 import os
+import statistics
 import sqlite3
 import threading
 import time
@@ -22,7 +23,7 @@ from markupsafe import Markup
 from master import store
 from master.detect.rqps import Bands
 from master.publish import commits, feed, forkjoin, model, source
-from master.publish.model import SeriesData, median
+from master.publish.model import SeriesData
 from master.publish.names import commit_name, safe_name
 from master.publish.ratios import RatioCache, Want
 from master.publish.render import (
@@ -453,7 +454,7 @@ def write_releases(w: SiteWriter, ctx: Context) -> None:
                     continue
                 unit, direction = x.unit, x.direction
                 rel = None if b is None else RatioView.of(got[(sids[key], x.sha, b.sha)], base)
-                cells.append(ReleaseCell(t, median(x.samples), rel, x.sla_miss))
+                cells.append(ReleaseCell(t, statistics.median(x.samples), rel, x.sla_miss))
             rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
         table = ReleaseTable(base, files[base], tuple(tags), tuple(rows), tuple((t, files[t]) for t in tags))
         if values is None:  # the absolute values do not depend on the base: rendered once, escaped there
