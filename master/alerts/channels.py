@@ -247,37 +247,6 @@ class BrokenSender:
         raise SendError(self.reason, permanent=True)
 
 
-def build_senders(
-    channels: tuple[ChannelConfig, ...],
-    secrets: Mapping[str, str],
-    *,
-    timeout: float,
-    http: HttpClient | None = None,
-    smtp: SmtpClient | None = None,
-) -> dict[str, Sender]:
-    """One sender per configured channel; `secrets` maps secret names to values (from Buildbot's providers)."""
-    http = http or UrllibHttpClient()
-    smtp = smtp or SmtplibClient()
-    out: dict[str, Sender] = {}
-    for c in channels:
-        missing = [s for s in c.secret_names() if s not in secrets]
-        if missing:
-            out[c.name] = BrokenSender(f"secret {missing[0]!r} not found in Buildbot's secrets providers")
-        elif c.kind == "email":
-            out[c.name] = EmailSender(smtp, c, secrets.get(c.password_secret) if c.password_secret else None, timeout)
-        elif (problem := webhook_url_problem(secrets[c.url_secret])) is not None:
-            out[c.name] = BrokenSender(invalid_url_reason(c.url_secret, problem))
-        else:
-            out[c.name] = WebhookSender(
-                http,
-                secrets[c.url_secret],
-                timeout,
-                secrets.get(c.signing_secret) if c.signing_secret else None,
-                secret_name=c.url_secret,
-            )
-    return out
-
-
 def redact(text: str, secrets: Mapping[str, str]) -> str:
     """Replace any secret value that slipped into an error text (belt and braces)."""
     for name, value in secrets.items():

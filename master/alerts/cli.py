@@ -19,7 +19,7 @@ from typing import Any
 
 from master import store
 from master.alerts import db, delivery, lifecycle
-from master.alerts.channels import build_senders
+from master.alerts.kinds import build_senders
 from master.alerts.config import AlertConfigError, AlertSettings
 from master.alerts.sync import AlertNotFound, alert_view, resolve, set_state, sync
 from master.textsafe import visible as v

@@ -252,16 +252,3 @@ def email(view: AlertView, event: str, key: str, channel: str) -> dict[str, Any]
             }
         )
     return {"subject": neutralise.header(subject), "text": "\n".join(lines) + "\n", "headers": headers}
-
-
-def build(view: AlertView, channel_kind: str, event: str, key: str, channel: str) -> dict[str, Any]:
-    """The message for one channel kind, as plain JSON-able data."""
-    if event not in EVENTS:
-        raise ValueError(f"unknown event {event!r}")
-    if channel_kind == "slack":
-        return slack(view, event)
-    if channel_kind == "webhook":
-        return webhook(view, event, key)
-    if channel_kind == "email":
-        return email(view, event, key, channel)
-    raise ValueError(f"unknown channel kind {channel_kind!r}")

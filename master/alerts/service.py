@@ -20,7 +20,8 @@ from twisted.python import log
 
 from master import store
 from master.alerts import delivery
-from master.alerts.channels import build_senders, redact
+from master.alerts.channels import redact
+from master.alerts.kinds import build_senders
 from master.alerts.config import AlertSettings
 from master.alerts.sync import sync
 from master.periodic import PeriodicService

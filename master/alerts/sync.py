@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from master import store
-from master.alerts import db, grouping, lifecycle, messages, rules
+from master.alerts import db, grouping, kinds, lifecycle, messages, rules
 from master.alerts.config import AlertSettings
 from master.detect.model import Direction
 from master.detect.rqps import Bands, colour
@@ -187,7 +187,7 @@ def _queue(
         seen_rev = max((r["revision"] for r in maybe_seen), default=0)
         view = alert_view(conn, settings, alert_id, since_revision=seen_rev)
         key = f"{alert_id}/{ch.name}/r{revision}"
-        payload = messages.build(view, ch.kind, event, key, ch.name)
+        payload = kinds.build_message(view, ch.kind, event, key, ch.name)
         available = a["created_at"] + settings.settle_seconds if event == "opened" else now
         if fresh is not None and db.replace_unsent(
             conn, fresh["id"], revision=revision, key=key, payload=payload, available_at=available

@@ -31,7 +31,7 @@ import numpy as np
 
 from master import analysis, store
 from master.alerts import AlertSettings, ChannelConfig, deliver_once, sync
-from master.alerts.channels import build_senders
+from master.alerts.kinds import build_senders
 from tests.alerts_support import HttpReceiver, sha_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from master.alerts import messages, neutralise
+from master.alerts import kinds, neutralise
 from master.alerts.messages import AlertView, CommitView, LineView
 from tests.alerts_support import HOSTILE_AUTHOR, HOSTILE_SUBJECT
 
@@ -88,7 +88,7 @@ def check_golden(name: str, data: dict) -> None:
 def test_payload_matches_golden(kind: str, case: str) -> None:
     event, changes = CASES[case]
     v = view(**changes)
-    check_golden(f"{kind}-{case}", messages.build(v, kind, event, f"{v.id}/{kind}/r{v.revision}", kind))
+    check_golden(f"{kind}-{case}", kinds.build_message(v, kind, event, f"{v.id}/{kind}/r{v.revision}", kind))
 
 
 ACTIVE = [
@@ -112,7 +112,7 @@ def _strings(data) -> list[str]:
 @pytest.mark.parametrize("kind", ["slack", "webhook", "email"])
 def test_hostile_subject_is_inert_in_every_channel(kind: str) -> None:
     v = view(**CULPRIT)
-    payload = messages.build(v, kind, "updated", "k", "c")
+    payload = kinds.build_message(v, kind, "updated", "k", "c")
     fields = _strings(payload)
     if kind == "email":  # the body is plain text: only untrusted fragments matter; the subject header is one line
         fields = [payload["subject"]] + [ln for ln in payload["text"].splitlines() if "FREE" in ln or "Mallory" in ln]
@@ -139,6 +139,6 @@ def test_neutralise_keeps_words_and_bounds_length() -> None:
 
 def test_unknown_channel_kind_or_event_is_an_error() -> None:
     with pytest.raises(ValueError, match="channel kind"):
-        messages.build(view(), "pager", "opened", "k", "c")
+        kinds.build_message(view(), "pager", "opened", "k", "c")
     with pytest.raises(ValueError, match="event"):
-        messages.build(view(), "slack", "closed", "k", "c")
+        kinds.build_message(view(), "slack", "closed", "k", "c")
