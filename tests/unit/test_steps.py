@@ -1,11 +1,13 @@
 """The farm's master-side build steps under Buildbot's own step test harness (TestBuildStepMixin).
 
 CheckSource is defence in depth: settings never watch a ref git would not create and the force form checks its
-fields, so no outside input reaches it with an unsafe name today; these tests drive it directly.
+fields, so no outside input reaches it with an unsafe name today; these tests drive it directly. IngestResult and
+RecordAttempt run against the real store, ingest and git mirror on a temp dir; only the build is Buildbot's fake.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -14,11 +16,23 @@ from types import SimpleNamespace
 from buildbot.process.results import FAILURE, SUCCESS
 from buildbot.test.reactor import TestReactorMixin
 from buildbot.test.steps import TestBuildStepMixin
+from twisted.internet import defer
 from twisted.trial import unittest
 
+from master import ingest, store
 from master.settings import load_settings
-from master.steps import COMMIT, SOURCE_REFUSED, CheckSource
+from master.steps import (
+    COMMIT,
+    SOURCE_REFUSED,
+    STORED_RUN,
+    CheckSource,
+    IngestResult,
+    RecordAttempt,
+    master_instance,
+    result_path,
+)
 from tests.harness import make_repo
+from tests.unit.test_store_ingest import result_for
 
 
 class CheckSourceTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
@@ -58,3 +72,123 @@ class CheckSourceTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
         self.expect_outcome(result=SUCCESS)
         self.expect_property(COMMIT, self.repo.head(), "CheckSource")
         return self._check("refs/tags/REL_1_0", "REL_1_0")
+
+
+class IngestResultTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
+    """The ingest step on Buildbot's fake build, with the real store, ingest and mirror behind it."""
+
+    BUILDER = "fixture@local"
+
+    def setUp(self):
+        self.setup_test_reactor()
+        self.tmp = Path(tempfile.mkdtemp(prefix="perffarm-steps-"))
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.repo = make_repo(self.tmp / "repo")
+        self.settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": f"{self.tmp}/data",
+                                               "PERFFARM_REPOSITORY_URL": str(self.repo.path)})
+        return self.setup_test_build_step()
+
+    def _ingest(self, doc, got_revision=None, **props):
+        self.setup_step(IngestResult(self.settings, "fixture"))
+        build = self.get_nth_step(0).build
+        build.builder.name = self.BUILDER
+        build.builder.getBuilderId = lambda: defer.succeed(1)
+        # Buildbot's fake master has no service manager; the step looks up the bisection service there
+        self.master.service_manager = SimpleNamespace(namedServices={})
+        for name, value in {"buildnumber": 7, "got_revision": got_revision, **props}.items():
+            build.setProperty(name, value, "test")
+        path = result_path(self.settings, self.BUILDER, 7)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        return self.run_step()
+
+    def _runs(self):
+        conn = store.connect(self.settings.results_db)
+        try:
+            return [tuple(r) for r in conn.execute("SELECT sha, status FROM runs")]
+        finally:
+            conn.close()
+
+    @defer.inlineCallbacks
+    def test_the_builds_own_result_is_stored(self):
+        sha = self.repo.head()
+        self.expect_outcome(result=SUCCESS, state_string="stored run 1")
+        yield self._ingest(result_for(sha), got_revision=sha)
+        self.assertEqual(self._runs(), [(sha, "ok")])
+
+    @defer.inlineCallbacks
+    def test_a_malformed_result_is_rejected_and_nothing_is_stored(self):
+        sha = self.repo.head()
+        doc = result_for(sha)
+        doc["workloads"][0]["metrics"][0]["samples"] = ["fast"]
+        self.expect_outcome(result=FAILURE, state_string="result rejected (failure)")
+        yield self._ingest(doc, got_revision=sha)
+        self.assertIn("REJECTED, nothing stored:", self.get_nth_step(0).logs["ingest"].stderr)
+        self.assertEqual(self._runs(), [])
+
+    @defer.inlineCallbacks
+    def test_a_result_of_another_commit_is_never_stored_under_this_one(self):
+        old, new = self.repo.head(), self.repo.bench_commit("new", 2000)
+        self.expect_outcome(result=FAILURE, state_string="result rejected (failure)")
+        yield self._ingest(result_for(old), got_revision=new)  # a stale result.json beside a fresh checkout
+        self.assertIn("$.commit.sha: result is for", self.get_nth_step(0).logs["ingest"].stderr)
+        self.assertEqual(self._runs(), [])
+
+    @defer.inlineCallbacks
+    def test_a_build_whose_checkout_failed_has_no_result(self):
+        self.expect_outcome(result=FAILURE, state_string="no result (failure)")
+        yield self._ingest(result_for(self.repo.head()), got_revision=None)  # the git step never set it
+        self.assertIn("reported no revision", self.get_nth_step(0).logs["ingest"].stderr)
+        self.assertEqual(self._runs(), [])
+
+    @defer.inlineCallbacks
+    def test_a_retried_build_whose_result_is_stored_does_not_measure_again(self):
+        sha = self.repo.head()
+        self.expect_outcome(result=SUCCESS)
+        yield self._ingest(result_for(sha), got_revision=sha, **{STORED_RUN: 5})
+        self.assertIn("not measured again", self.get_nth_step(0).logs["ingest"].stdout)
+        self.assertEqual(self._runs(), [])
+
+
+class RecordAttemptTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
+    """A build request whose result is stored already (the master died after storing it) is not measured again."""
+
+    def setUp(self):
+        self.setup_test_reactor()
+        self.tmp = Path(tempfile.mkdtemp(prefix="perffarm-steps-"))
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.repo = make_repo(self.tmp / "repo")
+        self.settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": f"{self.tmp}/data",
+                                               "PERFFARM_REPOSITORY_URL": str(self.repo.path)})
+        return self.setup_test_build_step()
+
+    def _record(self, request_id: int):
+        self.setup_step(RecordAttempt(self.settings))
+        build = self.get_nth_step(0).build
+        build.requests = [SimpleNamespace(id=request_id)]
+        build.sources[""] = SimpleNamespace(branch="master", revision=self.repo.head())
+        return self.run_step()
+
+    def _store_for_request(self, request_id: int) -> int:
+        sha = self.repo.head()
+        self.settings.incoming_dir.mkdir(parents=True, exist_ok=True)
+        path = self.settings.incoming_dir / "r.json"
+        path.write_text(json.dumps(result_for(sha)))
+        key = f"{master_instance(self.settings)}/{request_id}"
+        run = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=1, got_revision=sha,
+                               request_key=key)
+        return ingest.ingest_file(self.settings, path, run, "fixture").run_id
+
+    @defer.inlineCallbacks
+    def test_a_stored_request_is_marked_so_the_build_skips_measuring(self):
+        run_id = self._store_for_request(3)
+        self.expect_outcome(result=SUCCESS)
+        self.expect_property(STORED_RUN, run_id, "RecordAttempt")
+        yield self._record(3)
+
+    @defer.inlineCallbacks
+    def test_another_request_of_the_same_commit_is_measured(self):
+        self._store_for_request(3)
+        self.expect_outcome(result=SUCCESS)
+        yield self._record(4)
+        self.assertIsNone(self.get_nth_step(0).getProperty(STORED_RUN))
