@@ -100,6 +100,18 @@ def make_repo(path: Path, first_value: float = 1000) -> GitRepo:
     return repo
 
 
+
+def _signal_and_wait(proc: subprocess.Popen | None, sig: int, timeout: float) -> int | None:
+    """Send `sig` to a running process and wait for its exit status (SIGKILL after `timeout`); None if not running."""
+    if proc is None or proc.poll() is not None:
+        return None
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
 class Farm:
     """A real master and local worker for one test, with its own data directory and ports."""
 
@@ -170,14 +182,8 @@ class Farm:
         return proc is not None and proc.poll() is not None
 
     def stop_master(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int | None:
-        if self.master is None or self.master.poll() is not None:
-            return None
-        self.master.send_signal(sig)
-        try:
-            return self.master.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.master.kill()
-            return self.master.wait()
+        """Send `sig` to the master and wait for it to exit (SIGKILL after `timeout`); None if it was not running."""
+        return _signal_and_wait(self.master, sig, timeout)
 
     def stop(self) -> None:
         for proc in (self.worker, self.master):
@@ -313,14 +319,7 @@ class Farm:
 
         Only the worker process gets the signal, as `kill` would: a recipe command it was running keeps running
         as an orphan, exactly as after a real crash of buildbot-worker."""
-        if self.worker is None or self.worker.poll() is not None:
-            return None
-        self.worker.send_signal(sig)
-        try:
-            return self.worker.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.worker.kill()
-            return self.worker.wait()
+        return _signal_and_wait(self.worker, sig, timeout)
 
     def alive(self) -> dict[str, bool]:
         """Whether the master and the worker processes are running."""

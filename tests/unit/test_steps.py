@@ -35,7 +35,9 @@ from tests.harness import make_repo
 from tests.unit.test_store_ingest import result_for
 
 
-class CheckSourceTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
+class StepTestCase(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
+    """A fake build on Buildbot's test reactor; a real git repository and farm settings in a temp dir."""
+
     def setUp(self):
         self.setup_test_reactor()
         self.tmp = Path(tempfile.mkdtemp(prefix="perffarm-steps-"))
@@ -44,6 +46,9 @@ class CheckSourceTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
         self.settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": f"{self.tmp}/data",
                                                "PERFFARM_REPOSITORY_URL": str(self.repo.path)})
         return self.setup_test_build_step()
+
+
+class CheckSourceTest(StepTestCase):
 
     def _check(self, branch, revision):
         self.setup_step(CheckSource(self.settings))
@@ -74,19 +79,10 @@ class CheckSourceTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
         return self._check("refs/tags/REL_1_0", "REL_1_0")
 
 
-class IngestResultTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
+class IngestResultTest(StepTestCase):
     """The ingest step on Buildbot's fake build, with the real store, ingest and mirror behind it."""
 
     BUILDER = "fixture@local"
-
-    def setUp(self):
-        self.setup_test_reactor()
-        self.tmp = Path(tempfile.mkdtemp(prefix="perffarm-steps-"))
-        self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.repo = make_repo(self.tmp / "repo")
-        self.settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": f"{self.tmp}/data",
-                                               "PERFFARM_REPOSITORY_URL": str(self.repo.path)})
-        return self.setup_test_build_step()
 
     def _ingest(self, doc, got_revision=None, **props):
         self.setup_step(IngestResult(self.settings, "fixture"))
@@ -150,17 +146,8 @@ class IngestResultTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
         self.assertEqual(self._runs(), [])
 
 
-class RecordAttemptTest(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
+class RecordAttemptTest(StepTestCase):
     """A build request whose result is stored already (the master died after storing it) is not measured again."""
-
-    def setUp(self):
-        self.setup_test_reactor()
-        self.tmp = Path(tempfile.mkdtemp(prefix="perffarm-steps-"))
-        self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.repo = make_repo(self.tmp / "repo")
-        self.settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": f"{self.tmp}/data",
-                                               "PERFFARM_REPOSITORY_URL": str(self.repo.path)})
-        return self.setup_test_build_step()
 
     def _record(self, request_id: int):
         self.setup_step(RecordAttempt(self.settings))
