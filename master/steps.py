@@ -79,8 +79,10 @@ def not_stored_yet(step: BuildStep) -> bool:
 
 class RecordAttempt(BuildStep):
     """Note in the results database that this revision is being built (caps re-queues after crashes), and find
-    out whether this build request's result is stored already (the master was killed after storing it and
-    Buildbot retried the request): then the build only finishes what the killed one left undone."""
+    out whether its result is stored already: this build request's (the master was killed after storing it and
+    Buildbot retried the request), or, for an automatic build, this commit's on this builder (Buildbot's GitPoller
+    reports commits again when the master is killed before it saved its state: the chaos suite saw it). Then the
+    build only finishes what a killed one left undone; a forced build always measures."""
 
     name = "record-attempt"
     hideStepIf = True
@@ -93,12 +95,15 @@ class RecordAttempt(BuildStep):
         revision = _requested_revision(self)
         builder, build_id = self.build.builder.name, self.build.buildid
         settings = self.settings
+        automatic = _source(self) in store.AUTOMATIC_SOURCES
 
         def record() -> int | None:
             key = request_key(settings, self)
             conn = store.connect(settings.results_db)
             try:
                 stored = store.run_for_request(conn, key)
+                if stored is None and automatic and revision:
+                    stored = store.automatic_run_for(conn, revision, builder)
                 if revision and stored is None:
                     store.record_attempt(conn, build_id, revision, builder)
                 return stored
@@ -221,8 +226,8 @@ class IngestResult(BuildStep):
         log = await self.addLog("ingest")
         stored = self.getProperty(STORED_RUN)
         if stored:  # a retried build: its result was stored before the master died; finish the derived stages
-            await log.addStdout(f"this build request's result is stored already (run {stored}); not measured "
-                                "again\n")
+            await log.addStdout(f"a result of this build request or, for an automatic build, of this commit is "
+                                f"stored already (run {stored}); not measured again\n")
             return await self._after(log, int(stored), bisection_probe=bool(self.getProperty("perffarm_bisection")))
         path = result_path(self.settings, builder, self.getProperty("buildnumber"))
         builderid = await self.build.builder.getBuilderId()

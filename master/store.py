@@ -475,6 +475,19 @@ def run_for_request(conn: sqlite3.Connection, request_key: str | None) -> int | 
     return int(row[0]) if row else None
 
 
+AUTOMATIC_SOURCES = ("poll", "requeue")  # runs the farm makes by itself: one per commit and builder
+
+
+def automatic_run_for(conn: sqlite3.Connection, revision: str, builder: str) -> int | None:
+    """The run an automatic build (poll or requeue) of `revision` on `builder` stored already, or None."""
+    marks = ",".join("?" * len(AUTOMATIC_SOURCES))
+    row = conn.execute(
+        f"SELECT MIN(id) FROM runs WHERE builder = ? AND revision = ? AND source IN ({marks})",
+        (builder, revision, *AUTOMATIC_SOURCES),
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
 def short_ref(ref: str) -> str:
     """`refs/heads/X` and `refs/tags/X` to `X` (Buildbot names tag changes by their full ref)."""
     for prefix in ("refs/heads/", "refs/tags/"):

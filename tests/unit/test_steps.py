@@ -147,11 +147,14 @@ class IngestResultTest(StepTestCase):
 
 
 class RecordAttemptTest(StepTestCase):
-    """A build request whose result is stored already (the master died after storing it) is not measured again."""
+    """A build request whose result is stored already (the master died after storing it) is not measured again,
+    nor is a commit the farm measured already by itself (Buildbot's poller reported it twice)."""
 
-    def _record(self, request_id: int):
+    def _record(self, request_id: int, scheduler: str = "force"):
         self.setup_step(RecordAttempt(self.settings))
         build = self.get_nth_step(0).build
+        build.builder.name = "fixture@local"
+        build.setProperty("scheduler", scheduler, "Scheduler")
         build.requests = [SimpleNamespace(id=request_id)]
         build.sources[""] = SimpleNamespace(branch="master", revision=self.repo.head())
         return self.run_step()
@@ -174,8 +177,15 @@ class RecordAttemptTest(StepTestCase):
         yield self._record(3)
 
     @defer.inlineCallbacks
-    def test_another_request_of_the_same_commit_is_measured(self):
+    def test_a_commit_the_poller_reports_again_is_not_measured_again(self):
+        run_id = self._store_for_request(3)
+        self.expect_outcome(result=SUCCESS)
+        self.expect_property(STORED_RUN, run_id, "RecordAttempt")
+        yield self._record(4, scheduler="commits")  # a second change for the same commit, a new request
+
+    @defer.inlineCallbacks
+    def test_a_forced_build_of_a_measured_commit_measures_it(self):
         self._store_for_request(3)
         self.expect_outcome(result=SUCCESS)
-        yield self._record(4)
+        yield self._record(4, scheduler="force")
         self.assertIsNone(self.get_nth_step(0).getProperty(STORED_RUN))
