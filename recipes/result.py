@@ -259,6 +259,8 @@ def _workloads(workloads: Any, status: str) -> None:
         if wname in seen:
             raise _fail(f"{wpath}.name", f"workload {wname!r} appears twice")
         seen.add(wname)
+        if "config_hash" in w:  # optional: without it the workload's series identity is recipe.config_hash
+            _str(w, "config_hash", wpath, NAME_RE)
         flags = w.get("flags", [])
         if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
             raise _fail(f"{wpath}.flags", "expected a list of strings")
