@@ -250,6 +250,17 @@ MIGRATIONS: list[str] = [
     DROP INDEX runs_build;
     CREATE INDEX runs_build ON runs(build_id)
     """,
+    # 6: series identity is per workload: each measurement carries its workload's config hash (the result's
+    # workloads[].config_hash), so adding a workload to a recipe no longer starts a new series for every other
+    # workload. Stored rows take their run's hash, which was their series identity until now: they stay in the
+    # series they were in. Always written by insert_run (SQLite adds a NOT NULL column only with a default). The
+    # index finds a series' rows: on config_hash alone, SQLite would read every row of a run hash to load one
+    # series of it.
+    """
+    ALTER TABLE measurements ADD COLUMN config_hash TEXT NOT NULL DEFAULT '';
+    UPDATE measurements SET config_hash = (SELECT r.config_hash FROM runs r WHERE r.id = measurements.run_id);
+    CREATE INDEX measurements_series ON measurements(config_hash, workload, metric)
+    """,
 ]
 
 
@@ -450,11 +461,13 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
     rows = []
     for w in doc["workloads"]:
         flags = json.dumps(w.get("flags", []))
+        config_hash = workload_config_hash(doc, w)
         for m in w["metrics"]:
-            rows.append((run_id, w["name"], m["name"], m["unit"], m["direction"], json.dumps(m["samples"]), flags))
+            rows.append((run_id, w["name"], m["name"], m["unit"], m["direction"], json.dumps(m["samples"]), flags,
+                         config_hash))
     conn.executemany(
-        "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags, config_hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
     if run.bisection_id is not None:
@@ -464,6 +477,12 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             (run.bisection_id, run_id, run.bisection_id),
         )
     return run_id
+
+
+def workload_config_hash(doc: dict[str, Any], workload: dict[str, Any]) -> str:
+    """The series identity of one workload of a result: its own config hash, or the recipe's for results of
+    recipes that do not give one per workload (those compare only within one whole recipe config, as before)."""
+    return workload.get("config_hash") or doc["recipe"]["config_hash"]
 
 
 def run_for_request(conn: sqlite3.Connection, request_key: str | None) -> int | None:

@@ -134,6 +134,7 @@ BOUNDED = [
         (["machine", "id"], "m" * 129, "$.machine.id"),
         (["machine", "id"], "\udfff", "$.machine.id"),
         (["recipe", "config_hash"], "h" * 129, "$.recipe.config_hash"),
+        (["recipe", "config_hash"], "a\x1eb", "$.recipe.config_hash"),  # part of each series' key on the site
         (["workloads", 0, "config_hash"], "h" * 129, "$.workloads[0].config_hash"),
         (["workloads", 0, "config_hash"], "a\x1fb", "$.workloads[0].config_hash"),
         (["workloads", 0, "config_hash"], "", "$.workloads[0].config_hash"),

@@ -13,10 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from master import analysis, ingest, store
+from master.publish import publish_all
+from master.publish.source import MeasureKey, SeriesKey
+from master.settings import load_settings
 from recipes import registry
 from recipes.api import Recipe, listed_workloads
 from recipes.pg import insertbench, memprobe
 from recipes.pg.profile import identity_of, load_profile, workload_files, workloads
+from tests.harness import make_repo
+from tests.unit.test_result_schema import good
+from tests.unit.test_store_ingest import put, run_ctx
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = ("pg-quick", "pg-full")
@@ -167,3 +174,111 @@ def test_a_recipe_without_workload_identities_keeps_the_whole_config_as_identity
         listed.workload_hash("a")
     assert Recipe("plain", 2, "d", {}, nothing, nothing, workload_identity=more).workload_hash("a") != \
         listed.workload_hash("a")
+
+
+# ------------------------------------------------------------------------------------------------ the master
+
+
+def _recipe(workloads: list[dict]) -> Recipe:
+    """A recipe as a recipe file defines one: shared settings plus a list of workload entries."""
+
+    def nothing(ctx):
+        return []
+
+    config = {"cflags": ["-O2"], "samples": 5, "workloads": workloads}
+    return Recipe("fixture", 1, "test", config, nothing, nothing, workload_identity=listed_workloads(config))
+
+
+def _result(recipe: Recipe, sha: str, values: dict[str, float], per_workload: bool = True) -> dict:
+    """A result as the runner writes it for `recipe` (workloads[].config_hash unless `per_workload` is off: the
+    results of a recipe older than per-workload identity)."""
+    doc = good()
+    doc["commit"] = {"sha": sha, "ref": "master"}
+    doc["recipe"]["config_hash"] = recipe.config_hash()
+    doc["workloads"] = [{"name": w, "metrics": [{"name": "throughput", "unit": "ops/s", "direction": "higher",
+                                                 "samples": [v, v * 1.001, v * 0.999]}]} for w, v in values.items()]
+    if per_workload:
+        for w in doc["workloads"]:
+            w["config_hash"] = recipe.workload_hash(w["name"])
+    return doc
+
+
+@pytest.fixture
+def farm(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
+                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings.incoming_dir.mkdir(parents=True)
+    return repo, settings
+
+
+def _store(settings, doc: dict, build_id: int) -> int:
+    path = put(settings, doc, f"b-{build_id}.json")
+    run_id = ingest.ingest_file(settings, path, run_ctx(build_id, doc["commit"]["sha"]), "fixture").run_id
+    conn = store.connect(settings.results_db)
+    try:
+        analysis.analyse_run(conn, run_id)
+    finally:
+        conn.close()
+    return run_id
+
+
+def test_a_workload_added_to_the_recipe_keeps_the_other_workloads_in_their_series(farm, tmp_path):
+    repo, settings = farm
+    pgbench = {"name": "pgbench", "args": ["-S"]}
+    select1 = {"name": "select1", "script": "select1.sql", "script_hash": "v1"}
+    before = _recipe([pgbench, select1])
+    # later: a workload is added, and select1's script is edited
+    after = _recipe([pgbench, {**select1, "script_hash": "v2"}, {"name": "txid", "script": "txid.sql"}])
+    assert after.config_hash() != before.config_hash()  # one series per recipe config would break everything
+    shas = [repo.bench_commit(f"c{i}", i) for i in range(6)]
+    for i, sha in enumerate(shas):
+        recipe = before if i < 3 else after
+        values = {"pgbench": 1000.0, "select1": 500.0} | ({"txid": 80.0} if i >= 3 else {})
+        _store(settings, _result(recipe, sha, values), i + 1)
+    conn = store.connect(settings.results_db)
+    series = {}
+    for r in conn.execute("SELECT id, workload, config_hash FROM series WHERE branch = 'master' ORDER BY id"):
+        series.setdefault(r["workload"], []).append(r)
+    # pgbench: one series through the change of the recipe, with all six commits
+    assert [r["config_hash"] for r in series["pgbench"]] == [before.workload_hash("pgbench")]
+    assert analysis.load_series(conn, series["pgbench"][0]["id"]).series.commits == tuple(shas)
+    # select1: what it measures changed at commit 3, so a new series starts there; txid starts with its first run
+    assert [r["config_hash"] for r in series["select1"]] == [before.workload_hash("select1"),
+                                                            after.workload_hash("select1")]
+    assert [analysis.load_series(conn, r["id"]).series.commits for r in series["select1"]] == [tuple(shas[:3]),
+                                                                                               tuple(shas[3:])]
+    assert len(series["txid"]) == 1
+    # the run keeps the whole recipe's hash (shown with the run)
+    assert [r[0] for r in conn.execute("SELECT DISTINCT config_hash FROM runs ORDER BY id")] == [
+        before.config_hash(), after.config_hash()]
+    conn.close()
+    # the site: pgbench is one series with no break; select1's break is marked in its own series only
+    out = tmp_path / "site"
+    publish_all(settings, out, now=1_800_000_000.0)
+
+    def page(workload: str, recipe: Recipe) -> dict:
+        key = SeriesKey(MeasureKey("m1", "fixture", 1, recipe.workload_hash(workload), workload, "throughput"),
+                        "master")
+        return json.loads((out / f"data/series/{key.sid}/index.json").read_text())
+
+    pg = page("pgbench", before)
+    assert (pg["series"]["first_position"], pg["series"]["last_position"]) == (1, 6)
+    assert [m for m in pg["markers"] if m["kind"] == "config"] == []
+    old_select1 = page("select1", before)
+    assert [m["pos"] for m in old_select1["markers"] if m["kind"] == "config"] == [4]
+    assert after.workload_hash("select1")[:8] in old_select1["markers"][0]["label"]
+    assert page("select1", after)["series"]["first_position"] == 4
+
+
+def test_results_without_per_workload_hashes_still_ingest_under_the_recipes_hash(farm):
+    repo, settings = farm
+    recipe = _recipe([{"name": "pgbench"}])
+    a, b = repo.bench_commit("a", 1), repo.bench_commit("b", 2)
+    _store(settings, _result(recipe, a, {"pgbench": 1000.0}, per_workload=False), 1)
+    _store(settings, _result(recipe, b, {"pgbench": 1000.0}, per_workload=False), 2)
+    conn = store.connect(settings.results_db)
+    assert [tuple(r) for r in conn.execute("SELECT DISTINCT config_hash FROM measurements")] == [
+        (recipe.config_hash(),)]
+    [sid] = [r[0] for r in conn.execute("SELECT id FROM series")]
+    assert analysis.load_series(conn, sid).series.commits == (a, b)
