@@ -4,7 +4,9 @@ scripts, postgresql.conf and build flags are edited the way a user would edit th
 
 from __future__ import annotations
 
+import filecmp
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from master import analysis, ingest, store
-from master.publish import publish_all
+from master.publish import publish_all, publish_incremental
 from master.publish.source import MeasureKey, SeriesKey
 from master.settings import load_settings
 from recipes import registry
@@ -27,6 +29,7 @@ from tests.unit.test_store_ingest import put, run_ctx
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = ("pg-quick", "pg-full")
+NOW = 1_800_000_000.0
 
 # Every workload name a recipe's results can carry: the profile's workloads, and the Insert Benchmark's steps.
 _HASHES = """
@@ -255,7 +258,7 @@ def test_a_workload_added_to_the_recipe_keeps_the_other_workloads_in_their_serie
     conn.close()
     # the site: pgbench is one series with no break; select1's break is marked in its own series only
     out = tmp_path / "site"
-    publish_all(settings, out, now=1_800_000_000.0)
+    publish_all(settings, out, now=NOW)
 
     def page(workload: str, recipe: Recipe) -> dict:
         key = SeriesKey(MeasureKey("m1", "fixture", 1, recipe.workload_hash(workload), workload, "throughput"),
@@ -282,3 +285,43 @@ def test_results_without_per_workload_hashes_still_ingest_under_the_recipes_hash
         (recipe.config_hash(),)]
     [sid] = [r[0] for r in conn.execute("SELECT id FROM series")]
     assert analysis.load_series(conn, sid).series.commits == (a, b)
+
+
+def test_upgrading_to_per_workload_hashes_keeps_the_stored_history_in_its_series(farm, tmp_path):
+    # a farm that stored results before results carried per-workload hashes (their series keyed by the recipe's
+    # whole hash), then its first result with them, then a workload added: pgbench stays one series throughout
+    repo, settings = farm
+    pgbench, select1 = {"name": "pgbench"}, {"name": "select1"}
+    recipe = _recipe([pgbench, select1])
+    grown = _recipe([pgbench, select1, {"name": "txid"}])
+    shas = [repo.bench_commit(f"c{i}", i) for i in range(5)]
+    for i in range(3):
+        _store(settings, _result(recipe, shas[i], {"pgbench": 1000.0, "select1": 500.0}, per_workload=False), i + 1)
+    conn = store.connect(settings.results_db)
+    before = {r["workload"]: r["id"] for r in conn.execute("SELECT id, workload FROM series")}
+    assert len(before) == 2
+    inc, full = tmp_path / "inc", tmp_path / "full"
+    publish_all(settings, inc, now=NOW)
+    run_id = _store(settings, _result(recipe, shas[3], {"pgbench": 1000.0, "select1": 500.0}), 4)
+    after = {r["workload"]: (r["id"], r["config_hash"]) for r in conn.execute("SELECT id, workload, config_hash "
+                                                                               "FROM series")}
+    assert after == {w: (before[w], recipe.workload_hash(w)) for w in ("pgbench", "select1")}  # same series rows
+    assert conn.execute("SELECT COUNT(*) FROM measurements WHERE config_hash = ?",
+                        (recipe.config_hash(),)).fetchone()[0] == 0
+    assert analysis.load_series(conn, before["pgbench"]).series.commits == tuple(shas[:4])
+    # the site: the moved series' old pages go, so the incremental publish is a full one, equal to a fresh one
+    report = publish_incremental(settings, run_id, inc, now=NOW)
+    assert report.incremental is False
+    publish_all(settings, full, now=NOW)
+    a, b = _files(inc), _files(full)
+    assert sorted(a) == sorted(b) and [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
+    # and then a workload is added: pgbench's series goes on
+    _store(settings, _result(grown, shas[4], {"pgbench": 1000.0, "select1": 500.0, "txid": 80.0}), 5)
+    assert analysis.load_series(conn, before["pgbench"]).series.commits == tuple(shas)
+    assert conn.execute("SELECT COUNT(*) FROM series").fetchone()[0] == 3
+    conn.close()
+
+
+def _files(root: Path) -> dict[str, Path]:
+    root = Path(os.path.realpath(root))
+    return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
