@@ -1,8 +1,8 @@
 """From stored runs to series and change points: what change detection sees, along first-parent order.
 
-A series is (machine, recipe + version + config hash, workload, metric, branch). Its points are the branch's
-commits in first-parent order that have `ok` runs, each with every raw sample of every such run (bisection and
-forced runs add samples to a commit; build order never matters). After each ingest the touched series are
+A series is (machine, recipe + version + the workload's config hash, workload, metric, branch). Its points are
+the branch's commits in first-parent order that have `ok` runs, each with every raw sample of every such run
+(bisection and forced runs add samples to a commit; build order never matters). After each ingest the touched series are
 re-detected and `change_points` is reconciled: a change point keeps its identity (series + first commit) and
 is updated in place when more data moves it, never duplicated; new points must survive Benjamini-Hochberg
 across the farm's series; a point whose evidence more data has taken away is marked `retracted`, and comes
@@ -70,24 +70,25 @@ class ChangeEvent:
 def ensure_series_for_run(conn: sqlite3.Connection, run_id: int) -> list[int]:
     """The ids of every series a run contributes to (created on first sight)."""
     run = conn.execute(
-        "SELECT sha, machine_id, recipe, recipe_version, config_hash, status FROM runs WHERE id = ?", (run_id,)
+        "SELECT sha, machine_id, recipe, recipe_version, status FROM runs WHERE id = ?", (run_id,)
     ).fetchone()
     if run is None or run["status"] != "ok":
         return []
     branches = [r[0] for r in conn.execute("SELECT branch FROM branch_commits WHERE sha = ?", (run["sha"],))]
     ids = []
-    for m in conn.execute("SELECT workload, metric, unit, direction FROM measurements WHERE run_id = ?", (run_id,)):
+    for m in conn.execute("SELECT workload, metric, unit, direction, config_hash FROM measurements WHERE run_id = ?",
+                          (run_id,)):
         for branch in branches:
             conn.execute(
                 "INSERT INTO series (machine_id, recipe, recipe_version, config_hash, workload, metric, branch, "
                 "unit, direction) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (run["machine_id"], run["recipe"], run["recipe_version"], run["config_hash"], m["workload"],
+                (run["machine_id"], run["recipe"], run["recipe_version"], m["config_hash"], m["workload"],
                  m["metric"], branch, m["unit"], m["direction"]),
             )
             ids.append(conn.execute(
                 "SELECT id FROM series WHERE machine_id=? AND recipe=? AND recipe_version=? AND config_hash=? "
                 "AND workload=? AND metric=? AND branch=?",
-                (run["machine_id"], run["recipe"], run["recipe_version"], run["config_hash"], m["workload"],
+                (run["machine_id"], run["recipe"], run["recipe_version"], m["config_hash"], m["workload"],
                  m["metric"], branch),
             ).fetchone()[0])
     return ids
@@ -100,7 +101,7 @@ def load_series(conn: sqlite3.Connection, series_id: int) -> SeriesData:
         "SELECT bc.position, bc.sha, m.samples FROM branch_commits bc "
         "JOIN runs r ON r.sha = bc.sha JOIN measurements m ON m.run_id = r.id "
         "WHERE bc.branch = ? AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? "
-        "AND r.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
+        "AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
         "ORDER BY bc.position, r.id",
         (s["branch"], s["machine_id"], s["recipe"], s["recipe_version"], s["config_hash"], s["workload"],
          s["metric"]),

@@ -250,6 +250,17 @@ MIGRATIONS: list[str] = [
     DROP INDEX runs_build;
     CREATE INDEX runs_build ON runs(build_id)
     """,
+    # 6: series identity is per workload: each measurement carries its workload's config hash (the result's
+    # workloads[].config_hash), so adding a workload to a recipe no longer starts a new series for every other
+    # workload. Stored rows take their run's hash, which was their series identity until now: they stay in the
+    # series they were in (and adopt_workload_hashes moves them on). Always written by insert_run (SQLite adds a
+    # NOT NULL column only with a default). The index finds a series' rows: on config_hash alone, SQLite would
+    # read every row of a run hash to load one series of it.
+    """
+    ALTER TABLE measurements ADD COLUMN config_hash TEXT NOT NULL DEFAULT '';
+    UPDATE measurements SET config_hash = (SELECT r.config_hash FROM runs r WHERE r.id = measurements.run_id);
+    CREATE INDEX measurements_series ON measurements(config_hash, workload, metric)
+    """,
 ]
 
 
@@ -451,13 +462,16 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
     rows = []
     for w in doc["workloads"]:
         flags = json.dumps(w.get("flags", []))
+        config_hash = workload_config_hash(doc, w)
         for m in w["metrics"]:
-            rows.append((run_id, w["name"], m["name"], m["unit"], m["direction"], json.dumps(m["samples"]), flags))
+            rows.append((run_id, w["name"], m["name"], m["unit"], m["direction"], json.dumps(m["samples"]), flags,
+                         config_hash))
     conn.executemany(
-        "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags, config_hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
+    adopt_workload_hashes(conn, doc, run_id)
     if run.bisection_id is not None:
         conn.execute(  # a probe of a bisection that no longer exists is still a stored run
             "INSERT INTO bisection_runs (bisection_id, run_id) SELECT ?, ? "
@@ -465,6 +479,51 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             (run.bisection_id, run_id, run.bisection_id),
         )
     return run_id
+
+
+def workload_config_hash(doc: dict[str, Any], workload: dict[str, Any]) -> str:
+    """The series identity of one workload of a result: its own config hash, or the recipe's for results of
+    recipes that do not give one per workload (those compare only within one whole recipe config, as before)."""
+    return workload.get("config_hash") or doc["recipe"]["config_hash"]
+
+
+def adopt_workload_hashes(conn: sqlite3.Connection, doc: dict[str, Any], run_id: int) -> int:
+    """Move measurements still keyed by their run's hash into the series of their workload's own hash.
+
+    Rows stored before results carried per-workload hashes (migration 6 keyed them by their run's hash) that were
+    measured under the very recipe config of this result (same recipe, version and whole-recipe hash) measured
+    what this result's workloads measure: they take this result's workload hashes, and so do their series (change
+    points and alerts stay attached) and bisections. Without this, the first result of a recipe that gives
+    per-workload hashes would start a new series for every workload. Returns how many rows moved; the caller holds
+    the transaction.
+    """
+    recipe = doc["recipe"]
+    old = recipe["config_hash"]
+    new = {w["name"]: w["config_hash"] for w in doc["workloads"] if w.get("config_hash", old) != old}
+    if not new:
+        return 0
+    rows = conn.execute(
+        "SELECT m.rowid, m.workload FROM measurements m JOIN runs r ON r.id = m.run_id WHERE m.config_hash = ? "
+        "AND r.config_hash = ? AND r.recipe = ? AND r.recipe_version = ? AND r.id != ?",
+        (old, old, recipe["name"], recipe["version"], run_id),
+    ).fetchall()
+    moved = [(new[w], rowid) for rowid, w in rows if w in new]
+    if not moved:
+        return 0
+    conn.executemany("UPDATE measurements SET config_hash = ? WHERE rowid = ?", moved)
+    for workload in sorted({w for _, w in rows if w in new}):
+        # every series of these rows (any machine, branch, metric): a series with the new hash cannot exist yet,
+        # as no row had it before this result (whose series analysis creates after this)
+        conn.execute(
+            "UPDATE OR IGNORE series SET config_hash = ? WHERE recipe = ? AND recipe_version = ? AND config_hash = ? "
+            "AND workload = ?",
+            (new[workload], recipe["name"], recipe["version"], old, workload),
+        )
+        conn.execute(
+            "UPDATE bisections SET config_hash = ? WHERE recipe = ? AND config_hash = ? AND workload = ?",
+            (new[workload], recipe["name"], old, workload),
+        )
+    return len(moved)
 
 
 def run_for_request(conn: sqlite3.Connection, request_key: str | None) -> int | None:

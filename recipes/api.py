@@ -179,7 +179,12 @@ class CommandFailed(RecipeFailure):
 
 @dataclass(frozen=True)
 class Recipe:
-    """A named, versioned build-and-bench procedure. Bump `version` when results stop being comparable."""
+    """A named, versioned build-and-bench procedure. Bump `version` when results stop being comparable.
+
+    `workload_identity(name)` says what one result workload's numbers depend on (JSON data: the settings every
+    workload shares and that workload's own entry and files, never another workload's), or None for a name the
+    recipe does not know. Without it, every workload's identity is the whole config, as `config_hash`.
+    """
 
     name: str
     version: int
@@ -187,12 +192,37 @@ class Recipe:
     config: Mapping[str, Any]
     build: Callable[[Context], None]
     bench: Callable[[Context], Sequence[WorkloadResult]]
+    workload_identity: Callable[[str], Any] | None = None
 
     def config_hash(self) -> str:
-        """A stable hash of the recipe's data (name, version, config): results compare only within one."""
-        blob = json.dumps(
-            {"name": self.name, "version": self.version, "config": self.config},
-            sort_keys=True,
-            separators=(",", ":"),
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """A stable hash of the recipe's data (name, version, config): the whole recipe, shown with each run."""
+        return _hash({"name": self.name, "version": self.version, "config": self.config})
+
+    def workload_hash(self, workload: str) -> str:
+        """The identity of one workload's series: results of that workload compare only within one hash.
+
+        Per workload, so that adding a workload to a recipe, or editing another workload's entry or script,
+        leaves this workload's series (and its history) whole; a change to what it measures starts a new one.
+        """
+        identity = self.workload_identity(workload) if self.workload_identity is not None else None
+        if identity is None:
+            return self.config_hash()
+        return _hash({"name": self.name, "version": self.version, "workload": identity})
+
+
+def listed_workloads(config: Mapping[str, Any]) -> Callable[[str], Any]:
+    """A `workload_identity` for a config that lists its workloads under "workloads" as entries with a "name":
+    the rest of the config is shared by every workload, each entry is its own workload's."""
+    shared = {k: v for k, v in config.items() if k != "workloads"}
+    entries = {e["name"]: e for e in config.get("workloads", ())}
+
+    def identity(workload: str) -> Any:
+        entry = entries.get(workload)
+        return None if entry is None else {"shared": shared, "workload": entry}
+
+    return identity
+
+
+def _hash(data: Any) -> str:
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -12,7 +12,17 @@ import math
 import shutil
 import time
 
-from recipes.api import HIGHER, LOWER, BenchFailed, BuildFailed, Context, Metric, Recipe, WorkloadResult
+from recipes.api import (
+    HIGHER,
+    LOWER,
+    BenchFailed,
+    BuildFailed,
+    Context,
+    Metric,
+    Recipe,
+    WorkloadResult,
+    listed_workloads,
+)
 
 CONFIG = {
     "source": "perffarm_bench.c",
@@ -89,4 +99,5 @@ RECIPE = Recipe(
     config=CONFIG,
     build=build,
     bench=bench,
+    workload_identity=listed_workloads(CONFIG),
 )

@@ -18,6 +18,9 @@ STATUSES = ("ok", "build-failed", "bench-failed")
 DIRECTIONS = ("higher", "lower")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
+# A config hash is stored with every measurement and is part of each series' key: no control characters (the
+# site's scan of the results DB separates keys with U+001E/U+001F).
+HASH_RE = re.compile(r"^[^\x00-\x1f\x7f]+$")
 # Bounds on everything the master stores (docs/result-schema.md, "Limits"): a result that breaks one is rejected
 # with the path of the field, never half-stored or retried forever.
 MAX_SAMPLES = 100_000  # per metric
@@ -201,7 +204,7 @@ def validate(doc: Any) -> dict[str, Any]:
     recipe = _obj(root.get("recipe"), "$.recipe")
     _str(recipe, "name", "$.recipe", NAME_RE)
     _int(recipe, "version", "$.recipe")
-    _str(recipe, "config_hash", "$.recipe")
+    _str(recipe, "config_hash", "$.recipe", HASH_RE)
     if "options" in recipe:
         options = _obj(recipe["options"], "$.recipe.options")
         _small(options, "$.recipe.options")
@@ -259,6 +262,8 @@ def _workloads(workloads: Any, status: str) -> None:
         if wname in seen:
             raise _fail(f"{wpath}.name", f"workload {wname!r} appears twice")
         seen.add(wname)
+        if "config_hash" in w:  # optional: without it the workload's series identity is recipe.config_hash
+            _str(w, "config_hash", wpath, NAME_RE)
         flags = w.get("flags", [])
         if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
             raise _fail(f"{wpath}.flags", "expected a list of strings")

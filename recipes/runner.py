@@ -63,7 +63,8 @@ def result_doc(
         "host_checks": hostinfo.host_checks(),
         "status": status,
         "log_excerpt": log_excerpt,
-        "workloads": [w.to_json() for w in workloads],
+        # each workload's series identity: adding or changing one workload leaves the others' series whole
+        "workloads": [{**w.to_json(), "config_hash": recipe.workload_hash(w.name)} for w in workloads],
         "timings": timings,
         "started_at": started_at,
         "finished_at": _now(),

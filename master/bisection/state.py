@@ -117,7 +117,7 @@ def create(
     where = "r.builder = ?" if builder else "1"
     params: tuple = (builder,) if builder else ()
     found = conn.execute(
-        f"SELECT r.builder, r.machine_id, r.recipe, r.config_hash, m.metric, m.direction FROM runs r JOIN measurements m ON m.run_id = r.id "
+        f"SELECT r.builder, r.machine_id, r.recipe, m.config_hash, m.metric, m.direction FROM runs r JOIN measurements m ON m.run_id = r.id "
         f"WHERE {where} AND m.workload = ? AND r.status = 'ok' AND r.sha IN (?, ?) "
         f"AND (? IS NULL OR m.metric = ?) ORDER BY r.id DESC LIMIT 1",
         (*params, workload, good_sha, bad_sha, metric, metric),
@@ -150,7 +150,7 @@ def observations(conn: sqlite3.Connection, b: Bisection) -> Observations:
     samples: dict[str, list[float]] = {c: [] for c in b.commits}
     for sha, raw in conn.execute(
         f"SELECT r.sha, m.samples FROM runs r JOIN measurements m ON m.run_id = r.id "
-        f"WHERE r.machine_id = ? AND r.recipe = ? AND r.config_hash = ? AND r.status = 'ok' "
+        f"WHERE r.machine_id = ? AND r.recipe = ? AND m.config_hash = ? AND r.status = 'ok' "
         f"AND m.workload = ? AND m.metric = ? AND r.sha IN ({marks}) ORDER BY r.id",
         (b.machine_id, b.recipe, b.config_hash, b.workload, b.metric, *b.commits),
     ):
@@ -263,8 +263,9 @@ def auto_create(conn: sqlite3.Connection, change_point_id: int) -> int | None:
     if conn.execute("SELECT 1 FROM bisections WHERE change_point_id = ?", (change_point_id,)).fetchone():
         return None
     builder = conn.execute(
-        "SELECT builder FROM runs WHERE machine_id = ? AND recipe = ? AND config_hash = ? AND sha = ? "
-        "ORDER BY id DESC LIMIT 1", (cp["machine_id"], cp["recipe"], cp["config_hash"], cp["sha"])
+        "SELECT r.builder FROM runs r JOIN measurements m ON m.run_id = r.id WHERE r.machine_id = ? AND r.recipe = ? "
+        "AND m.config_hash = ? AND m.workload = ? AND r.sha = ? ORDER BY r.id DESC LIMIT 1",
+        (cp["machine_id"], cp["recipe"], cp["config_hash"], cp["workload"], cp["sha"])
     ).fetchone()
     if builder is None:
         return None

@@ -787,6 +787,13 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         w = SiteWriter(out, incremental=True)
         at = source.positions_of(conn, run.sha)
         keys = source.keys_at(conn, [run.sha]) if run.status == "ok" else set()
+        for key in keys:
+            for b, pos in at.items():
+                # a series this publish state does not know, with points before the run: stored rows moved into it
+                # (store.adopt_workload_hashes), and their old series must go too
+                if SeriesKey(key, b).sid not in cached and source.prev_point_position(conn, key, b, pos) is not None:
+                    raise _FullPublishNeeded(f"series {key.workload}/{key.metric} on {b} has earlier points the "
+                                             "last publish did not show")
         # which commits' data change: the run's commit and, per series, the next tested commit after it
         # what to load per branch: the chunk of the run's commit (rewritten whole), each series' point before
         # that chunk (the rQPS of the chunk's first point), the sparkline's window

@@ -20,10 +20,11 @@ from master.publish.source import MeasureKey
 
 # One row per call: SQLite concatenates the columns of every matching measurement in storage order. The
 # separators cannot occur in what they separate: run ids are integers, workload and metric names match the result
-# schema's NAME_RE (joined with U+001F, rows separated by U+001E), sample arrays are JSON numbers. Units are free
-# text, so they are read per key afterwards (`_units`).
+# schema's NAME_RE and config hashes its HASH_RE (joined with U+001F, rows separated by U+001E), sample arrays are
+# JSON numbers. Units are free text, so they are read per key afterwards (`_units`).
 _SCAN = (
-    "SELECT group_concat(m.run_id), group_concat(m.workload || char(31) || m.metric, char(30)), "
+    "SELECT group_concat(m.run_id), "
+    "group_concat(m.workload || char(31) || m.metric || char(31) || m.config_hash, char(30)), "
     "group_concat(m.samples, '|'), group_concat(m.flags != '[]' AND m.flags LIKE '%sla-miss%', '') "
     "FROM measurements m WHERE m.run_id IN ({runs})"
 )
@@ -51,7 +52,7 @@ class Measured:
 
 def _runs(conn: sqlite3.Connection, shas: Iterable[str] | None) -> tuple[list[tuple], str, list[str]]:
     """The ok runs (optionally only at `shas`), and the SQL/parameters selecting their ids."""
-    base = "SELECT id, sha, noisy, machine_id, recipe, recipe_version, config_hash FROM runs WHERE status = 'ok'"
+    base = "SELECT id, sha, noisy, machine_id, recipe, recipe_version FROM runs WHERE status = 'ok'"
     if shas is None:
         return conn.execute(base + " ORDER BY id").fetchall(), "SELECT id FROM runs WHERE status = 'ok'", []
     want = sorted(set(shas))
@@ -122,16 +123,19 @@ def read(conn: sqlite3.Connection, shas: Iterable[str] | None = None, jobs: int 
     row_run = np.searchsorted(run_id, np.fromstring(ids_text, sep=",", dtype=np.int64))
     parts = wm_text.split("\x1e")
     if len(parts) != len(row_run):
-        raise ValueError("a stored workload or metric name contains a control character (not a valid result)")
-    # a key is (the run's machine, recipe, version, config) x (workload, metric): code both halves, then pair them
+        raise ValueError("a stored workload or metric name or config hash contains a control character (not a "
+                         "valid result)")
+    # a key is (the run's machine, recipe, version) x (workload, metric, the workload's config hash): code both
+    # halves, then pair them
     cfg_of: dict[tuple, int] = {}
-    run_cfg = np.array([cfg_of.setdefault((r[3], r[4], int(r[5]), r[6]), len(cfg_of)) for r in runs], dtype=np.int64)
+    run_cfg = np.array([cfg_of.setdefault((r[3], r[4], int(r[5])), len(cfg_of)) for r in runs], dtype=np.int64)
     # codes via C-level map calls: a Python-level loop over the million rows costs ~0.5 s
     wm_of = {x: i for i, x in enumerate(dict.fromkeys(parts))}
     wm = np.fromiter(map(wm_of.__getitem__, parts), dtype=np.int64, count=len(parts))
     uniq, key = np.unique(run_cfg[row_run] * len(wm_of) + wm, return_inverse=True)
-    cfgs, wms = list(cfg_of), [x.split("\x1f") for x in wm_of]
-    keys = [MeasureKey(*cfgs[p // len(wm_of)], *wms[p % len(wm_of)]) for p in uniq.tolist()]
+    cfgs, wms = list(cfg_of), [x.split("\x1f", 2) for x in wm_of]
+    keys = [MeasureKey(*cfgs[p // len(wm_of)], wms[p % len(wm_of)][2], *wms[p % len(wm_of)][:2])
+            for p in uniq.tolist()]
     _, first_from_end = np.unique(key[::-1], return_index=True)
     newest = len(key) - 1 - first_from_end  # each key's last row: its newest run
     units = _units(conn, run_id[row_run[newest]].tolist(), keys)

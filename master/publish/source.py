@@ -21,7 +21,8 @@ CHUNK = 1000  # branch positions per data chunk: a new run at the head rewrites 
 
 @dataclass(frozen=True)
 class MeasureKey:
-    """What makes samples comparable, before the branch is chosen."""
+    """What makes samples comparable, before the branch is chosen; `config_hash` is the workload's (a
+    measurement's), so adding a workload to a recipe leaves the other workloads' keys as they were."""
 
     machine_id: str
     recipe: str
@@ -152,7 +153,7 @@ def samples(
     conn: sqlite3.Connection, shas: Iterable[str] | None = None, keys: set[MeasureKey] | None = None
 ) -> dict[MeasureKey, dict[str, Sample]]:
     """Every ok run's samples grouped by measure key and commit (optionally only some commits and keys)."""
-    sql = ("SELECT r.id, r.sha, r.machine_id, r.recipe, r.recipe_version, r.config_hash, r.noisy, m.workload, "
+    sql = ("SELECT r.id, r.sha, r.machine_id, r.recipe, r.recipe_version, m.config_hash, r.noisy, m.workload, "
            "m.metric, m.unit, m.direction, m.samples, m.flags FROM runs r JOIN measurements m ON m.run_id = r.id "
            "WHERE r.status = 'ok'")
     acc: dict[MeasureKey, dict[str, list[Any]]] = {}
@@ -181,7 +182,7 @@ def samples(
 
 def keys_at(conn: sqlite3.Connection, shas: Sequence[str]) -> set[MeasureKey]:
     """Measure keys with ok results at any of these commits."""
-    sql = ("SELECT DISTINCT r.machine_id, r.recipe, r.recipe_version, r.config_hash, m.workload, m.metric "
+    sql = ("SELECT DISTINCT r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric "
            "FROM runs r JOIN measurements m ON m.run_id = r.id WHERE r.status = 'ok'")
     return {MeasureKey(r[0], r[1], int(r[2]), r[3], r[4], r[5]) for r in _chunked(conn, sql, "r.sha", shas, where=True)}
 
@@ -344,7 +345,7 @@ def prev_point_position(conn: sqlite3.Connection, key: MeasureKey, branch: str, 
     row = conn.execute(
         "SELECT MAX(bc.position) FROM branch_commits bc JOIN runs r ON r.sha = bc.sha "
         "JOIN measurements m ON m.run_id = r.id WHERE bc.branch = ? AND bc.position < ? AND r.status = 'ok' "
-        "AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? AND r.config_hash = ? AND m.workload = ? "
+        "AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? AND m.config_hash = ? AND m.workload = ? "
         "AND m.metric = ?",
         (branch, before, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric),
     ).fetchone()

@@ -19,6 +19,9 @@ from recipes.api import HIGHER, BenchFailed
 from recipes.pg import pgbench
 from recipes.pg.server import Server
 
+# Every script run() uses: they are part of the identity (series) of the insert-benchmark workload.
+SCRIPTS = ("ib-schema.sql", "ib-insert.sql", "ib-indexes.sql", "ib-delete.sql", "ib-range.sql", "ib-point.sql")
+
 
 def sql_file(name: str) -> str:
     return resources.files("recipes.pg").joinpath("sql", name).read_text()

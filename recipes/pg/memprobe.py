@@ -18,6 +18,7 @@ from recipes.pg.insertbench import StepResult, sql_file
 from recipes.pg.procstat import children, rss_kib
 from recipes.pg.server import Server
 
+SCRIPT = "jit-leak.sql"  # the probe's query: part of the identity (series) of the memory-probe workload
 JIT_ON = "-c jit=on -c jit_above_cost=0 -c jit_inline_above_cost=0 -c jit_optimize_above_cost=0"
 
 
@@ -58,8 +59,8 @@ def run(srv: Server, spec: Mapping[str, Any]) -> StepResult:
              f"INSERT INTO leak_test (id) SELECT id FROM generate_series(1, {rows}) id")
     srv.psql("VACUUM ANALYZE leak_test")  # not in the same -c: VACUUM cannot run inside a transaction block
     assert srv.dir is not None
-    script = srv.dir / "jit-leak.sql"
-    script.write_text(sql_file("jit-leak.sql"))
+    script = srv.dir / SCRIPT
+    script.write_text(sql_file(SCRIPT))
     pm = srv.postmaster_pid()
     poller = _Poller(srv, set(children(pm)) if pm else set())
     thread = threading.Thread(target=poller.loop, daemon=True)

@@ -10,6 +10,7 @@ pristine copy of each target's data directory taken right after loading.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -71,10 +72,8 @@ def workloads(profile: Mapping[str, Any], max_threads: int = 2) -> list[Workload
             raise ValueError(f"workload {entry.get('name')!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})")
         if entry.get("direction", "higher") not in DIRECTIONS:
             raise ValueError(f"workload {entry['name']!r}: direction must be one of {DIRECTIONS}")
-        clients = entry.get("clients")
-        variants = [(f"{entry['name']}-c{c}", ["-c", str(c), "-j", str(max(1, min(c, max_threads)))])
-                    for c in clients] if clients else [(entry["name"], [])]
-        for name, extra in variants:
+        for name, c in _variants(entry):
+            extra = ["-c", str(c), "-j", str(max(1, min(c, max_threads)))] if c is not None else []
             out.append(Workload(
                 name=name,
                 kind=kind,
@@ -90,6 +89,70 @@ def workloads(profile: Mapping[str, Any], max_threads: int = 2) -> list[Workload
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate workload names in profile {profile.get('profile')!r}")
     return out
+
+
+def _variants(entry: Mapping[str, Any]) -> list[tuple[str, int | None]]:
+    """(workload name, client count or None) of each workload an entry makes: one per entry of `clients`."""
+    clients = entry.get("clients")
+    return [(f"{entry['name']}-c{c}", c) for c in clients] if clients else [(entry["name"], None)]
+
+
+def workload_files(entry: Mapping[str, Any]) -> list[str]:
+    """The SQL scripts (paths under recipes/pg/) a workload entry runs, so that editing one changes that
+    workload's identity and no other's."""
+    if entry["kind"] == "insert-benchmark":
+        names: tuple[str, ...] = insertbench.SCRIPTS
+    elif entry["kind"] == "memory-probe":
+        names = (memprobe.SCRIPT,)
+    else:
+        names = (entry["script"],) if entry.get("script") else ()
+    return [f"sql/{n}" for n in names]
+
+
+# Profile members that do not change what any workload measures: the description names the workloads (adding
+# one edits it), and the workloads are each their own part of the identity.
+NOT_SHARED = ("description", "workloads")
+STEPPED = ("insert-benchmark",)  # kinds whose result workloads are `<name>-<step>`, one per step
+
+
+def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """What each workload of the profile measures, by workload name: the build settings, the profile's other
+    settings and its postgresql.conf files (shared by every workload), the workload's own entry (a `clients` list
+    narrowed to this workload's count) and the contents of the scripts it runs. Never another workload's entry,
+    so adding or editing one workload leaves every other workload's identity (and series) unchanged."""
+    confs = [profile["conf"], *profile.get("overlays", {}).values()]
+    shared = {
+        "build": build,
+        "profile": {k: v for k, v in profile.items() if k not in NOT_SHARED},
+        "files": {f"conf/{n}": file_hash(f"conf/{n}") for n in sorted(set(confs))},
+    }
+    out = {}
+    for entry in profile["workloads"]:
+        for name, c in _variants(entry):
+            own = {k: v for k, v in entry.items() if k != "clients"}
+            if c is not None:
+                own["clients"] = c
+            out[name] = {"shared": shared, "workload": own,
+                         "files": {f: file_hash(f) for f in workload_files(entry)}}
+    return out
+
+
+def identity_of(profile: Mapping[str, Any], found: Mapping[str, Any], name: str) -> Any:
+    """The identity of result workload `name` (from `identities`), or None for a name the profile does not make:
+    an Insert Benchmark workload reports one result workload per step (`insert-benchmark-l.i0`)."""
+    if name in found:
+        return found[name]
+    for entry in profile["workloads"]:
+        if entry["kind"] in STEPPED:
+            for base, _ in _variants(entry):
+                if name.startswith(base + "-"):
+                    return found[base]
+    return None
+
+
+def file_hash(path: str) -> str:
+    """Hash of a data file shipped in recipes/pg/ (`conf/quick.conf`, `sql/txid.sql`)."""
+    return hashlib.sha256(resources.files("recipes.pg").joinpath(*path.split("/")).read_bytes()).hexdigest()[:16]
 
 
 def tunables(profile: Mapping[str, Any], options: Mapping[str, str]) -> dict[str, float]:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
 from recipes.pg import build as pgbuild
 from recipes.pg import deps
-from recipes.pg.profile import load_profile, run_bench, workloads
+from recipes.pg.profile import identities, identity_of, load_profile, run_bench, workloads
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -20,7 +20,8 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def data_file_hashes() -> dict[str, str]:
-    """Hashes of the postgresql.conf files and SQL scripts: editing one changes the recipe's config hash."""
+    """Hashes of the postgresql.conf files and SQL scripts: editing one changes the recipe's config hash (the whole
+    recipe's; a workload's own hash covers only the files it uses, see profile.identities)."""
     base = resources.files("recipes.pg")
     out = {}
     for sub in ("conf", "sql"):
@@ -31,15 +32,14 @@ def data_file_hashes() -> dict[str, str]:
 
 
 def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
-    """A Recipe whose config is the profile's data plus the build settings (so the config hash covers both)."""
+    """A Recipe whose config is the profile's data plus the build settings (so the config hash covers both), and
+    whose workload hashes cover, per workload, only what that workload measures (profile.identities)."""
     profile = load_profile(profile_name)
     spec = pgbuild.BuildSpec()
-    config = {
-        "profile": profile,
-        "build": {"cflags": list(spec.cflags), "configure_args": list(spec.configure_args),
-                  "meson_args": list(spec.meson_args)},
-        "data_files": data_file_hashes(),
-    }
+    build_config = {"cflags": list(spec.cflags), "configure_args": list(spec.configure_args),
+                    "meson_args": list(spec.meson_args)}
+    config = {"profile": profile, "build": build_config, "data_files": data_file_hashes()}
+    found = identities(profile, build_config)
     need_valgrind = any(w.kind == "instructions" for w in workloads(profile))
 
     def build(ctx: Context) -> None:
@@ -64,4 +64,5 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         config=config,
         build=build,
         bench=bench,
+        workload_identity=lambda workload: identity_of(profile, found, workload),
     )

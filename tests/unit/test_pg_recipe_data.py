@@ -147,6 +147,9 @@ def test_dependency_check_names_debian_packages(tmp_path: Path, monkeypatch: pyt
     deps.check_build(tmp_path, use_meson=False)
 
 
+SCRIPTED = ("txid-contention-c1", "insert-benchmark-l.i0", "memory-probe")
+
+
 def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None:
     from master import shipping
 
@@ -156,13 +159,17 @@ def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None
         "from recipes.pg.profile import load_profile, conf_text\n"
         "from recipes import registry\n"
         "p = load_profile('quick')\n"
-        "print(json.dumps({'conf': conf_text(p, 18), 'hash': registry.get('pg-quick').config_hash()}))\n"
+        "full = registry.get('pg-full')\n"
+        "print(json.dumps({'conf': conf_text(p, 18), 'hash': registry.get('pg-quick').config_hash(),\n"
+        f"                  'workloads': {{w: full.workload_hash(w) for w in {SCRIPTED!r}}}}}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(pyz)}, capture_output=True,
                          text=True, cwd=tmp_path, check=True).stdout
     doc = json.loads(out)
     assert "io_method" in doc["conf"]
     assert doc["hash"] == registry.get("pg-quick").config_hash()
+    # a workload's hash covers the scripts it runs, read from the zipapp as from the checkout
+    assert doc["workloads"] == {w: registry.get("pg-full").workload_hash(w) for w in SCRIPTED}
 
 
 def _slice(tx: int, tps: float, lat_ms: float, lats: list[int], srv: float, cli: float, rss: int) -> pgbench.Sample:

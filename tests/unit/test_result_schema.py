@@ -33,6 +33,12 @@ def test_good_result_passes():
     assert validate(good())["status"] == "ok"
 
 
+def test_a_workload_may_carry_its_own_config_hash():
+    doc = good()
+    doc["workloads"][0]["config_hash"] = "0a24875ae55c870f"
+    assert validate(doc)["workloads"][0]["config_hash"] == "0a24875ae55c870f"
+
+
 def test_failed_result_needs_no_workloads_but_an_excerpt():
     doc = good()
     doc.update(status="build-failed", workloads=[], log_excerpt="error: x.c:1: expected ';'")
@@ -128,6 +134,11 @@ BOUNDED = [
         (["machine", "id"], "m" * 129, "$.machine.id"),
         (["machine", "id"], "\udfff", "$.machine.id"),
         (["recipe", "config_hash"], "h" * 129, "$.recipe.config_hash"),
+        (["recipe", "config_hash"], "a\x1eb", "$.recipe.config_hash"),  # part of each series' key on the site
+        (["workloads", 0, "config_hash"], "h" * 129, "$.workloads[0].config_hash"),
+        (["workloads", 0, "config_hash"], "a\x1fb", "$.workloads[0].config_hash"),
+        (["workloads", 0, "config_hash"], "", "$.workloads[0].config_hash"),
+        (["workloads", 0, "config_hash"], 7, "$.workloads[0].config_hash"),
         (["workloads", 0, "metrics", 0, "unit"], "u" * 129, "$.workloads[0].metrics[0].unit"),
         (["workloads", 0, "metrics", 0, "unit"], "ms\ud83d", "$.workloads[0].metrics[0].unit"),
         (["log_excerpt"], "error \ud800", "$.log_excerpt"),

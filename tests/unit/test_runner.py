@@ -58,6 +58,9 @@ def test_build_and_bench_write_a_valid_result(tmp_path, pyz):
     assert doc["status"] == "ok" and doc["commit"] == {"sha": SHA, "ref": "master"}
     metric = doc["workloads"][0]["metrics"][0]
     assert metric["samples"] == [1234.5] * 3 and metric["direction"] == "higher"
+    fixture = registry.get("fixture")
+    assert doc["recipe"]["config_hash"] == fixture.config_hash()
+    assert doc["workloads"][0]["config_hash"] == fixture.workload_hash("loop") != fixture.config_hash()
     assert doc["recipe"]["options"] == {"samples": "3"}
     assert doc["machine"]["fingerprint"]["cores"] >= 1 and "noisy" in doc["host_checks"]
     assert set(doc["timings"]) == {"build_seconds", "bench_seconds"}

@@ -282,6 +282,39 @@ def test_migration_5_keeps_old_runs_and_frees_build_ids(tmp_path):
                      "6, '', '{}', 0, 0, '{}', 'new/1')")
 
 
+def test_migration_6_keeps_stored_measurements_in_their_series(tmp_path):
+    # series identity moved from the run's config hash to each measurement's: stored rows take their run's hash,
+    # so a series (and its change points, alerts and bisections) keeps every point it had
+    path = tmp_path / "r.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys=ON")
+    for version, script in enumerate(store.MIGRATIONS[:5], start=1):
+        for statement in store._statements(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={version}")
+    conn.execute("INSERT INTO machines VALUES ('m1', '{}', 0)")
+    for run_id, config_hash in ((1, "h-one"), (2, "h-two")):
+        conn.execute("INSERT INTO runs (id, sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
+                     "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, result) "
+                     f"VALUES ({run_id}, 'a', 'a', 'master', 'b', 'w', 'm1', 'fixture', 1, ?, 'ok', 'poll', "
+                     f"{run_id}, '', '{{}}', 0, 0, '{{}}')", (config_hash,))
+        for workload in ("loop", "other"):
+            conn.execute("INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
+                         "VALUES (?, ?, 'throughput', 'ops/s', 'higher', '[1.0]', '[]')", (run_id, workload))
+    conn.commit()
+    conn.close()
+    conn = store.connect(path)
+    assert [tuple(r) for r in conn.execute("SELECT run_id, workload, config_hash FROM measurements "
+                                           "ORDER BY run_id, workload")] == [
+        (1, "loop", "h-one"), (1, "other", "h-one"), (2, "loop", "h-two"), (2, "other", "h-two")]
+    # a later result of a recipe without per-workload hashes, under the same config, joins the same measure key
+    doc = good()
+    doc["recipe"]["config_hash"] = "h-two"
+    with store.transaction(conn):
+        run_id = store.insert_run(conn, doc, run_ctx(3, doc["commit"]["sha"]))
+    assert conn.execute("SELECT config_hash FROM measurements WHERE run_id = ?", (run_id,)).fetchone()[0] == "h-two"
+
+
 def _raw(sha: str, **replace: str) -> str:
     """A result's JSON text with members replaced by raw JSON text (values json.dumps cannot make)."""
     doc = result_for(sha)
