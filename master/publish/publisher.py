@@ -6,7 +6,6 @@ import contextlib
 import datetime as dt
 import gc
 import json
-import math
 import os
 import sqlite3
 import threading
@@ -22,20 +21,18 @@ from markupsafe import Markup
 from master import store
 from master.publish import commits, feed, forkjoin, source
 from master.publish.context import Context, bands
+from master.publish.encode import FloatText, enc, fixed, json_object, nums
 from master.publish.model import SeriesData, median
 from master.publish.names import commit_name, safe_name
 from master.publish.ratios import RatioCache, Want
 from master.publish.render import (
-    _JSON_ENCODER,
     FORMAT_VERSION,
     SITE_DIR,
     author_name,
     float_column,
-    join_columns,
     js_call,
     js_literal,
     json_document,
-    literal_column,
     render,
     sig6_decimals,
     wrap_js,
@@ -81,34 +78,6 @@ def cache_path(settings: Any) -> Path:
     return Path(settings.data_dir) / "publish-cache.sqlite"
 
 
-# ------------------------------------------------------------------------------------------------ encoders
-
-
-def _fixed(*cols: np.ndarray) -> tuple[int, list[list[int]] | list[list[float | None]]]:
-    """Columns of rounded values as integers over one power of ten (integers encode ~5x faster than floats;
-    page data only, the tool JSON keeps floats). Exact for values rounded to <= the chosen decimals. Values an
-    int64 cannot hold exactly (|x| >= 2**53, NaN, infinities) never go through the integers: they would wrap to
-    -9223372036854775808; the columns are then plain JSON floats over a scale of 1 (NaN as null)."""
-    both = np.concatenate(cols) if cols else np.empty(0)
-    finite = both[np.isfinite(both) & (both != 0)]
-    if not np.isfinite(both).all() or (finite.size and float(np.max(np.abs(finite))) >= 2.0**53):
-        return 1, [[x if math.isfinite(x) else None for x in c.tolist()] for c in cols]
-    if not finite.size:
-        return 1, [np.zeros(len(c), dtype=np.int64).tolist() for c in cols]
-    decimals = int(np.clip(5 - np.floor(np.log10(np.abs(finite))), 0, 15).max())
-    top = float(np.max(np.abs(finite)))
-    decimals = max(0, min(decimals, math.floor(math.log10(2**52 / top))))  # stay exact in a double
-    scale = 10**decimals
-    return scale, [np.rint(c * scale).astype(np.int64).tolist() for c in cols]
-
-
-def _nums(a: np.ndarray, digits: int | None = None) -> list[float | None]:
-    """A float column for JSON: NaN as null, optionally rounded to `digits` decimals."""
-    if digits is not None:
-        a = np.round(a, digits)
-    return [None if math.isnan(x) else x for x in a.tolist()]
-
-
 # ------------------------------------------------------------------------------------------------ renderers
 
 
@@ -134,7 +103,7 @@ def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int,
         pos = t.pos[a:b].tolist() if b > a else []
         n = t.n[a:b].tolist() if b > a else []
         flags = ((t.noisy[a:b].astype(np.int64)) | (t.sla[a:b].astype(np.int64) * 2)).tolist() if b > a else []
-        scale, ints = _fixed(ctx.med_r[a:b], ctx.lo_r[a:b], ctx.hi_r[a:b])
+        scale, ints = fixed(ctx.med_r[a:b], ctx.lo_r[a:b], ctx.hi_r[a:b])
         w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {"pos": pos, "scale": scale, "med": ints[0],
                                                                 "lo": ints[1], "hi": ints[2], "n": n, "flag": flags}))
         samples = "[" + ",".join(t.text[a:b] if b > a else []) + "]"
@@ -142,20 +111,20 @@ def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int,
         noisy, sla = t.noisy[a:b].tolist() if b > a else [], t.sla[a:b].tolist() if b > a else []
         if floats is not None:  # json_document's bytes, assembled from encoded members
             med, ratio, low, high = (f.array(a, b) for f in floats)
-            text = _object({
-                "chunk": _enc(k), "chunk_size": _enc(CHUNK), "direction": _enc(s.direction),
-                "format": _enc("perffarm-series-chunk"), "median": med, "noisy": _enc(noisy), "position": _enc(pos),
-                "runs": _enc(runs), "samples": samples, "series": _enc(s.sid), "sha": _enc(sha),
-                "sla_miss": _enc(sla), "unit": _enc(s.unit), "version": _enc(FORMAT_VERSION),
-                "vs_previous": _object({"ci_high": high, "ci_low": low, "ratio": ratio})}) + "\n"
+            text = json_object({
+                "chunk": enc(k), "chunk_size": enc(CHUNK), "direction": enc(s.direction),
+                "format": enc("perffarm-series-chunk"), "median": med, "noisy": enc(noisy), "position": enc(pos),
+                "runs": enc(runs), "samples": samples, "series": enc(s.sid), "sha": enc(sha),
+                "sla_miss": enc(sla), "unit": enc(s.unit), "version": enc(FORMAT_VERSION),
+                "vs_previous": json_object({"ci_high": high, "ci_low": low, "ratio": ratio})}) + "\n"
         else:
             text = json_document("series-chunk", {
                 "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
                 "position": pos, "sha": sha, "median": ctx.med_r[a:b].tolist() if b > a else [],
                 "samples": _SAMPLES, "runs": runs, "noisy": noisy, "sla_miss": sla,
-                "vs_previous": {"ratio": _nums(ctx.prev_ratio[a:b], 6) if b > a else [],
-                                "ci_low": _nums(ctx.prev_low[a:b], 6) if b > a else [],
-                                "ci_high": _nums(ctx.prev_high[a:b], 6) if b > a else []},
+                "vs_previous": {"ratio": nums(ctx.prev_ratio[a:b], 6) if b > a else [],
+                                "ci_low": nums(ctx.prev_low[a:b], 6) if b > a else [],
+                                "ci_high": nums(ctx.prev_high[a:b], 6) if b > a else []},
             }, clean=False).replace(json.dumps(_SAMPLES), samples, 1)
         w.write(f"{base}/{k}.json", text)
         # raw samples on demand (the chart's "Samples" button): positions and the stored sample arrays only
@@ -163,28 +132,7 @@ def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int,
                                                                          f'"samples":{samples}}}'))
 
 
-_enc = _JSON_ENCODER.encode
-
-
-def _object(members: dict[str, str]) -> str:
-    """A JSON object from already encoded member values, keys sorted (as the sort_keys encoders write it)."""
-    return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in sorted(members.items())) + "}"
-
-
-@dataclass
-class _FloatText:
-    """A float column of rows [start, ...) as JSON text, each value followed by ',': array(a, b) is the JSON
-    array of rows a..b-1."""
-
-    text: str
-    off: list[int]
-    start: int
-
-    def array(self, a: int, b: int) -> str:
-        return "[" + self.text[self.off[a - self.start] : self.off[b - self.start] - 1] + "]" if b > a else "[]"
-
-
-def _float_lists(ctx: Context, a: int, b: int) -> list[_FloatText] | None:
+def _float_lists(ctx: Context, a: int, b: int) -> list[FloatText] | None:
     """Median, rQPS vs the previous point, its CI low and high of rows [a, b) as the JSON encoder writes them
     (render.float_column: ~2x faster than a Python float and its repr per value); None when a value's text is
     not proven there (the caller then encodes as before)."""
@@ -193,11 +141,7 @@ def _float_lists(ctx: Context, a: int, b: int) -> list[_FloatText] | None:
     cols += [float_column(np.round(c[a:b], 6), 6, nan=True) for c in (ctx.prev_ratio, ctx.prev_low, ctx.prev_high)]
     if any(c is None for c in cols):
         return None
-    out = []
-    for col in cols:
-        blob, off = join_columns([col, literal_column(",", b - a)])
-        out.append(_FloatText(blob.decode("ascii"), off.tolist(), a))
-    return out
+    return [FloatText.of(col, a) for col in cols]
 
 
 def write_series_page(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
