@@ -20,11 +20,12 @@ from markupsafe import Markup
 
 from master import store
 from master.publish import commits, feed, forkjoin, source
+from master.publish.cache import load_state, open_cache, save_state
 from master.publish.context import Context, bands
 from master.publish.encode import FloatText, enc, fixed, json_object, nums
 from master.publish.model import SeriesData, median
 from master.publish.names import commit_name, safe_name
-from master.publish.ratios import RatioCache, Want
+from master.publish.ratios import Want
 from master.publish.render import (
     FORMAT_VERSION,
     SITE_DIR,
@@ -72,10 +73,6 @@ class PublishReport:
 def site_dir(settings: Any) -> Path:
     """Where the site goes: `[site] out_dir`, else <data_dir>/site."""
     return Path(settings.site_dir)
-
-
-def cache_path(settings: Any) -> Path:
-    return Path(settings.data_dir) / "publish-cache.sqlite"
 
 
 # ------------------------------------------------------------------------------------------------ renderers
@@ -355,44 +352,6 @@ def siblings_of(summaries: list[Summary]) -> dict[str, list[Summary]]:
     return {s.sid: groups[(s.workload, s.metric, s.branch)] for s in summaries}
 
 
-# ------------------------------------------------------------------------------------------------ publish cache
-
-
-def _meta_table(cache: RatioCache) -> sqlite3.Connection | None:
-    if cache.conn is not None:
-        cache.conn.execute("CREATE TABLE IF NOT EXISTS site_summary (out TEXT, sid TEXT, json TEXT NOT NULL, "
-                           "PRIMARY KEY (out, sid))")
-        cache.conn.execute("CREATE TABLE IF NOT EXISTS site_state (out TEXT PRIMARY KEY, json TEXT NOT NULL)")
-    return cache.conn
-
-
-def save_state(cache: RatioCache, summaries: Iterable[Summary], replace_all: bool, out: Path,
-               heads: Mapping[str, tuple[int, str]], tags: Mapping[str, str]) -> None:
-    """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published."""
-    conn = _meta_table(cache)
-    if conn is None:
-        return
-    key = str(out)
-    with conn:
-        if replace_all:
-            conn.execute("DELETE FROM site_summary WHERE out = ?", (key,))
-        conn.executemany("INSERT OR REPLACE INTO site_summary VALUES (?, ?, ?)",
-                         [(key, s.sid, json.dumps(s.to_json(), sort_keys=True)) for s in summaries])
-        conn.execute("INSERT OR REPLACE INTO site_state VALUES (?, ?)", (key, json.dumps(
-            {"heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags)}, sort_keys=True)))
-
-
-def load_state(cache: RatioCache, out: Path) -> tuple[dict[str, Summary], dict[str, Any] | None]:
-    conn = _meta_table(cache)
-    if conn is None:
-        return {}, None
-    key = str(out)
-    summaries = {sid: Summary.from_json(json.loads(text))
-                 for sid, text in conn.execute("SELECT sid, json FROM site_summary WHERE out = ?", (key,))}
-    row = conn.execute("SELECT json FROM site_state WHERE out = ?", (key,)).fetchone()
-    return summaries, (json.loads(row[0]) if row else None)
-
-
 # ------------------------------------------------------------------------------------------------ entry points
 
 
@@ -448,7 +407,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
     conn = _open(settings)
-    cache = RatioCache(cache_path(settings), bands(settings))
+    cache = open_cache(settings)
     w = SiteWriter(out, incremental=False)
     try:
         ctx = Context(conn, cache, bands(settings), settings)
@@ -587,7 +546,7 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None,
 def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> PublishReport:
     t0 = time.perf_counter()
     conn = _open(settings)
-    cache = RatioCache(cache_path(settings), bands(settings))
+    cache = open_cache(settings)
     w: SiteWriter | None = None
     try:
         cached, state = load_state(cache, out)
