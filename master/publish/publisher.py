@@ -312,8 +312,7 @@ def write_health(w: SiteWriter, ctx: Context, now: float) -> None:
         wk["age"] = now - wk["last"] if wk["last"] else None
     noisy = []
     for mid in source.machines(ctx.conn):
-        row = ctx.conn.execute("SELECT host_checks, ingested_at FROM runs WHERE machine_id = ? AND noisy = 1 "
-                               "ORDER BY id DESC LIMIT 1", (mid,)).fetchone()
+        row = source.last_noisy_run(ctx.conn, mid)
         if row:
             try:
                 reasons = json.loads(row[0]).get("noisy_reasons", [])
