@@ -20,9 +20,11 @@ from master.publish.views import (
     AlertView,
     ChangeView,
     RatioView,
+    RunView,
     Summary,
     alert_views,
     previous_tag,
+    safe_url,
     spark_path,
     tail_rows,
 )
@@ -106,6 +108,14 @@ class Context:
         return RatioView(float(self.prev_ratio[i]), float(self.prev_low[i]), float(self.prev_high[i]),
                          self.prev_colour[i], self.table.sha[i - 1][:12])
 
+    def channels(self) -> list[Any]:
+        """The alert channels' delivery health (master.alerts.channel_health); [] before the outbox exists."""
+        from master.alerts import channel_health
+
+        if not source.has_table(self.conn, "alert_outbox"):
+            return []
+        return channel_health(self.conn, self.settings.alerts, now=self.now)
+
     def summaries(self, series: Iterable[SeriesData]) -> dict[str, Summary]:
         """Overview rows: latest value, sparkline, rQPS of the latest point vs the previous release tag."""
         series = [s for s in series if len(s)]
@@ -129,6 +139,18 @@ class Context:
                                  m.workload, m.metric, s.unit, s.direction, int(t.pos[s.start]), int(t.pos[last]),
                                  t.sha[last], float(self.med_r[last]), spark, vs_tag.get(s.sid), bool(t.sla[last]))
         return out
+
+
+def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunView]]:
+    """The runs of these commits (None: all), per commit, oldest first, as the commit data lists them."""
+    out: dict[str, list[RunView]] = {}
+    for r in source.runs(ctx.conn, shas=shas).values():
+        out.setdefault(r.sha, []).append(RunView(
+            r.id, r.ref, r.builder, r.worker, r.machine_id, r.recipe, r.recipe_version, r.status, r.source,
+            safe_url(r.build_url), r.log_excerpt[-2000:], r.noisy, r.ingested_at))
+    for v in out.values():
+        v.sort(key=lambda r: r.id)
+    return out
 
 
 def round6(a: np.ndarray) -> np.ndarray:

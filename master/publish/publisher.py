@@ -1,56 +1,32 @@
-"""Full and incremental publishing: load, compute view models, render, swap in atomically."""
+"""Full and incremental publishing: load a Context (context.py), call the page writers of the PAGES table
+(master/publish/pages/) for what is to be written, swap the new version in atomically (writer.py).
+
+A full publish calls every writer for everything: series and batches of commits shared with a forked second
+process on two cores (forkjoin.py), the site-wide pages and branch facts here. An incremental publish (after each
+ingest) works out what one run changed (its commit's chunk of each series it measured, the next tested commit of
+each, new branch positions, tag changes) and calls each scope's writers for that only; it falls back to a full
+publish when it cannot prove the result would be the same bytes. Neither names a page: a new page is a module
+and a line in PAGES."""
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import gc
-import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from markupsafe import Markup
-
 from master import store
-from master.publish import commits, feed, forkjoin, source
+from master.publish import commits, forkjoin, pages, source
 from master.publish.cache import load_state, open_cache, save_state
-from master.publish.context import Context, bands
-from master.publish.encode import FloatText, enc, fixed, json_object, nums
-from master.publish.model import SeriesData, median
-from master.publish.names import commit_name, safe_name
-from master.publish.ratios import Want
-from master.publish.render import (
-    FORMAT_VERSION,
-    SITE_DIR,
-    author_name,
-    float_column,
-    js_call,
-    js_literal,
-    json_document,
-    render,
-    sig6_decimals,
-    wrap_js,
-)
-from master.publish.source import CHUNK, SeriesKey
-from master.publish.views import (
-    SPARK_WINDOW,
-    Marker,
-    RatioView,
-    ReleaseCell,
-    ReleaseRow,
-    ReleaseTable,
-    RunView,
-    Summary,
-    safe_url,
-    tag_order,
-)
+from master.publish.context import Context, bands, run_views
+from master.publish.source import CHUNK
+from master.publish.views import SPARK_WINDOW, Summary, siblings_of
 from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
 
 
@@ -73,285 +49,6 @@ class PublishReport:
 def site_dir(settings: Any) -> Path:
     """Where the site goes: `[site] out_dir`, else <data_dir>/site."""
     return Path(settings.site_dir)
-
-
-# ------------------------------------------------------------------------------------------------ renderers
-
-
-def _chunk_bounds(s: SeriesData, k: int) -> tuple[int, int]:
-    """Rows [a, b) of series s whose positions are in chunk k."""
-    p = s.positions
-    return (s.start + int(np.searchsorted(p, k * CHUNK)), s.start + int(np.searchsorted(p, (k + 1) * CHUNK)))
-
-
-_SAMPLES = "\u0000samples\u0000"
-
-
-def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int, hi_chunk: int) -> None:
-    """Per chunk of branch positions: chart columns (.js), everything for tools (.json) and the raw samples
-    for the page (.samples.js). Samples are spliced in as stored (JSON text), never decoded and re-encoded;
-    render.wrap_js escapes anything that could end a script element."""
-    base = f"data/series/{s.sid}"
-    t = ctx.table
-    bounds = [_chunk_bounds(s, k) if t is not None else (0, 0) for k in range(lo_chunk, hi_chunk + 1)]
-    # the float arrays of the .json files as text, for all these chunks at once (None: encoded per chunk below)
-    floats = _float_lists(ctx, bounds[0][0], bounds[-1][1]) if t is not None and bounds else None
-    for k, (a, b) in zip(range(lo_chunk, hi_chunk + 1), bounds):
-        pos = t.pos[a:b].tolist() if b > a else []
-        n = t.n[a:b].tolist() if b > a else []
-        flags = ((t.noisy[a:b].astype(np.int64)) | (t.sla[a:b].astype(np.int64) * 2)).tolist() if b > a else []
-        scale, ints = fixed(ctx.med_r[a:b], ctx.lo_r[a:b], ctx.hi_r[a:b])
-        w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {"pos": pos, "scale": scale, "med": ints[0],
-                                                                "lo": ints[1], "hi": ints[2], "n": n, "flag": flags}))
-        samples = "[" + ",".join(t.text[a:b] if b > a else []) + "]"
-        sha, runs = t.sha[a:b] if b > a else [], t.runs[a:b] if b > a else []
-        noisy, sla = t.noisy[a:b].tolist() if b > a else [], t.sla[a:b].tolist() if b > a else []
-        if floats is not None:  # json_document's bytes, assembled from encoded members
-            med, ratio, low, high = (f.array(a, b) for f in floats)
-            text = json_object({
-                "chunk": enc(k), "chunk_size": enc(CHUNK), "direction": enc(s.direction),
-                "format": enc("perffarm-series-chunk"), "median": med, "noisy": enc(noisy), "position": enc(pos),
-                "runs": enc(runs), "samples": samples, "series": enc(s.sid), "sha": enc(sha),
-                "sla_miss": enc(sla), "unit": enc(s.unit), "version": enc(FORMAT_VERSION),
-                "vs_previous": json_object({"ci_high": high, "ci_low": low, "ratio": ratio})}) + "\n"
-        else:
-            text = json_document("series-chunk", {
-                "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
-                "position": pos, "sha": sha, "median": ctx.med_r[a:b].tolist() if b > a else [],
-                "samples": _SAMPLES, "runs": runs, "noisy": noisy, "sla_miss": sla,
-                "vs_previous": {"ratio": nums(ctx.prev_ratio[a:b], 6) if b > a else [],
-                                "ci_low": nums(ctx.prev_low[a:b], 6) if b > a else [],
-                                "ci_high": nums(ctx.prev_high[a:b], 6) if b > a else []},
-            }, clean=False).replace(json.dumps(_SAMPLES), samples, 1)
-        w.write(f"{base}/{k}.json", text)
-        # raw samples on demand (the chart's "Samples" button): positions and the stored sample arrays only
-        w.write(f"{base}/{k}.samples.js", wrap_js("samples", s.sid, k, f'{{"position":{json.dumps(pos)},'
-                                                                         f'"samples":{samples}}}'))
-
-
-def _float_lists(ctx: Context, a: int, b: int) -> list[FloatText] | None:
-    """Median, rQPS vs the previous point, its CI low and high of rows [a, b) as the JSON encoder writes them
-    (render.float_column: ~2x faster than a Python float and its repr per value); None when a value's text is
-    not proven there (the caller then encodes as before)."""
-    med = ctx.med_r[a:b]
-    cols = [float_column(med, sig6_decimals(med))]  # the places round6 rounded them to
-    cols += [float_column(np.round(c[a:b], 6), 6, nan=True) for c in (ctx.prev_ratio, ctx.prev_low, ctx.prev_high)]
-    if any(c is None for c in cols):
-        return None
-    return [FloatText.of(col, a) for col in cols]
-
-
-def write_series_page(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
-    changes = sorted(ctx.changes.get(summ.sid, []), key=lambda c: (c.position, c.id))
-    tag_marks = []
-    for name, sha in ctx.tags.items():
-        pos = ctx.tag_positions.get(summ.branch, {}).get(sha)
-        if pos is not None and summ.first_position <= pos <= summ.last_position:
-            tag_marks.append(Marker(pos, "tag", name))
-    config_marks = [Marker(o.first_position, "config",
-                           f"{o.machine_id} {o.recipe} v{o.recipe_version} {o.config_hash[:8]} starts")
-                    for o in siblings if o.sid != summ.sid and o.first_position > summ.first_position]
-    change_marks = [Marker(c.position, c.kind, f"{c.kind} ×{c.ratio:.3f}") for c in changes if c.state == "active"]
-    markers = sorted(tag_marks + config_marks + change_marks, key=lambda m: (m.position, m.kind, m.label))
-    chunks = list(range(summ.first_position // CHUNK, summ.last_position // CHUNK + 1))
-    meta = {"sid": summ.sid, "chunks": chunks, "chunk_size": CHUNK, "branch_dir": safe_name(summ.branch),
-            "unit": summ.unit, "direction": summ.direction,
-            "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers]}
-    w.write(f"series/{summ.sid}.html", render(
-        "series.html", root="../", title=f"{summ.label} · {summ.branch}", s=summ, changes=changes,
-        markers=markers, meta=meta, chunks=chunks, siblings=[o for o in siblings if o.sid != summ.sid]))
-    w.write(f"data/series/{summ.sid}/index.json", json_document("series", {
-        "series": summ.to_json(), "chunks": chunks, "chunk_size": CHUNK,
-        "change_points": [c.__dict__ for c in changes], "markers": meta["markers"]}))
-
-
-def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tuple[int, str]]) -> None:
-    """Commit facts for hovering a chart, one script per chunk of branch positions (`order` chunk-aligned)."""
-    by_chunk: dict[int, list[Any]] = {}
-    for pos, sha in order:
-        k = pos // CHUNK
-        rows = by_chunk.setdefault(k, [None] * CHUNK)
-        c = ctx.commits.get(sha)
-        rows[pos - k * CHUNK] = [sha, c.subject if c else "", author_name(c.author) if c else "",
-                                 c.authored_at if c else 0]
-    for k, rows in by_chunk.items():
-        while rows and rows[-1] is None:
-            rows.pop()
-        w.write(f"data/branches/{safe_name(branch)}/{k}.js", js_call("commits", safe_name(branch), k, rows))
-
-
-def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: str, runs: list[RunView]) -> None:
-    """data/commits/<sha>.js: what commit.html?c=<sha> shows and what the compare page divides. `rows` is the
-    rows' JSON text (commits.rows); the object is js_call's sorted-key encoding, assembled around it."""
-    name = commit_name(sha)
-    c = ctx.commits.get(sha)
-    runs_json = js_literal([[r.id, r.status, r.ref, r.builder, r.worker, r.source, r.ingested_at, r.build_url,
-                             r.log_excerpt if r.status != "ok" else ""] for r in runs])
-    w.write(f"data/commits/{name}.js", (
-        f'perffarm.commit({js_literal(name)},{{"author":{js_literal(author_name(c.author) if c else "")},'
-        f'"authored_at":{js_literal(c.authored_at if c else 0)},"rows":{rows},"runs":{runs_json},'
-        f'"subject":{js_literal(c.subject if c else "")},"tags":{js_literal(sorted(ctx.tag_at.get(sha, [])))}}});\n'))
-
-
-def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunView]]:
-    out: dict[str, list[RunView]] = {}
-    for r in source.runs(ctx.conn, shas=shas).values():
-        out.setdefault(r.sha, []).append(RunView(
-            r.id, r.ref, r.builder, r.worker, r.machine_id, r.recipe, r.recipe_version, r.status, r.source,
-            safe_url(r.build_url), r.log_excerpt[-2000:], r.noisy, r.ingested_at))
-    for v in out.values():
-        v.sort(key=lambda r: r.id)
-    return out
-
-
-def write_overview(w: SiteWriter, summaries: list[Summary], ctx: Context) -> None:
-    open_by_sid: dict[str, int] = {}
-    for a in ctx.alerts:
-        if a.is_open:
-            for sid in a.sids:
-                open_by_sid[sid] = open_by_sid.get(sid, 0) + 1
-    rows = sorted(summaries, key=lambda s: (s.branch != "master", s.branch, s.workload, s.metric, s.machine_id,
-                                            s.recipe, -s.recipe_version, s.sid))
-    w.write("index.html", render(
-        "index.html", root="", title="perffarm", rows=rows, open_by_sid=open_by_sid, bands=ctx.bands,
-        branches=sorted({s.branch for s in rows}), machines=sorted({s.machine_id for s in rows}),
-        workloads=sorted({s.workload for s in rows}), open_alerts=[a for a in ctx.alerts if a.is_open][:20]))
-
-
-def write_compare(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    series = {s.sid: {"label": s.label, "branch": s.branch, "machine": s.machine_id,
-                      "recipe": f"{s.recipe} v{s.recipe_version}", "unit": s.unit, "direction": s.direction}
-              for s in summaries}
-    tested = sorted({s.latest_sha for s in summaries})
-    w.write("data/refs.js", js_call("refs", {"tags": ctx.tags, "series": series,
-                                             "bands": {"red": ctx.bands.red, "green": ctx.bands.green},
-                                             "recent": tested}))
-    w.write("compare.html", render("compare.html", root="", title="Compare commits",
-                                   tags=tag_order(ctx.tags, {}), bands=ctx.bands))
-    w.write("commit.html", render("commit.html", root="", title="Commit", bands=ctx.bands))
-
-
-def write_releases(w: SiteWriter, ctx: Context) -> None:
-    """Callaghan-style tables: absolute value per release × workload, rQPS vs a chosen base release."""
-    if not ctx.tags:
-        w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands,
-                                        values=""))
-        w.keep_only("releases", set())
-        return
-    tag_samples = source.samples(ctx.conn, set(ctx.tags.values()))
-    authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(ctx.tags.values())).items()}
-    tags = tag_order(ctx.tags, authored)
-    files = {t: f"releases/{safe_name(t)}.html" for t in tags}
-    keys = sorted(tag_samples, key=lambda k: (k.workload, k.metric, k.machine_id, k.recipe, k.recipe_version,
-                                              k.config_hash))
-    sids = {key: "release:" + SeriesKey(key, "").sid for key in keys}
-    wants = []  # every (release, base release) pair at once: one pass over the ratio cache
-    for key in keys:
-        per = tag_samples[key]
-        for base in tags:
-            b = per.get(ctx.tags[base])
-            for t in tags if b is not None else ():
-                x = per.get(ctx.tags[t])
-                if x is not None:
-                    wants.append(Want(sids[key], x.sha, b.sha, ",".join(map(str, x.run_ids)),
-                                      ",".join(map(str, b.run_ids)), x.samples, b.samples, x.direction))
-    got = ctx.cache.resolve(wants)
-    values = None
-    for base in tags:
-        rows = []
-        for key in keys:
-            per = tag_samples[key]
-            b = per.get(ctx.tags[base])
-            cells = []
-            unit = direction = ""
-            for t in tags:
-                x = per.get(ctx.tags[t])
-                if x is None:
-                    cells.append(ReleaseCell(t, None, None, False))
-                    continue
-                unit, direction = x.unit, x.direction
-                rel = None if b is None else RatioView.of(got[(sids[key], x.sha, b.sha)], base)
-                cells.append(ReleaseCell(t, median(x.samples), rel, x.sla_miss))
-            rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
-        table = ReleaseTable(base, files[base], tuple(tags), tuple(rows), tuple((t, files[t]) for t in tags))
-        if values is None:  # the absolute values do not depend on the base: rendered once, escaped there
-            values = Markup(render("release_values.html", table=table))
-        w.write(files[base], render("releases.html", root="../", title=f"Releases vs {base}", table=table,
-                                    bands=ctx.bands, values=values))
-        if base == tags[0]:
-            w.write("releases.html", render("releases.html", root="", title="Releases", table=table,
-                                            bands=ctx.bands, values=values))
-    w.keep_only("releases", set(files.values()))
-
-
-def _channels(ctx: Context) -> list[Any]:
-    from master.alerts import channel_health
-
-    if not source.has_table(ctx.conn, "alert_outbox"):
-        return []
-    return channel_health(ctx.conn, ctx.settings.alerts, now=ctx.now)
-
-
-def write_alerts(w: SiteWriter, ctx: Context, now: float) -> None:
-    alerts = ctx.alerts
-    failing = [c for c in _channels(ctx) if c.status != "ok"]
-    w.write("alerts.html", render("alerts.html", root="", title="Alerts", alerts=alerts, failing=failing))
-    for a in alerts:
-        w.write(f"alerts/{a.file}.html", render("alert.html", root="../", title=f"Alert {a.id}", a=a))
-    w.write("alerts.atom", feed.atom(alerts, now))
-
-
-def write_health(w: SiteWriter, ctx: Context, now: float) -> None:
-    last = source.last_result_per_branch(ctx.conn)
-    missing = source.untested_counts(ctx.conn)
-    branches = [{"branch": b, "age": now - t if t else None, "head": head, "tested": tested,
-                 "missing": missing.get(b, 0), "last": t}
-                for b, (t, head, tested) in sorted(last.items())]
-    workers = [dict(r) for r in source.run_health(ctx.conn)]
-    for wk in workers:
-        wk["age"] = now - wk["last"] if wk["last"] else None
-    noisy = []
-    for mid in source.machines(ctx.conn):
-        row = source.last_noisy_run(ctx.conn, mid)
-        if row:
-            try:
-                reasons = json.loads(row[0]).get("noisy_reasons", [])
-            except (ValueError, AttributeError):
-                reasons = []
-            noisy.append({"machine": mid, "reasons": [str(r) for r in reasons] if isinstance(reasons, list) else [],
-                          "last": row[1]})
-    w.write("health.html", render("health.html", root="", title="Farm health", branches=branches,
-                                  workers=workers, noisy=noisy, now=now, channels=_channels(ctx)))
-
-
-def write_common(w: SiteWriter, ctx: Context, summaries: list[Summary], now: float, releases: bool = True) -> None:
-    """Pages that summarise everything; cheap enough to re-render on every publish. The release tables depend
-    only on the tags and the samples at tagged commits: an incremental publish passes releases=False when
-    neither changed (no tag changed, the run is not at a tagged commit), and the previous version's files stay
-    (hard-linked)."""
-    write_overview(w, summaries, ctx)
-    write_compare(w, ctx, summaries)
-    if releases:
-        write_releases(w, ctx)
-    write_alerts(w, ctx, now)
-    write_health(w, ctx, now)
-    w.copy_tree(SITE_DIR / "static", "static")
-    w.write("manifest.json", json_document("site", {
-        "published_at": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(), "series": len(summaries),
-        "chunk_size": CHUNK}))
-
-
-def siblings_of(summaries: list[Summary]) -> dict[str, list[Summary]]:
-    """Series of the same workload, metric and branch on other machines or recipe versions/configs."""
-    groups: dict[tuple[str, str, str], list[Summary]] = {}
-    for s in summaries:
-        groups.setdefault((s.workload, s.metric, s.branch), []).append(s)
-    for g in groups.values():
-        g.sort(key=lambda s: (s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
-    return {s.sid: groups[(s.workload, s.metric, s.branch)] for s in summaries}
-
-
-# ------------------------------------------------------------------------------------------------ entry points
 
 
 def _open(settings: Any) -> sqlite3.Connection:
@@ -426,24 +123,30 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         by_commit = commits.order(ctx)
         group = by_commit.index() if by_commit is not None else {}
         shas = sorted(set(group) | set(runs))
+        chunk_pages, series_pages, commit_pages = pages.of(pages.CHUNKS), pages.of(pages.SERIES), pages.of(pages.COMMIT)
 
         def write_series(summ: Summary) -> None:
-            write_series_data(w, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
-            write_series_page(w, ctx, summ, sib[summ.sid])
+            for page in chunk_pages:
+                page.write(w, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
+            for page in series_pages:
+                page.write(w, ctx, summ, sib[summ.sid])
 
         def write_commits(part: list[str]) -> None:
             got = commits.rows(ctx, by_commit, [group[x] for x in part if x in group]) if by_commit else {}
             files = _Files()
             for sha in part:
-                write_commit(files, ctx, sha, got.get(sha, "[]"), runs.get(sha, []))
+                for page in commit_pages:
+                    page.write(files, ctx, sha, got.get(sha, "[]"), runs.get(sha, []))
             with w.exclusive():  # one directory for both processes: they take turns per batch, encoding meanwhile
                 for rel, text in files.items:
                     w.write(rel, text)
 
         def write_summaries() -> None:  # they read the database: in this process only
-            write_common(w, ctx, summaries, now)
+            for page in pages.of(pages.SITE):
+                page.write(w, ctx, summaries)
             for b, order in orders.items():
-                write_branch_chunks(w, ctx, b, order)
+                for page in pages.of(pages.BRANCH):
+                    page.write(w, ctx, b, order)
 
         tasks: list[Callable[[], None]] = [lambda x=x: write_series(x) for x in summaries]
         tasks += [lambda p=shas[i : i + COMMIT_BATCH]: write_commits(p) for i in range(0, len(shas), COMMIT_BATCH)]
@@ -626,11 +329,14 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             summ = summaries_map[s.sid]
             pos = at[key.branch]
             lo_chunk = pos // CHUNK if s.sid in cached else summ.first_position // CHUNK
-            write_series_data(w, ctx, s, lo_chunk, summ.last_position // CHUNK)
+            for page in pages.of(pages.CHUNKS):
+                page.write(w, ctx, s, lo_chunk, summ.last_position // CHUNK)
         for summ in summaries:  # every series page: markers, siblings and change points may have moved
-            write_series_page(w, ctx, summ, sib[summ.sid])
+            for page in pages.of(pages.SERIES):
+                page.write(w, ctx, summ, sib[summ.sid])
         for b, order in grown.items():
-            write_branch_chunks(w, ctx, b, order)
+            for page in pages.of(pages.BRANCH):
+                page.write(w, ctx, b, order)
         by_commit = commits.order(ctx, changed | retagged)
         rows = commits.rows(ctx, by_commit, range(len(by_commit.shas))) if by_commit is not None else {}
         runs = run_views(ctx, sorted(changed | retagged))
@@ -638,8 +344,11 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         # publish)
         changed |= {sha for sha in retagged if sha in rows or sha in runs}
         for sha in sorted(changed):
-            write_commit(w, ctx, sha, rows.get(sha, "[]"), runs.get(sha, []))
-        write_common(w, ctx, summaries, now, releases=bool(retagged) or run.sha in ctx.tag_at)
+            for page in pages.of(pages.COMMIT):
+                page.write(w, ctx, sha, rows.get(sha, "[]"), runs.get(sha, []))
+        # the release tables (when=TAGS) depend only on the tags and the samples at tagged commits
+        for page in pages.of(pages.SITE, tags_changed=bool(retagged) or run.sha in ctx.tag_at):
+            page.write(w, ctx, summaries)
         final = w.commit()
         cache.flush()
         save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags)
