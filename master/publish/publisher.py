@@ -10,13 +10,11 @@ and a line in PAGES."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,23 +72,8 @@ def publish_all(settings: Any, out_dir: Path | None = None, *, now: float | None
     jobs = default_jobs() if jobs is None else jobs
     if jobs > 1 and threading.active_count() > 1:
         raise PublishError("jobs > 1 forks; this process has other threads: publish with jobs=1")
-    with publish_lock(out), _no_cyclic_gc():
+    with publish_lock(out):
         return _publish_all(settings, out, time.time() if now is None else now, progress, jobs)
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """No cyclic garbage collection during a full publish: its millions of objects (tuples, lists, strings) hold
-    no cycles, yet each full collection traversed all of them (~5% of the CPU in perf), and in a forked child it
-    writes to every object's header, copying the memory pages they sit on. Refcounting still frees everything;
-    collection resumes afterwards. Process-wide, so only for the (rare) full publish."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def default_jobs() -> int:
