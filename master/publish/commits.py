@@ -18,7 +18,7 @@ from master.publish.render import (float_column, int_column, join_columns, js_li
                                    sig6_decimals, vocab, vocab_column)
 
 if TYPE_CHECKING:
-    from master.publish.publisher import Context
+    from master.publish.context import Context
 
 Row = tuple[Any, ...]  # [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]; ratio and CI in millionths
 

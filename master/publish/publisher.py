@@ -1,65 +1,30 @@
-"""Full and incremental publishing: load, compute view models, render, swap in atomically."""
+"""Full and incremental publishing: load a Context (context.py), call the page writers of the PAGES table
+(master/publish/pages/) for what is to be written, swap the new version in atomically (writer.py).
+
+A full publish calls every writer for everything: series and batches of commits shared with a forked second
+process on two cores (forkjoin.py), the site-wide pages and branch facts here. An incremental publish (after each
+ingest) works out what one run changed (its commit's chunk of each series it measured, the next tested commit of
+each, new branch positions, tag changes) and calls each scope's writers for that only; it falls back to a full
+publish when it cannot prove the result would be the same bytes. Neither names a page: a new page is a module
+and a line in PAGES."""
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-import gc
-import json
-import math
 import os
-import statistics
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from markupsafe import Markup
-
 from master import store
-from master.detect.rqps import Bands
-from master.publish import commits, feed, forkjoin, model, source
-from master.publish.model import SeriesData
-from master.publish.names import commit_name, safe_name
-from master.publish.ratios import RatioCache, Want
-from master.publish.render import (
-    _JSON_ENCODER,
-    FORMAT_VERSION,
-    SITE_DIR,
-    author_name,
-    float_column,
-    join_columns,
-    js_call,
-    js_literal,
-    json_document,
-    literal_column,
-    render,
-    sig6_decimals,
-    wrap_js,
-)
-from master.publish.source import CHUNK, MeasureKey, SeriesKey
-from master.publish.views import (
-    SPARK_WINDOW,
-    AlertView,
-    ChangeView,
-    Marker,
-    RatioView,
-    ReleaseCell,
-    ReleaseRow,
-    ReleaseTable,
-    RunView,
-    Summary,
-    alert_views,
-    previous_tag,
-    safe_url,
-    spark_path,
-    tag_order,
-    tail_rows,
-)
+from master.publish import commits, forkjoin, pages, source
+from master.publish.cache import load_state, open_cache, save_state
+from master.publish.context import Context, bands, run_views
+from master.publish.source import CHUNK, SeriesKey
+from master.publish.views import SPARK_WINDOW, Summary, siblings_of
 from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
 
 
@@ -82,498 +47,6 @@ class PublishReport:
 def site_dir(settings: Any) -> Path:
     """Where the site goes: `[site] out_dir`, else <data_dir>/site."""
     return Path(settings.site_dir)
-
-
-def cache_path(settings: Any) -> Path:
-    return Path(settings.data_dir) / "publish-cache.sqlite"
-
-
-def _bands(settings: Any) -> Bands:
-    """The rQPS colour bands: the alerts' bands (alerts.band_red/band_green), one definition for the farm."""
-    return Bands(settings.alerts.band_red, settings.alerts.band_green)
-
-
-# ------------------------------------------------------------------------------------------------ context
-
-
-class Context:
-    """What one publish loaded: series (whole or a window), commits, tags, change points, alerts."""
-
-    def __init__(self, conn: sqlite3.Connection, cache: RatioCache, bands: Bands, settings: Any) -> None:
-        self.conn = conn
-        self.settings = settings
-        self.cache = cache
-        self.bands = bands
-        self.tags = source.tags(conn)
-        self.tag_at: dict[str, list[str]] = {}
-        for name, sha in self.tags.items():
-            self.tag_at.setdefault(sha, []).append(name)
-        self.heads = source.branch_heads(conn)
-        self.series: dict[SeriesKey, SeriesData] = {}
-        self.commits: dict[str, source.Commit] = {}
-        cps = source.change_points(conn)
-        self.changes: dict[str, list[ChangeView]] = {}
-        self.sid_of_cp: dict[int, str] = {}
-        for c in cps:
-            self.sid_of_cp[c.id] = c.sid
-            self.changes.setdefault(c.sid, []).append(
-                ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue,
-                           c.state))
-        rows = source.alert_rows(conn)
-        facts = {sha: (c.subject, author_name(c.author)) for sha, c in source.commits(
-            conn, {x for r in rows for x in (r["sha"], r["culprit_sha"]) if x}).items()}
-        self.alerts: list[AlertView] = alert_views(
-            rows, source.alert_lines(conn), source.alert_history(conn), source.alert_deliveries(conn),
-            source.bisections_by_change_point(conn), facts,
-            lambda r, d: cache._ratio(r, None, None, d).colour)
-        # per series: ratio of each point vs the previous point, aligned with points (None for the first)
-        self.table: model.Table | None = None
-        self.tag_positions: dict[str, dict[str, int]] = {}
-        self._got: dict = {}
-        self.now = 0.0
-
-    def load(self, where: Mapping[str, list[tuple[str, int]]], shas: Iterable[str] | None,
-             keys: set[MeasureKey] | None, jobs: int = 1) -> None:
-        """Load the series (replacing what was loaded) and every point's rQPS vs the previous point (jobs=2: the
-        parsing and the rQPS in two processes; it forks)."""
-        self.series = model.load(self.conn, where, shas, keys, jobs)
-        need = set(where) if shas is not None else None
-        self.commits.update(source.commits(self.conn, need))
-        table = next(iter(self.series.values())).table if self.series else None
-        self.table = table
-        if table is None:
-            return
-        size = len(table.pos)
-        first = np.zeros(size, dtype=bool)
-        higher = np.zeros(size, dtype=bool)
-        for s in self.series.values():
-            first[s.start] = True
-            higher[s.start : s.end] = s.direction == "higher"
-        rows = np.nonzero(~first)[0]
-        r = model.ratios(table, rows, rows - 1, higher[rows], self.bands, jobs)
-        self.prev_ratio = np.full(size, np.nan)
-        self.prev_low = np.full(size, np.nan)
-        self.prev_high = np.full(size, np.nan)
-        self.prev_band = np.zeros(size, dtype=np.int8)  # index into model.COLOURS
-        self.prev_band[rows] = r.band
-        self.prev_colour = np.array(model.COLOURS, dtype=object)[self.prev_band].tolist()
-        self.has_prev = ~first
-        self.prev_ratio[rows], self.prev_low[rows], self.prev_high[rows] = r.ratio, r.low, r.high
-        self.med_r = round6(table.med)
-        self.lo_r = round6(table.lo)
-        self.hi_r = round6(table.hi)
-
-    def vs_prev(self, i: int) -> RatioView | None:
-        if not self.has_prev[i]:
-            return None
-        return RatioView(float(self.prev_ratio[i]), float(self.prev_low[i]), float(self.prev_high[i]),
-                         self.prev_colour[i], self.table.sha[i - 1][:12])
-
-    def summaries(self, series: Iterable[SeriesData]) -> dict[str, Summary]:
-        """Overview rows: latest value, sparkline, rQPS of the latest point vs the previous release tag."""
-        series = [s for s in series if len(s)]
-        tagged = [(s, previous_tag(s, self.tag_at, int(s.table.pos[s.end - 1]))) for s in series]
-        with_tag = [(s, t) for s, t in tagged if t is not None]
-        got = model.ratios(self.table, np.array([s.end - 1 for s, _ in with_tag], dtype=np.int64),
-                           np.array([t[1] for _, t in with_tag], dtype=np.int64),
-                           np.array([s.direction == "higher" for s, _ in with_tag], dtype=bool), self.bands) \
-            if with_tag else None
-        vs_tag: dict[str, RatioView] = {}
-        for j, (s, (name, _)) in enumerate(with_tag):
-            vs_tag[s.sid] = RatioView(float(got.ratio[j]), float(got.low[j]), float(got.high[j]), got.colour[j], name)
-        out = {}
-        for s in series:
-            t = s.table
-            last = s.end - 1
-            m = s.key.measure
-            head = self.heads.get(s.key.branch, int(t.pos[last]))
-            spark = spark_path([float(t.med[i]) for i in tail_rows(s, head)])
-            out[s.sid] = Summary(s.sid, s.key.branch, m.machine_id, m.recipe, m.recipe_version, m.config_hash,
-                                 m.workload, m.metric, s.unit, s.direction, int(t.pos[s.start]), int(t.pos[last]),
-                                 t.sha[last], float(self.med_r[last]), spark, vs_tag.get(s.sid), bool(t.sla[last]))
-        return out
-
-
-def round6(a: np.ndarray) -> np.ndarray:
-    """Each value to 6 significant digits (per value, so a full and an incremental publish agree)."""
-    out = a.copy()
-    finite = np.isfinite(a) & (a != 0)
-    if not finite.any():
-        return out
-    decimals = sig6_decimals(a[finite])
-    idx = np.nonzero(finite)[0]
-    for d in np.unique(decimals):
-        sel = idx[decimals == d]
-        out[sel] = np.round(a[sel], int(d))
-    return out
-
-
-def _fixed(*cols: np.ndarray) -> tuple[int, list[list[int]] | list[list[float | None]]]:
-    """Columns of rounded values as integers over one power of ten (integers encode ~5x faster than floats;
-    page data only, the tool JSON keeps floats). Exact for values rounded to <= the chosen decimals. Values an
-    int64 cannot hold exactly (|x| >= 2**53, NaN, infinities) never go through the integers: they would wrap to
-    -9223372036854775808; the columns are then plain JSON floats over a scale of 1 (NaN as null)."""
-    both = np.concatenate(cols) if cols else np.empty(0)
-    finite = both[np.isfinite(both) & (both != 0)]
-    if not np.isfinite(both).all() or (finite.size and float(np.max(np.abs(finite))) >= 2.0**53):
-        return 1, [[x if math.isfinite(x) else None for x in c.tolist()] for c in cols]
-    if not finite.size:
-        return 1, [np.zeros(len(c), dtype=np.int64).tolist() for c in cols]
-    decimals = int(np.clip(5 - np.floor(np.log10(np.abs(finite))), 0, 15).max())
-    top = float(np.max(np.abs(finite)))
-    decimals = max(0, min(decimals, math.floor(math.log10(2**52 / top))))  # stay exact in a double
-    scale = 10**decimals
-    return scale, [np.rint(c * scale).astype(np.int64).tolist() for c in cols]
-
-
-def _nums(a: np.ndarray, digits: int | None = None) -> list[float | None]:
-    """A float column for JSON: NaN as null, optionally rounded to `digits` decimals."""
-    if digits is not None:
-        a = np.round(a, digits)
-    return [None if math.isnan(x) else x for x in a.tolist()]
-
-
-# ------------------------------------------------------------------------------------------------ renderers
-
-
-def _chunk_bounds(s: SeriesData, k: int) -> tuple[int, int]:
-    """Rows [a, b) of series s whose positions are in chunk k."""
-    p = s.positions
-    return (s.start + int(np.searchsorted(p, k * CHUNK)), s.start + int(np.searchsorted(p, (k + 1) * CHUNK)))
-
-
-_SAMPLES = "\u0000samples\u0000"
-
-
-def write_series_data(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int, hi_chunk: int) -> None:
-    """Per chunk of branch positions: chart columns (.js), everything for tools (.json) and the raw samples
-    for the page (.samples.js). Samples are spliced in as stored (JSON text), never decoded and re-encoded;
-    render.wrap_js escapes anything that could end a script element."""
-    base = f"data/series/{s.sid}"
-    t = ctx.table
-    bounds = [_chunk_bounds(s, k) if t is not None else (0, 0) for k in range(lo_chunk, hi_chunk + 1)]
-    # the float arrays of the .json files as text, for all these chunks at once (None: encoded per chunk below)
-    floats = _float_lists(ctx, bounds[0][0], bounds[-1][1]) if t is not None and bounds else None
-    for k, (a, b) in zip(range(lo_chunk, hi_chunk + 1), bounds):
-        pos = t.pos[a:b].tolist() if b > a else []
-        n = t.n[a:b].tolist() if b > a else []
-        flags = ((t.noisy[a:b].astype(np.int64)) | (t.sla[a:b].astype(np.int64) * 2)).tolist() if b > a else []
-        scale, ints = _fixed(ctx.med_r[a:b], ctx.lo_r[a:b], ctx.hi_r[a:b])
-        w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {"pos": pos, "scale": scale, "med": ints[0],
-                                                                "lo": ints[1], "hi": ints[2], "n": n, "flag": flags}))
-        samples = "[" + ",".join(t.text[a:b] if b > a else []) + "]"
-        sha, runs = t.sha[a:b] if b > a else [], t.runs[a:b] if b > a else []
-        noisy, sla = t.noisy[a:b].tolist() if b > a else [], t.sla[a:b].tolist() if b > a else []
-        if floats is not None:  # json_document's bytes, assembled from encoded members
-            med, ratio, low, high = (f.array(a, b) for f in floats)
-            text = _object({
-                "chunk": _enc(k), "chunk_size": _enc(CHUNK), "direction": _enc(s.direction),
-                "format": _enc("perffarm-series-chunk"), "median": med, "noisy": _enc(noisy), "position": _enc(pos),
-                "runs": _enc(runs), "samples": samples, "series": _enc(s.sid), "sha": _enc(sha),
-                "sla_miss": _enc(sla), "unit": _enc(s.unit), "version": _enc(FORMAT_VERSION),
-                "vs_previous": _object({"ci_high": high, "ci_low": low, "ratio": ratio})}) + "\n"
-        else:
-            text = json_document("series-chunk", {
-                "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
-                "position": pos, "sha": sha, "median": ctx.med_r[a:b].tolist() if b > a else [],
-                "samples": _SAMPLES, "runs": runs, "noisy": noisy, "sla_miss": sla,
-                "vs_previous": {"ratio": _nums(ctx.prev_ratio[a:b], 6) if b > a else [],
-                                "ci_low": _nums(ctx.prev_low[a:b], 6) if b > a else [],
-                                "ci_high": _nums(ctx.prev_high[a:b], 6) if b > a else []},
-            }, clean=False).replace(json.dumps(_SAMPLES), samples, 1)
-        w.write(f"{base}/{k}.json", text)
-        # raw samples on demand (the chart's "Samples" button): positions and the stored sample arrays only
-        w.write(f"{base}/{k}.samples.js", wrap_js("samples", s.sid, k, f'{{"position":{json.dumps(pos)},'
-                                                                         f'"samples":{samples}}}'))
-
-
-_enc = _JSON_ENCODER.encode
-
-
-def _object(members: dict[str, str]) -> str:
-    """A JSON object from already encoded member values, keys sorted (as the sort_keys encoders write it)."""
-    return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in sorted(members.items())) + "}"
-
-
-@dataclass
-class _FloatText:
-    """A float column of rows [start, ...) as JSON text, each value followed by ',': array(a, b) is the JSON
-    array of rows a..b-1."""
-
-    text: str
-    off: list[int]
-    start: int
-
-    def array(self, a: int, b: int) -> str:
-        return "[" + self.text[self.off[a - self.start] : self.off[b - self.start] - 1] + "]" if b > a else "[]"
-
-
-def _float_lists(ctx: Context, a: int, b: int) -> list[_FloatText] | None:
-    """Median, rQPS vs the previous point, its CI low and high of rows [a, b) as the JSON encoder writes them
-    (render.float_column: ~2x faster than a Python float and its repr per value); None when a value's text is
-    not proven there (the caller then encodes as before)."""
-    med = ctx.med_r[a:b]
-    cols = [float_column(med, sig6_decimals(med))]  # the places round6 rounded them to
-    cols += [float_column(np.round(c[a:b], 6), 6, nan=True) for c in (ctx.prev_ratio, ctx.prev_low, ctx.prev_high)]
-    if any(c is None for c in cols):
-        return None
-    out = []
-    for col in cols:
-        blob, off = join_columns([col, literal_column(",", b - a)])
-        out.append(_FloatText(blob.decode("ascii"), off.tolist(), a))
-    return out
-
-
-def write_series_page(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
-    changes = sorted(ctx.changes.get(summ.sid, []), key=lambda c: (c.position, c.id))
-    tag_marks = []
-    for name, sha in ctx.tags.items():
-        pos = ctx.tag_positions.get(summ.branch, {}).get(sha)
-        if pos is not None and summ.first_position <= pos <= summ.last_position:
-            tag_marks.append(Marker(pos, "tag", name))
-    config_marks = [Marker(o.first_position, "config",
-                           f"{o.machine_id} {o.recipe} v{o.recipe_version} {o.config_hash[:8]} starts")
-                    for o in siblings if o.sid != summ.sid and o.first_position > summ.first_position]
-    change_marks = [Marker(c.position, c.kind, f"{c.kind} ×{c.ratio:.3f}") for c in changes if c.state == "active"]
-    markers = sorted(tag_marks + config_marks + change_marks, key=lambda m: (m.position, m.kind, m.label))
-    chunks = list(range(summ.first_position // CHUNK, summ.last_position // CHUNK + 1))
-    meta = {"sid": summ.sid, "chunks": chunks, "chunk_size": CHUNK, "branch_dir": safe_name(summ.branch),
-            "unit": summ.unit, "direction": summ.direction,
-            "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers]}
-    w.write(f"series/{summ.sid}.html", render(
-        "series.html", root="../", title=f"{summ.label} · {summ.branch}", s=summ, changes=changes,
-        markers=markers, meta=meta, chunks=chunks, siblings=[o for o in siblings if o.sid != summ.sid]))
-    w.write(f"data/series/{summ.sid}/index.json", json_document("series", {
-        "series": summ.to_json(), "chunks": chunks, "chunk_size": CHUNK,
-        "change_points": [c.__dict__ for c in changes], "markers": meta["markers"]}))
-
-
-def write_branch_chunks(w: SiteWriter, ctx: Context, branch: str, order: list[tuple[int, str]]) -> None:
-    """Commit facts for hovering a chart, one script per chunk of branch positions (`order` chunk-aligned)."""
-    by_chunk: dict[int, list[Any]] = {}
-    for pos, sha in order:
-        k = pos // CHUNK
-        rows = by_chunk.setdefault(k, [None] * CHUNK)
-        c = ctx.commits.get(sha)
-        rows[pos - k * CHUNK] = [sha, c.subject if c else "", author_name(c.author) if c else "",
-                                 c.authored_at if c else 0]
-    for k, rows in by_chunk.items():
-        while rows and rows[-1] is None:
-            rows.pop()
-        w.write(f"data/branches/{safe_name(branch)}/{k}.js", js_call("commits", safe_name(branch), k, rows))
-
-
-def write_commit(w: SiteWriter, ctx: Context, sha: str, rows: str, runs: list[RunView]) -> None:
-    """data/commits/<sha>.js: what commit.html?c=<sha> shows and what the compare page divides. `rows` is the
-    rows' JSON text (commits.rows); the object is js_call's sorted-key encoding, assembled around it."""
-    name = commit_name(sha)
-    c = ctx.commits.get(sha)
-    runs_json = js_literal([[r.id, r.status, r.ref, r.builder, r.worker, r.source, r.ingested_at, r.build_url,
-                             r.log_excerpt if r.status != "ok" else ""] for r in runs])
-    w.write(f"data/commits/{name}.js", (
-        f'perffarm.commit({js_literal(name)},{{"author":{js_literal(author_name(c.author) if c else "")},'
-        f'"authored_at":{js_literal(c.authored_at if c else 0)},"rows":{rows},"runs":{runs_json},'
-        f'"subject":{js_literal(c.subject if c else "")},"tags":{js_literal(sorted(ctx.tag_at.get(sha, [])))}}});\n'))
-
-
-def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunView]]:
-    out: dict[str, list[RunView]] = {}
-    for r in source.runs(ctx.conn, shas=shas).values():
-        out.setdefault(r.sha, []).append(RunView(
-            r.id, r.ref, r.builder, r.worker, r.machine_id, r.recipe, r.recipe_version, r.status, r.source,
-            safe_url(r.build_url), r.log_excerpt[-2000:], r.noisy, r.ingested_at))
-    for v in out.values():
-        v.sort(key=lambda r: r.id)
-    return out
-
-
-def write_overview(w: SiteWriter, summaries: list[Summary], ctx: Context) -> None:
-    open_by_sid: dict[str, int] = {}
-    for a in ctx.alerts:
-        if a.is_open:
-            for sid in a.sids:
-                open_by_sid[sid] = open_by_sid.get(sid, 0) + 1
-    rows = sorted(summaries, key=lambda s: (s.branch != "master", s.branch, s.workload, s.metric, s.machine_id,
-                                            s.recipe, -s.recipe_version, s.sid))
-    w.write("index.html", render(
-        "index.html", root="", title="perffarm", rows=rows, open_by_sid=open_by_sid, bands=ctx.bands,
-        branches=sorted({s.branch for s in rows}), machines=sorted({s.machine_id for s in rows}),
-        workloads=sorted({s.workload for s in rows}), open_alerts=[a for a in ctx.alerts if a.is_open][:20]))
-
-
-def write_compare(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    series = {s.sid: {"label": s.label, "branch": s.branch, "machine": s.machine_id,
-                      "recipe": f"{s.recipe} v{s.recipe_version}", "unit": s.unit, "direction": s.direction}
-              for s in summaries}
-    tested = sorted({s.latest_sha for s in summaries})
-    w.write("data/refs.js", js_call("refs", {"tags": ctx.tags, "series": series,
-                                             "bands": {"red": ctx.bands.red, "green": ctx.bands.green},
-                                             "recent": tested}))
-    w.write("compare.html", render("compare.html", root="", title="Compare commits",
-                                   tags=tag_order(ctx.tags, {}), bands=ctx.bands))
-    w.write("commit.html", render("commit.html", root="", title="Commit", bands=ctx.bands))
-
-
-def write_releases(w: SiteWriter, ctx: Context) -> None:
-    """Callaghan-style tables: absolute value per release × workload, rQPS vs a chosen base release."""
-    if not ctx.tags:
-        w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands,
-                                        values=""))
-        w.keep_only("releases", set())
-        return
-    tag_samples = source.samples(ctx.conn, set(ctx.tags.values()))
-    authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(ctx.tags.values())).items()}
-    tags = tag_order(ctx.tags, authored)
-    files = {t: f"releases/{safe_name(t)}.html" for t in tags}
-    keys = sorted(tag_samples, key=lambda k: (k.workload, k.metric, k.machine_id, k.recipe, k.recipe_version,
-                                              k.config_hash))
-    sids = {key: "release:" + SeriesKey(key, "").sid for key in keys}
-    wants = []  # every (release, base release) pair at once: one pass over the ratio cache
-    for key in keys:
-        per = tag_samples[key]
-        for base in tags:
-            b = per.get(ctx.tags[base])
-            for t in tags if b is not None else ():
-                x = per.get(ctx.tags[t])
-                if x is not None:
-                    wants.append(Want(sids[key], x.sha, b.sha, ",".join(map(str, x.run_ids)),
-                                      ",".join(map(str, b.run_ids)), x.samples, b.samples, x.direction))
-    got = ctx.cache.resolve(wants)
-    values = None
-    for base in tags:
-        rows = []
-        for key in keys:
-            per = tag_samples[key]
-            b = per.get(ctx.tags[base])
-            cells = []
-            unit = direction = ""
-            for t in tags:
-                x = per.get(ctx.tags[t])
-                if x is None:
-                    cells.append(ReleaseCell(t, None, None, False))
-                    continue
-                unit, direction = x.unit, x.direction
-                rel = None if b is None else RatioView.of(got[(sids[key], x.sha, b.sha)], base)
-                cells.append(ReleaseCell(t, statistics.median(x.samples), rel, x.sla_miss))
-            rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
-        table = ReleaseTable(base, files[base], tuple(tags), tuple(rows), tuple((t, files[t]) for t in tags))
-        if values is None:  # the absolute values do not depend on the base: rendered once, escaped there
-            values = Markup(render("release_values.html", table=table))
-        w.write(files[base], render("releases.html", root="../", title=f"Releases vs {base}", table=table,
-                                    bands=ctx.bands, values=values))
-        if base == tags[0]:
-            w.write("releases.html", render("releases.html", root="", title="Releases", table=table,
-                                            bands=ctx.bands, values=values))
-    w.keep_only("releases", set(files.values()))
-
-
-def _channels(ctx: Context) -> list[Any]:
-    from master.alerts import channel_health
-
-    if not source.has_table(ctx.conn, "alert_outbox"):
-        return []
-    return channel_health(ctx.conn, ctx.settings.alerts, now=ctx.now)
-
-
-def write_alerts(w: SiteWriter, ctx: Context, now: float) -> None:
-    alerts = ctx.alerts
-    failing = [c for c in _channels(ctx) if c.status != "ok"]
-    w.write("alerts.html", render("alerts.html", root="", title="Alerts", alerts=alerts, failing=failing))
-    for a in alerts:
-        w.write(f"alerts/{a.file}.html", render("alert.html", root="../", title=f"Alert {a.id}", a=a))
-    w.write("alerts.atom", feed.atom(alerts, now))
-
-
-def write_health(w: SiteWriter, ctx: Context, now: float) -> None:
-    last = source.last_result_per_branch(ctx.conn)
-    missing = source.untested_counts(ctx.conn)
-    branches = [{"branch": b, "age": now - t if t else None, "head": head, "tested": tested,
-                 "missing": missing.get(b, 0), "last": t}
-                for b, (t, head, tested) in sorted(last.items())]
-    workers = [dict(r) for r in source.run_health(ctx.conn)]
-    for wk in workers:
-        wk["age"] = now - wk["last"] if wk["last"] else None
-    noisy = []
-    for mid in source.machines(ctx.conn):
-        row = ctx.conn.execute("SELECT host_checks, ingested_at FROM runs WHERE machine_id = ? AND noisy = 1 "
-                               "ORDER BY id DESC LIMIT 1", (mid,)).fetchone()
-        if row:
-            try:
-                reasons = json.loads(row[0]).get("noisy_reasons", [])
-            except (ValueError, AttributeError):
-                reasons = []
-            noisy.append({"machine": mid, "reasons": [str(r) for r in reasons] if isinstance(reasons, list) else [],
-                          "last": row[1]})
-    w.write("health.html", render("health.html", root="", title="Farm health", branches=branches,
-                                  workers=workers, noisy=noisy, now=now, channels=_channels(ctx)))
-
-
-def write_common(w: SiteWriter, ctx: Context, summaries: list[Summary], now: float, releases: bool = True) -> None:
-    """Pages that summarise everything; cheap enough to re-render on every publish. The release tables depend
-    only on the tags and the samples at tagged commits: an incremental publish passes releases=False when
-    neither changed (no tag changed, the run is not at a tagged commit), and the previous version's files stay
-    (hard-linked)."""
-    write_overview(w, summaries, ctx)
-    write_compare(w, ctx, summaries)
-    if releases:
-        write_releases(w, ctx)
-    write_alerts(w, ctx, now)
-    write_health(w, ctx, now)
-    w.copy_tree(SITE_DIR / "static", "static")
-    w.write("manifest.json", json_document("site", {
-        "published_at": dt.datetime.fromtimestamp(now, dt.UTC).isoformat(), "series": len(summaries),
-        "chunk_size": CHUNK}))
-
-
-def siblings_of(summaries: list[Summary]) -> dict[str, list[Summary]]:
-    """Series of the same workload, metric and branch on other machines or recipe versions/configs."""
-    groups: dict[tuple[str, str, str], list[Summary]] = {}
-    for s in summaries:
-        groups.setdefault((s.workload, s.metric, s.branch), []).append(s)
-    for g in groups.values():
-        g.sort(key=lambda s: (s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
-    return {s.sid: groups[(s.workload, s.metric, s.branch)] for s in summaries}
-
-
-# ------------------------------------------------------------------------------------------------ publish cache
-
-
-def _meta_table(cache: RatioCache) -> sqlite3.Connection | None:
-    if cache.conn is not None:
-        cache.conn.execute("CREATE TABLE IF NOT EXISTS site_summary (out TEXT, sid TEXT, json TEXT NOT NULL, "
-                           "PRIMARY KEY (out, sid))")
-        cache.conn.execute("CREATE TABLE IF NOT EXISTS site_state (out TEXT PRIMARY KEY, json TEXT NOT NULL)")
-    return cache.conn
-
-
-def save_state(cache: RatioCache, summaries: Iterable[Summary], replace_all: bool, out: Path,
-               heads: Mapping[str, tuple[int, str]], tags: Mapping[str, str]) -> None:
-    """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published."""
-    conn = _meta_table(cache)
-    if conn is None:
-        return
-    key = str(out)
-    with conn:
-        if replace_all:
-            conn.execute("DELETE FROM site_summary WHERE out = ?", (key,))
-        conn.executemany("INSERT OR REPLACE INTO site_summary VALUES (?, ?, ?)",
-                         [(key, s.sid, json.dumps(s.to_json(), sort_keys=True)) for s in summaries])
-        conn.execute("INSERT OR REPLACE INTO site_state VALUES (?, ?)", (key, json.dumps(
-            {"heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags)}, sort_keys=True)))
-
-
-def load_state(cache: RatioCache, out: Path) -> tuple[dict[str, Summary], dict[str, Any] | None]:
-    conn = _meta_table(cache)
-    if conn is None:
-        return {}, None
-    key = str(out)
-    summaries = {sid: Summary.from_json(json.loads(text))
-                 for sid, text in conn.execute("SELECT sid, json FROM site_summary WHERE out = ?", (key,))}
-    row = conn.execute("SELECT json FROM site_state WHERE out = ?", (key,)).fetchone()
-    return summaries, (json.loads(row[0]) if row else None)
-
-
-# ------------------------------------------------------------------------------------------------ entry points
 
 
 def _open(settings: Any) -> sqlite3.Connection:
@@ -599,23 +72,8 @@ def publish_all(settings: Any, out_dir: Path | None = None, *, now: float | None
     jobs = default_jobs() if jobs is None else jobs
     if jobs > 1 and threading.active_count() > 1:
         raise PublishError("jobs > 1 forks; this process has other threads: publish with jobs=1")
-    with publish_lock(out), _no_cyclic_gc():
+    with publish_lock(out):
         return _publish_all(settings, out, time.time() if now is None else now, progress, jobs)
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """No cyclic garbage collection during a full publish: its millions of objects (tuples, lists, strings) hold
-    no cycles, yet each full collection traversed all of them (~5% of the CPU in perf), and in a forked child it
-    writes to every object's header, copying the memory pages they sit on. Refcounting still frees everything;
-    collection resumes afterwards. Process-wide, so only for the (rare) full publish."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def default_jobs() -> int:
@@ -628,10 +86,10 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
     conn = _open(settings)
-    cache = RatioCache(cache_path(settings), _bands(settings))
+    cache = open_cache(settings)
     w = SiteWriter(out, incremental=False)
     try:
-        ctx = Context(conn, cache, _bands(settings), settings)
+        ctx = Context(conn, cache, bands(settings), settings)
         ctx.now = now
         orders = {b: source.branch_order(conn, b) for b in ctx.heads}
         where: dict[str, list[tuple[str, int]]] = {}
@@ -648,24 +106,30 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         by_commit = commits.order(ctx)
         group = by_commit.index() if by_commit is not None else {}
         shas = sorted(set(group) | set(runs))
+        chunk_pages, series_pages, commit_pages = pages.of(pages.CHUNKS), pages.of(pages.SERIES), pages.of(pages.COMMIT)
 
         def write_series(summ: Summary) -> None:
-            write_series_data(w, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
-            write_series_page(w, ctx, summ, sib[summ.sid])
+            for page in chunk_pages:
+                page.write(w, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
+            for page in series_pages:
+                page.write(w, ctx, summ, sib[summ.sid])
 
         def write_commits(part: list[str]) -> None:
             got = commits.rows(ctx, by_commit, [group[x] for x in part if x in group]) if by_commit else {}
             files = _Files()
             for sha in part:
-                write_commit(files, ctx, sha, got.get(sha, "[]"), runs.get(sha, []))
+                for page in commit_pages:
+                    page.write(files, ctx, sha, got.get(sha, "[]"), runs.get(sha, []))
             with w.exclusive():  # one directory for both processes: they take turns per batch, encoding meanwhile
                 for rel, text in files.items:
                     w.write(rel, text)
 
         def write_summaries() -> None:  # they read the database: in this process only
-            write_common(w, ctx, summaries, now)
+            for page in pages.of(pages.SITE):
+                page.write(w, ctx, summaries)
             for b, order in orders.items():
-                write_branch_chunks(w, ctx, b, order)
+                for page in pages.of(pages.BRANCH):
+                    page.write(w, ctx, b, order)
 
         tasks: list[Callable[[], None]] = [lambda x=x: write_series(x) for x in summaries]
         tasks += [lambda p=shas[i : i + COMMIT_BATCH]: write_commits(p) for i in range(0, len(shas), COMMIT_BATCH)]
@@ -750,8 +214,7 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None,
                         progress: Progress | None = None) -> PublishReport:
     """Re-render only what one new run changed; a full publish when there is no site (or cache) to build on.
 
-    The output is byte-for-byte what a full publish would write
-    (tests/unit/test_publish.py: test_incremental_publish_after_a_new_run_equals_a_full_publish).
+    The output is byte-for-byte what a full publish would write (tests/unit/test_publish_incremental.py).
     """
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
     now = time.time() if now is None else now
@@ -768,7 +231,7 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None,
 def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> PublishReport:
     t0 = time.perf_counter()
     conn = _open(settings)
-    cache = RatioCache(cache_path(settings), _bands(settings))
+    cache = open_cache(settings)
     w: SiteWriter | None = None
     try:
         cached, state = load_state(cache, out)
@@ -777,7 +240,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         run = source.run_of(conn, run_id)
         if run is None:
             raise ValueError(f"no run with id {run_id} in {settings.results_db}")
-        ctx = Context(conn, cache, _bands(settings), settings)
+        ctx = Context(conn, cache, bands(settings), settings)
         ctx.now = now
         retagged = tag_changes(state["tags"], ctx.tags)
         old_heads = {b: tuple(h) for b, h in state["heads"].items()}
@@ -856,11 +319,14 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             summ = summaries_map[s.sid]
             pos = at[key.branch]
             lo_chunk = pos // CHUNK if s.sid in cached else summ.first_position // CHUNK
-            write_series_data(w, ctx, s, lo_chunk, summ.last_position // CHUNK)
+            for page in pages.of(pages.CHUNKS):
+                page.write(w, ctx, s, lo_chunk, summ.last_position // CHUNK)
         for summ in summaries:  # every series page: markers, siblings and change points may have moved
-            write_series_page(w, ctx, summ, sib[summ.sid])
+            for page in pages.of(pages.SERIES):
+                page.write(w, ctx, summ, sib[summ.sid])
         for b, order in grown.items():
-            write_branch_chunks(w, ctx, b, order)
+            for page in pages.of(pages.BRANCH):
+                page.write(w, ctx, b, order)
         by_commit = commits.order(ctx, changed | retagged)
         rows = commits.rows(ctx, by_commit, range(len(by_commit.shas))) if by_commit is not None else {}
         runs = run_views(ctx, sorted(changed | retagged))
@@ -868,8 +334,11 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         # publish)
         changed |= {sha for sha in retagged if sha in rows or sha in runs}
         for sha in sorted(changed):
-            write_commit(w, ctx, sha, rows.get(sha, "[]"), runs.get(sha, []))
-        write_common(w, ctx, summaries, now, releases=bool(retagged) or run.sha in ctx.tag_at)
+            for page in pages.of(pages.COMMIT):
+                page.write(w, ctx, sha, rows.get(sha, "[]"), runs.get(sha, []))
+        # the release tables (when=TAGS) depend only on the tags and the samples at tagged commits
+        for page in pages.of(pages.SITE, tags_changed=bool(retagged) or run.sha in ctx.tag_at):
+            page.write(w, ctx, summaries)
         final = w.commit()
         cache.flush()
         save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags)

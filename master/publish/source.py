@@ -214,6 +214,12 @@ def machines(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     return out
 
 
+def last_noisy_run(conn: sqlite3.Connection, machine_id: str) -> tuple[str, float] | None:
+    """(host_checks JSON, ingest time) of the machine's newest run flagged noisy, or None."""
+    return conn.execute("SELECT host_checks, ingested_at FROM runs WHERE machine_id = ? AND noisy = 1 "
+                        "ORDER BY id DESC LIMIT 1", (machine_id,)).fetchone()
+
+
 def run_health(conn: sqlite3.Connection) -> list[sqlite3.Row]:
     """Per (worker, builder): runs, failures, noisy runs, newest ingest."""
     return conn.execute(

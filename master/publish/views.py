@@ -108,6 +108,16 @@ def tail_rows(series: SeriesData, head: int) -> range:
     return range(max(first, series.end - SPARK_POINTS), series.end)
 
 
+def siblings_of(summaries: list[Summary]) -> dict[str, list[Summary]]:
+    """Series of the same workload, metric and branch on other machines or recipe versions/configs."""
+    groups: dict[tuple[str, str, str], list[Summary]] = {}
+    for s in summaries:
+        groups.setdefault((s.workload, s.metric, s.branch), []).append(s)
+    for g in groups.values():
+        g.sort(key=lambda s: (s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
+    return {s.sid: groups[(s.workload, s.metric, s.branch)] for s in summaries}
+
+
 def previous_tag(series: SeriesData, tag_at: Mapping[str, list[str]], before: int) -> tuple[str, int] | None:
     """The newest tagged row of the series strictly before position `before`: (tag name, row)."""
     t = series.table

@@ -1,13 +1,15 @@
-"""Cold full publishes of two source trees, alternated in one run (the machine is shared: A and B see the same
-load), e.g. the merge base against this checkout:
+"""Cold (or warm) full publishes of two source trees, alternated in one run (the machine is shared: A and B see
+the same load), e.g. the merge base against this checkout:
 
     git archive main | tar -x -C /tmp/base   # the tree to compare with
     .venv/bin/python -m tests.benchmarks.publish_ab --a /tmp/base --b . --runs 5
 
 Each publish runs in a fresh interpreter with its tree first on sys.path, into an output directory of its own,
 after deleting that site and the publish cache and evicting the results DB from the OS page cache (cold, as in
-tests/benchmarks/site_figures.py). Prints wall and CPU seconds (both processes) per run and the medians, with
-the load average before and after. The results DB is the one site_figures builds (--work, --series, --commits).
+tests/benchmarks/site_figures.py). With --warm nothing is deleted or evicted: each tree first publishes once
+(untimed), then every run finds its own live site to hard-link from and the caches as the last publish left them.
+Prints wall and CPU seconds (both processes) per run and the medians, with the load average before and after.
+The results DB is the one site_figures builds (--work, --series, --commits).
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ from pathlib import Path
 from master.publish import publish_all
 from master.publish.writer import wait_for_cleanup
 from master.settings import load_settings
-work, out, jobs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+work, out, jobs, cold = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "cold"
 settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(work)})
-for p in (out, out.parent / f".{out.name}.versions", work / "publish-cache.sqlite"):
+for p in (out, out.parent / f".{out.name}.versions", work / "publish-cache.sqlite") if cold else ():
     if p.is_symlink() or p.is_file():
         p.unlink()
     elif p.exists():
         shutil.rmtree(p)
-for p in (settings.results_db, Path(str(settings.results_db) + "-wal")):  # site_figures.evict (not in old trees)
+for p in (settings.results_db, Path(str(settings.results_db) + "-wal")) if cold else ():  # site_figures.evict
     if p.exists():
         fd = os.open(p, os.O_RDONLY)
         os.fdatasync(fd)
@@ -53,11 +55,11 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def one(tree: Path, work: Path, out: Path, jobs: int) -> dict[str, float]:
+def one(tree: Path, work: Path, out: Path, jobs: int, cold: bool = True) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
     env["PYTHONPATH"] = str(tree)
-    proc = subprocess.run([sys.executable, "-c", _ONE, str(work), str(out), str(jobs)], cwd=tree, env=env,
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-c", _ONE, str(work), str(out), str(jobs), "cold" if cold else "warm"],
+                          cwd=tree, env=env, capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -70,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commits", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--jobs", type=int, choices=(1, 2), default=2)
+    ap.add_argument("--warm", action="store_true", help="keep each tree's live site, the caches and the page cache")
     args = ap.parse_args(argv)
     work = (args.work / f"{args.series}x{args.commits}").resolve()
     if not (work / "results.sqlite").exists():
@@ -77,11 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     trees = {"A": args.a.resolve(), "B": args.b.resolve()}
     got: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-    print(f"cold full publish, {args.series} x {args.commits}, jobs={args.jobs}; A={trees['A']} B={trees['B']}")
+    print(f"{'warm' if args.warm else 'cold'} full publish, {args.series} x {args.commits}, jobs={args.jobs}; "
+          f"A={trees['A']} B={trees['B']}")
     print(f"load average before: {load()}", flush=True)
+    if args.warm:  # a live site of its own for each tree to build on
+        for name in ("A", "B"):
+            one(trees[name], work, work / f"site-ab-{name}", args.jobs, cold=False)
     for i in range(args.runs):
         for name in ("A", "B") if i % 2 == 0 else ("B", "A"):  # alternate who goes first
-            r = one(trees[name], work, work / f"site-ab-{name}", args.jobs)
+            r = one(trees[name], work, work / f"site-ab-{name}", args.jobs, cold=not args.warm)
             got[name].append(r)
             print(f"  run {i + 1} {name}: {r['wall']:6.2f} s wall, {r['cpu']:6.2f} s CPU, {r['files']} files "
                   f"(load {load()})", flush=True)

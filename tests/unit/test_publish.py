@@ -492,14 +492,14 @@ def test_float_columns_write_what_the_json_encoder_writes():
 
 def test_the_column_texts_equal_the_encoders_output(farm, tmp_path, monkeypatch):
     import master.publish.commits as commits_module
-    import master.publish.publisher as publisher_module
+    import master.publish.pages.series_data as series_data_module
     proven = []
-    for module in (commits_module, publisher_module):
+    for module in (commits_module, series_data_module):
         monkeypatch.setattr(module, "float_column", lambda *a, f=module.float_column, **k: proven.append(f(*a, **k))
                             or proven[-1])
     fast = publish_all(farm.settings, tmp_path / "fast", now=NOW, jobs=1)  # one process: `proven` sees all
     assert proven and all(c is not None for c in proven)  # this history takes the column path everywhere
-    for module in (commits_module, publisher_module):  # every float column unproven: all through the encoders
+    for module in (commits_module, series_data_module):  # every float column unproven: all through the encoders
         monkeypatch.setattr(module, "float_column", lambda *a, **k: None)
     slow = publish_all(farm.settings, tmp_path / "slow", now=NOW, jobs=1)
     a, b = files(tmp_path / "fast"), files(tmp_path / "slow")

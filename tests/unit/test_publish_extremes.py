@@ -10,7 +10,7 @@ import pytest
 
 from master import ingest
 from master.publish import publish_all
-from master.publish.publisher import _fixed
+from master.publish.encode import fixed
 from master.settings import load_settings
 from recipes.result import ResultError, validate
 from tests.harness import make_repo
@@ -20,7 +20,7 @@ INT64_MIN = -(2**63)
 
 
 def decoded(cols: list[np.ndarray]) -> list[list[float | None]]:
-    scale, ints = _fixed(*cols)
+    scale, ints = fixed(*cols)
     assert INT64_MIN not in [x for c in ints for x in c]
     json.dumps(ints, allow_nan=False)  # what js_call will encode
     return [[None if x is None else x / scale for x in c] for c in ints]
@@ -45,7 +45,7 @@ def test_fixed_writes_nan_and_infinities_as_null():
 
 
 def test_ordinary_values_still_use_integers():
-    scale, ints = _fixed(np.array([1234.5, 1.25]), np.array([1000.0, 1.0]))
+    scale, ints = fixed(np.array([1234.5, 1.25]), np.array([1000.0, 1.0]))
     assert scale == 10**5 and ints == [[123450000, 125000], [100000000, 100000]]
 
 

@@ -1,0 +1,60 @@
+"""The publish cache, `<data_dir>/publish-cache.sqlite` (derived data: deleting it costs time, never correctness):
+the ratio table of ratios.RatioCache, and per output directory what the last publish there showed (every series'
+summary, the branch heads and tags), which an incremental publish builds on."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from master.publish.context import bands
+from master.publish.ratios import RatioCache
+from master.publish.views import Summary
+
+
+def cache_path(settings: Any) -> Path:
+    return Path(settings.data_dir) / "publish-cache.sqlite"
+
+
+def open_cache(settings: Any) -> RatioCache:
+    """The publish cache of these settings, with the farm's colour bands; close() it."""
+    return RatioCache(cache_path(settings), bands(settings))
+
+
+def _state_tables(cache: RatioCache) -> sqlite3.Connection | None:
+    """The cache's connection with the two state tables created (None: a cache without a file)."""
+    if cache.conn is not None:
+        cache.conn.execute("CREATE TABLE IF NOT EXISTS site_summary (out TEXT, sid TEXT, json TEXT NOT NULL, "
+                           "PRIMARY KEY (out, sid))")
+        cache.conn.execute("CREATE TABLE IF NOT EXISTS site_state (out TEXT PRIMARY KEY, json TEXT NOT NULL)")
+    return cache.conn
+
+
+def save_state(cache: RatioCache, summaries: Iterable[Summary], replace_all: bool, out: Path,
+               heads: Mapping[str, tuple[int, str]], tags: Mapping[str, str]) -> None:
+    """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published."""
+    conn = _state_tables(cache)
+    if conn is None:
+        return
+    key = str(out)
+    with conn:
+        if replace_all:
+            conn.execute("DELETE FROM site_summary WHERE out = ?", (key,))
+        conn.executemany("INSERT OR REPLACE INTO site_summary VALUES (?, ?, ?)",
+                         [(key, s.sid, json.dumps(s.to_json(), sort_keys=True)) for s in summaries])
+        conn.execute("INSERT OR REPLACE INTO site_state VALUES (?, ?)", (key, json.dumps(
+            {"heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags)}, sort_keys=True)))
+
+
+def load_state(cache: RatioCache, out: Path) -> tuple[dict[str, Summary], dict[str, Any] | None]:
+    conn = _state_tables(cache)
+    if conn is None:
+        return {}, None
+    key = str(out)
+    summaries = {sid: Summary.from_json(json.loads(text))
+                 for sid, text in conn.execute("SELECT sid, json FROM site_summary WHERE out = ?", (key,))}
+    row = conn.execute("SELECT json FROM site_state WHERE out = ?", (key,)).fetchone()
+    return summaries, (json.loads(row[0]) if row else None)

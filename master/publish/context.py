@@ -1,0 +1,167 @@
+"""What one publish loads from the results database: series (whole or a window) with every point's rQPS vs the
+previous point, commits, tags, branch heads, change points and alerts, and the overview rows computed from them.
+Page writers (master/publish/pages/) read a Context; they never query the results database for what it holds."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from master.detect.rqps import Bands
+from master.publish import model, source
+from master.publish.model import SeriesData
+from master.publish.ratios import RatioCache
+from master.publish.render import author_name, sig6_decimals
+from master.publish.source import MeasureKey, SeriesKey
+from master.publish.views import (
+    AlertView,
+    ChangeView,
+    RatioView,
+    RunView,
+    Summary,
+    alert_views,
+    previous_tag,
+    safe_url,
+    spark_path,
+    tail_rows,
+)
+
+
+def bands(settings: Any) -> Bands:
+    """The rQPS colour bands: the alerts' bands (alerts.band_red/band_green), one definition for the farm."""
+    return Bands(settings.alerts.band_red, settings.alerts.band_green)
+
+
+class Context:
+    """What one publish loaded: series (whole or a window), commits, tags, change points, alerts."""
+
+    def __init__(self, conn: sqlite3.Connection, cache: RatioCache, bands: Bands, settings: Any) -> None:
+        self.conn = conn
+        self.settings = settings
+        self.cache = cache
+        self.bands = bands
+        self.tags = source.tags(conn)
+        self.tag_at: dict[str, list[str]] = {}
+        for name, sha in self.tags.items():
+            self.tag_at.setdefault(sha, []).append(name)
+        self.heads = source.branch_heads(conn)
+        self.series: dict[SeriesKey, SeriesData] = {}
+        self.commits: dict[str, source.Commit] = {}
+        cps = source.change_points(conn)
+        self.changes: dict[str, list[ChangeView]] = {}
+        self.sid_of_cp: dict[int, str] = {}
+        for c in cps:
+            self.sid_of_cp[c.id] = c.sid
+            self.changes.setdefault(c.sid, []).append(
+                ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue,
+                           c.state))
+        rows = source.alert_rows(conn)
+        facts = {sha: (c.subject, author_name(c.author)) for sha, c in source.commits(
+            conn, {x for r in rows for x in (r["sha"], r["culprit_sha"]) if x}).items()}
+        self.alerts: list[AlertView] = alert_views(
+            rows, source.alert_lines(conn), source.alert_history(conn), source.alert_deliveries(conn),
+            source.bisections_by_change_point(conn), facts,
+            lambda r, d: cache._ratio(r, None, None, d).colour)
+        # per series: ratio of each point vs the previous point, aligned with points (None for the first)
+        self.table: model.Table | None = None
+        self.tag_positions: dict[str, dict[str, int]] = {}
+        self._got: dict = {}
+        self.now = 0.0
+
+    def load(self, where: Mapping[str, list[tuple[str, int]]], shas: Iterable[str] | None,
+             keys: set[MeasureKey] | None, jobs: int = 1) -> None:
+        """Load the series (replacing what was loaded) and every point's rQPS vs the previous point (jobs=2: the
+        parsing and the rQPS in two processes; it forks)."""
+        self.series = model.load(self.conn, where, shas, keys, jobs)
+        need = set(where) if shas is not None else None
+        self.commits.update(source.commits(self.conn, need))
+        table = next(iter(self.series.values())).table if self.series else None
+        self.table = table
+        if table is None:
+            return
+        size = len(table.pos)
+        first = np.zeros(size, dtype=bool)
+        higher = np.zeros(size, dtype=bool)
+        for s in self.series.values():
+            first[s.start] = True
+            higher[s.start : s.end] = s.direction == "higher"
+        rows = np.nonzero(~first)[0]
+        r = model.ratios(table, rows, rows - 1, higher[rows], self.bands, jobs)
+        self.prev_ratio = np.full(size, np.nan)
+        self.prev_low = np.full(size, np.nan)
+        self.prev_high = np.full(size, np.nan)
+        self.prev_band = np.zeros(size, dtype=np.int8)  # index into model.COLOURS
+        self.prev_band[rows] = r.band
+        self.prev_colour = np.array(model.COLOURS, dtype=object)[self.prev_band].tolist()
+        self.has_prev = ~first
+        self.prev_ratio[rows], self.prev_low[rows], self.prev_high[rows] = r.ratio, r.low, r.high
+        self.med_r = round6(table.med)
+        self.lo_r = round6(table.lo)
+        self.hi_r = round6(table.hi)
+
+    def vs_prev(self, i: int) -> RatioView | None:
+        if not self.has_prev[i]:
+            return None
+        return RatioView(float(self.prev_ratio[i]), float(self.prev_low[i]), float(self.prev_high[i]),
+                         self.prev_colour[i], self.table.sha[i - 1][:12])
+
+    def channels(self) -> list[Any]:
+        """The alert channels' delivery health (master.alerts.channel_health); [] before the outbox exists."""
+        from master.alerts import channel_health
+
+        if not source.has_table(self.conn, "alert_outbox"):
+            return []
+        return channel_health(self.conn, self.settings.alerts, now=self.now)
+
+    def summaries(self, series: Iterable[SeriesData]) -> dict[str, Summary]:
+        """Overview rows: latest value, sparkline, rQPS of the latest point vs the previous release tag."""
+        series = [s for s in series if len(s)]
+        tagged = [(s, previous_tag(s, self.tag_at, int(s.table.pos[s.end - 1]))) for s in series]
+        with_tag = [(s, t) for s, t in tagged if t is not None]
+        got = model.ratios(self.table, np.array([s.end - 1 for s, _ in with_tag], dtype=np.int64),
+                           np.array([t[1] for _, t in with_tag], dtype=np.int64),
+                           np.array([s.direction == "higher" for s, _ in with_tag], dtype=bool), self.bands) \
+            if with_tag else None
+        vs_tag: dict[str, RatioView] = {}
+        for j, (s, (name, _)) in enumerate(with_tag):
+            vs_tag[s.sid] = RatioView(float(got.ratio[j]), float(got.low[j]), float(got.high[j]), got.colour[j], name)
+        out = {}
+        for s in series:
+            t = s.table
+            last = s.end - 1
+            m = s.key.measure
+            head = self.heads.get(s.key.branch, int(t.pos[last]))
+            spark = spark_path([float(t.med[i]) for i in tail_rows(s, head)])
+            out[s.sid] = Summary(s.sid, s.key.branch, m.machine_id, m.recipe, m.recipe_version, m.config_hash,
+                                 m.workload, m.metric, s.unit, s.direction, int(t.pos[s.start]), int(t.pos[last]),
+                                 t.sha[last], float(self.med_r[last]), spark, vs_tag.get(s.sid), bool(t.sla[last]))
+        return out
+
+
+def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunView]]:
+    """The runs of these commits (None: all), per commit, oldest first, as the commit data lists them."""
+    out: dict[str, list[RunView]] = {}
+    for r in source.runs(ctx.conn, shas=shas).values():
+        out.setdefault(r.sha, []).append(RunView(
+            r.id, r.ref, r.builder, r.worker, r.machine_id, r.recipe, r.recipe_version, r.status, r.source,
+            safe_url(r.build_url), r.log_excerpt[-2000:], r.noisy, r.ingested_at))
+    for v in out.values():
+        v.sort(key=lambda r: r.id)
+    return out
+
+
+def round6(a: np.ndarray) -> np.ndarray:
+    """Each value to 6 significant digits (per value, so a full and an incremental publish agree)."""
+    out = a.copy()
+    finite = np.isfinite(a) & (a != 0)
+    if not finite.any():
+        return out
+    decimals = sig6_decimals(a[finite])
+    idx = np.nonzero(finite)[0]
+    for d in np.unique(decimals):
+        sel = idx[decimals == d]
+        out[sel] = np.round(a[sel], int(d))
+    return out

@@ -1,0 +1,91 @@
+"""Every file of the site, by page: one module per page, one line per writer in PAGES.
+
+A page is a template in site/ (data files have none), a view-model function in its module here (what the
+template shows, computed; templates only loop and format) and a writer, registered with one line in PAGES. The
+publisher (master/publish/publisher.py) reads PAGES: a full publish calls every writer for everything, an
+incremental one calls each scope's writers for what one run changed. Nothing else names a page.
+
+Each writer is `write(w, ctx, ...)`, w the SiteWriter of the new version and ctx the publish's Context; its scope
+says when it is called and with what else:
+
+| scope  | called for                                             | further arguments                      |
+|--------|--------------------------------------------------------|----------------------------------------|
+| SITE   | once per publish                                       | summaries: every series' Summary       |
+| SERIES | every series, in every publish (markers, siblings and  | summ: the series' Summary, siblings:   |
+|        | change points may move)                                | views.siblings_of(summaries)[summ.sid] |
+| CHUNKS | each series whose points changed, its chunks lo..hi    | s: SeriesData, lo_chunk, hi_chunk      |
+| COMMIT | each commit whose data changed                         | sha, rows: JSON text (commits.rows),   |
+|        |                                                        | runs: context.run_views(...)[sha]      |
+| BRANCH | each branch with new positions (all of them in a full  | branch, order: [(position, sha)] from  |
+|        | publish)                                               | a chunk boundary on                    |
+
+SITE and BRANCH writers run in the publishing process and may read the results DB (ctx.conn) and the ratio
+cache (ctx.cache). SERIES, CHUNKS and COMMIT writers may run in the forked second process of a full publish:
+they use only what the Context loaded. `when=TAGS` (SITE pages only): an incremental publish calls the writer
+only when a tag changed or the run is at a tagged commit; otherwise the live version's files stay (hard-linked).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from master.publish.pages import (
+    alerts,
+    assets,
+    branches,
+    commit,
+    compare,
+    feed,
+    health,
+    overview,
+    releases,
+    series,
+    series_data,
+)
+
+
+class Scope(enum.Enum):
+    SITE = "site"
+    SERIES = "series"
+    CHUNKS = "chunks"
+    COMMIT = "commit"
+    BRANCH = "branch"
+
+
+class When(enum.Enum):
+    EVERY = "every publish"
+    TAGS = "a tag or the samples at a tagged commit changed"
+
+
+@dataclass(frozen=True)
+class Page:
+    name: str
+    scope: Scope
+    write: Callable[..., None]
+    when: When = When.EVERY
+
+
+SITE, SERIES, CHUNKS, COMMIT, BRANCH = Scope
+EVERY, TAGS = When
+
+PAGES: tuple[Page, ...] = (
+    Page("series chunks", CHUNKS, series_data.write),
+    Page("series", SERIES, series.write),
+    Page("commit data", COMMIT, commit.write),
+    Page("branch commit facts", BRANCH, branches.write),
+    Page("overview", SITE, overview.write),
+    Page("compare", SITE, compare.write),
+    Page("releases", SITE, releases.write, when=TAGS),
+    Page("alerts", SITE, alerts.write),
+    Page("alerts feed", SITE, feed.write),
+    Page("health", SITE, health.write),
+    Page("static assets", SITE, assets.write_static),
+    Page("manifest", SITE, assets.write_manifest),
+)
+
+
+def of(scope: Scope, tags_changed: bool = True) -> list[Page]:
+    """The pages of a scope, in PAGES order; with tags_changed=False without the when=TAGS ones."""
+    return [p for p in PAGES if p.scope is scope and (tags_changed or p.when is EVERY)]

@@ -1,0 +1,24 @@
+"""data/commits/<sha>.js: what commit.html?c=<sha> shows and what the compare page divides: every series
+measured at the commit (median, rQPS vs its previous point; the rows are built by master/publish/commits.py),
+the commit's runs and its tags. commit.html itself is one static shell (compare.py writes it)."""
+
+from __future__ import annotations
+
+from master.publish.context import Context
+from master.publish.names import commit_name
+from master.publish.render import author_name, js_literal
+from master.publish.views import RunView
+from master.publish.writer import SiteWriter
+
+
+def write(w: SiteWriter, ctx: Context, sha: str, rows: str, runs: list[RunView]) -> None:
+    """`rows` is the rows' JSON text (commits.rows), `runs` the commit's runs (context.run_views); the object is
+    js_call's sorted-key encoding, assembled around the rows."""
+    name = commit_name(sha)
+    c = ctx.commits.get(sha)
+    runs_json = js_literal([[r.id, r.status, r.ref, r.builder, r.worker, r.source, r.ingested_at, r.build_url,
+                             r.log_excerpt if r.status != "ok" else ""] for r in runs])
+    w.write(f"data/commits/{name}.js", (
+        f'perffarm.commit({js_literal(name)},{{"author":{js_literal(author_name(c.author) if c else "")},'
+        f'"authored_at":{js_literal(c.authored_at if c else 0)},"rows":{rows},"runs":{runs_json},'
+        f'"subject":{js_literal(c.subject if c else "")},"tags":{js_literal(sorted(ctx.tag_at.get(sha, [])))}}});\n'))

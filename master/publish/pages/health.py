@@ -1,0 +1,40 @@
+"""health.html: last result age per branch, unmeasured commits among the newest 100, results and failures per
+worker, alert channel health, hosts flagged noisy."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from master.publish import source
+from master.publish.context import Context
+from master.publish.render import render
+from master.publish.views import Summary
+from master.publish.writer import SiteWriter
+
+
+def view(ctx: Context) -> dict[str, Any]:
+    now = ctx.now
+    last = source.last_result_per_branch(ctx.conn)
+    missing = source.untested_counts(ctx.conn)
+    branches = [{"branch": b, "age": now - t if t else None, "head": head, "tested": tested,
+                 "missing": missing.get(b, 0), "last": t}
+                for b, (t, head, tested) in sorted(last.items())]
+    workers = [dict(r) for r in source.run_health(ctx.conn)]
+    for wk in workers:
+        wk["age"] = now - wk["last"] if wk["last"] else None
+    noisy = []
+    for mid in source.machines(ctx.conn):
+        row = source.last_noisy_run(ctx.conn, mid)
+        if row:
+            try:
+                reasons = json.loads(row[0]).get("noisy_reasons", [])
+            except (ValueError, AttributeError):
+                reasons = []
+            noisy.append({"machine": mid, "reasons": [str(r) for r in reasons] if isinstance(reasons, list) else [],
+                          "last": row[1]})
+    return {"branches": branches, "workers": workers, "noisy": noisy, "now": now, "channels": ctx.channels()}
+
+
+def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
+    w.write("health.html", render("health.html", root="", title="Farm health", **view(ctx)))

@@ -1,0 +1,79 @@
+"""releases.html and releases/<tag>.html: Callaghan-style tables, the absolute value per release × workload and
+the rQPS vs a chosen base release (one page per base). They depend only on the tags and the samples at tagged
+commits, so an incremental publish re-renders them only when those changed (pages.TAGS)."""
+
+from __future__ import annotations
+
+import statistics
+
+from markupsafe import Markup
+
+from master.publish import source
+from master.publish.context import Context
+from master.publish.names import safe_name
+from master.publish.ratios import Want
+from master.publish.render import render
+from master.publish.source import SeriesKey
+from master.publish.views import RatioView, ReleaseCell, ReleaseRow, ReleaseTable, Summary, tag_order
+from master.publish.writer import SiteWriter
+
+
+def view(ctx: Context) -> list[ReleaseTable]:
+    """One table per base release, oldest release first; every (release, base) ratio resolved in one pass over
+    the ratio cache."""
+    tag_samples = source.samples(ctx.conn, set(ctx.tags.values()))
+    authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(ctx.tags.values())).items()}
+    tags = tag_order(ctx.tags, authored)
+    files = {t: f"releases/{safe_name(t)}.html" for t in tags}
+    keys = sorted(tag_samples, key=lambda k: (k.workload, k.metric, k.machine_id, k.recipe, k.recipe_version,
+                                              k.config_hash))
+    sids = {key: "release:" + SeriesKey(key, "").sid for key in keys}
+    wants = []  # every (release, base release) pair at once: one pass over the ratio cache
+    for key in keys:
+        per = tag_samples[key]
+        for base in tags:
+            b = per.get(ctx.tags[base])
+            for t in tags if b is not None else ():
+                x = per.get(ctx.tags[t])
+                if x is not None:
+                    wants.append(Want(sids[key], x.sha, b.sha, ",".join(map(str, x.run_ids)),
+                                      ",".join(map(str, b.run_ids)), x.samples, b.samples, x.direction))
+    got = ctx.cache.resolve(wants)
+    tables = []
+    for base in tags:
+        rows = []
+        for key in keys:
+            per = tag_samples[key]
+            b = per.get(ctx.tags[base])
+            cells = []
+            unit = direction = ""
+            for t in tags:
+                x = per.get(ctx.tags[t])
+                if x is None:
+                    cells.append(ReleaseCell(t, None, None, False))
+                    continue
+                unit, direction = x.unit, x.direction
+                rel = None if b is None else RatioView.of(got[(sids[key], x.sha, b.sha)], base)
+                cells.append(ReleaseCell(t, statistics.median(x.samples), rel, x.sla_miss))
+            rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
+        tables.append(ReleaseTable(base, files[base], tuple(tags), tuple(rows), tuple((t, files[t]) for t in tags)))
+    return tables
+
+
+def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
+    if not ctx.tags:
+        w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands,
+                                        values=""))
+        w.keep_only("releases", set())
+        return
+    tables = view(ctx)
+    values = None
+    for table in tables:
+        if values is None:  # the absolute values do not depend on the base: rendered once, escaped there
+            values = Markup(render("release_values.html", table=table))
+        w.write(table.base_file, render("releases.html", root="../", title=f"Releases vs {table.base}",
+                                        table=table, bands=ctx.bands, values=values))
+        if table is tables[0]:
+            w.write("releases.html", render("releases.html", root="", title="Releases", table=table,
+                                            bands=ctx.bands, values=values))
+    w.keep_only("releases", {t.base_file for t in tables})
