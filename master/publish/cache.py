@@ -34,8 +34,9 @@ def _state_tables(cache: RatioCache) -> sqlite3.Connection | None:
 
 
 def save_state(cache: RatioCache, summaries: Iterable[Summary], replace_all: bool, out: Path,
-               heads: Mapping[str, tuple[int, str]], tags: Mapping[str, str]) -> None:
-    """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published."""
+               heads: Mapping[str, tuple[int, str]], tags: Mapping[str, str], runs_upto: int) -> None:
+    """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published, and
+    the highest run id up to which every stored run is shown (the next incremental publish catches up from it)."""
     conn = _state_tables(cache)
     if conn is None:
         return
@@ -46,7 +47,8 @@ def save_state(cache: RatioCache, summaries: Iterable[Summary], replace_all: boo
         conn.executemany("INSERT OR REPLACE INTO site_summary VALUES (?, ?, ?)",
                          [(key, s.sid, json.dumps(s.to_json(), sort_keys=True)) for s in summaries])
         conn.execute("INSERT OR REPLACE INTO site_state VALUES (?, ?)", (key, json.dumps(
-            {"heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags)}, sort_keys=True)))
+            {"heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags), "runs_upto": runs_upto},
+            sort_keys=True)))
 
 
 def load_state(cache: RatioCache, out: Path) -> tuple[dict[str, Summary], dict[str, Any] | None]:

@@ -10,6 +10,7 @@ and a line in PAGES."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import threading
@@ -89,6 +90,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
     cache = open_cache(settings)
     w = SiteWriter(out, incremental=False)
     try:
+        upto = source.last_run_id(conn)  # read first: a run stored while this publish loads is caught up later
         ctx = Context(conn, cache, bands(settings), settings)
         ctx.now = now
         orders = {b: source.branch_order(conn, b) for b in ctx.heads}
@@ -143,7 +145,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         say("swapping the new version in")
         final = w.commit()
         cache.flush()
-        save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags)
+        save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags, upto)
     except BaseException:
         w.abort()
         raise
@@ -210,22 +212,65 @@ class _FullPublishNeeded(Exception):
     """The incremental path cannot prove it would match a full publish; the message says why."""
 
 
+CATCH_UP_RUNS = 8  # more runs than this missing from the site (earlier publishes failed): one full publish instead
+
+
 def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None, *, now: float | None = None,
                         progress: Progress | None = None) -> PublishReport:
-    """Re-render only what one new run changed; a full publish when there is no site (or cache) to build on.
+    """Re-render only what new runs changed; a full publish when there is no site (or cache) to build on.
 
-    The output is byte-for-byte what a full publish would write (tests/unit/test_publish_incremental.py).
+    "New runs" are `run_id` and every run stored since the last publish that is not shown yet: a publish that
+    failed (a locked database, a full disk) is caught up by the next one, one run at a time in id order. A run
+    that an earlier publish already showed writes nothing. The output is byte-for-byte what a full publish would
+    write (tests/unit/test_publish.py: test_incremental_publish_after_a_new_run_equals_a_full_publish).
     """
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
     now = time.time() if now is None else now
+    say = progress or (lambda _m: None)
     with publish_lock(out):
         if not out.is_symlink():
             return _publish_all(settings, out, now, progress)
         try:
-            return _publish_incremental(settings, run_id, out, now)
+            pending = _pending_runs(settings, out, run_id)
+            if not pending:
+                return PublishReport(out, os.path.basename(os.readlink(out)), True, 0, 0, 0, 0, 0, 0.0)
+            if len(pending) > 1:
+                say(f"catching up {len(pending)} runs the site does not show yet: {pending}")
+            reports = [_publish_incremental(settings, rid, out, now) for rid in pending]
         except _FullPublishNeeded as e:
-            (progress or (lambda _m: None))(f"full publish: {e}")
+            say(f"full publish: {e}")
             return _publish_all(settings, out, now, progress)
+    last = reports[-1]
+    return dataclasses.replace(last, files_written=sum(r.files_written for r in reports),
+                               series=sum(r.series for r in reports),
+                               commit_pages=sum(r.commit_pages for r in reports),
+                               ratios_computed=sum(r.ratios_computed for r in reports),
+                               ratios_reused=sum(r.ratios_reused for r in reports),
+                               seconds=sum(r.seconds for r in reports))
+
+
+def _pending_runs(settings: Any, out: Path, run_id: int) -> list[int]:
+    """The runs an incremental publish for `run_id` must show, in id order: every stored run above the last
+    publish's `runs_upto` (including `run_id` unless an earlier publish showed it already)."""
+    cache = open_cache(settings)
+    try:
+        _cached, state = load_state(cache, out)
+    finally:
+        cache.close()
+    if state is None:
+        raise _FullPublishNeeded("no publish state for this output directory")
+    if "runs_upto" not in state:
+        raise _FullPublishNeeded("the publish state predates catch-up (no runs_upto)")
+    conn = _open(settings)
+    try:
+        if source.run_of(conn, run_id) is None:
+            raise ValueError(f"no run with id {run_id} in {settings.results_db}")
+        pending = source.run_ids_above(conn, int(state["runs_upto"]))
+    finally:
+        conn.close()
+    if len(pending) > CATCH_UP_RUNS:
+        raise _FullPublishNeeded(f"{len(pending)} runs are not shown yet (earlier publishes failed)")
+    return pending
 
 
 def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> PublishReport:
@@ -237,6 +282,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         cached, state = load_state(cache, out)
         if state is None:
             raise _FullPublishNeeded("no publish state for this output directory")
+        upto = int(state.get("runs_upto", 0))
         run = source.run_of(conn, run_id)
         if run is None:
             raise ValueError(f"no run with id {run_id} in {settings.results_db}")
@@ -341,7 +387,8 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             page.write(w, ctx, summaries)
         final = w.commit()
         cache.flush()
-        save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags)
+        save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags,
+                   max(run_id, upto))
     except BaseException:
         if w is not None:
             w.abort()

@@ -254,6 +254,16 @@ def run_of(conn: sqlite3.Connection, run_id: int) -> Run | None:
     return runs(conn, ids=[run_id]).get(run_id)
 
 
+def last_run_id(conn: sqlite3.Connection) -> int:
+    """The highest stored run id (0 without runs): what a full publish shows everything up to."""
+    return int(conn.execute("SELECT coalesce(max(id), 0) FROM runs").fetchone()[0])
+
+
+def run_ids_above(conn: sqlite3.Connection, run_id: int) -> list[int]:
+    """Stored runs newer than `run_id`, in id order."""
+    return [r[0] for r in conn.execute("SELECT id FROM runs WHERE id > ? ORDER BY id", (run_id,))]
+
+
 def _chunked(conn: sqlite3.Connection, sql: str, column: str, values: Iterable[Any] | None,
              where: bool = False) -> Iterable[sqlite3.Row]:
     """Run `sql`, optionally restricted to `column IN values` in batches (SQLite caps bound parameters)."""
