@@ -128,12 +128,25 @@ def end_of_options(command: list[str], repourl: str) -> list[str]:
     return command
 
 
+def single_branch(command: list[str]) -> list[str]:
+    """`git clone` of Buildbot's Git step with `--single-branch`: the worker's clone fetches the branch it builds
+    (every later build fetches its own branch explicitly), not every ref of the repository. A clone of all refs
+    fails as a whole on one malformed ref in the upstream repository ("has a null OID", found by the chaos run:
+    every build after the worker's clone was discarded failed), and of postgres.git it also fetches every
+    release branch a builder never builds."""
+    if command[:1] == ["clone"] and "--single-branch" not in command:
+        return ["clone", "--single-branch", *command[1:]]
+    return command
+
+
 class Checkout(steps.Git):
-    """Buildbot's Git step, with `--end-of-options` where git takes it (defence in depth behind CheckSource)."""
+    """Buildbot's Git step, with `--end-of-options` where git takes it (defence in depth behind CheckSource) and
+    single-branch clones."""
 
     def _dovccmd(self, command, abandonOnFailure=True, collectStdout=False, initialStdin=None):
-        return super()._dovccmd(end_of_options(list(command), self.repourl), abandonOnFailure=abandonOnFailure,
-                                collectStdout=collectStdout, initialStdin=initialStdin)
+        command = single_branch(end_of_options(list(command), self.repourl))
+        return super()._dovccmd(command, abandonOnFailure=abandonOnFailure, collectStdout=collectStdout,
+                                initialStdin=initialStdin)
 
 
 SOURCE_REFUSED = "perffarm_source_refused"  # build property: CheckSource refused the branch or revision

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from master import refnames
-from master.steps import end_of_options
+from master.steps import end_of_options, single_branch
 
 NAMES = [
     "master", "REL_17_STABLE", "REL_17_5", "refs/tags/REL_1_0", "feature/x", "a.b", "x@y", "ü-branch", "a{b}",
@@ -75,3 +75,33 @@ def test_git_accepts_the_end_of_options_shapes(tmp_path):
     proc = subprocess.run(["git", "-C", str(tmp_path), "fetch", "-f", "--end-of-options", ".", "--upload-pack=x"],
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "upload-pack" not in proc.stderr.split("fatal:")[0]
+
+
+def _git(*args: str, cwd=None, check=True) -> subprocess.CompletedProcess:
+    env_args = ["-c", "user.name=a", "-c", "user.email=a@b", "-c", "init.defaultBranch=master"]
+    return subprocess.run(["git", *env_args, *args], cwd=cwd, check=check, capture_output=True, text=True)
+
+
+def test_the_worker_clones_one_branch_so_a_malformed_upstream_ref_does_not_stop_every_build(tmp_path):
+    # the chaos run's hostile-refs fault writes a ref file git itself would refuse (a name with a space, holding a
+    # sha); a clone of every ref then fails as a whole, and so did every build after the worker's clone was
+    # discarded. The clone command is built as Buildbot's Git step builds it.
+    upstream = tmp_path / "upstream"
+    _git("init", "-q", str(upstream))
+    _git("commit", "-q", "--allow-empty", "-m", "x", cwd=upstream)
+    sha = _git("rev-parse", "HEAD", cwd=upstream).stdout.strip()
+    bad = upstream / ".git" / "refs" / "heads" / "--upload-pack=touch " / "tmp" / "x;x"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(sha + "\n")
+    buildbot_clone = ["clone", "--branch", "master", str(upstream), ".", "--progress"]
+    plain, ours = tmp_path / "plain", tmp_path / "ours"
+    plain.mkdir()
+    ours.mkdir()
+    assert _git(*buildbot_clone, cwd=plain, check=False).returncode != 0  # the fault is real on this git
+    cmd = single_branch(end_of_options(buildbot_clone, str(upstream)))
+    assert cmd[:2] == ["clone", "--single-branch"]
+    _git(*cmd, cwd=ours)
+    assert _git("rev-parse", "HEAD", cwd=ours).stdout.strip() == sha
+    # later builds fetch their branch explicitly, as the Git step does
+    _git("fetch", "-f", "-t", "--progress", "--end-of-options", str(upstream), "master", cwd=ours)
+    assert single_branch(["fetch", "-f", str(upstream), "master"]) == ["fetch", "-f", str(upstream), "master"]
