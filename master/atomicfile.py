@@ -9,8 +9,8 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def fsync_dir(path: Path) -> None:
@@ -59,9 +59,9 @@ def move_durably(src: Path, dst: Path) -> None:
 
 def create_once(path: Path, make: Callable[[], str], mode: int = 0o600) -> str:
     """The content of `path`, created whole the first time with `make()`: written to a temporary file, fsynced and
-    renamed into place under a lock on its directory, so a crash leaves no file or the whole one and of racing creators (threads
-    or processes) one wins and all read its value. An empty file (left by older code that created the file first
-    and wrote it after) is replaced."""
+    renamed into place under a lock on its directory, so a crash leaves no file or the whole one and of racing
+    creators (threads or processes) one wins and all read its value. An empty file (left by older code that
+    created the file first and wrote it after) is replaced."""
     path = Path(path)
     try:
         value = path.read_text().strip()

@@ -9,7 +9,7 @@ import datetime as dt
 import importlib
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from master import store
 from master.redact import redact_text
@@ -26,7 +26,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _when(ts: float | None) -> str:
     if not ts:
         return "-"
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 # ------------------------------------------------------------------------------------------------- run
@@ -53,7 +53,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         for w in workers["workers"]:
             out["workers"].append({"name": w["name"], "connected": bool(w.get("connected_to"))})
         reqs = launcher._api(settings, "buildrequests?complete=false") or {"buildrequests": []}
-        builders = {b["builderid"]: b["name"] for b in (launcher._api(settings, "builders") or {"builders": []})["builders"]}
+        listed = (launcher._api(settings, "builders") or {"builders": []})["builders"]
+        builders = {b["builderid"]: b["name"] for b in listed}
         for r in reqs["buildrequests"]:
             out["queue"].append(
                 {"builder": builders.get(r["builderid"], r["builderid"]), "claimed": bool(r.get("claimed")),

@@ -15,8 +15,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from recipes.api import Context, RecipeFailure, checkout_layout
 from recipes.pg import ab

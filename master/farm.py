@@ -22,12 +22,12 @@ from master.bisection.service import BisectionService
 from master.reconcile import Reconciler
 from master.settings import OPTION_RE, Settings
 from master.steps import (
-    CheckSource,
     Checkout,
-    checkout_failed,
+    CheckSource,
     IngestResult,
     RecordAttempt,
     StartBisection,
+    checkout_failed,
     not_stored_yet,
     result_dest,
     source_checked,

@@ -15,12 +15,12 @@ import logging
 import os
 import re
 import subprocess
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from master.gitauth import GitCredentials
-from master.refnames import ref_problem
 from master.redact import redact_text
+from master.refnames import ref_problem
 from master.store import CommitInfo
 
 GIT_TIMEOUT = 600

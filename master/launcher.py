@@ -18,8 +18,8 @@ from pathlib import Path
 import requests
 
 from master import gitauth, gitmirror
-from master.health import RESTART_STATUS
 from master.atomicfile import create_once
+from master.health import RESTART_STATUS
 from master.redact import redact_text, redact_url
 from master.settings import REPO_ROOT, Settings, web_user_secret
 
@@ -51,7 +51,8 @@ def unreachable_help(settings: Settings, reason: str) -> str:
         f"cannot reach the repository {redact_url(settings.repository_url)}\n"
         f"  ({redact_text(reason)})\n"
         "This machine may have no internet access. Point perffarm at a local clone instead, e.g.\n"
-        "  git clone --mirror https://git.postgresql.org/git/postgresql.git /srv/postgres.git   (where there is network)\n"
+        "  git clone --mirror https://git.postgresql.org/git/postgresql.git /srv/postgres.git\n"
+        "    (where there is network)\n"
         "  PERFFARM_REPOSITORY_URL=/srv/postgres.git make run\n"
         "or set repository.url in your settings file (PERFFARM_CONFIG). `make demo` builds a local repository "
         "from Debian's PostgreSQL source."

@@ -47,7 +47,8 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
                     bid = bisection.auto_create(conn, e.change_point_id)
                 if bid is not None:
                     out.bisections_started.append(bid)
-                    out.messages.append(f"bisection {bid} started: change point {e.change_point_id} spans untested commits")
+                    out.messages.append(f"bisection {bid} started: change point {e.change_point_id} spans "
+                                        "untested commits")
         except Exception as e:
             out.failed.append("bisect")
             out.messages.append(f"starting a bisection failed: {type(e).__name__}: {e}")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 # Append only: never edit a migration that has shipped; add a new one.
 MIGRATIONS: list[str] = [

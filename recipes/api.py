@@ -14,9 +14,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 HIGHER = "higher"  # higher values are better (throughput)
 LOWER = "lower"  # lower values are better (latency, instructions, memory)

@@ -15,8 +15,9 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from recipes import registry
 from recipes.api import Context, Recipe, RecipeFailure, WorkloadResult
@@ -28,7 +29,7 @@ BUILD_MARKER = "build-ok.json"
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:

@@ -14,9 +14,10 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import requests
 
@@ -142,7 +143,7 @@ class Farm:
         self.worker: subprocess.Popen | None = None
 
     # ---------------------------------------------------------------------------------------- lifecycle
-    def start(self, wait_first_poll: bool = True) -> "Farm":
+    def start(self, wait_first_poll: bool = True) -> Farm:
         self.start_master()
         self.start_worker()
         if wait_first_poll:
@@ -195,7 +196,7 @@ class Farm:
                     proc.kill()
                     proc.wait()
 
-    def __enter__(self) -> "Farm":
+    def __enter__(self) -> Farm:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -12,14 +12,14 @@ import hmac
 import http.client
 import json
 import smtplib
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from master.alerts.config import ChannelConfig
 from master.alerts.db import OutboxRow
@@ -184,7 +184,7 @@ class WebhookSender:
             headers[SIGNATURE_HEADER] = f"sha256={mac}"
         try:
             status = self.http.post(self.url, body, headers, self.timeout)
-        except (OSError, socket.timeout) as e:
+        except (TimeoutError, OSError) as e:
             raise SendError(f"no response: {e}") from None
         except Exception as e:  # noqa: BLE001 - ValueError, InvalidURL, UnicodeError, ...: their texts quote the URL
             raise SendError(invalid_url_reason(self.secret_name, type(e).__name__), permanent=True) from None

@@ -19,8 +19,8 @@ from typing import Any
 
 from master import store
 from master.alerts import db, delivery, lifecycle
-from master.alerts.kinds import build_senders
 from master.alerts.config import AlertConfigError, AlertSettings
+from master.alerts.kinds import build_senders
 from master.alerts.sync import AlertNotFound, alert_view, resolve, set_state, sync
 from master.textsafe import visible as v
 
@@ -28,7 +28,7 @@ EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
 
 
 def _when(ts: float | None) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if ts else "-"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ") if ts else "-"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

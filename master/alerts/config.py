@@ -10,8 +10,9 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 SEVERITIES = ("warn", "critical")
 KINDS = ("regression", "improvement")

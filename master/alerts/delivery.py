@@ -14,8 +14,8 @@ import os
 import socket
 import sqlite3
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from master import store
 from master.alerts import db

@@ -8,8 +8,8 @@ six lines. Membership never changes once assigned: the alert's identity is its f
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from master.alerts.rules import Line
 

@@ -11,8 +11,8 @@ its messages go out at once (same idempotency key). Add it to `c['services']`:
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from buildbot import config as bbconfig
 from twisted.internet import threads
@@ -21,8 +21,8 @@ from twisted.python import log
 from master import store
 from master.alerts import delivery
 from master.alerts.channels import redact
-from master.alerts.kinds import build_senders
 from master.alerts.config import AlertSettings
+from master.alerts.kinds import build_senders
 from master.alerts.sync import sync
 from master.periodic import PeriodicService
 

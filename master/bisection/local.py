@@ -11,8 +11,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from master import gitauth, gitmirror, ingest, store
 from master.bisection import state

@@ -51,8 +51,9 @@ class Bisection:
 
 
 def _row_to_bisection(row: sqlite3.Row) -> Bisection:
-    return Bisection(row["id"], row["builder"], row["machine_id"], row["recipe"], row["config_hash"], row["workload"], row["metric"], row["direction"],
-                     row["branch"], tuple(json.loads(row["commits"])), row["state"], row["created_at"])
+    return Bisection(row["id"], row["builder"], row["machine_id"], row["recipe"], row["config_hash"], row["workload"],
+                     row["metric"], row["direction"], row["branch"], tuple(json.loads(row["commits"])), row["state"],
+                     row["created_at"])
 
 
 def get(conn: sqlite3.Connection, bisection_id: int) -> sqlite3.Row:
@@ -117,7 +118,8 @@ def create(
     where = "r.builder = ?" if builder else "1"
     params: tuple = (builder,) if builder else ()
     found = conn.execute(
-        f"SELECT r.builder, r.machine_id, r.recipe, m.config_hash, m.metric, m.direction FROM runs r JOIN measurements m ON m.run_id = r.id "
+        f"SELECT r.builder, r.machine_id, r.recipe, m.config_hash, m.metric, m.direction "
+        f"FROM runs r JOIN measurements m ON m.run_id = r.id "
         f"WHERE {where} AND m.workload = ? AND r.status = 'ok' AND r.sha IN (?, ?) "
         f"AND (? IS NULL OR m.metric = ?) ORDER BY r.id DESC LIMIT 1",
         (*params, workload, good_sha, bad_sha, metric, metric),
@@ -133,8 +135,8 @@ def create(
         "INSERT INTO bisections (change_point_id, builder, machine_id, recipe, config_hash, workload, metric, "
         "direction, branch, good, bad, commits, state, requested_by, created_at, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-        (change_point_id, found["builder"], found["machine_id"], found["recipe"], found["config_hash"], workload, found["metric"], found["direction"], branch,
-         good_sha, bad_sha, json.dumps(commits), requested_by, now, now),
+        (change_point_id, found["builder"], found["machine_id"], found["recipe"], found["config_hash"], workload,
+         found["metric"], found["direction"], branch, good_sha, bad_sha, json.dumps(commits), requested_by, now, now),
     )
     bisection_id = cur.lastrowid
     assert bisection_id is not None  # set by every INSERT

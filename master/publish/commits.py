@@ -14,8 +14,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from master.publish.model import COLOURS, pick
-from master.publish.render import (float_column, int_column, join_columns, js_literal, literal_column,
-                                   sig6_decimals, vocab, vocab_column)
+from master.publish.render import (
+    float_column,
+    int_column,
+    join_columns,
+    js_literal,
+    literal_column,
+    sig6_decimals,
+    vocab,
+    vocab_column,
+)
 
 if TYPE_CHECKING:
     from master.publish.context import Context

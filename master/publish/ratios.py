@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from master.detect.model import Direction
 from master.detect.rqps import Bands, colour, median_ratio_many
-
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ def fmt_ratio(x: float | None) -> str:
 def fmt_time(ts: float | int | None) -> str:
     if not ts:
         return "–"
-    return dt.datetime.fromtimestamp(float(ts), dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.fromtimestamp(float(ts), dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def author_name(author: str) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from master.publish.names import digest
 from master.textsafe import visible
@@ -138,7 +139,8 @@ def tags(conn: sqlite3.Connection) -> dict[str, str]:
     return {r[0]: r[1] for r in conn.execute("SELECT name, sha FROM tags ORDER BY name")}
 
 
-def runs(conn: sqlite3.Connection, ids: Iterable[int] | None = None, shas: Iterable[str] | None = None) -> dict[int, Run]:
+def runs(conn: sqlite3.Connection, ids: Iterable[int] | None = None,
+         shas: Iterable[str] | None = None) -> dict[int, Run]:
     sql = ("SELECT id, sha, ref, builder, worker, machine_id, recipe, recipe_version, config_hash, status, source, "
            "build_url, noisy, ingested_at, log_excerpt FROM runs")
     if ids is not None:
@@ -369,7 +371,8 @@ def prev_point_position(conn: sqlite3.Connection, key: MeasureKey, branch: str, 
 
 
 def sha_at(conn: sqlite3.Connection, branch: str, position: int) -> str | None:
-    row = conn.execute("SELECT sha FROM branch_commits WHERE branch = ? AND position = ?", (branch, position)).fetchone()
+    row = conn.execute("SELECT sha FROM branch_commits WHERE branch = ? AND position = ?",
+                       (branch, position)).fetchone()
     return row[0] if row else None
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -335,7 +336,8 @@ def alert_views(rows: Sequence[Mapping[str, Any]], lines: Sequence[Any], history
             aid, safe_name(f"alert-{aid}"), r["branch"], r["kind"], r["severity"], r["state"], bool(r["active"]),
             r["sha"], r["prev_sha"], size, r["bisection_state"], culprit, cs, ca, subject, float(r["created_at"]),
             float(r["updated_at"]), r["state_by"], r["state_note"], tuple(lv),
-            tuple(HistoryView(h["at"], h["old_state"], h["new_state"], h["by"], h["note"]) for h in history.get(aid, [])),
+            tuple(HistoryView(h["at"], h["old_state"], h["new_state"], h["by"], h["note"])
+                  for h in history.get(aid, [])),
             tuple(DeliveryView(d["channel"], d["event"], int(d["revision"]), d["state"], int(d["attempts"]),
                                d["last_error"], d["sent_at"]) for d in deliveries.get(aid, [])),
             tuple(sorted(bv, key=lambda b: b.id))))

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from recipes.api import HIGHER, Context, WorkloadResult
 from recipes.pg.build import Install
 from recipes.pg.profile import run_bench
 from recipes.pg.stats import RatioEstimate, bootstrap_median_ratio, cv
-
 
 MIN_EFFECT = 0.001  # 0.1%: smaller ratios are reported as "same" even when the CI excludes 1.0
 

@@ -16,9 +16,10 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from recipes.api import BuildFailed, CommandFailed, Context
 from recipes.pg import deps
@@ -46,7 +47,7 @@ class BuildSpec:
     keep_installs: int = 6
 
     @staticmethod
-    def from_config(cfg: Mapping[str, Any]) -> "BuildSpec":
+    def from_config(cfg: Mapping[str, Any]) -> BuildSpec:
         return BuildSpec(
             cflags=tuple(cfg.get("cflags", BuildSpec.cflags)),
             configure_args=tuple(cfg.get("configure_args", BuildSpec.configure_args)),
@@ -85,7 +86,7 @@ class Install:
                 "how": self.how}
 
     @staticmethod
-    def from_json(doc: Mapping[str, Any]) -> "Install":
+    def from_json(doc: Mapping[str, Any]) -> Install:
         return Install(Path(doc["prefix"]), doc["sha"], int(doc["major"]), doc["version"], doc["how"])
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from recipes.api import HIGHER, BenchFailed
 from recipes.pg import pgbench

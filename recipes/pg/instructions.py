@@ -16,9 +16,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from recipes.api import BenchFailed, Context
 from recipes.pg.build import Install

@@ -9,8 +9,9 @@ sampled. With JIT when this PostgreSQL was built with LLVM (jit forced on for ev
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from recipes.api import LOWER, BenchFailed
 from recipes.pg import pgbench

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from recipes.api import BenchFailed
 from recipes.pg.procstat import Meter, Usage

@@ -96,7 +96,7 @@ class PeakRss:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._known = set(children(self.postmaster))  # auxiliary processes that existed before the sample
         self._thread.start()
         return self
@@ -134,7 +134,7 @@ class Meter:
         self.postmaster = postmaster
         self.usage: Usage | None = None
 
-    def __enter__(self) -> "Meter":
+    def __enter__(self) -> Meter:
         self._t0 = time.monotonic()
         self._srv0 = tree_cpu_seconds(self.postmaster)
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)

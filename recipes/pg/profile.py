@@ -15,10 +15,11 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from recipes.api import DIRECTIONS, LOWER, BenchFailed, Context, Metric, WorkloadResult
 from recipes.pg import insertbench, instructions, memprobe, pgbench

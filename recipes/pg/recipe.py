@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+from collections.abc import Callable
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
 from recipes.pg import build as pgbuild

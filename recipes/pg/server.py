@@ -14,8 +14,8 @@ import signal
 import socket
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from recipes.api import BenchFailed, CommandFailed, Context
 from recipes.pg.build import Install
@@ -154,7 +154,7 @@ class Server:
             return "(no server log)"
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         try:
             self.create()
             self.start()
@@ -177,7 +177,8 @@ class Server:
         self.port = free_port()
         try:
             self.ctx.run(as_server_user([self.bin("initdb"), "-D", self.datadir, "-U", "postgres", "-A", "trust",
-                                         "-E", "UTF8", "--locale=C", "--no-sync"]), env=self.install.env(), timeout=300, capture=True)
+                                         "-E", "UTF8", "--locale=C", "--no-sync"]),
+                         env=self.install.env(), timeout=300, capture=True)
         except CommandFailed as e:
             raise BenchFailed(f"initdb failed: {e.message}", e.log_excerpt) from None
         conf = self.datadir / "postgresql.conf"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 def cv(samples: Sequence[float]) -> float:

@@ -285,7 +285,8 @@ def evaluate_set(label: str, seed: int, scale: float, jobs: int, names: list[str
         out[f"{name}.ms_300"] = med300
         out[f"{name}.ms_10k"] = m10
     _table(
-        f"Runtime per series, ms (median; 300 = all evaluated series, {jobs} worker(s); 10k = 3 runs, 1 sample/commit; 10k×5 = 5 samples/commit)",
+        f"Runtime per series, ms (median; 300 = all evaluated series, {jobs} worker(s); 10k = 3 runs, "
+        "1 sample/commit; 10k×5 = 5 samples/commit)",
         ["detector", "300 commits", "10,000 commits", "10,000×5", "note"],
         rt_rows,
     )
@@ -318,7 +319,8 @@ def evaluate_tcpd(names: list[str]) -> dict:
         rows.append([name, _fmt(statistics.mean(vals)), str(len(vals))])
         out[f"{name}.tcpd_f1"] = statistics.mean(vals)
     _table(
-        "TCPD F1 (TCPDBench definition, margin 5, univariate series of ../shared/data/tcpd; published: binseg 0.738, zero 0.668 on all 37+)",
+        "TCPD F1 (TCPDBench definition, margin 5, univariate series of ../shared/data/tcpd; "
+        "published: binseg 0.738, zero 0.668 on all 37+)",
         ["detector", "F1", "datasets"],
         rows,
     )

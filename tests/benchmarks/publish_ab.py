@@ -46,7 +46,8 @@ t = os.times()
 report = publish_all(settings, out, jobs=jobs)
 u = os.times()
 wait_for_cleanup()
-cpu = (u.user + u.system + u.children_user + u.children_system) - (t.user + t.system + t.children_user + t.children_system)
+cpu = (u.user + u.system + u.children_user + u.children_system) - (
+    t.user + t.system + t.children_user + t.children_system)
 print(json.dumps({"wall": report.seconds, "cpu": cpu, "files": report.files_written}))
 """
 

@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                 page.wait_for_selector("#chart[data-interactive-ms]")
                 ready = float(page.get_attribute("#chart", "data-interactive-ms"))
                 n = page.evaluate("() => perffarm.chart.positions.length")
-                x = page.evaluate("() => perffarm.chart.clientXOf(perffarm.chart.positions[perffarm.chart.positions.length >> 1])")
+                x = page.evaluate(
+                    "() => perffarm.chart.clientXOf(perffarm.chart.positions[perffarm.chart.positions.length >> 1])")
                 y = page.evaluate("() => perffarm.chart.clientYOf(perffarm.chart.positions.length >> 1)")
                 t0 = page.evaluate("() => performance.now()")
                 page.mouse.move(x, y)

@@ -362,7 +362,8 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
         subject = farm.query("SELECT subject FROM commits WHERE sha = ?", (culprit,))
         assert subject and "more work per query" in subject[0][0]
         # the culprit's rQPS is reported, not just its sha; never blamed: a commit outside the range
-        print(f"\n(e) iterations={iterations} range={len(json.loads(farm.query('SELECT commits FROM bisections')[0][0])) - 1} "
+        span = len(json.loads(farm.query("SELECT commits FROM bisections")[0][0])) - 1
+        print(f"\n(e) iterations={iterations} range={span} "
               f"probes={probes} rounds={rounds} samples={samples} ratio={ratio:.4f} [{lo:.4f}, {hi:.4f}] "
               f"baseline {t_base:.0f} s, push -> bisection started {t_detect:.0f} s, push -> culprit {t_culprit:.0f} s")
     finally:

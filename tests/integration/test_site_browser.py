@@ -21,7 +21,8 @@ from tests.site_support import XSS_IMG, XSS_SCRIPT, build_farm
 pytestmark = pytest.mark.integration
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra (pip install -e '.[test]')")
+playwright = pytest.importorskip("playwright.sync_api",
+                                 reason="playwright is in the test extra (pip install -e '.[test]')")
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -60,7 +61,8 @@ class Page:
         self.base = base
         self.errors: list[str] = []
         self.dialogs: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        self.page.on("console",
+                     lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
         self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
         self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))

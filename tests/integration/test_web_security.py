@@ -57,7 +57,7 @@ def browser():
 
 def _ws_handshake(port: int, host: str, origin: str | None) -> str:
     """The status line a WebSocket upgrade of /ws gets (no library: the raw HTTP a browser sends)."""
-    lines = [f"GET /ws HTTP/1.1", f"Host: {host}", "Upgrade: websocket", "Connection: Upgrade",
+    lines = ["GET /ws HTTP/1.1", f"Host: {host}", "Upgrade: websocket", "Connection: Upgrade",
              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"]
     if origin:
         lines.append(f"Origin: {origin}")
@@ -130,7 +130,8 @@ def test_a_page_of_another_site_cannot_force_a_build_or_read_the_farm(farm, brow
     import json
 
     builds_before = len(farm.builds())
-    page_url, server = _serve(ATTACK % {"port": farm.settings.web_port, "repo": json.dumps(farm.settings.repository_url)})
+    page_url, server = _serve(ATTACK % {"port": farm.settings.web_port,
+                                        "repo": json.dumps(farm.settings.repository_url)})
     page = browser.new_page()
     try:
         page.goto(page_url, wait_until="load")

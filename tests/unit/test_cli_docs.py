@@ -57,10 +57,10 @@ def test_invalid_setting_exits_2_naming_the_key():
 
 
 def test_results_export_csv_has_one_row_per_sample(tmp_path, monkeypatch, capsys):
-    from tests.harness import make_repo
-    from tests.unit.test_store_ingest import put, result_for, run_ctx
     from master import ingest
     from master.settings import load_settings
+    from tests.harness import make_repo
+    from tests.unit.test_store_ingest import put, result_for, run_ctx
 
     repo = make_repo(tmp_path / "repo")
     monkeypatch.setenv("PERFFARM_MASTER_DATA_DIR", str(tmp_path / "data"))

@@ -438,7 +438,8 @@ def test_publish_cli(farm, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "master.cli", "publish", "--out", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "publish: loading the samples" in proc.stdout and f"open {out / 'index.html'} (works from disk)" in proc.stdout
+    assert "publish: loading the samples" in proc.stdout
+    assert f"open {out / 'index.html'} (works from disk)" in proc.stdout
     assert (out / "index.html").exists()
     env.update(PERFFARM_MASTER_DATA_DIR=str(tmp_path / "empty"))
     proc = subprocess.run([sys.executable, "-m", "master.cli", "publish"], cwd=ROOT, env=env,
@@ -514,7 +515,8 @@ def test_float_columns_write_what_the_json_encoder_writes():
     rng = np.random.default_rng(3)
     for values, decimals in [(np.round(rng.normal(1.0, 0.05, 3000), 6), 6),
                              (np.round(rng.uniform(0.01, 1e6, 3000) * rng.choice([-1, 1], 3000), 2), 2),
-                             (np.array([1.0, 2.5, 1e-4, 123456.0, 4503599627370495.0, 0.3]), np.array([0, 1, 4, 0, 0, 1])),
+                             (np.array([1.0, 2.5, 1e-4, 123456.0, 4503599627370495.0, 0.3]),
+                              np.array([0, 1, 4, 0, 0, 1])),
                              (np.round(rng.uniform(0.5, 2.0, 3000), 6), np.full(3000, 6))]:
         values = np.where(rng.random(len(values)) < 0.05, np.nan, values)
         blob, off = join_columns([float_column(values, decimals, nan=True), literal_column(",", len(values))])

@@ -57,7 +57,7 @@ def test_redact_text_finds_every_url_in_gits_words() -> None:
         (f"https://alice:{TOKEN}@h.example/pg.git", True),
         (f"https://{TOKEN}@h.example/pg.git", True),
         (f"http://h.example/pg.git?token={TOKEN}", True),
-        (f"git://alice@h.example/pg.git", True),
+        ("git://alice@h.example/pg.git", True),
         (f"ssh://git:{TOKEN}@h.example/pg.git", True),
         ("ssh://git@h.example/pg.git", False),
         ("git@h.example:org/pg.git", False),
