@@ -1,25 +1,26 @@
 """Senders: turn an outbox message into one HTTP POST or one email, through an injected client.
 
-The clients are the only code that touches the network: `UrllibHttpClient` (stdlib, which logs nothing — a
-webhook URL *is* a secret, and urllib3's debug log would print its path) and `SmtplibClient`. Errors carry
-no URL and no password: a sender raises `SendError` with a short reason that is safe to store and log.
+The clients are the only code that touches the network: `RequestsHttpClient` (requests, the farm's one HTTP
+client) and `SmtplibClient`. Errors carry no URL and no password: a sender raises `SendError` with a short reason
+that is safe to store and log. A webhook URL *is* a secret: requests' exception texts quote it (they are reduced
+to the underlying OS error here) and urllib3's debug log prints its path (urllib3 is kept at WARNING).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
 import json
+import logging
 import smtplib
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate
 from typing import Protocol
+
+import requests
 
 from master.alerts.config import ChannelConfig
 from master.alerts.db import OutboxRow
@@ -63,38 +64,47 @@ class Sender(Protocol):
         """Deliver one message or raise SendError."""
 
 
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """Never follow a redirect: urllib would turn a 301/302/303 POST into a GET without the body, send it (with
-    the Idempotency-Key) to whatever the Location says, and report the target's 200 as delivered."""
+def _os_reason(e: BaseException) -> str:
+    """The OS-level cause of a requests failure in words without the URL ("ConnectionRefusedError: Connection
+    refused"), else the exception's type name: requests' and urllib3's own texts quote the host and path."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [e]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, OSError) and not isinstance(x, requests.RequestException) and x.strerror:
+            return f"{type(x).__name__}: {x.strerror}"
+        todo += [x.__cause__, x.__context__, getattr(x, "reason", None) if isinstance(getattr(x, "reason", None),
+                                                                                      BaseException) else None]
+        todo += [a for a in x.args if isinstance(a, BaseException)]
+    return type(e).__name__
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201
-        return None  # urllib then raises HTTPError(code): the 3xx is the answer
 
-
-class UrllibHttpClient:
-    """POST with the standard library: no logging, never follows a redirect (a 3xx is returned as the status)."""
+class RequestsHttpClient:
+    """POST with requests: never follows a redirect (a 3xx is returned as the status), reads at most 64 KiB of
+    the answer, and keeps urllib3's logger at WARNING so its debug lines (which show the URL's path) never appear."""
 
     def __init__(self) -> None:
-        self.opener = urllib.request.build_opener(_RefuseRedirects())
+        logging.getLogger("urllib3").setLevel(max(logging.getLogger("urllib3").level, logging.WARNING))
+        self.session = requests.Session()
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> int:
         if webhook_url_problem(url) is not None:  # never file://, ftp:// or a URL whose error would quote it
             raise ValueError("not a usable http(s) URL")
-        req = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
         try:
-            with self.opener.open(req, timeout=timeout) as resp:
-                resp.read(65536)
-                return int(resp.status)
-        except urllib.error.HTTPError as e:
-            e.close()
-            return int(e.code)
-        except urllib.error.URLError as e:
-            reason = e.reason
-            raise OSError(f"{type(reason).__name__}: {getattr(reason, 'strerror', None) or reason}") from None
-        except http.client.InvalidURL:
-            raise  # the request could not be made: WebhookSender reports it without its text (it quotes the URL)
-        except http.client.HTTPException as e:  # a broken answer (BadStatusLine, IncompleteRead, ...): no response
-            raise OSError(type(e).__name__) from None
+            with self.session.post(url, data=body, headers=dict(headers), timeout=timeout, allow_redirects=False,
+                                   stream=True) as resp:
+                resp.raw.read(65536)
+                return int(resp.status_code)
+        except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
+                requests.exceptions.InvalidSchema, requests.exceptions.URLRequired):
+            raise ValueError("not a usable http(s) URL") from None  # WebhookSender reports it without its text
+        except requests.exceptions.Timeout:
+            raise OSError("timed out") from None
+        except requests.RequestException as e:  # refused, reset, TLS, a broken answer: no response
+            raise OSError(_os_reason(e)) from None
 
 
 class SmtplibClient:

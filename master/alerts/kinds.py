@@ -16,10 +16,10 @@ from master.alerts.channels import (
     BrokenSender,
     EmailSender,
     HttpClient,
+    RequestsHttpClient,
     Sender,
     SmtpClient,
     SmtplibClient,
-    UrllibHttpClient,
     WebhookSender,
     invalid_url_reason,
     webhook_url_problem,
@@ -106,7 +106,7 @@ def build_senders(
     smtp: SmtpClient | None = None,
 ) -> dict[str, Sender]:
     """One sender per configured channel; `secrets` maps secret names to values (from Buildbot's providers)."""
-    clients = Clients(http or UrllibHttpClient(), smtp or SmtplibClient(), timeout)
+    clients = Clients(http or RequestsHttpClient(), smtp or SmtplibClient(), timeout)
     out: dict[str, Sender] = {}
     for c in channels:
         missing = [s for s in c.secret_names() if s not in secrets]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from master.alerts import AlertSettings, ChannelConfig, channel_health, db, deliver_once, sync
-from master.alerts.channels import SendError, UrllibHttpClient, WebhookSender
+from master.alerts.channels import RequestsHttpClient, SendError, WebhookSender
 from master.alerts.config import RetryPolicy
 from master.alerts.kinds import build_senders
 from tests.alerts_support import HOSTILE_AUTHOR, HOSTILE_SUBJECT, Farm, HttpReceiver, SmtpSink, free_port
@@ -345,7 +345,7 @@ def test_the_http_client_itself_never_quotes_an_unusable_url(tmp_path: Path, url
     sync(farm.conn, settings, now=0)
     (row,) = db.claim(farm.conn, "me", 0.0, 30, 10)
     with pytest.raises(SendError) as caught:
-        WebhookSender(UrllibHttpClient(), url, 2, secret_name="u").send(row)
+        WebhookSender(RequestsHttpClient(), url, 2, secret_name="u").send(row)
     assert caught.value.permanent
     assert str(caught.value).startswith("the webhook URL in secret 'u' is not a valid http(s) URL")
     assert "SECRET" not in str(caught.value) and "hooks" not in str(caught.value)
