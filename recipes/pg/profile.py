@@ -15,7 +15,7 @@ import json
 import os
 import random
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -26,7 +26,32 @@ from recipes.pg import insertbench, instructions, memprobe, pgbench
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
-KINDS = ("pgbench", "instructions", "insert-benchmark", "memory-probe")
+
+def _own_script(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    return (entry["script"],) if entry.get("script") else ()
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """What the profile loader and the bench loop need to know about one kind of workload."""
+
+    name: str
+    phase: str  # "wall": sampled in the shuffled rounds; "instructions": counted under valgrind after them
+    scripts: Callable[[Mapping[str, Any]], tuple[str, ...]]  # the SQL scripts (under sql/) an entry of it runs
+    pgbench: bool = False  # its samples are pgbench runs: warm-up, A/B slices and CPU pinning apply
+    stepped: bool = False  # its result workloads are `<name>-<step>`, one per step
+    # a sample of a wall kind that is not pgbench: the server and the entry -> {step ("" for none): StepResult}
+    run: Callable[[Server, Mapping[str, Any]], Mapping[str, Any]] | None = None
+
+
+# The workload kinds a profile may use. A new kind is a module with its sampling function and one line here.
+WORKLOAD_KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
+    WorkloadKind("pgbench", "wall", _own_script, pgbench=True),
+    WorkloadKind("instructions", "instructions", _own_script),
+    WorkloadKind("insert-benchmark", "wall", lambda _e: insertbench.SCRIPTS, stepped=True, run=insertbench.run),
+    WorkloadKind("memory-probe", "wall", lambda _e: (memprobe.SCRIPT,),
+                 run=lambda server, spec: {"": memprobe.run(server, spec)}),
+)}
 TUNABLE = ("samples", "duration_s", "warmup_s", "scale", "instruction_samples", "seed", "ab_slices")
 
 
@@ -69,8 +94,9 @@ def workloads(profile: Mapping[str, Any], max_threads: int = 2) -> list[Workload
     out: list[Workload] = []
     for entry in profile["workloads"]:
         kind = entry["kind"]
-        if kind not in KINDS:
-            raise ValueError(f"workload {entry.get('name')!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})")
+        if kind not in WORKLOAD_KINDS:
+            raise ValueError(f"workload {entry.get('name')!r}: unknown kind {kind!r} "
+                             f"(known: {', '.join(WORKLOAD_KINDS)})")
         if entry.get("direction", "higher") not in DIRECTIONS:
             raise ValueError(f"workload {entry['name']!r}: direction must be one of {DIRECTIONS}")
         for name, c in _variants(entry):
@@ -101,19 +127,12 @@ def _variants(entry: Mapping[str, Any]) -> list[tuple[str, int | None]]:
 def workload_files(entry: Mapping[str, Any]) -> list[str]:
     """The SQL scripts (paths under recipes/pg/) a workload entry runs, so that editing one changes that
     workload's identity and no other's."""
-    if entry["kind"] == "insert-benchmark":
-        names: tuple[str, ...] = insertbench.SCRIPTS
-    elif entry["kind"] == "memory-probe":
-        names = (memprobe.SCRIPT,)
-    else:
-        names = (entry["script"],) if entry.get("script") else ()
-    return [f"sql/{n}" for n in names]
+    return [f"sql/{n}" for n in WORKLOAD_KINDS[entry["kind"]].scripts(entry)]
 
 
 # Profile members that do not change what any workload measures: the description names the workloads (adding
 # one edits it), and the workloads are each their own part of the identity.
 NOT_SHARED = ("description", "workloads")
-STEPPED = ("insert-benchmark",)  # kinds whose result workloads are `<name>-<step>`, one per step
 
 
 def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -144,7 +163,7 @@ def identity_of(profile: Mapping[str, Any], found: Mapping[str, Any], name: str)
     if name in found:
         return found[name]
     for entry in profile["workloads"]:
-        if entry["kind"] in STEPPED:
+        if WORKLOAD_KINDS[entry["kind"]].stepped:
             for base, _ in _variants(entry):
                 if name.startswith(base + "-"):
                     return found[base]
@@ -291,10 +310,9 @@ def _record(t: Target, w: Workload, s: pgbench.Sample) -> None:
 
 
 def _special_sample(t: Target, w: Workload) -> None:
-    if w.kind == "insert-benchmark":
-        steps = insertbench.run(t.server, w.spec)
-    else:
-        steps = {"": memprobe.run(t.server, w.spec)}
+    run = WORKLOAD_KINDS[w.kind].run
+    assert run is not None, w.kind  # every wall kind that is not pgbench has one
+    steps = run(t.server, w.spec)
     for step, res in steps.items():
         name = f"{w.name}-{step}" if step else w.name
         for metric, (unit, direction, value) in res.values.items():
@@ -333,7 +351,7 @@ def workload_cpus(w: Workload, mode: str, allowed: Sequence[int]) -> list[int] |
     sometimes on two, and the two cases differ in throughput by tens of percent; on one core the ping-pong is the
     same every time (measured here: tx per CPU-second CV 7-12% -> 3-4% under load).
     """
-    if mode != "auto" or w.kind != "pgbench":
+    if mode != "auto" or not WORKLOAD_KINDS[w.kind].pgbench:
         return None
     args = list(w.args)
     clients = int(args[args.index("-c") + 1]) if "-c" in args[:-1] else 1
@@ -360,8 +378,8 @@ def run_bench(
         raise BenchFailed(f"no workloads selected (workloads={ctx.options.get('workloads')!r})")
     pin = pin_mode(profile, ctx.options)
     allowed = sorted(os.sched_getaffinity(0))
-    instr = [w for w in wls if w.kind == "instructions"]
-    wall = [w for w in wls if w.kind != "instructions"]
+    instr = [w for w in wls if WORKLOAD_KINDS[w.kind].phase == "instructions"]
+    wall = [w for w in wls if WORKLOAD_KINDS[w.kind].phase == "wall"]
     root = pgdata_root(ctx, profile)
     for stale in sweep_stale(root):
         ctx.log(f"removed a stale run directory left by a killed run: {stale}")
@@ -382,7 +400,7 @@ def run_bench(
 
         for t in targets:
             for w in wall:
-                if w.kind == "pgbench" and warmup > 0:
+                if WORKLOAD_KINDS[w.kind].pgbench and warmup > 0:
                     ctx.log(f"[{t.label}] warm-up {w.name} ({warmup:.0f} s, discarded)")
                     _pgbench_sample(t, w, warmup, pinned(w), record=False)
         if slices > 1:
@@ -401,7 +419,7 @@ def run_bench(
             for i, w in enumerate(order):
                 if r >= int(w.spec.get("samples", samples)):
                     continue  # a long workload (e.g. the Insert Benchmark) may ask for fewer samples
-                if w.kind == "pgbench" and slices > 1:
+                if WORKLOAD_KINDS[w.kind].pgbench and slices > 1:
                     cpus = pinned(w)
                     for t in targets:
                         t.server.checkpoint()
@@ -412,7 +430,7 @@ def run_bench(
                 sides = list(targets) if (r + i) % 2 == 0 else list(reversed(targets))
                 for t in sides:
                     t.server.checkpoint()
-                    if w.kind == "pgbench":
+                    if WORKLOAD_KINDS[w.kind].pgbench:
                         _pgbench_sample(t, w, duration, pinned(w))
                     else:
                         _special_sample(t, w)

@@ -12,7 +12,7 @@ from typing import Any
 from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
 from recipes.pg import build as pgbuild
 from recipes.pg import deps
-from recipes.pg.profile import identities, identity_of, load_profile, run_bench, workloads
+from recipes.pg.profile import WORKLOAD_KINDS, identities, identity_of, load_profile, run_bench, workloads
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -41,7 +41,7 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
                     "meson_args": list(spec.meson_args)}
     config = {"profile": profile, "build": build_config, "data_files": data_file_hashes()}
     found = identities(profile, build_config)
-    need_valgrind = any(w.kind == "instructions" for w in workloads(profile))
+    need_valgrind = any(WORKLOAD_KINDS[w.kind].phase == "instructions" for w in workloads(profile))
 
     def build(ctx: Context) -> None:
         wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}

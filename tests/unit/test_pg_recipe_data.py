@@ -12,7 +12,17 @@ import pytest
 from recipes import registry
 from recipes.api import HIGHER, LOWER, BenchFailed, BuildFailed
 from recipes.pg import build, deps, instructions, pgbench, procstat
-from recipes.pg.profile import KINDS, conf_text, load_profile, pin_mode, tunables, workload_cpus, workloads
+from recipes.pg import profile as pgprofile
+from recipes.pg.profile import (
+    WORKLOAD_KINDS,
+    WorkloadKind,
+    conf_text,
+    load_profile,
+    pin_mode,
+    tunables,
+    workload_cpus,
+    workloads,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = ("quick", "full")
@@ -54,7 +64,7 @@ def test_every_workload_is_well_formed(name: str) -> None:
     wls = workloads(profile, max_threads=2)
     assert wls, "a profile without workloads"
     for w in wls:
-        assert w.kind in KINDS
+        assert w.kind in WORKLOAD_KINDS
         assert w.direction in (HIGHER, LOWER)
         assert w.unit and w.metric
         if w.kind == "instructions":
@@ -85,6 +95,30 @@ def test_full_profile_has_matrix_contention_connections_insert_benchmark_and_mem
 def test_unknown_kind_is_rejected_with_its_name() -> None:
     with pytest.raises(ValueError, match="bogus"):
         workloads({"workloads": [{"name": "x", "kind": "bogus"}]})
+
+
+def test_a_new_workload_kind_is_one_table_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a kind that runs one step per phase of its own script: loading, identity and step naming follow the table
+    monkeypatch.setitem(WORKLOAD_KINDS, "vacuum-probe", WorkloadKind(
+        "vacuum-probe", "wall", lambda _e: ("txid.sql",), stepped=True, run=lambda server, spec: {}))
+    profile = {"conf": "quick.conf", "workloads": [{"name": "vac", "kind": "vacuum-probe", "metric": "s",
+                                                     "unit": "s", "direction": "lower"}]}
+    (w,) = workloads(profile)
+    assert (w.kind, w.direction) == ("vacuum-probe", "lower")
+    assert pgprofile.workload_files(profile["workloads"][0]) == ["sql/txid.sql"]
+    found = pgprofile.identities(profile, {"cflags": "-O2"})
+    assert found["vac"]["files"] == {"sql/txid.sql": pgprofile.file_hash("sql/txid.sql")}
+    assert pgprofile.identity_of(profile, found, "vac-phase1") is found["vac"]  # stepped: <name>-<step>
+    assert workload_cpus(w, "auto", [0, 1]) is None  # not pgbench: never pinned
+    monkeypatch.delitem(WORKLOAD_KINDS, "vacuum-probe")
+    with pytest.raises(ValueError, match="unknown kind 'vacuum-probe'"):
+        workloads(profile)
+
+
+def test_every_wall_kind_but_pgbench_has_a_sampling_function() -> None:
+    for kind in WORKLOAD_KINDS.values():
+        assert kind.phase in ("wall", "instructions"), kind.name
+        assert (kind.run is not None) == (kind.phase == "wall" and not kind.pgbench), kind.name
 
 
 def test_conf_overlays_follow_the_major_version() -> None:
