@@ -1,0 +1,67 @@
+"""Opening the results database (WAL, foreign keys on, migrated to the current schema) and its transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from master.store.migrations import MIGRATIONS
+
+
+class StoreError(RuntimeError):
+    """The results database refused an operation; the message says why."""
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    """Open (creating and migrating) the results database with WAL and foreign keys on."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    migrate(conn)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations this database has not seen; return the resulting schema version.
+
+    Several processes open the database at once (the master, `perffarm` CLI verbs, tests), so the version is read
+    inside the write lock: a second opener waits for the first migration and then finds nothing left to do.
+    """
+    if conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+        return len(MIGRATIONS)  # the common case, without taking the write lock
+    with transaction(conn):
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > len(MIGRATIONS):
+            raise StoreError(
+                f"the results database is at schema version {current}, newer than this code "
+                f"({len(MIGRATIONS)}); upgrade perffarm or point it at another data directory"
+            )
+        for version in range(current + 1, len(MIGRATIONS) + 1):
+            for statement in _statements(MIGRATIONS[version - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={version}")
+    return len(MIGRATIONS)
+
+
+def _statements(script: str) -> Iterator[str]:
+    for part in script.split(";"):
+        if part.strip():
+            yield part
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception: all of it is stored or none."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
