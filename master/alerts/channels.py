@@ -22,7 +22,7 @@ from email.utils import formatdate
 from typing import Protocol
 
 from master.alerts.config import ChannelConfig
-from master.alerts.db import OutboxRow
+from master.store.alerts import OutboxRow
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 SIGNATURE_HEADER = "X-Perffarm-Signature"

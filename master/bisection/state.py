@@ -279,12 +279,11 @@ def report_to_alert(conn: sqlite3.Connection, bisection_id: int, alert_settings)
     """Tell the alert of the bisection's change point where the bisection stands (and its culprit); the alert
     message is then updated, not re-sent as new. Returns the alert id, if there is one."""
     from master import alerts
-    from master.alerts.sync import alert_for_change_point
 
     row = get(conn, bisection_id)
     if row["change_point_id"] is None:
         return None
-    alert_id = alert_for_change_point(conn, row["change_point_id"])
+    alert_id = store.alerts.alert_for_change_point(conn, row["change_point_id"])
     if alert_id is None:
         return None
     alerts.record_bisection(conn, alert_id, row["state"], row["culprit"])

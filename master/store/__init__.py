@@ -12,11 +12,14 @@ does (tests/unit/test_store_boundary.py holds the rest of the code to it).
     migrations  the schema
     commits     commits, branch_commits, tags
     runs        runs, measurements, machines, attempts, rejections
+    series      series: the key of one, what detection and the site read
+    changes     change_points
+    alerts      alerts, alert_lines, alert_history, alert_outbox
 """
 
 from __future__ import annotations
 
-from master.store import commits, connection, migrations, runs
+from master.store import alerts, changes, commits, connection, migrations, runs, series
 from master.store.commits import (
     CommitInfo,
     append_branch,
@@ -56,10 +59,12 @@ __all__ = [
     "RunContext",
     "StoreError",
     "adopt_workload_hashes",
+    "alerts",
     "append_branch",
     "attempt_counts",
     "automatic_run_for",
     "branch_head",
+    "changes",
     "commit_exists",
     "commits",
     "connect",
@@ -75,6 +80,7 @@ __all__ = [
     "record_rejection",
     "reset_branch",
     "results_for",
+    "series",
     "run_for_request",
     "runs",
     "set_tags",

@@ -20,6 +20,16 @@ class CommitInfo:
     parents: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Commit:
+    """What pages and messages show of a commit."""
+
+    sha: str
+    subject: str
+    author: str  # "Name <email>"
+    authored_at: int
+
+
 def upsert_commits(conn: sqlite3.Connection, commits: Sequence[CommitInfo]) -> None:
     conn.executemany(
         "INSERT INTO commits (sha, subject, author, authored_at, committed_at, parents) "
@@ -62,3 +72,11 @@ def set_tags(conn: sqlite3.Connection, tags: dict[str, str]) -> None:
 
 def commit_exists(conn: sqlite3.Connection, sha: str) -> bool:
     return conn.execute("SELECT 1 FROM commits WHERE sha = ?", (sha,)).fetchone() is not None
+
+
+def commit(conn: sqlite3.Connection, sha: str | None) -> Commit | None:
+    """A stored commit, or None (also for no sha)."""
+    if not sha:
+        return None
+    row = conn.execute("SELECT sha, subject, author, authored_at FROM commits WHERE sha = ?", (sha,)).fetchone()
+    return Commit(*row) if row else None

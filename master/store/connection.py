@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,3 +66,10 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def columns(record: type, alias: str = "") -> str:
+    """The SELECT list for a record type: its fields in order (so `record(*row)` builds it), optionally
+    qualified by a table alias."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + f.name for f in dataclasses.fields(record))
