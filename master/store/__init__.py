@@ -15,11 +15,12 @@ does (tests/unit/test_store_boundary.py holds the rest of the code to it).
     series      series: the key of one, what detection and the site read
     changes     change_points
     alerts      alerts, alert_lines, alert_history, alert_outbox
+    bisections  bisections, bisection_runs, and what their probes measured
 """
 
 from __future__ import annotations
 
-from master.store import alerts, changes, commits, connection, migrations, runs, series
+from master.store import alerts, bisections, changes, commits, connection, migrations, runs, series
 from master.store.commits import (
     CommitInfo,
     append_branch,
@@ -61,6 +62,7 @@ __all__ = [
     "adopt_workload_hashes",
     "alerts",
     "append_branch",
+    "bisections",
     "attempt_counts",
     "automatic_run_for",
     "branch_head",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,3 +47,8 @@ WIDTH = 24  # columns in SELECT
 def from_row(r: Any) -> StoredChangePoint:
     """The record from a row that starts with SELECT's columns."""
     return StoredChangePoint(r[0], r[1], SeriesKey(*r[2:9]), *r[9:WIDTH])
+
+
+def change_point(conn: sqlite3.Connection, change_point_id: int) -> StoredChangePoint | None:
+    row = conn.execute(SELECT + FROM + " WHERE cp.id = ?", (change_point_id,)).fetchone()
+    return from_row(row) if row else None
