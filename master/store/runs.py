@@ -290,3 +290,7 @@ def counts(conn: sqlite3.Connection) -> dict[str, int]:
     for table in ("runs", "measurements", "commits", "branch_commits", "tags", "machines", "rejections"):
         out[table] = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
     return out
+
+
+def ok_run_ids(conn: sqlite3.Connection) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM runs WHERE status = 'ok'")]
