@@ -17,7 +17,8 @@ import numpy as np
 
 from master.detect.rqps import Bands, median_ratio_block
 from master.publish import forkjoin, scan
-from master.publish.source import MeasureKey, SeriesKey
+from master.publish.source import SeriesKey
+from master.store.series import MeasureKey
 
 
 @dataclass

@@ -50,6 +50,11 @@ def from_row(r: Any) -> StoredChangePoint:
     return StoredChangePoint(r[0], r[1], SeriesKey(*r[2:9]), *r[9:WIDTH])
 
 
+def change_points(conn: sqlite3.Connection) -> list[StoredChangePoint]:
+    """Every stored change point, retracted ones too, in id order."""
+    return [from_row(r) for r in conn.execute(SELECT + FROM + " ORDER BY cp.id")]
+
+
 def change_point(conn: sqlite3.Connection, change_point_id: int) -> StoredChangePoint | None:
     row = conn.execute(SELECT + FROM + " WHERE cp.id = ?", (change_point_id,)).fetchone()
     return from_row(row) if row else None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from master.store.connection import _chunked
 
 
 @dataclass(frozen=True)
@@ -108,3 +110,30 @@ def branch_order(conn: sqlite3.Connection, branch: str, lo: int = 0, hi: int | N
     return [(r[0], r[1]) for r in conn.execute(
         "SELECT position, sha FROM branch_commits WHERE branch = ? AND position BETWEEN ? AND ? ORDER BY position",
         (branch, lo, hi))]
+
+
+def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict[str, Commit]:
+    """Commit facts, of every stored commit or of `shas`."""
+    sql = "SELECT sha, subject, author, authored_at FROM commits"
+    return {r[0]: Commit(r[0], r[1], r[2], int(r[3])) for r in _chunked(conn, sql, "sha", shas)}
+
+
+def branch_heads(conn: sqlite3.Connection) -> dict[str, int]:
+    """branch -> position of its newest stored commit."""
+    return {r[0]: r[1] for r in conn.execute("SELECT branch, MAX(position) FROM branch_commits GROUP BY branch")}
+
+
+def positions_of(conn: sqlite3.Connection, sha: str) -> dict[str, int]:
+    """branch -> the commit's position on it, for every branch whose first-parent history holds it."""
+    return {r[0]: r[1] for r in conn.execute("SELECT branch, position FROM branch_commits WHERE sha = ?", (sha,))}
+
+
+def sha_at(conn: sqlite3.Connection, branch: str, position: int) -> str | None:
+    row = conn.execute("SELECT sha FROM branch_commits WHERE branch = ? AND position = ?",
+                       (branch, position)).fetchone()
+    return row[0] if row else None
+
+
+def tags(conn: sqlite3.Connection) -> dict[str, str]:
+    """Watched tag -> the commit it points at, by name."""
+    return {r[0]: r[1] for r in conn.execute("SELECT name, sha FROM tags ORDER BY name")}

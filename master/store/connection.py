@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from master.store.migrations import MIGRATIONS
 
@@ -73,3 +74,21 @@ def columns(record: type, alias: str = "") -> str:
     qualified by a table alias."""
     prefix = f"{alias}." if alias else ""
     return ", ".join(prefix + f.name for f in dataclasses.fields(record))
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """Column names of `table`, or [] when it does not exist (yet)."""
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]  # table: a literal of the caller's
+
+
+def _chunked(conn: sqlite3.Connection, sql: str, column: str, values: Iterable[Any] | None,
+            where: bool = False) -> Iterator[sqlite3.Row]:
+    """Run `sql`, optionally restricted to `column IN values` in batches (SQLite caps bound parameters)."""
+    if values is None:
+        yield from conn.execute(sql)
+        return
+    vals = list(dict.fromkeys(values))
+    joiner = " AND " if where else " WHERE "
+    for i in range(0, len(vals), 900):
+        part = vals[i : i + 900]
+        yield from conn.execute(f"{sql}{joiner}{column} IN ({','.join('?' * len(part))})", part)

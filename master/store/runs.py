@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from master.store.connection import StoreError
+from master.store.commits import branch_heads
+from master.store.connection import StoreError, _chunked
 
 
 class AlreadyStored(StoreError):
@@ -294,3 +295,129 @@ def counts(conn: sqlite3.Connection) -> dict[str, int]:
 
 def ok_run_ids(conn: sqlite3.Connection) -> list[int]:
     return [r[0] for r in conn.execute("SELECT id FROM runs WHERE status = 'ok'")]
+
+
+# ---------------------------------------------------------------------------------------------- what the site reads
+
+
+@dataclass(frozen=True)
+class Run:
+    """A stored run as pages show it (text as stored: the site makes it visible)."""
+
+    id: int
+    sha: str
+    ref: str
+    builder: str
+    worker: str
+    machine_id: str
+    recipe: str
+    recipe_version: int
+    config_hash: str
+    status: str
+    source: str
+    build_url: str | None
+    noisy: bool
+    ingested_at: float
+    log_excerpt: str
+
+
+@dataclass(frozen=True)
+class Machine:
+    id: str
+    fingerprint: dict[str, Any]  # {} when the stored JSON is not an object
+    first_seen: float
+
+
+@dataclass(frozen=True)
+class NoisyRun:
+    """The newest run of a machine its host checks flagged noisy."""
+
+    host_checks: str  # JSON
+    ingested_at: float
+
+
+@dataclass(frozen=True)
+class WorkerHealth:
+    """Per (worker, builder, machine): runs, failures, noisy runs, newest ingest."""
+
+    worker: str
+    builder: str
+    machine_id: str
+    runs: int
+    failed: int
+    noisy: int
+    last: float
+
+
+def runs(conn: sqlite3.Connection, ids: Iterable[int] | None = None,
+         shas: Iterable[str] | None = None) -> dict[int, Run]:
+    """Runs by id: these ids, else the runs at these commits, else every run."""
+    sql = ("SELECT id, sha, ref, builder, worker, machine_id, recipe, recipe_version, config_hash, status, source, "
+           "build_url, noisy, ingested_at, log_excerpt FROM runs")
+    if ids is not None:
+        rows = _chunked(conn, sql, "id", ids)
+    else:
+        rows = _chunked(conn, sql, "sha", shas)
+    return {r[0]: Run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], int(r[7]), r[8], r[9], r[10], r[11],
+                      bool(r[12]), float(r[13]), r[14]) for r in rows}
+
+
+def run_of(conn: sqlite3.Connection, run_id: int) -> Run | None:
+    return runs(conn, ids=[run_id]).get(run_id)
+
+
+def last_run_id(conn: sqlite3.Connection) -> int:
+    """The highest stored run id (0 without runs)."""
+    return int(conn.execute("SELECT coalesce(max(id), 0) FROM runs").fetchone()[0])
+
+
+def run_ids_above(conn: sqlite3.Connection, run_id: int) -> list[int]:
+    """Stored runs newer than `run_id`, in id order."""
+    return [r[0] for r in conn.execute("SELECT id FROM runs WHERE id > ? ORDER BY id", (run_id,))]
+
+
+def machines(conn: sqlite3.Connection) -> dict[str, Machine]:
+    out = {}
+    for r in conn.execute("SELECT id, fingerprint, first_seen FROM machines ORDER BY id"):
+        try:
+            fp = json.loads(r[1])
+        except ValueError:
+            fp = {}
+        out[r[0]] = Machine(r[0], fp if isinstance(fp, dict) else {}, r[2])
+    return out
+
+
+def last_noisy_run(conn: sqlite3.Connection, machine_id: str) -> NoisyRun | None:
+    row = conn.execute("SELECT host_checks, ingested_at FROM runs WHERE machine_id = ? AND noisy = 1 "
+                       "ORDER BY id DESC LIMIT 1", (machine_id,)).fetchone()
+    return NoisyRun(*row) if row else None
+
+
+def run_health(conn: sqlite3.Connection) -> list[WorkerHealth]:
+    """Per (worker, builder, machine): runs, failures, noisy runs, newest ingest."""
+    return [WorkerHealth(*r) for r in conn.execute(
+        "SELECT worker, builder, machine_id, COUNT(*) AS runs, SUM(status != 'ok') AS failed, SUM(noisy) AS noisy, "
+        "MAX(ingested_at) AS last FROM runs GROUP BY worker, builder, machine_id ORDER BY worker, builder"
+    )]
+
+
+def last_result_per_branch(conn: sqlite3.Connection) -> dict[str, tuple[float, int, int]]:
+    """branch -> (newest ingest time of a run on it, head position, position of the newest tested commit)."""
+    out = {}
+    for r in conn.execute(
+        "SELECT bc.branch, MAX(r.ingested_at), MAX(bc.position) FROM branch_commits bc JOIN runs r ON r.sha = bc.sha "
+        "GROUP BY bc.branch"
+    ):
+        out[r[0]] = (float(r[1]), -1, int(r[2]))
+    heads = branch_heads(conn)
+    return {b: (out.get(b, (0.0, 0, -1))[0], heads[b], out.get(b, (0.0, 0, -1))[2]) for b in heads}
+
+
+def untested_counts(conn: sqlite3.Connection, window: int = 100) -> dict[str, int]:
+    """branch -> commits among its newest `window` that have no run at all (missing results)."""
+    out = {}
+    for branch, head in branch_heads(conn).items():
+        out[branch] = conn.execute(
+            "SELECT COUNT(*) FROM branch_commits bc WHERE bc.branch = ? AND bc.position > ? "
+            "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.sha = bc.sha)", (branch, head - window)).fetchone()[0]
+    return out
