@@ -234,6 +234,57 @@ def attempt_counts(conn: sqlite3.Connection, shas: Sequence[str], builder: str) 
     return counts
 
 
+@dataclass(frozen=True)
+class ListedRun:
+    """A stored run as `perffarm results` lists it, with its commit's subject and author when known."""
+
+    id: int
+    sha: str
+    ref: str
+    builder: str
+    worker: str
+    machine_id: str
+    recipe: str
+    recipe_version: int
+    config_hash: str
+    status: str
+    source: str
+    build_id: int | None
+    build_url: str | None
+    noisy: int
+    started_at: str | None
+    finished_at: str | None
+    ingested_at: float
+    subject: str | None
+    author: str | None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One (run, workload, metric) with every raw sample, as stored."""
+
+    run_id: int
+    workload: str
+    metric: str
+    unit: str
+    direction: str
+    samples: str  # JSON array
+    flags: str  # JSON array
+
+
+@dataclass(frozen=True)
+class LatestRun:
+    """The newest stored run of one (ref, builder)."""
+
+    ref: str
+    builder: str
+    sha: str
+    status: str
+    finished_at: str | None
+    ingested_at: float
+    subject: str | None
+
+
 def list_runs(
     conn: sqlite3.Connection,
     *,
@@ -241,7 +292,7 @@ def list_runs(
     builder: str | None = None,
     sha_prefix: str | None = None,
     limit: int | None = 50,
-) -> list[sqlite3.Row]:
+) -> list[ListedRun]:
     """Runs, newest first, with their commit's subject and author when known."""
     where, params = [], []
     if ref:
@@ -263,27 +314,27 @@ def list_runs(
     sql += " ORDER BY r.id DESC"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    return conn.execute(sql, params).fetchall()
+    return [ListedRun(*r) for r in conn.execute(sql, params)]
 
 
-def measurements_for(conn: sqlite3.Connection, run_ids: Sequence[int]) -> list[sqlite3.Row]:
+def measurements_for(conn: sqlite3.Connection, run_ids: Sequence[int]) -> list[Measurement]:
     if not run_ids:
         return []
     marks = ",".join("?" * len(run_ids))
-    return conn.execute(
+    return [Measurement(*r) for r in conn.execute(
         f"SELECT run_id, workload, metric, unit, direction, samples, flags FROM measurements "
         f"WHERE run_id IN ({marks}) ORDER BY run_id, workload, metric",
         list(run_ids),
-    ).fetchall()
+    )]
 
 
-def latest_per_ref(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+def latest_per_ref(conn: sqlite3.Connection) -> list[LatestRun]:
     """The newest stored run of every (ref, builder)."""
-    return conn.execute(
+    return [LatestRun(*r) for r in conn.execute(
         "SELECT r.ref, r.builder, r.sha, r.status, r.finished_at, r.ingested_at, c.subject "
         "FROM runs r LEFT JOIN commits c ON c.sha = r.sha "
         "WHERE r.id IN (SELECT MAX(id) FROM runs GROUP BY ref, builder) ORDER BY r.ref, r.builder"
-    ).fetchall()
+    )]
 
 
 def counts(conn: sqlite3.Connection) -> dict[str, int]:
