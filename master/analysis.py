@@ -11,7 +11,6 @@ back under the same identity if the change reappears. Pure: no Buildbot or Twist
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 import time
@@ -24,23 +23,14 @@ from master.detect import fdr, rqps
 from master.detect.identity import Reconciliation, Reported, reconcile
 from master.detect.model import ChangePoint, Direction, Kind, Series
 from master.detect.tracker import Tracker, review_unmatched
+from master.store.changes import Placement
+from master.store.series import SeriesKey
 
 IDENTITY_WINDOW = 5  # commits: a re-detection this close (same kind) is the same change moved by data
 # Benjamini-Hochberg level across the farm's series for newly reported change points. With the
 # detector's own per-series level (1e-4) it binds from 100 series on: a farm of m series admits a
 # lone new point at p <= 0.01/m, and k points in one pass at p <= 0.01·k/m (docs/detection.md).
 FARM_FDR = 0.01
-
-
-@dataclass(frozen=True)
-class SeriesKey:
-    machine_id: str
-    recipe: str
-    recipe_version: int
-    config_hash: str
-    workload: str
-    metric: str
-    branch: str
 
 
 @dataclass(frozen=True)
@@ -67,70 +57,26 @@ class ChangeEvent:
     ratio: float
 
 
-def ensure_series_for_run(conn: sqlite3.Connection, run_id: int) -> list[int]:
-    """The ids of every series a run contributes to (created on first sight)."""
-    run = conn.execute(
-        "SELECT sha, machine_id, recipe, recipe_version, status FROM runs WHERE id = ?", (run_id,)
-    ).fetchone()
-    if run is None or run["status"] != "ok":
-        return []
-    branches = [r[0] for r in conn.execute("SELECT branch FROM branch_commits WHERE sha = ?", (run["sha"],))]
-    ids = []
-    for m in conn.execute("SELECT workload, metric, unit, direction, config_hash FROM measurements WHERE run_id = ?",
-                          (run_id,)):
-        for branch in branches:
-            conn.execute(
-                "INSERT INTO series (machine_id, recipe, recipe_version, config_hash, workload, metric, branch, "
-                "unit, direction) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (run["machine_id"], run["recipe"], run["recipe_version"], m["config_hash"], m["workload"],
-                 m["metric"], branch, m["unit"], m["direction"]),
-            )
-            ids.append(conn.execute(
-                "SELECT id FROM series WHERE machine_id=? AND recipe=? AND recipe_version=? AND config_hash=? "
-                "AND workload=? AND metric=? AND branch=?",
-                (run["machine_id"], run["recipe"], run["recipe_version"], m["config_hash"], m["workload"],
-                 m["metric"], branch),
-            ).fetchone()[0])
-    return ids
-
-
 def load_series(conn: sqlite3.Connection, series_id: int) -> SeriesData:
     """Every ok sample of a series, grouped per commit in first-parent order."""
-    s = conn.execute("SELECT * FROM series WHERE id = ?", (series_id,)).fetchone()
-    rows = conn.execute(
-        "SELECT bc.position, bc.sha, m.samples FROM branch_commits bc "
-        "JOIN runs r ON r.sha = bc.sha JOIN measurements m ON m.run_id = r.id "
-        "WHERE bc.branch = ? AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? "
-        "AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
-        "ORDER BY bc.position, r.id",
-        (s["branch"], s["machine_id"], s["recipe"], s["recipe_version"], s["config_hash"], s["workload"],
-         s["metric"]),
-    ).fetchall()
-    commits: list[str] = []
-    positions: list[int] = []
-    groups: list[list[float]] = []
-    for position, sha, samples in rows:
-        if not commits or commits[-1] != sha:
-            commits.append(sha)
-            positions.append(position)
-            groups.append([])
-        groups[-1].extend(json.loads(samples))
-    key = SeriesKey(s["machine_id"], s["recipe"], s["recipe_version"], s["config_hash"], s["workload"],
-                    s["metric"], s["branch"])
-    return SeriesData(series_id, key, Direction.parse(s["direction"]), s["unit"],
-                      Series.from_samples(groups, commits), tuple(positions))
+    s = store.series.get(conn, series_id)
+    if s is None:
+        raise KeyError(f"no series {series_id}")
+    points = store.series.branch_samples(conn, s.key)
+    return SeriesData(series_id, s.key, Direction.parse(s.direction), s.unit,
+                      Series.from_samples(points.samples, points.commits), tuple(points.positions))
 
 
 def _reported(conn: sqlite3.Connection, data: SeriesData) -> list[Reported]:
     """Every change point stored for the series, retracted ones too (so a returning change keeps its identity)."""
     index_of = {sha: i for i, sha in enumerate(data.series.commits)}
     out = []
-    for row in conn.execute("SELECT * FROM change_points WHERE series_id = ? ORDER BY position", (data.id,)):
-        if row["sha"] not in index_of:
+    for row in store.changes.for_series(conn, data.id):
+        if row.sha not in index_of:
             continue  # its commit left the branch (history rewritten): it cannot be matched
-        cp = ChangePoint(row["sha"], index_of[row["sha"]], row["ratio"], Kind(row["kind"]), row["pvalue"],
-                         _nan(row["ci_low"]), _nan(row["ci_high"]))
-        out.append(Reported(str(data.id), row["first_sha"], cp, active=row["state"] == "active"))
+        cp = ChangePoint(row.sha, index_of[row.sha], row.ratio, Kind(row.kind), row.pvalue,
+                         _nan(row.ci_low), _nan(row.ci_high))
+        out.append(Reported(str(data.id), row.first_sha, cp, active=row.state == "active"))
     return out
 
 
@@ -201,7 +147,7 @@ def write(conn: sqlite3.Connection, proposal: Proposal, now: float) -> list[Chan
     for rep, action in [(r, "updated") for r in result.updated] + [(r, "new") for r in result.new]:
         cp = rep.current
         prev = cp.index - 1 if cp.index > 0 else None
-        values = dict(
+        values = Placement(
             sha=cp.commit,
             prev_sha=data.series.commits[prev] if prev is not None else None,
             position=data.positions[cp.index],
@@ -213,48 +159,23 @@ def write(conn: sqlite3.Connection, proposal: Proposal, now: float) -> list[Chan
             pvalue=float(cp.pvalue),
         )
         if action == "new":
-            cur = conn.execute(
-                "INSERT INTO change_points (series_id, first_sha, sha, prev_sha, position, prev_position, kind, "
-                "ratio, ci_low, ci_high, pvalue, first_seen, updated_at) "
-                "VALUES (:series_id, :first_sha, :sha, :prev_sha, :position, :prev_position, :kind, :ratio, "
-                ":ci_low, :ci_high, :pvalue, :now, :now) "
-                "ON CONFLICT(series_id, first_sha) DO UPDATE SET sha = excluded.sha, prev_sha = excluded.prev_sha, "
-                "position = excluded.position, prev_position = excluded.prev_position, kind = excluded.kind, "
-                "ratio = excluded.ratio, ci_low = excluded.ci_low, ci_high = excluded.ci_high, "
-                "pvalue = excluded.pvalue, state = 'active', updated_at = excluded.updated_at RETURNING id",
-                dict(values, series_id=series_id, first_sha=rep.first_commit, now=now),
-            )
-            cp_id = cur.fetchone()[0]
+            cp_id = store.changes.report(conn, series_id, rep.first_commit, values, now)
         else:
-            cp_id = conn.execute(
-                "UPDATE change_points SET sha = :sha, prev_sha = :prev_sha, position = :position, "
-                "prev_position = :prev_position, kind = :kind, ratio = :ratio, ci_low = :ci_low, "
-                "ci_high = :ci_high, pvalue = :pvalue, state = 'active', updated_at = :now "
-                "WHERE series_id = :series_id AND first_sha = :first_sha RETURNING id",
-                dict(values, series_id=series_id, first_sha=rep.first_commit, now=now),
-            ).fetchone()[0]
+            cp_id = store.changes.move(conn, series_id, rep.first_commit, values, now)
         events.append(ChangeEvent(cp_id, series_id, action, cp.kind.value, cp.commit, float(cp.ratio)))
     for rep in result.withdrawn:
         # The evidence is gone: keep the row (alerts and the site refer to it) but mark it retracted.
-        cp_id = conn.execute(
-            "UPDATE change_points SET state = 'retracted', updated_at = ? WHERE series_id = ? AND first_sha = ? "
-            "RETURNING id",
-            (now, series_id, rep.first_commit),
-        ).fetchone()[0]
+        cp_id = store.changes.retract(conn, series_id, rep.first_commit, now)
         cp = rep.current
         events.append(ChangeEvent(cp_id, series_id, "retracted", cp.kind.value, cp.commit, float(cp.ratio)))
-    conn.execute("UPDATE series SET analysed_at = ? WHERE id = ?", (now, series_id))
+    store.series.mark_analysed(conn, series_id, now)
     return events
-
-
-def _n_series(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT COUNT(*) FROM series").fetchone()[0])
 
 
 def analyse_many(conn: sqlite3.Connection, series_ids: list[int], now: float | None = None) -> list[ChangeEvent]:
     """One analysis pass: detect each series, control false alarms across them, store (caller holds the transaction)."""
     now = time.time() if now is None else now
-    proposals = admit([propose(conn, sid) for sid in series_ids], _n_series(conn))
+    proposals = admit([propose(conn, sid) for sid in series_ids], store.series.count(conn))
     return [e for prop in proposals for e in write(conn, prop, now)]
 
 
@@ -266,14 +187,14 @@ def analyse_series(conn: sqlite3.Connection, series_id: int, now: float | None =
 def analyse_run(conn: sqlite3.Connection, run_id: int) -> list[ChangeEvent]:
     """Re-detect every series a newly stored run touches, in one transaction and one FDR family."""
     with store.transaction(conn):
-        return analyse_many(conn, sorted(set(ensure_series_for_run(conn, run_id))))
+        return analyse_many(conn, sorted(set(store.series.ensure_for_run(conn, run_id))))
 
 
 def analyse_all(conn: sqlite3.Connection) -> list[ChangeEvent]:
     """Re-detect every series (after a detector upgrade, or to rebuild change_points)."""
     with store.transaction(conn):
-        run_ids = [r[0] for r in conn.execute("SELECT id FROM runs WHERE status = 'ok'")]
-        series_ids = sorted({sid for run_id in run_ids for sid in ensure_series_for_run(conn, run_id)})
+        run_ids = store.runs.ok_run_ids(conn)
+        series_ids = sorted({sid for run_id in run_ids for sid in store.series.ensure_for_run(conn, run_id)})
         return analyse_many(conn, series_ids)
 
 

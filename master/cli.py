@@ -64,14 +64,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         conn = store.connect(settings.results_db)
         try:
             for row in store.latest_per_ref(conn):
-                out["latest"].append(dict(row))
+                out["latest"].append(dataclasses.asdict(row))
             out["counts"] = store.counts(conn)
             from master.alerts import channel_health
 
             out["channels"] = [dataclasses.asdict(h) for h in channel_health(conn, settings.alerts)]
-            out["bisections"] = [dict(r) for r in conn.execute(
-                "SELECT id, state, workload, branch, good, bad, culprit, probes, rounds FROM bisections "
-                "WHERE state = 'running' OR finished_at > ? ORDER BY id", (dt.datetime.now().timestamp() - 86400,))]
+            out["bisections"] = [
+                {k: getattr(b, k) for k in ("id", "state", "workload", "branch", "good", "bad", "culprit", "probes",
+                                            "rounds")}
+                for b in store.bisections.running_or_finished_since(conn, dt.datetime.now().timestamp() - 86400)]
         finally:
             conn.close()
     report = settings.data_dir / "reconcile.json"
@@ -141,12 +142,12 @@ def cmd_results_list(args: argparse.Namespace) -> int:
     finally:
         conn.close()
     if args.format == "json":
-        print(json.dumps([dict(r) for r in rows], indent=1, sort_keys=True))
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=1, sort_keys=True))
         return 0
     print(f"{'run':>5} {'commit':<12} {'ref':<18} {'builder':<24} {'status':<13} {'source':<8} stored")
     for r in rows:
-        print(f"{r['id']:>5} {v(r['sha'][:12])} {v(r['ref'][:18]):<18} {v(r['builder'][:24]):<24} {v(r['status']):<13} "
-              f"{v(r['source']):<8} {_when(r['ingested_at'])}  {v((r['subject'] or '')[:40])}")
+        print(f"{r.id:>5} {v(r.sha[:12])} {v(r.ref[:18]):<18} {v(r.builder[:24]):<24} {v(r.status):<13} "
+              f"{v(r.source):<8} {_when(r.ingested_at)}  {v((r.subject or '')[:40])}")
     return 0
 
 
@@ -175,7 +176,7 @@ def cmd_results_export(args: argparse.Namespace) -> int:
     conn = store.connect(settings.results_db)
     try:
         runs = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=None)
-        by_id = {r["id"]: r for r in runs}
+        by_id = {r.id: r for r in runs}
         measurements = store.measurements_for(conn, list(by_id))
     finally:
         conn.close()
@@ -184,11 +185,11 @@ def cmd_results_export(args: argparse.Namespace) -> int:
         if args.format == "json":
             docs = []
             for run_id, run in sorted(by_id.items()):
-                doc = {k: run[k] for k in run.keys()}
+                doc = dataclasses.asdict(run)
                 doc["measurements"] = [
-                    {"workload": m["workload"], "metric": m["metric"], "unit": m["unit"],
-                     "direction": m["direction"], "samples": json.loads(m["samples"])}
-                    for m in measurements if m["run_id"] == run_id
+                    {"workload": m.workload, "metric": m.metric, "unit": m.unit,
+                     "direction": m.direction, "samples": json.loads(m.samples)}
+                    for m in measurements if m.run_id == run_id
                 ]
                 docs.append(doc)
             json.dump(docs, out, indent=1, sort_keys=True)
@@ -197,13 +198,13 @@ def cmd_results_export(args: argparse.Namespace) -> int:
             writer = csv.writer(out)
             writer.writerow(EXPORT_COLUMNS)
             for m in measurements:
-                r = by_id[m["run_id"]]
+                r = by_id[m.run_id]
                 head = [csv_text(cell) for cell in (
-                    r["id"], r["sha"], r["ref"], r["builder"], r["worker"], r["machine_id"], r["recipe"],
-                    r["recipe_version"], r["config_hash"], r["status"], r["source"], r["subject"] or "",
-                    r["author"] or "", m["workload"], m["metric"], m["unit"], m["direction"],
+                    r.id, r.sha, r.ref, r.builder, r.worker, r.machine_id, r.recipe,
+                    r.recipe_version, r.config_hash, r.status, r.source, r.subject or "",
+                    r.author or "", m.workload, m.metric, m.unit, m.direction,
                 )]
-                for i, value in enumerate(json.loads(m["samples"])):
+                for i, value in enumerate(json.loads(m.samples)):
                     writer.writerow([*head, i, value])  # the sample's index and value are numbers, written as such
     finally:
         if args.output:

@@ -6,6 +6,7 @@ No mocks: `Farm` starts `buildbot start --nodaemon` and `buildbot-worker start -
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -234,13 +235,13 @@ class Farm:
             return []
         conn = store.connect(self.settings.results_db)
         try:
-            rows = [dict(r) for r in store.list_runs(conn, limit=None)]
+            rows = [dataclasses.asdict(r) for r in store.list_runs(conn, limit=None)]
             meas = store.measurements_for(conn, [r["id"] for r in rows])
         finally:
             conn.close()
         for r in rows:
             r["measurements"] = {
-                (m["workload"], m["metric"]): json.loads(m["samples"]) for m in meas if m["run_id"] == r["id"]
+                (m.workload, m.metric): json.loads(m.samples) for m in meas if m.run_id == r["id"]
             }
         return sorted(rows, key=lambda r: r["id"])
 

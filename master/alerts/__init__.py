@@ -2,8 +2,9 @@
 
 Pure core (no Buildbot/Twisted): `config` (settings as data), `rules` (which change points alert),
 `grouping` (one alert per commit range), `lifecycle` (states), `neutralise` (untrusted text), `messages`
-(payloads as plain data), `db` (SQL), `sync` (derive alerts, queue messages), `channels` (senders over
-injected clients), `delivery` (outbox draining, health). Adapters: `service` (BuildbotService), `cli`.
+(payloads as plain data), `sync` (derive alerts, queue messages), `channels` (senders over injected clients),
+`delivery` (outbox draining, health). Adapters: `service` (BuildbotService), `cli`. Their SQL is in the results
+store (master/store/alerts.py).
 
 Entry points for the master:
     sync(conn, settings, now) -> list[AlertEvent]       after each analysis round (idempotent)

@@ -23,7 +23,7 @@ from typing import Protocol
 import requests
 
 from master.alerts.config import ChannelConfig
-from master.alerts.db import OutboxRow
+from master.store.alerts import OutboxRow
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 SIGNATURE_HEADER = "X-Perffarm-Signature"

@@ -8,6 +8,7 @@ secrets read from a directory of files (the layout of Buildbot's SecretInAFile) 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import getpass
 import json
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from master import store
-from master.alerts import db, delivery, lifecycle
+from master.alerts import delivery, lifecycle
 from master.alerts.config import AlertConfigError, AlertSettings
 from master.alerts.kinds import build_senders
 from master.alerts.sync import AlertNotFound, alert_view, resolve, set_state, sync
@@ -165,53 +166,54 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _list(conn, args: argparse.Namespace) -> int:
-    where, params = [], []
-    if args.state:
-        where.append("state = ?")
-        params.append(lifecycle.parse_state(args.state))
-    elif not args.all:
-        where.append(f"state IN ({','.join('?' * len(lifecycle.AUTOMATIC))}) AND active = 1")
-        params.extend(lifecycle.AUTOMATIC)
-    sql = "SELECT a.*, (SELECT COUNT(*) FROM alert_lines l WHERE l.alert_id = a.id) AS n_lines FROM alerts a"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    rows = conn.execute(sql + f" ORDER BY created_at DESC, id LIMIT {int(args.limit)}", params).fetchall()
+    rows = store.alerts.list_alerts(
+        conn,
+        state=lifecycle.parse_state(args.state) if args.state else None,
+        open_states=None if args.all else lifecycle.AUTOMATIC,
+        limit=args.limit,
+    )
     if args.format == "json":
-        print(json.dumps([dict(r) for r in rows], indent=1, sort_keys=True))
+        print(json.dumps([{**dataclasses.asdict(r), "n_lines": n} for r, n in rows], indent=1, sort_keys=True))
         return EXIT_OK
     if not rows:
         print("no alerts" + ("" if args.all or args.state else " open (--all shows triaged ones)"))
-    for r in rows:
-        where_ = r["culprit_sha"] or r["sha"]
+    for r, n in rows:
+        where_ = r.culprit_sha or r.sha
         print(
-            f"{r['id']}  {v(r['state']):<14} {v(r['severity']):<8} {v(r['kind']):<11} {v(r['branch']):<16} "
-            f"{v(where_[:12])}  {r['n_lines']} workload(s)  {_when(r['created_at'])}"
+            f"{r.id}  {v(r.state):<14} {v(r.severity):<8} {v(r.kind):<11} {v(r.branch):<16} "
+            f"{v(where_[:12])}  {n} workload(s)  {_when(r.created_at)}"
         )
     return EXIT_OK
+
+
+# what `alerts show --format json` lists per delivery (never the payload)
+DELIVERY_FIELDS = ("id", "channel", "event", "revision", "state", "attempts", "last_error", "created_at", "sent_at",
+                   "available_at")
 
 
 def _show(conn, args: argparse.Namespace) -> int:
     aid = resolve(conn, args.alert_id)
     view = alert_view(conn, load_alert_settings(args), aid)
-    hist = [dict(h) for h in db.history(conn, aid)]
-    out = [dict(o) for o in db.outbox_for_alert(conn, aid)]
+    hist = store.alerts.history(conn, aid)
+    out = store.alerts.outbox_for_alert(conn, aid)
+    a = store.alerts.alert(conn, aid)
+    assert a is not None  # resolved above
     if args.format == "json":
         doc: dict[str, Any] = {
-            "alert": dict(db.alert(conn, aid)),
+            "alert": dataclasses.asdict(a),
             "lines": [x.__dict__ for x in view.lines],
-            "history": hist,
-            "deliveries": out,
+            "history": [dataclasses.asdict(h) for h in hist],
+            "deliveries": [{k: getattr(o, k) for k in DELIVERY_FIELDS} for o in out],
         }
         print(json.dumps(doc, indent=1, sort_keys=True, default=str))
         return EXIT_OK
-    a = db.alert(conn, aid)
-    print(f"alert     {v(aid)} (revision {a['revision']})")
-    print(f"state     {v(a['state'])}" + ("" if a["active"] else " (retracted: the change points no longer hold)"))
-    print(f"kind      {v(a['severity'])} {v(a['kind'])} on {v(a['branch'])}")
-    print(f"range     {v(a['prev_sha'] or '(start)')}..{v(a['sha'])} ({view.commits or '?'} commit(s))")
+    print(f"alert     {v(aid)} (revision {a.revision})")
+    print(f"state     {v(a.state)}" + ("" if a.active else " (retracted: the change points no longer hold)"))
+    print(f"kind      {v(a.severity)} {v(a.kind)} on {v(a.branch)}")
+    print(f"range     {v(a.prev_sha or '(start)')}..{v(a.sha)} ({view.commits or '?'} commit(s))")
     print(
-        f"bisection {v(a['bisection_state'] or 'not started')}"
-        + (f", culprit {v(a['culprit_sha'])}" if a["culprit_sha"] else "")
+        f"bisection {v(a.bisection_state or 'not started')}"
+        + (f", culprit {v(a.culprit_sha)}" if a.culprit_sha else "")
     )
     who = view.culprit or view.commit
     if who:
@@ -222,14 +224,14 @@ def _show(conn, args: argparse.Namespace) -> int:
               f"{v(x.severity)}")
     for h in hist:
         print(
-            f"  {_when(h['at'])} {v(h['old_state'] or '-')} -> {v(h['new_state'])} by {v(h['by'])}"
-            + (f": {v(h['note'])}" if h["note"] else "")
+            f"  {_when(h.at)} {v(h.old_state or '-')} -> {v(h.new_state)} by {v(h.by)}"
+            + (f": {v(h.note)}" if h.note else "")
         )
     for o in out:
         print(
-            f"  {v(o['channel']):<12} {v(o['event']):<8} r{o['revision']} {v(o['state']):<9} attempts {o['attempts']}"
-            + (f" sent {_when(o['sent_at'])}" if o["sent_at"] else "")
-            + (f" error: {v(o['last_error'])}" if o["last_error"] and o["state"] == "pending" else "")
+            f"  {v(o.channel):<12} {v(o.event):<8} r{o.revision} {v(o.state):<9} attempts {o.attempts}"
+            + (f" sent {_when(o.sent_at)}" if o.sent_at else "")
+            + (f" error: {v(o.last_error)}" if o.last_error and o.state == "pending" else "")
         )
     return EXIT_OK
 

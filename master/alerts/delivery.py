@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from master import store
-from master.alerts import db
 from master.alerts.channels import Sender, SendError, redact
 from master.alerts.config import AlertSettings
 
@@ -44,8 +43,8 @@ def _alive(owner: str) -> bool | None:
 
 def release_dead_leases(conn: sqlite3.Connection) -> int:
     """Free leases of deliverers on this host that no longer run (after kill -9 or a crash)."""
-    dead = [o for o in db.lease_owners(conn) if _alive(o) is False]
-    return db.release_leases(conn, dead) if dead else 0
+    dead = [o for o in store.alerts.lease_owners(conn) if _alive(o) is False]
+    return store.alerts.release_leases(conn, dead) if dead else 0
 
 
 @dataclass
@@ -70,7 +69,7 @@ def deliver_once(
     owner = owner or owner_id()
     policy = settings.retry
     with store.transaction(conn):
-        rows = db.claim(conn, owner, now(), policy.lease_seconds, limit)
+        rows = store.alerts.claim(conn, owner, now(), policy.lease_seconds, limit)
     report = DeliveryReport()
     for row in rows:
         sender = senders.get(row.channel)
@@ -84,12 +83,12 @@ def deliver_once(
             # Only the type: the text of an unexpected error may quote a secret (a URL, a password).
             failure = SendError(f"the {row.channel!r} sender failed: {type(e).__name__}", permanent=True)
         else:
-            db.mark_sent(conn, row.id, now())
+            store.alerts.mark_sent(conn, row.id, now())
             report.sent.append(row.key)
             continue
         reason = redact(str(failure), secrets or {})
         delay = policy.max_delay if failure.permanent else policy.delay(row.attempts + 1)
-        db.mark_failed(conn, row.id, owner, reason, failure.permanent, now() + delay)
+        store.alerts.mark_failed(conn, row.id, owner, reason, failure.permanent, now() + delay)
         report.failed.append((row.key, reason))
     return report
 
@@ -112,15 +111,15 @@ class ChannelHealth:
 def channel_health(conn: sqlite3.Connection, settings: AlertSettings, now: float | None = None) -> list[ChannelHealth]:
     """Every configured channel (and any with leftover messages): ok, retrying, or failing."""
     now = time.time() if now is None else now
-    rows = {r["channel"]: r for r in db.channel_rows(conn)}
+    rows = {r.channel: r for r in store.alerts.channel_counts(conn)}
     names = [c.name for c in settings.channels] + sorted(set(rows) - {c.name for c in settings.channels})
     out = []
     for name in names:
         ch = settings.channel(name)
         r = rows.get(name)
-        pending = int(r["pending"] or 0) if r else 0
-        attempts = int(r["max_attempts"] or 0) if r else 0
-        permanent = bool(r["permanent"]) if r else False
+        pending = int(r.pending or 0) if r else 0
+        attempts = int(r.max_attempts or 0) if r else 0
+        permanent = bool(r.permanent) if r else False
         if pending and (attempts >= settings.retry.failing_after or permanent or ch is None):
             status = "failing"
         elif pending and attempts > 0:
@@ -133,11 +132,11 @@ def channel_health(conn: sqlite3.Connection, settings: AlertSettings, now: float
                 kind=ch.kind if ch else None,
                 status=status,
                 pending=pending,
-                sent=int(r["sent"] or 0) if r else 0,
+                sent=int(r.sent or 0) if r else 0,
                 max_attempts=attempts,
-                oldest_pending_age=(now - r["oldest_pending"]) if r and r["oldest_pending"] else None,
-                last_sent_at=r["last_sent_at"] if r else None,
-                last_error=db.worst_error(conn, name) if pending else None,
+                oldest_pending_age=(now - r.oldest_pending) if r and r.oldest_pending else None,
+                last_sent_at=r.last_sent_at if r else None,
+                last_error=store.alerts.worst_error(conn, name) if pending else None,
             )
         )
     return out

@@ -17,10 +17,12 @@ import time
 from dataclasses import dataclass
 
 from master import store
-from master.alerts import db, grouping, kinds, lifecycle, messages, rules
+from master.alerts import grouping, kinds, lifecycle, messages, rules
 from master.alerts.config import AlertSettings
 from master.detect.model import Direction
 from master.detect.rqps import Bands, colour
+from master.store.alerts import AlertLine
+from master.store.changes import StoredChangePoint
 
 
 @dataclass(frozen=True)
@@ -38,12 +40,12 @@ def sync(conn: sqlite3.Connection, settings: AlertSettings, now: float | None = 
     """File new change points into alerts, refresh every alert, queue messages; safe to call any time."""
     now = time.time() if now is None else now
     with store.transaction(conn):
-        existing = {a["id"]: a for a in db.alerts(conn)}
+        existing = {a.id: a for a in store.alerts.alerts(conn)}
         groups = [
-            grouping.OpenGroup(a["id"], grouping.Range(a["branch"], a["kind"], a["prev_position"], a["position"]))
+            grouping.OpenGroup(a.id, grouping.Range(a.branch, a.kind, a.prev_position, a.position))
             for a in existing.values()
         ]
-        candidates = [(x, rules.severity(x, settings)) for x in db.unassigned_lines(conn)]
+        candidates = [(x, rules.severity(x, settings)) for x in map(_line, store.alerts.unassigned_change_points(conn))]
         alerting = {x.change_point_id: (x, sev) for x, sev in candidates if sev is not None}
         placed = grouping.assign(groups, [x for x, _ in alerting.values()])
         founders: dict[str, rules.Line] = {}
@@ -52,17 +54,50 @@ def sync(conn: sqlite3.Connection, settings: AlertSettings, now: float | None = 
             if alert_id not in existing and alert_id not in founders:
                 founders[alert_id] = line
                 _insert_placeholder(conn, alert_id, line, sev, now)
-            db.add_line(conn, alert_id, cp_id, sev, now)
+            store.alerts.add_line(conn, alert_id, cp_id, sev, now)
         events = []
-        for alert_id, members in db.member_lines(conn).items():
-            event = _refresh(conn, settings, alert_id, members, is_new=alert_id in founders, now=now)
+        for alert_id, lines in store.alerts.member_lines(conn).items():
+            event = _refresh(conn, settings, alert_id, _members(lines), is_new=alert_id in founders, now=now)
             if event is not None:
                 events.append(event)
         return events
 
 
+def _line(cp: StoredChangePoint) -> rules.Line:
+    """A stored change point as alerts see it."""
+    k = cp.key
+    return rules.Line(
+        change_point_id=cp.id,
+        series_key="/".join(str(x) for x in (k.machine_id, k.recipe, k.recipe_version, k.config_hash, k.workload,
+                                             k.metric, k.branch)),
+        machine_id=k.machine_id,
+        recipe=k.recipe,
+        workload=k.workload,
+        metric=k.metric,
+        branch=k.branch,
+        unit=cp.unit,
+        direction=cp.direction,
+        kind=cp.kind,
+        first_sha=cp.first_sha,
+        sha=cp.sha,
+        prev_sha=cp.prev_sha,
+        position=cp.position,
+        prev_position=cp.prev_position,
+        ratio=cp.ratio,
+        ci_low=cp.ci_low,
+        ci_high=cp.ci_high,
+        pvalue=cp.pvalue,
+        active=cp.state == "active",
+    )
+
+
+def _members(lines: list[AlertLine]) -> list[tuple[rules.Line, str]]:
+    """An alert's lines with the severity stored for each."""
+    return [(_line(x.change_point), x.severity) for x in lines]
+
+
 def _insert_placeholder(conn: sqlite3.Connection, alert_id: str, line: rules.Line, sev: str, now: float) -> None:
-    db.insert_alert(
+    store.alerts.insert_alert(
         conn,
         {
             "id": alert_id,
@@ -80,7 +115,7 @@ def _insert_placeholder(conn: sqlite3.Connection, alert_id: str, line: rules.Lin
             "updated_at": now,
         },
     )
-    db.add_history(conn, alert_id, None, "new", "perffarm", None, now)
+    store.alerts.add_history(conn, alert_id, None, "new", "perffarm", None, now)
 
 
 def _signature(line_ids: list[int], severity: str, culprit: str | None, active: bool) -> str:
@@ -96,11 +131,12 @@ def _refresh(
     is_new: bool,
     now: float,
 ) -> AlertEvent | None:
-    a = db.alert(conn, alert_id)
+    a = store.alerts.alert(conn, alert_id)
+    assert a is not None  # the alert of these members
     for line, stored in members:  # a line escalates with more data; it never silently de-escalates
         current = rules.severity(line, settings)
         if current is not None and current != stored and rules.max_severity([current, stored]) == current:
-            db.set_line_severity(conn, line.change_point_id, current)
+            store.alerts.set_line_severity(conn, line.change_point_id, current)
     severities = {x.change_point_id: s for x, s in members}
     for line, _ in members:
         cur = rules.severity(line, settings)
@@ -111,7 +147,7 @@ def _refresh(
     severity = rules.max_severity([severities[x.change_point_id] for x in shown])
     rng = grouping.common_range(shown)
     line_ids = [x.change_point_id for x, _ in members]
-    signature = _signature(line_ids, severity, a["culprit_sha"], bool(active))
+    signature = _signature(line_ids, severity, a.culprit_sha, bool(active))
     values = {
         "prev_position": rng.prev_position,
         "position": rng.position,
@@ -119,24 +155,24 @@ def _refresh(
         "active": 1 if active else 0,
     }
     by_pos = {x.position: x.sha for x in shown} | {x.prev_position: x.prev_sha for x in shown}
-    values["sha"] = by_pos.get(rng.position, a["sha"])
+    values["sha"] = by_pos.get(rng.position, a.sha)
     values["prev_sha"] = by_pos.get(rng.prev_position) if rng.prev_position is not None else None
-    if signature == a["signature"]:
-        if any(values[k] != a[k] for k in values):
-            db.update_alert(conn, alert_id, values)
+    if signature == a.signature:
+        if any(values[k] != getattr(a, k) for k in values):
+            store.alerts.update_alert(conn, alert_id, values)
         return None
-    old = json.loads(a["signature"]) if a["signature"] else None
-    revision = a["revision"] + 1
-    changes = [] if old is None else _describe(old, line_ids, severity, a["culprit_sha"], bool(active), members)
-    history = json.loads(a["changes"]) + [[revision, c] for c in changes]
-    db.update_alert(
+    old = json.loads(a.signature) if a.signature else None
+    revision = a.revision + 1
+    changes = [] if old is None else _describe(old, line_ids, severity, a.culprit_sha, bool(active), members)
+    history = json.loads(a.changes) + [[revision, c] for c in changes]
+    store.alerts.update_alert(
         conn,
         alert_id,
         {**values, "revision": revision, "signature": signature, "changes": json.dumps(history), "updated_at": now},
     )
     queued = (
         ()
-        if lifecycle.is_triaged(a["state"]) or not settings.enabled
+        if lifecycle.is_triaged(a.state) or not settings.enabled
         else _queue(conn, settings, alert_id, revision, now)
     )
     return AlertEvent(alert_id, "opened" if is_new else "updated", revision, tuple(changes), queued)
@@ -168,33 +204,32 @@ def _describe(
 def _queue(
     conn: sqlite3.Connection, settings: AlertSettings, alert_id: str, revision: int, now: float
 ) -> tuple[str, ...]:
-    a = db.alert(conn, alert_id)
+    a = store.alerts.alert(conn, alert_id)
+    assert a is not None  # just updated
     queued = []
     for ch in settings.channels:
-        rows = db.outbox_rows(conn, alert_id, ch.name)
-        maybe_seen = [r for r in rows if r["state"] == "sent" or r["attempts"] > 0 or r["lease_owner"]]
-        fresh = next(
-            (r for r in rows if r["state"] == "pending" and r["attempts"] == 0 and r["lease_owner"] is None), None
-        )
-        if not a["active"]:
-            db.cancel_unsent(conn, alert_id, ch.name)
+        rows = store.alerts.outbox_rows(conn, alert_id, ch.name)
+        maybe_seen = [r for r in rows if r.state == "sent" or r.attempts > 0 or r.lease_owner]
+        fresh = next((r for r in rows if r.state == "pending" and r.attempts == 0 and r.lease_owner is None), None)
+        if not a.active:
+            store.alerts.cancel_unsent(conn, alert_id, ch.name)
             if not maybe_seen:
                 continue
             fresh = None
-        elif not ch.wants(a["kind"], a["severity"]):
+        elif not ch.wants(a.kind, a.severity):
             continue
-        event = fresh["event"] if fresh else ("updated" if maybe_seen else "opened")
-        seen_rev = max((r["revision"] for r in maybe_seen), default=0)
+        event = fresh.event if fresh else ("updated" if maybe_seen else "opened")
+        seen_rev = max((r.revision for r in maybe_seen), default=0)
         view = alert_view(conn, settings, alert_id, since_revision=seen_rev)
         key = f"{alert_id}/{ch.name}/r{revision}"
         payload = kinds.build_message(view, ch.kind, event, key, ch.name)
-        available = a["created_at"] + settings.settle_seconds if event == "opened" else now
-        if fresh is not None and db.replace_unsent(
-            conn, fresh["id"], revision=revision, key=key, payload=payload, available_at=available
+        available = a.created_at + settings.settle_seconds if event == "opened" else now
+        if fresh is not None and store.alerts.replace_unsent(
+            conn, fresh.id, revision=revision, key=key, payload=payload, available_at=available
         ):
             queued.append(ch.name)
             continue
-        db.enqueue(
+        store.alerts.enqueue(
             conn,
             alert_id=alert_id,
             channel=ch.name,
@@ -215,18 +250,18 @@ def _queue(
 def _commit_view(conn: sqlite3.Connection, sha: str | None) -> messages.CommitView | None:
     if not sha:
         return None
-    row = db.commit(conn, sha)
-    return messages.CommitView(sha, row["subject"] if row else "", row["author"] if row else "")
+    row = store.commits.commit(conn, sha)
+    return messages.CommitView(sha, row.subject if row else "", row.author if row else "")
 
 
 def alert_view(
     conn: sqlite3.Connection, settings: AlertSettings, alert_id: str, since_revision: int = 0
 ) -> messages.AlertView:
     """The alert as messages and the CLI show it, with the changes made after `since_revision`."""
-    a = db.alert(conn, alert_id)
+    a = store.alerts.alert(conn, alert_id)
     if a is None:
         raise KeyError(alert_id)
-    members = db.member_lines(conn, alert_id).get(alert_id, [])
+    members = _members(store.alerts.member_lines(conn, alert_id).get(alert_id, []))
     stored = {x.change_point_id: s for x, s in members}
     lines = [x for x, _ in members if x.active] or [x for x, _ in members]
     bands = Bands(settings.band_red, settings.band_green)
@@ -249,23 +284,23 @@ def alert_view(
         )
         for x in sorted(lines, key=lambda x: (x.workload, x.metric, x.machine_id, x.change_point_id))
     )
-    commits = None if a["prev_position"] is None else a["position"] - a["prev_position"]
-    changes = tuple(c for rev, c in json.loads(a["changes"]) if rev > since_revision)
+    commits = None if a.prev_position is None else a.position - a.prev_position
+    changes = tuple(c for rev, c in json.loads(a.changes) if rev > since_revision)
     return messages.AlertView(
-        id=a["id"],
-        revision=a["revision"],
-        kind=a["kind"],
-        severity=a["severity"],
-        state=a["state"],
-        active=bool(a["active"]),
-        branch=a["branch"],
-        prev_sha=a["prev_sha"],
-        sha=a["sha"],
+        id=a.id,
+        revision=a.revision,
+        kind=a.kind,
+        severity=a.severity,
+        state=a.state,
+        active=bool(a.active),
+        branch=a.branch,
+        prev_sha=a.prev_sha,
+        sha=a.sha,
         commits=commits,
-        commit=_commit_view(conn, a["sha"]) if commits == 1 else None,
-        culprit=_commit_view(conn, a["culprit_sha"]),
-        bisection_state=a["bisection_state"],
-        link=settings.link_template.format(site_url=settings.site_url, alert_id=a["id"]),
+        commit=_commit_view(conn, a.sha) if commits == 1 else None,
+        culprit=_commit_view(conn, a.culprit_sha),
+        bisection_state=a.bisection_state,
+        link=settings.link_template.format(site_url=settings.site_url, alert_id=a.id),
         lines=views,
         changes=changes,
     )
@@ -280,17 +315,17 @@ class AlertNotFound(LookupError):
 
 def resolve(conn: sqlite3.Connection, alert_id: str) -> str:
     """A full alert id from a full or unambiguous short one."""
-    found = db.find_alerts(conn, alert_id.strip())
-    exact = [r for r in found if r["id"] == alert_id.strip().lower()]
+    found = store.alerts.find_alerts(conn, alert_id.strip())
+    exact = [r for r in found if r.id == alert_id.strip().lower()]
     if exact:
-        return exact[0]["id"]
+        return exact[0].id
     if len(found) != 1:
         raise AlertNotFound(
             f"no alert matches {alert_id!r}"
             if not found
-            else f"{alert_id!r} is ambiguous: {', '.join(r['id'] for r in found[:5])}"
+            else f"{alert_id!r} is ambiguous: {', '.join(r.id for r in found[:5])}"
         )
-    return found[0]["id"]
+    return found[0].id
 
 
 def set_state(
@@ -301,15 +336,17 @@ def set_state(
     wanted = lifecycle.parse_state(state)
     with store.transaction(conn):
         aid = resolve(conn, alert_id)
-        a = db.alert(conn, aid)
-        new = lifecycle.after_triage(a["state"], wanted)
-        if wanted == "new" and a["culprit_sha"]:
+        a = store.alerts.alert(conn, aid)
+        assert a is not None  # resolved just now, in this transaction
+        new = lifecycle.after_triage(a.state, wanted)
+        if wanted == "new" and a.culprit_sha:
             new = "culprit-found"  # reopening keeps what bisection found
-        db.update_alert(conn, aid, {"state": new, "state_changed_at": now, "state_by": by, "state_note": note})
-        db.add_history(conn, aid, a["state"], new, by, note, now)
+        store.alerts.update_alert(conn, aid, {"state": new, "state_changed_at": now, "state_by": by,
+                                              "state_note": note})
+        store.alerts.add_history(conn, aid, a.state, new, by, note, now)
         if lifecycle.is_triaged(new):
-            db.cancel_unsent(conn, aid)
-    return a["state"], new
+            store.alerts.cancel_unsent(conn, aid)
+    return a.state, new
 
 
 def record_bisection(
@@ -325,24 +362,20 @@ def record_bisection(
     now = time.time() if now is None else now
     with store.transaction(conn):
         aid = resolve(conn, alert_id)
-        a = db.alert(conn, aid)
-        new = lifecycle.after_bisection(a["state"], bisection_state, culprit_sha)
-        db.update_alert(
+        a = store.alerts.alert(conn, aid)
+        assert a is not None  # resolved just now, in this transaction
+        new = lifecycle.after_bisection(a.state, bisection_state, culprit_sha)
+        store.alerts.update_alert(
             conn,
             aid,
             {
                 "bisection_state": bisection_state,
-                "culprit_sha": culprit_sha or a["culprit_sha"],
+                "culprit_sha": culprit_sha or a.culprit_sha,
                 "state": new,
                 "updated_at": now,
             },
         )
-        if new != a["state"]:
-            db.add_history(conn, aid, a["state"], new, by, f"culprit {culprit_sha}" if culprit_sha else None, now)
+        if new != a.state:
+            store.alerts.add_history(conn, aid, a.state, new, by, f"culprit {culprit_sha}" if culprit_sha else None,
+                                     now)
     return new
-
-
-def alert_for_change_point(conn: sqlite3.Connection, change_point_id: int) -> str | None:
-    """The alert a change point belongs to (bisection starts from change points)."""
-    row = conn.execute("SELECT alert_id FROM alert_lines WHERE change_point_id = ?", (change_point_id,)).fetchone()
-    return row[0] if row else None

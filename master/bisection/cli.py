@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     while True:
         conn = store.connect(settings.results_db)
         try:
-            current = state.get(conn, bisection_id)["state"]
+            current = state.get(conn, bisection_id).state
         finally:
             conn.close()
         if current != "running":
@@ -81,51 +82,52 @@ def _status(settings, bisection_id: int, fmt: str) -> int:
     conn = store.connect(settings.results_db)
     try:
         try:
-            row = state.get(conn, bisection_id)
+            b = state.get(conn, bisection_id)
         except state.BisectionError as e:
             print(f"perffarm bisect: {v(e)}", file=sys.stderr)
             return 2
-        culprit = conn.execute("SELECT subject, author FROM commits WHERE sha = ?", (row["culprit"],)).fetchone() \
-            if row["culprit"] else None
+        culprit = store.commits.commit(conn, b.culprit)
     finally:
         conn.close()
-    doc = {k: row[k] for k in row.keys() if k not in ("log", "commits")}
-    doc["log"] = json.loads(row["log"])
-    doc["range_commits"] = len(json.loads(row["commits"])) - 1
-    doc["culprit_subject"] = culprit["subject"] if culprit else None
-    doc["culprit_author"] = culprit["author"] if culprit else None
+    doc = {k: x for k, x in dataclasses.asdict(b).items() if k not in ("log", "commits")}
+    doc["log"] = json.loads(b.log)
+    doc["range_commits"] = len(b.commits) - 1
+    doc["culprit_subject"] = culprit.subject if culprit else None
+    doc["culprit_author"] = culprit.author if culprit else None
     if fmt == "json":
         print(json.dumps(doc, indent=1, sort_keys=True))
         return 0
-    print(f"bisection {row['id']}: {v(row['state'])}  ({v(row['workload'])}/{v(row['metric'])} on "
-          f"{v(row['builder'])}, {v(row['branch'])}, {doc['range_commits']} commits "
-          f"{v(row['good'][:12])}..{v(row['bad'][:12])})")
-    if row["culprit"]:
-        print(f"culprit   {v(row['culprit'])}\n          {v(doc['culprit_subject'])}\n          "
+    print(f"bisection {b.id}: {v(b.state)}  ({v(b.workload)}/{v(b.metric)} on "
+          f"{v(b.builder)}, {v(b.branch)}, {doc['range_commits']} commits "
+          f"{v(b.good[:12])}..{v(b.bad[:12])})")
+    if b.culprit:
+        print(f"culprit   {v(b.culprit)}\n          {v(doc['culprit_subject'])}\n          "
               f"{v(doc['culprit_author'])}")
-        print(f"rQPS      {row['ratio']:.4f}  95% CI [{row['ci_low']:.4f}, {row['ci_high']:.4f}] "
-              f"against {v(row['parent'][:12])}")
-    if row["reason"]:
-        print(f"reason    {v(row['reason'])}")
-    print(f"probes    {row['probes']} commits, {row['rounds']} runs, {row['samples']} samples")
+        print(f"rQPS      {b.ratio:.4f}  95% CI [{b.ci_low:.4f}, {b.ci_high:.4f}] "
+              f"against {v((b.parent or '')[:12])}")
+    if b.reason:
+        print(f"reason    {v(b.reason)}")
+    print(f"probes    {b.probes} commits, {b.rounds} runs, {b.samples} samples")
     print("log:")
     for line in doc["log"]:
         print(f"  {v(line)}")
     return 0
 
 
+LIST_FIELDS = ("id", "state", "workload", "metric", "branch", "good", "bad", "culprit", "probes", "rounds")
+
+
 def _list(settings, fmt: str) -> int:
     conn = store.connect(settings.results_db)
     try:
-        rows = conn.execute("SELECT id, state, workload, metric, branch, good, bad, culprit, probes, rounds "
-                            "FROM bisections ORDER BY id DESC").fetchall()
+        rows = store.bisections.newest_first(conn)
     finally:
         conn.close()
     if fmt == "json":
-        print(json.dumps([dict(r) for r in rows], indent=1))
+        print(json.dumps([{k: getattr(r, k) for k in LIST_FIELDS} for r in rows], indent=1))
         return 0
     for r in rows:
-        print(f"{r['id']:>4} {v(r['state']):<16} {v(r['workload'])}/{v(r['metric'])} {v(r['branch'])} "
-              f"{v(r['good'][:10])}..{v(r['bad'][:10])} culprit {v((r['culprit'] or '-')[:12])} "
-              f"({r['probes']} probes, {r['rounds']} runs)")
+        print(f"{r.id:>4} {v(r.state):<16} {v(r.workload)}/{v(r.metric)} {v(r.branch)} "
+              f"{v(r.good[:10])}..{v(r.bad[:10])} culprit {v((r.culprit or '-')[:12])} "
+              f"({r.probes} probes, {r.rounds} runs)")
     return 0

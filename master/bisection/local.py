@@ -72,7 +72,7 @@ def run(settings: Settings, bisection_id: int, policy: Policy = Policy(),
         conn = store.connect(settings.results_db)
         try:
             decision = state.advance(conn, bisection_id, policy)
-            b = state._row_to_bisection(state.get(conn, bisection_id))
+            b = state.get(conn, bisection_id)
         finally:
             conn.close()
         if not isinstance(decision, Measure):

@@ -46,7 +46,7 @@ class BisectionService(PeriodicService):
             for bisection_id in state.running(conn):
                 decision = state.advance(conn, bisection_id)
                 if isinstance(decision, Measure):
-                    wanted.append((state._row_to_bisection(state.get(conn, bisection_id)), decision))
+                    wanted.append((state.get(conn, bisection_id), decision))
                 else:  # it just ended: update its alert with the outcome and culprit
                     state.report_to_alert(conn, bisection_id, self.settings.alerts)
             return wanted

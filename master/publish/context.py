@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from master import store
 from master.detect.rqps import Bands
 from master.publish import model, source
 from master.publish.model import SeriesData
 from master.publish.ratios import RatioCache
 from master.publish.render import author_name, sig6_decimals
-from master.publish.source import MeasureKey, SeriesKey
+from master.publish.source import SeriesKey
 from master.publish.views import (
     AlertView,
     ChangeView,
@@ -28,6 +29,9 @@ from master.publish.views import (
     spark_path,
     tail_rows,
 )
+from master.store.commits import Commit
+from master.store.series import MeasureKey
+from master.textsafe import visible
 
 
 def bands(settings: Any) -> Bands:
@@ -43,13 +47,13 @@ class Context:
         self.settings = settings
         self.cache = cache
         self.bands = bands
-        self.tags = source.tags(conn)
+        self.tags = store.commits.tags(conn)
         self.tag_at: dict[str, list[str]] = {}
         for name, sha in self.tags.items():
             self.tag_at.setdefault(sha, []).append(name)
-        self.heads = source.branch_heads(conn)
+        self.heads = store.commits.branch_heads(conn)
         self.series: dict[SeriesKey, SeriesData] = {}
-        self.commits: dict[str, source.Commit] = {}
+        self.commits: dict[str, Commit] = {}
         cps = source.change_points(conn)
         self.changes: dict[str, list[ChangeView]] = {}
         self.sid_of_cp: dict[int, str] = {}
@@ -60,7 +64,7 @@ class Context:
                            c.state))
         rows = source.alert_rows(conn)
         facts = {sha: (c.subject, author_name(c.author)) for sha, c in source.commits(
-            conn, {x for r in rows for x in (r["sha"], r["culprit_sha"]) if x}).items()}
+            conn, {x for r in rows for x in (r.sha, r.culprit_sha) if x}).items()}
         self.alerts: list[AlertView] = alert_views(
             rows, source.alert_lines(conn), source.alert_history(conn), source.alert_deliveries(conn),
             source.bisections_by_change_point(conn), facts,
@@ -144,10 +148,10 @@ class Context:
 def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunView]]:
     """The runs of these commits (None: all), per commit, oldest first, as the commit data lists them."""
     out: dict[str, list[RunView]] = {}
-    for r in source.runs(ctx.conn, shas=shas).values():
+    for r in store.runs.runs(ctx.conn, shas=shas).values():
         out.setdefault(r.sha, []).append(RunView(
-            r.id, r.ref, r.builder, r.worker, r.machine_id, r.recipe, r.recipe_version, r.status, r.source,
-            safe_url(r.build_url), r.log_excerpt[-2000:], r.noisy, r.ingested_at))
+            r.id, visible(r.ref), r.builder, r.worker, r.machine_id, r.recipe, r.recipe_version, r.status, r.source,
+            safe_url(r.build_url), visible(r.log_excerpt, lines=True)[-2000:], r.noisy, r.ingested_at))
     for v in out.values():
         v.sort(key=lambda r: r.id)
     return out

@@ -1,4 +1,4 @@
-"""Series as columns: every (series, commit) point of a publish in flat numpy arrays (pure, no I/O but SQL reads).
+"""Series as columns: every (series, commit) point of a publish in flat numpy arrays (pure, no I/O but store reads).
 
 A full publish has ~1M points (100 series x 10,000 commits). Per-point Python objects made that minutes;
 here samples are parsed in one pass, medians/spreads and the rQPS of every point against the previous one are
@@ -17,7 +17,8 @@ import numpy as np
 
 from master.detect.rqps import Bands, median_ratio_block
 from master.publish import forkjoin, scan
-from master.publish.source import MeasureKey, SeriesKey
+from master.publish.source import SeriesKey
+from master.store.series import MeasureKey
 
 
 @dataclass

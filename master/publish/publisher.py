@@ -57,7 +57,7 @@ def _open(settings: Any) -> sqlite3.Connection:
 
 
 def _heads_with_sha(conn: sqlite3.Connection, heads: Mapping[str, int]) -> dict[str, tuple[int, str]]:
-    return {b: (pos, source.sha_at(conn, b, pos) or "") for b, pos in heads.items()}
+    return {b: (pos, store.commits.sha_at(conn, b, pos) or "") for b, pos in heads.items()}
 
 
 Progress = Callable[[str], None]
@@ -90,10 +90,10 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
     cache = open_cache(settings)
     w = SiteWriter(out, incremental=False)
     try:
-        upto = source.last_run_id(conn)  # read first: a run stored while this publish loads is caught up later
+        upto = store.runs.last_run_id(conn)  # read first: a run stored while this publish loads is caught up later
         ctx = Context(conn, cache, bands(settings), settings)
         ctx.now = now
-        orders = {b: source.branch_order(conn, b) for b in ctx.heads}
+        orders = {b: store.commits.branch_order(conn, b) for b in ctx.heads}
         where: dict[str, list[tuple[str, int]]] = {}
         for b, order in orders.items():
             for pos, sha in order:
@@ -179,7 +179,7 @@ def _tag_windows(conn: sqlite3.Connection, ctx: Context, retagged: set[str],
                  windows: dict[str, tuple[int, int]]) -> set[str]:
     """Branches where a tag changed; each gets at least the sparkline's window loaded (its series' summaries are
     recomputed: the rQPS of the latest point vs the previous release may change)."""
-    branches = {b for sha in retagged for b in source.positions_of(conn, sha)}
+    branches = {b for sha in retagged for b in store.commits.positions_of(conn, sha)}
     for b in branches:
         lo = max(ctx.heads[b] - SPARK_WINDOW + 1, 0)
         windows[b] = (min(lo, windows.get(b, (lo, 0))[0]), ctx.heads[b])
@@ -196,13 +196,13 @@ def _load_for_tags(conn: sqlite3.Connection, retagged: set[str], branches: set[s
             where.setdefault(sha, []).append((b, pos))
 
     for sha in sorted(retagged):
-        keys = source.keys_at(conn, [sha])
-        for b, pos in source.positions_of(conn, sha).items():
+        keys = store.series.keys_at(conn, [sha])
+        for b, pos in store.commits.positions_of(conn, sha).items():
             add(sha, b, pos)
             for key in keys:
-                prev = source.prev_point_position(conn, key, b, pos)
+                prev = store.series.prev_point_position(conn, key, b, pos)
                 if prev is not None:
-                    add(source.sha_at(conn, b, prev), b, prev)
+                    add(store.commits.sha_at(conn, b, prev), b, prev)
     for summ in cached.values():
         if summ.branch in branches:
             add(summ.latest_sha, summ.branch, summ.last_position)
@@ -263,9 +263,9 @@ def _pending_runs(settings: Any, out: Path, run_id: int) -> list[int]:
         raise _FullPublishNeeded("the publish state predates catch-up (no runs_upto)")
     conn = _open(settings)
     try:
-        if source.run_of(conn, run_id) is None:
+        if store.runs.run_of(conn, run_id) is None:
             raise ValueError(f"no run with id {run_id} in {settings.results_db}")
-        pending = source.run_ids_above(conn, int(state["runs_upto"]))
+        pending = store.runs.run_ids_above(conn, int(state["runs_upto"]))
     finally:
         conn.close()
     if len(pending) > CATCH_UP_RUNS:
@@ -283,7 +283,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         if state is None:
             raise _FullPublishNeeded("no publish state for this output directory")
         upto = int(state.get("runs_upto", 0))
-        run = source.run_of(conn, run_id)
+        run = store.runs.run_of(conn, run_id)
         if run is None:
             raise ValueError(f"no run with id {run_id} in {settings.results_db}")
         ctx = Context(conn, cache, bands(settings), settings)
@@ -291,16 +291,17 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         retagged = tag_changes(state["tags"], ctx.tags)
         old_heads = {b: tuple(h) for b, h in state["heads"].items()}
         for b, (pos, sha) in old_heads.items():
-            if b in ctx.heads and source.sha_at(conn, b, pos) != sha:
+            if b in ctx.heads and store.commits.sha_at(conn, b, pos) != sha:
                 raise _FullPublishNeeded(f"branch {b} was rewritten")
         w = SiteWriter(out, incremental=True)
-        at = source.positions_of(conn, run.sha)
-        keys = source.keys_at(conn, [run.sha]) if run.status == "ok" else set()
+        at = store.commits.positions_of(conn, run.sha)
+        keys = store.series.keys_at(conn, [run.sha]) if run.status == "ok" else set()
         for key in keys:
             for b, pos in at.items():
                 # a series this publish state does not know, with points before the run: stored rows moved into it
                 # (store.adopt_workload_hashes), and their old series must go too
-                if SeriesKey(key, b).sid not in cached and source.prev_point_position(conn, key, b, pos) is not None:
+                if (SeriesKey(key, b).sid not in cached
+                        and store.series.prev_point_position(conn, key, b, pos) is not None):
                     raise _FullPublishNeeded(f"series {key.workload}/{key.metric} on {b} has earlier points the "
                                              "last publish did not show")
         # which commits' data change: the run's commit and, per series, the next tested commit after it
@@ -310,10 +311,11 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         for b, pos in at.items():
             start = pos // CHUNK * CHUNK
             lows = [start, max(ctx.heads[b] - SPARK_WINDOW + 1, 0)]
-            lows += [p for p in (source.prev_point_position(conn, key, b, start) for key in keys) if p is not None]
+            lows += [p for p in (store.series.prev_point_position(conn, key, b, start) for key in keys)
+                     if p is not None]
             windows[b] = (min(lows), ctx.heads[b])
         tag_branches = _tag_windows(conn, ctx, retagged, windows)
-        orders = {b: source.branch_order(conn, b, lo, hi) for b, (lo, hi) in windows.items()}
+        orders = {b: store.commits.branch_order(conn, b, lo, hi) for b, (lo, hi) in windows.items()}
         where: dict[str, list[tuple[str, int]]] = {}
         for b, order in orders.items():
             for pos, sha in order:
@@ -324,11 +326,11 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         for b, head in ctx.heads.items():
             old = old_heads.get(b, (-1, ""))[0]
             if head > old:
-                grown[b] = source.branch_order(conn, b, (old + 1) // CHUNK * CHUNK, head)
+                grown[b] = store.commits.branch_order(conn, b, (old + 1) // CHUNK * CHUNK, head)
         ctx.commits.update(source.commits(conn, {sha for order in grown.values() for _, sha in order}))
         ctx.tag_positions = {}
         for sha in ctx.tags.values():
-            for b, pos in source.positions_of(conn, sha).items():
+            for b, pos in store.commits.positions_of(conn, sha).items():
                 ctx.tag_positions.setdefault(b, {})[sha] = pos
                 if b in windows and (b, pos) not in where.get(sha, []):
                     where.setdefault(sha, []).append((b, pos))
@@ -342,12 +344,12 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             if idx + 1 < s.end:
                 changed.add(s.table.sha[idx + 1])
         # the other series measured at the changed commits: their rows are on those commits' pages too
-        more = source.keys_at(conn, sorted(changed)) - keys
+        more = store.series.keys_at(conn, sorted(changed)) - keys
         if more:
             for b, lo_hi in windows.items():
                 starts = [pos for sha in changed for bb, pos in where.get(sha, []) if bb == b]
                 for key in more:
-                    prev = source.prev_point_position(conn, key, b, min(starts)) if starts else None
+                    prev = store.series.prev_point_position(conn, key, b, min(starts)) if starts else None
                     if prev is not None and prev < lo_hi[0]:
                         raise _FullPublishNeeded("a changed commit's other series reach back past the window")
             if loaded_keys is not None:

@@ -1,9 +1,10 @@
-"""Every ok measurement of the results DB as flat columns, read in one pass (pure: SQL reads and numpy only).
+"""Every ok measurement of the results DB as flat columns, read in one pass (pure: a store read and numpy only).
 
 A full publish reads a million measurement rows. Grouping them per measure key in SQL (GROUP BY over the
 runs ⋈ measurements join) made SQLite sort the million rows: ~5 s, half of a cold publish. Here SQLite only
-concatenates the rows in storage order (~1 s, in C), numpy parses all samples in one call, and the grouping by
-key, branch and position is a sort of integer columns (master.publish.model.load). No samples cache is needed.
+concatenates the rows in storage order (~1 s, in C: store.series.scan_measurements), numpy parses all samples in
+one call, and the grouping by key, branch and position is a sort of integer columns (master.publish.model.load).
+No samples cache is needed.
 """
 
 from __future__ import annotations
@@ -15,19 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from master import store
 from master.publish import forkjoin
-from master.publish.source import MeasureKey
-
-# One row per call: SQLite concatenates the columns of every matching measurement in storage order. The
-# separators cannot occur in what they separate: run ids are integers, workload and metric names match the result
-# schema's NAME_RE and config hashes its HASH_RE (joined with U+001F, rows separated by U+001E), sample arrays are
-# JSON numbers. Units are free text, so they are read per key afterwards (`_units`).
-_SCAN = (
-    "SELECT group_concat(m.run_id), "
-    "group_concat(m.workload || char(31) || m.metric || char(31) || m.config_hash, char(30)), "
-    "group_concat(m.samples, '|'), group_concat(m.flags != '[]' AND m.flags LIKE '%sla-miss%', '') "
-    "FROM measurements m WHERE m.run_id IN ({runs})"
-)
+from master.store.series import MeasureKey
 
 
 @dataclass
@@ -48,23 +39,6 @@ class Measured:
     n: np.ndarray  # int64 per row: number of samples
     flat: np.ndarray  # float64, every sample in row order
     sla: np.ndarray  # bool per row: flagged sla-miss
-
-
-def _runs(conn: sqlite3.Connection, shas: Iterable[str] | None) -> tuple[list[tuple], str, list[str]]:
-    """The ok runs (optionally only at `shas`), and the SQL/parameters selecting their ids."""
-    base = "SELECT id, sha, noisy, machine_id, recipe, recipe_version FROM runs WHERE status = 'ok'"
-    if shas is None:
-        return conn.execute(base + " ORDER BY id").fetchall(), "SELECT id FROM runs WHERE status = 'ok'", []
-    want = sorted(set(shas))
-    if len(want) <= 900:  # SQLite's bound-parameter limit (999 on old builds)
-        marks = ",".join("?" * len(want))
-        return (conn.execute(f"{base} AND sha IN ({marks}) ORDER BY id", want).fetchall(),
-                f"SELECT id FROM runs WHERE status = 'ok' AND sha IN ({marks})", want)
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS publish_shas (sha TEXT PRIMARY KEY)")
-    conn.execute("DELETE FROM publish_shas")
-    conn.executemany("INSERT OR IGNORE INTO publish_shas VALUES (?)", [(x,) for x in want])
-    sub = "SELECT id FROM runs WHERE status = 'ok' AND sha IN (SELECT sha FROM publish_shas)"
-    return conn.execute(f"{base} AND sha IN (SELECT sha FROM publish_shas) ORDER BY id").fetchall(), sub, []
 
 
 def _counts(big: str, texts: list[str]) -> np.ndarray:
@@ -104,22 +78,15 @@ _FLATTEN = str.maketrans("[]|", "  ,")
 def read(conn: sqlite3.Connection, shas: Iterable[str] | None = None, jobs: int = 1) -> Measured:
     """Every ok run's measurements (optionally only of runs at `shas`) as columns. jobs=2: parse in two processes
     (only from a single-threaded process: it forks)."""
-    # one read transaction: the runs and their measurements come from the same snapshot even while the master
-    # ingests (WAL), so every scanned row's run is in `runs`
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")
-    try:
-        runs, ids_sql, params = _runs(conn, shas)
-        ids_text, wm_text, big, sla_text = conn.execute(_SCAN.format(runs=ids_sql), params).fetchone()
-    finally:
-        if own:
-            conn.execute("COMMIT")
-    run_id = np.array([r[0] for r in runs], dtype=np.int64)
+    scanned = store.series.scan_measurements(conn, shas)
+    ids_text, wm_text, big, sla_text = scanned.row_runs, scanned.row_keys, scanned.row_samples, scanned.row_sla
+    run_id = np.array(scanned.run_id, dtype=np.int64)
+    run_sha = list(scanned.run_sha)
+    run_noisy = np.array([bool(x) for x in scanned.run_noisy], dtype=bool)
     if not ids_text:
         empty = np.empty(0, dtype=np.int64)
-        return Measured(run_id, [r[1] for r in runs], np.array([bool(r[2]) for r in runs], dtype=bool), [], [], [],
-                        empty, empty, [], empty, empty, np.empty(0), np.empty(0, dtype=bool))
+        return Measured(run_id, run_sha, run_noisy, [], [], [], empty, empty, [], empty, empty, np.empty(0),
+                        np.empty(0, dtype=bool))
     row_run = np.searchsorted(run_id, np.fromstring(ids_text, sep=",", dtype=np.int64))
     parts = wm_text.split("\x1e")
     if len(parts) != len(row_run):
@@ -128,7 +95,9 @@ def read(conn: sqlite3.Connection, shas: Iterable[str] | None = None, jobs: int 
     # a key is (the run's machine, recipe, version) x (workload, metric, the workload's config hash): code both
     # halves, then pair them
     cfg_of: dict[tuple, int] = {}
-    run_cfg = np.array([cfg_of.setdefault((r[3], r[4], int(r[5])), len(cfg_of)) for r in runs], dtype=np.int64)
+    run_cfg = np.array([cfg_of.setdefault((m, r, int(v)), len(cfg_of))
+                        for m, r, v in zip(scanned.run_machine, scanned.run_recipe, scanned.run_version)],
+                       dtype=np.int64)
     # codes via C-level map calls: a Python-level loop over the million rows costs ~0.5 s
     wm_of = {x: i for i, x in enumerate(dict.fromkeys(parts))}
     wm = np.fromiter(map(wm_of.__getitem__, parts), dtype=np.int64, count=len(parts))
@@ -144,18 +113,12 @@ def read(conn: sqlite3.Connection, shas: Iterable[str] | None = None, jobs: int 
     flat = _parse(big, texts, counts, jobs)
     off = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     sla = np.frombuffer(sla_text.encode("ascii"), dtype=np.uint8) == ord("1")
-    return Measured(run_id, [r[1] for r in runs], np.array([bool(r[2]) for r in runs], dtype=bool), keys,
-                    [u[0] for u in units], [u[1] for u in units], row_run, key, texts, off, counts, flat, sla)
+    return Measured(run_id, run_sha, run_noisy, keys, [u.unit for u in units], [u.direction for u in units], row_run,
+                    key, texts, off, counts, flat, sla)
 
 
-def _units(conn: sqlite3.Connection, runs: list[int], keys: list[MeasureKey]) -> list[tuple[str, str]]:
+def _units(conn: sqlite3.Connection, runs: list[int], keys: list[MeasureKey]) -> list[store.series.MetricUnit]:
     """Unit and direction of each key as measured by the given run (its newest); one query for all keys: the
     newest runs are mostly the same few."""
-    ids = sorted(set(runs))
-    got: dict[tuple[int, str, str], tuple[str, str]] = {}
-    for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit
-        part = ids[i : i + 900]
-        for r, w, m, u, d in conn.execute("SELECT run_id, workload, metric, unit, direction FROM measurements "
-                                          f"WHERE run_id IN ({','.join('?' * len(part))})", part):
-            got[(r, w, m)] = (u, d)
+    got = store.series.units(conn, runs)
     return [got[(r, k.workload, k.metric)] for r, k in zip(runs, keys)]

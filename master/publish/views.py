@@ -13,7 +13,9 @@ import numpy as np
 from master.publish.model import SeriesData
 from master.publish.names import safe_name
 from master.publish.ratios import Ratio
-from master.publish.source import MeasureKey
+from master.store.alerts import Alert, Delivery, HistoryEntry
+from master.store.bisections import Bisection
+from master.store.series import MeasureKey
 
 SPARK_POINTS = 120
 SPARK_WINDOW = 200  # the sparkline shows tested commits among the branch's newest SPARK_WINDOW positions
@@ -305,8 +307,8 @@ def _log_lines(text: str | None) -> tuple[str, ...]:
     return tuple(str(x) for x in lines) if isinstance(lines, list) else ()
 
 
-def alert_views(rows: Sequence[Mapping[str, Any]], lines: Sequence[Any], history: Mapping[str, Sequence[Any]],
-                deliveries: Mapping[str, Sequence[Any]], bisections: Mapping[int, Any],
+def alert_views(rows: Sequence[Alert], lines: Sequence[Any], history: Mapping[str, Sequence[HistoryEntry]],
+                deliveries: Mapping[str, Sequence[Delivery]], bisections: Mapping[int, Bisection],
                 commit_facts: Mapping[str, tuple[str, str]], colour_of: Any) -> list[AlertView]:
     """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
     by_alert: dict[str, list[Any]] = {}
@@ -314,7 +316,7 @@ def alert_views(rows: Sequence[Mapping[str, Any]], lines: Sequence[Any], history
         by_alert.setdefault(ln.alert_id, []).append(ln)
     out = []
     for r in rows:
-        aid = str(r["id"])
+        aid = str(r.id)
         lv, bv = [], []
         for ln in by_alert.get(aid, []):
             lo = math.nan if ln.ci_low is None else ln.ci_low
@@ -325,21 +327,21 @@ def alert_views(rows: Sequence[Mapping[str, Any]], lines: Sequence[Any], history
                                     ln.sha, ln.prev_sha, ln.state != "active"))
             b = bisections.get(ln.change_point_id)
             if b is not None:
-                bv.append(BisectionView(int(b["id"]), ln.workload, b["state"], b["culprit"], b["ratio"], b["ci_low"],
-                                        b["ci_high"], int(b["probes"]), int(b["rounds"]), b["reason"] or "",
-                                        _log_lines(b["log"])))
-        culprit = r["culprit_sha"]
+                bv.append(BisectionView(int(b.id), ln.workload, b.state, b.culprit, b.ratio, b.ci_low,
+                                        b.ci_high, int(b.probes), int(b.rounds), b.reason or "",
+                                        _log_lines(b.log)))
+        culprit = r.culprit_sha
         cs, ca = commit_facts.get(culprit, ("", "")) if culprit else ("", "")
-        size = None if r["prev_position"] is None else int(r["position"]) - int(r["prev_position"])
-        subject = commit_facts.get(r["sha"], ("", ""))[0] if size == 1 else ""
+        size = None if r.prev_position is None else int(r.position) - int(r.prev_position)
+        subject = commit_facts.get(r.sha, ("", ""))[0] if size == 1 else ""
         out.append(AlertView(
-            aid, safe_name(f"alert-{aid}"), r["branch"], r["kind"], r["severity"], r["state"], bool(r["active"]),
-            r["sha"], r["prev_sha"], size, r["bisection_state"], culprit, cs, ca, subject, float(r["created_at"]),
-            float(r["updated_at"]), r["state_by"], r["state_note"], tuple(lv),
-            tuple(HistoryView(h["at"], h["old_state"], h["new_state"], h["by"], h["note"])
+            aid, safe_name(f"alert-{aid}"), r.branch, r.kind, r.severity, r.state, bool(r.active),
+            r.sha, r.prev_sha, size, r.bisection_state, culprit, cs, ca, subject, float(r.created_at),
+            float(r.updated_at), r.state_by, r.state_note, tuple(lv),
+            tuple(HistoryView(h.at, h.old_state, h.new_state, h.by, h.note)
                   for h in history.get(aid, [])),
-            tuple(DeliveryView(d["channel"], d["event"], int(d["revision"]), d["state"], int(d["attempts"]),
-                               d["last_error"], d["sent_at"]) for d in deliveries.get(aid, [])),
+            tuple(DeliveryView(d.channel, d.event, int(d.revision), d.state, int(d.attempts),
+                               d.last_error, d.sent_at) for d in deliveries.get(aid, [])),
             tuple(sorted(bv, key=lambda b: b.id))))
     return out
 

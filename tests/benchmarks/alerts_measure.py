@@ -101,7 +101,7 @@ def part1(base: Path, seed: int, regressions: int, quiet: int, analyse_every: in
                 run_id = store.insert_run(
                     conn, run_doc(sha, samples), store.RunContext(builder="bench@local", worker="local", source="poll")
                 )
-                series_ids = analysis.ensure_series_for_run(conn, run_id)
+                series_ids = store.series.ensure_for_run(conn, run_id)
             if (i + 1) % analyse_every and i != n - 1:
                 continue
             with store.transaction(conn):

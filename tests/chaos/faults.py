@@ -34,7 +34,7 @@ SIGNALS = {"SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM}
 WINDOWS = ("idle", "bench", "stored", "random")
 CLONE_MODES = ("head", "objects", "corrupt", "no-git", "stale-result")
 HOSTILE_VARIANTS = ("subject", "author", "refs", "force")
-BUSY_TIMEOUT = 30  # seconds: master/store.py connects with sqlite3.connect(timeout=30)
+BUSY_TIMEOUT = 30  # seconds: master/store connects with sqlite3.connect(timeout=30)
 
 
 @dataclass(frozen=True)

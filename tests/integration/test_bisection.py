@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 
@@ -110,7 +111,7 @@ def _bisect(settings, good, bad):
     conn.close()
     decision = local.run(settings, bid, say=lambda _: None)
     conn = store.connect(settings.results_db)
-    row = dict(state.get(conn, bid))
+    row = dataclasses.asdict(state.get(conn, bid))
     conn.close()
     return decision, row
 

@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 from master import store
-from master.alerts import AlertSettings, ChannelConfig, db, deliver_once, sync
+from master.alerts import AlertSettings, ChannelConfig, deliver_once, sync
 from master.alerts.channels import SendError
 from master.alerts.config import RetryPolicy
 from master.alerts.delivery import release_dead_leases
+from master.store import alerts as db
 from tests.alerts_support import Farm
 
 SETTINGS = AlertSettings(

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from master.alerts import AlertSettings, ChannelConfig, record_bisection, set_state, sync
-from master.alerts import db as adb
 from master.alerts.lifecycle import LifecycleError
-from master.alerts.sync import AlertNotFound, alert_for_change_point, alert_view
+from master.alerts.sync import AlertNotFound, alert_view
+from master.store import alerts as adb
+from master.store.alerts import alert_for_change_point
 from tests.alerts_support import Farm
 
 CHANNELS = (
@@ -84,7 +85,7 @@ def test_a_moved_change_point_keeps_its_alert(farm: Farm) -> None:
     farm.change_point(sid, 11, 0.93, first=10, prev=10)  # more data moved it by one commit
     assert sync(farm.conn, SETTINGS, now=200) == []
     a = adb.alert(farm.conn, e.alert_id)
-    assert (a["position"], a["sha"]) == (11, farm.shas[11])
+    assert a is not None and (a.position, a.sha) == (11, farm.shas[11])
     assert farm.conn.execute("SELECT COUNT(*) FROM alerts").fetchone()[0] == 1
 
 
@@ -98,8 +99,8 @@ def test_triaged_alerts_are_never_notified_again(farm: Farm) -> None:
     (u,) = sync(farm.conn, SETTINGS, now=130)
     assert u.queued == () and u.revision == 2
     assert {r["state"] for r in rows(farm)} == {"cancelled"}
-    assert adb.alert(farm.conn, e.alert_id)["state"] == "acknowledged"
-    hist = [(h["old_state"], h["new_state"], h["by"]) for h in adb.history(farm.conn, e.alert_id)]
+    assert adb.alert(farm.conn, e.alert_id).state == "acknowledged"
+    hist = [(h.old_state, h.new_state, h.by) for h in adb.history(farm.conn, e.alert_id)]
     assert hist == [(None, "new", "perffarm"), ("new", "acknowledged", "alice")]
 
 
@@ -125,7 +126,7 @@ def test_improvements_are_a_separate_quieter_kind(farm: Farm) -> None:
     farm.change_point(farm.series("ro"), 10, 1.20)
     farm.change_point(farm.series("rw"), 10, 0.80)
     events = sync(farm.conn, SETTINGS, now=100)
-    kinds = {adb.alert(farm.conn, e.alert_id)["kind"]: e.queued for e in events}
+    kinds = {adb.alert(farm.conn, e.alert_id).kind: e.queued for e in events}
     assert kinds == {"improvement": ("hook",), "regression": ("chat", "hook", "pager")}
 
 

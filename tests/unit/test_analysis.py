@@ -53,7 +53,7 @@ def test_series_follows_branch_order_not_build_order(conn):
         run_id = add_run(conn, i, values(i, rng), build_id)
     add_run(conn, 3, [1.0, 2.0], 99)  # a second run of commit 3 adds samples
     add_run(conn, 4, [], 100, status="build-failed")  # failures are not points
-    [sid] = analysis.ensure_series_for_run(conn, run_id)
+    [sid] = store.series.ensure_for_run(conn, run_id)
     data = analysis.load_series(conn, sid)
     assert data.series.commits == tuple(sha(i) for i in range(6))
     assert data.positions == tuple(range(6))

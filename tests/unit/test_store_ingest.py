@@ -259,7 +259,7 @@ def test_migration_5_keeps_old_runs_and_frees_build_ids(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA foreign_keys=ON")
     for version, script in enumerate(store.MIGRATIONS[:4], start=1):
-        for statement in store._statements(script):
+        for statement in store.connection._statements(script):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version={version}")
     conn.execute("INSERT INTO machines VALUES ('m', '{}', 0)")
@@ -289,7 +289,7 @@ def test_migration_6_keeps_stored_measurements_in_their_series(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA foreign_keys=ON")
     for version, script in enumerate(store.MIGRATIONS[:5], start=1):
-        for statement in store._statements(script):
+        for statement in store.connection._statements(script):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version={version}")
     conn.execute("INSERT INTO machines VALUES ('m1', '{}', 0)")

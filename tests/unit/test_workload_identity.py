@@ -17,8 +17,9 @@ import pytest
 
 from master import analysis, ingest, store
 from master.publish import publish_all, publish_incremental
-from master.publish.source import MeasureKey, SeriesKey
+from master.publish.source import SeriesKey
 from master.settings import load_settings
+from master.store.series import MeasureKey
 from recipes import registry
 from recipes.api import Recipe, listed_workloads
 from recipes.pg import insertbench, memprobe

@@ -3,10 +3,11 @@ worker, alert channel health, hosts flagged noisy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
-from master.publish import source
+from master import store
 from master.publish.context import Context
 from master.publish.render import render
 from master.publish.views import Summary
@@ -15,24 +16,24 @@ from master.publish.writer import SiteWriter
 
 def view(ctx: Context) -> dict[str, Any]:
     now = ctx.now
-    last = source.last_result_per_branch(ctx.conn)
-    missing = source.untested_counts(ctx.conn)
+    last = store.runs.last_result_per_branch(ctx.conn)
+    missing = store.runs.untested_counts(ctx.conn)
     branches = [{"branch": b, "age": now - t if t else None, "head": head, "tested": tested,
                  "missing": missing.get(b, 0), "last": t}
                 for b, (t, head, tested) in sorted(last.items())]
-    workers = [dict(r) for r in source.run_health(ctx.conn)]
+    workers = [dataclasses.asdict(r) for r in store.runs.run_health(ctx.conn)]
     for wk in workers:
         wk["age"] = now - wk["last"] if wk["last"] else None
     noisy = []
-    for mid in source.machines(ctx.conn):
-        row = source.last_noisy_run(ctx.conn, mid)
+    for mid in store.runs.machines(ctx.conn):
+        row = store.runs.last_noisy_run(ctx.conn, mid)
         if row:
             try:
-                reasons = json.loads(row[0]).get("noisy_reasons", [])
+                reasons = json.loads(row.host_checks).get("noisy_reasons", [])
             except (ValueError, AttributeError):
                 reasons = []
             noisy.append({"machine": mid, "reasons": [str(r) for r in reasons] if isinstance(reasons, list) else [],
-                          "last": row[1]})
+                          "last": row.ingested_at})
     return {"branches": branches, "workers": workers, "noisy": noisy, "now": now, "channels": ctx.channels()}
 
 

@@ -8,6 +8,7 @@ import statistics
 
 from markupsafe import Markup
 
+from master import store
 from master.publish import source
 from master.publish.context import Context
 from master.publish.names import safe_name
@@ -21,7 +22,7 @@ from master.publish.writer import SiteWriter
 def view(ctx: Context) -> list[ReleaseTable]:
     """One table per base release, oldest release first; every (release, base) ratio resolved in one pass over
     the ratio cache."""
-    tag_samples = source.samples(ctx.conn, set(ctx.tags.values()))
+    tag_samples = store.series.samples_by_key(ctx.conn, set(ctx.tags.values()))
     authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(ctx.tags.values())).items()}
     tags = tag_order(ctx.tags, authored)
     files = {t: f"releases/{safe_name(t)}.html" for t in tags}

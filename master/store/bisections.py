@@ -1,0 +1,247 @@
+"""Bisections and what their probes measured (tables bisections, bisection_runs; reads runs, measurements,
+rejections and attempts of the bisected commits). The search itself is master/bisection."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from master.store.connection import columns
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """One row of `bisections`, every column as stored except `commits`, parsed."""
+
+    id: int
+    change_point_id: int | None  # set when detection started it
+    builder: str
+    machine_id: str
+    recipe: str
+    config_hash: str  # the workload's
+    workload: str
+    metric: str
+    direction: str
+    branch: str
+    good: str
+    bad: str
+    commits: tuple[str, ...]  # (good, bad] in first-parent order, good first
+    state: str  # running | culprit | ambiguous | not-reproducible
+    culprit: str | None
+    parent: str | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    probes: int
+    rounds: int
+    samples: int
+    reason: str
+    log: str  # JSON list of lines
+    requested_by: str
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True)
+class WorkloadRun:
+    """Who measured a workload in a run, and how: what a bisection of it measures with."""
+
+    builder: str
+    machine_id: str
+    recipe: str
+    config_hash: str
+    metric: str
+    direction: str
+
+
+_SELECT = f"SELECT {columns(Bisection)} FROM bisections"
+
+
+def _bisection(row: sqlite3.Row) -> Bisection:
+    values = list(row)
+    values[12] = tuple(json.loads(values[12]))  # commits
+    return Bisection(*values)
+
+
+def get(conn: sqlite3.Connection, bisection_id: int) -> Bisection | None:
+    row = conn.execute(_SELECT + " WHERE id = ?", (bisection_id,)).fetchone()
+    return _bisection(row) if row else None
+
+
+def running(conn: sqlite3.Connection) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM bisections WHERE state = 'running' ORDER BY id")]
+
+
+def newest_first(conn: sqlite3.Connection) -> list[Bisection]:
+    return [_bisection(r) for r in conn.execute(_SELECT + " ORDER BY id DESC")]
+
+
+def running_or_finished_since(conn: sqlite3.Connection, since: float) -> list[Bisection]:
+    return [_bisection(r) for r in conn.execute(
+        _SELECT + " WHERE state = 'running' OR finished_at > ? ORDER BY id", (since,))]
+
+
+def by_change_point(conn: sqlite3.Connection) -> dict[int, Bisection]:
+    """change point id -> the bisection detection started for it."""
+    out: dict[int, Bisection] = {}
+    for r in conn.execute(_SELECT + " WHERE change_point_id IS NOT NULL ORDER BY id"):
+        b = _bisection(r)
+        assert b.change_point_id is not None  # by the WHERE
+        out[b.change_point_id] = b
+    return out
+
+
+def exists_for_change_point(conn: sqlite3.Connection, change_point_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM bisections WHERE change_point_id = ?", (change_point_id,)).fetchone() is not None
+
+
+def insert(
+    conn: sqlite3.Connection,
+    *,
+    change_point_id: int | None,
+    measured: WorkloadRun,
+    workload: str,
+    branch: str,
+    good: str,
+    bad: str,
+    commits: Sequence[str],
+    requested_by: str,
+    now: float,
+) -> int:
+    """A new running bisection; returns its id."""
+    cur = conn.execute(
+        "INSERT INTO bisections (change_point_id, builder, machine_id, recipe, config_hash, workload, metric, "
+        "direction, branch, good, bad, commits, state, requested_by, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+        (change_point_id, measured.builder, measured.machine_id, measured.recipe, measured.config_hash, workload,
+         measured.metric, measured.direction, branch, good, bad, json.dumps(list(commits)), requested_by, now, now),
+    )
+    bisection_id = cur.lastrowid
+    assert bisection_id is not None  # set by every INSERT
+    return bisection_id
+
+
+def log_lines(conn: sqlite3.Connection, bisection_id: int) -> list[str]:
+    row = conn.execute("SELECT log FROM bisections WHERE id = ?", (bisection_id,)).fetchone()
+    return list(json.loads(row[0])) if row else []
+
+
+def set_log(conn: sqlite3.Connection, bisection_id: int, lines: list[str], now: float) -> None:
+    conn.execute("UPDATE bisections SET log = ?, updated_at = ? WHERE id = ?", (json.dumps(lines), now, bisection_id))
+
+
+def set_counts(conn: sqlite3.Connection, bisection_id: int, probes: int, rounds: int, samples: int) -> None:
+    conn.execute("UPDATE bisections SET probes = ?, rounds = ?, samples = ? WHERE id = ?",
+                 (probes, rounds, samples, bisection_id))
+
+
+def record_culprit(conn: sqlite3.Connection, bisection_id: int, culprit: str, parent: str, ratio: float,
+                   ci_low: float, ci_high: float, now: float) -> None:
+    conn.execute(
+        "UPDATE bisections SET state = 'culprit', culprit = ?, parent = ?, ratio = ?, ci_low = ?, "
+        "ci_high = ?, finished_at = ? WHERE id = ?",
+        (culprit, parent, ratio, ci_low, ci_high, now, bisection_id),
+    )
+
+
+def record_ambiguous(conn: sqlite3.Connection, bisection_id: int, reason: str, good: str, bad: str,
+                     now: float) -> None:
+    """No single culprit: the change is somewhere in (good, bad], which become the bisection's ends."""
+    conn.execute(
+        "UPDATE bisections SET state = 'ambiguous', reason = ?, culprit = NULL, parent = ?, finished_at = ? "
+        "WHERE id = ?", (reason, good, now, bisection_id))
+    conn.execute("UPDATE bisections SET good = ?, bad = ? WHERE id = ?", (good, bad, bisection_id))
+
+
+def record_not_reproducible(conn: sqlite3.Connection, bisection_id: int, reason: str, now: float) -> None:
+    conn.execute("UPDATE bisections SET state = 'not-reproducible', reason = ?, finished_at = ? WHERE id = ?",
+                 (reason, now, bisection_id))
+
+
+# ------------------------------------------------------------------------------------------------ probes
+
+
+def newest_workload_run(conn: sqlite3.Connection, workload: str, shas: Sequence[str], builder: str | None,
+                        metric: str | None) -> WorkloadRun | None:
+    """How the newest ok run at one of `shas` (on `builder`, if given) measured `workload` (its `metric`, if
+    given)."""
+    where = "r.builder = ?" if builder else "1"
+    params: tuple = (builder,) if builder else ()
+    marks = ",".join("?" * len(shas))
+    found = conn.execute(
+        f"SELECT r.builder, r.machine_id, r.recipe, m.config_hash, m.metric, m.direction "
+        f"FROM runs r JOIN measurements m ON m.run_id = r.id "
+        f"WHERE {where} AND m.workload = ? AND r.status = 'ok' AND r.sha IN ({marks}) "
+        f"AND (? IS NULL OR m.metric = ?) ORDER BY r.id DESC LIMIT 1",
+        (*params, workload, *shas, metric, metric),
+    ).fetchone()
+    return WorkloadRun(*found) if found else None
+
+
+def newest_builder(conn: sqlite3.Connection, machine_id: str, recipe: str, config_hash: str, workload: str,
+                   sha: str) -> str | None:
+    """The builder of the newest run that measured `workload` at `sha` on this machine and recipe config."""
+    row = conn.execute(
+        "SELECT r.builder FROM runs r JOIN measurements m ON m.run_id = r.id WHERE r.machine_id = ? AND r.recipe = ? "
+        "AND m.config_hash = ? AND m.workload = ? AND r.sha = ? ORDER BY r.id DESC LIMIT 1",
+        (machine_id, recipe, config_hash, workload, sha)
+    ).fetchone()
+    return row[0] if row else None
+
+
+def samples(conn: sqlite3.Connection, b: Bisection) -> dict[str, list[float]]:
+    """Every ok sample of the bisection's commits on its machine and recipe config (any source: history, forced
+    runs, other bisections), per commit."""
+    marks = ",".join("?" * len(b.commits))
+    out: dict[str, list[float]] = {c: [] for c in b.commits}
+    for sha, raw in conn.execute(
+        f"SELECT r.sha, m.samples FROM runs r JOIN measurements m ON m.run_id = r.id "
+        f"WHERE r.machine_id = ? AND r.recipe = ? AND m.config_hash = ? AND r.status = 'ok' "
+        f"AND m.workload = ? AND m.metric = ? AND r.sha IN ({marks}) ORDER BY r.id",
+        (b.machine_id, b.recipe, b.config_hash, b.workload, b.metric, *b.commits),
+    ):
+        out[sha].extend(json.loads(raw))
+    return out
+
+
+def fresh_rounds(conn: sqlite3.Connection, bisection_id: int) -> dict[str, int]:
+    """commit -> ok runs this bisection made of it (its probes)."""
+    return dict(conn.execute(
+        "SELECT r.sha, COUNT(*) FROM bisection_runs br JOIN runs r ON r.id = br.run_id "
+        "WHERE br.bisection_id = ? AND r.status = 'ok' GROUP BY r.sha",
+        (bisection_id,),
+    ).fetchall())
+
+
+def failed_commits(conn: sqlite3.Connection, b: Bisection) -> set[str]:
+    """The bisection's commits with a failed run on its machine and recipe, or a rejected result on its builder."""
+    marks = ",".join("?" * len(b.commits))
+    broken = {r[0] for r in conn.execute(
+        f"SELECT DISTINCT sha FROM runs WHERE machine_id = ? AND recipe = ? AND status != 'ok' AND sha IN ({marks})",
+        (b.machine_id, b.recipe, *b.commits),
+    )}
+    broken |= {r[0] for r in conn.execute(
+        f"SELECT DISTINCT revision FROM rejections WHERE builder = ? AND revision IN ({marks})",
+        (b.builder, *b.commits),
+    )}
+    return broken
+
+
+def lost_builds(conn: sqlite3.Connection, b: Bisection) -> dict[str, int]:
+    """commit -> builds of it on the bisection's builder since the bisection started that stored no result
+    (crashes), for the commits that had builds."""
+    marks = ",".join("?" * len(b.commits))
+    out = {}
+    for sha, n in conn.execute(
+        f"SELECT sha, COUNT(*) FROM attempts WHERE builder = ? AND started_at >= ? AND sha IN ({marks}) GROUP BY sha",
+        (b.builder, b.created_at, *b.commits),
+    ):
+        stored = conn.execute(
+            "SELECT COUNT(*) FROM runs WHERE builder = ? AND sha = ? AND ingested_at >= ?",
+            (b.builder, sha, b.created_at),
+        ).fetchone()[0]
+        out[sha] = n - stored
+    return out

@@ -1,0 +1,139 @@
+"""Commits, their first-parent order on each watched branch, and tags (tables commits, branch_commits, tags)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from master.store.connection import _chunked
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """A commit as git describes it; `parents` lists the first parent first."""
+
+    sha: str
+    subject: str
+    author: str
+    authored_at: int
+    committed_at: int
+    parents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What pages and messages show of a commit."""
+
+    sha: str
+    subject: str
+    author: str  # "Name <email>"
+    authored_at: int
+
+
+def upsert_commits(conn: sqlite3.Connection, commits: Sequence[CommitInfo]) -> None:
+    conn.executemany(
+        "INSERT INTO commits (sha, subject, author, authored_at, committed_at, parents) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(sha) DO NOTHING",
+        [(c.sha, c.subject, c.author, c.authored_at, c.committed_at, " ".join(c.parents)) for c in commits],
+    )
+
+
+def branch_head(conn: sqlite3.Connection, branch: str) -> tuple[int, str] | None:
+    """(position, sha) of the newest commit stored for a branch, or None."""
+    row = conn.execute(
+        "SELECT position, sha FROM branch_commits WHERE branch = ? ORDER BY position DESC LIMIT 1", (branch,)
+    ).fetchone()
+    return (row["position"], row["sha"]) if row else None
+
+
+def append_branch(conn: sqlite3.Connection, branch: str, commits: Sequence[CommitInfo], start: int) -> None:
+    """Record `commits` (oldest first) at positions start, start+1, ... of the branch's first-parent order."""
+    upsert_commits(conn, commits)
+    conn.executemany(
+        "INSERT INTO branch_commits (branch, position, sha) VALUES (?, ?, ?)",
+        [(branch, start + i, c.sha) for i, c in enumerate(commits)],
+    )
+
+
+def reset_branch(conn: sqlite3.Connection, branch: str) -> None:
+    """Forget a branch's order (its history was rewritten); it is rebuilt from the mirror."""
+    conn.execute("DELETE FROM branch_commits WHERE branch = ?", (branch,))
+
+
+def set_tags(conn: sqlite3.Connection, tags: dict[str, str]) -> None:
+    now = time.time()
+    conn.executemany(
+        "INSERT INTO tags (name, sha, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET sha = excluded.sha, updated_at = excluded.updated_at "
+        "WHERE tags.sha != excluded.sha",
+        [(name, sha, now) for name, sha in tags.items()],
+    )
+
+
+def commit_exists(conn: sqlite3.Connection, sha: str) -> bool:
+    return conn.execute("SELECT 1 FROM commits WHERE sha = ?", (sha,)).fetchone() is not None
+
+
+def commit(conn: sqlite3.Connection, sha: str | None) -> Commit | None:
+    """A stored commit, or None (also for no sha)."""
+    if not sha:
+        return None
+    row = conn.execute("SELECT sha, subject, author, authored_at FROM commits WHERE sha = ?", (sha,)).fetchone()
+    return Commit(*row) if row else None
+
+
+def tag_sha(conn: sqlite3.Connection, name: str) -> str | None:
+    """The commit a watched tag points at."""
+    row = conn.execute("SELECT sha FROM tags WHERE name = ?", (name,)).fetchone()
+    return row[0] if row else None
+
+
+def shas_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
+    """Up to `limit` known commits whose sha starts with `prefix` (a validated hex prefix: no LIKE wildcards)."""
+    return [r[0] for r in conn.execute("SELECT sha FROM commits WHERE sha LIKE ? LIMIT ?",
+                                       (prefix.lower() + "%", limit))]
+
+
+def positions_on(conn: sqlite3.Connection, branch: str, shas: Sequence[str]) -> dict[str, int]:
+    """sha -> branch position, for those of `shas` on the branch's first-parent history."""
+    marks = ",".join("?" * len(shas))
+    return dict(conn.execute(
+        f"SELECT sha, position FROM branch_commits WHERE branch = ? AND sha IN ({marks})", (branch, *shas)
+    ).fetchall())
+
+
+def branch_order(conn: sqlite3.Connection, branch: str, lo: int = 0, hi: int | None = None) -> list[tuple[int, str]]:
+    """(position, sha) of a branch between lo and hi (inclusive), oldest first."""
+    hi = 2**62 if hi is None else hi
+    return [(r[0], r[1]) for r in conn.execute(
+        "SELECT position, sha FROM branch_commits WHERE branch = ? AND position BETWEEN ? AND ? ORDER BY position",
+        (branch, lo, hi))]
+
+
+def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict[str, Commit]:
+    """Commit facts, of every stored commit or of `shas`."""
+    sql = "SELECT sha, subject, author, authored_at FROM commits"
+    return {r[0]: Commit(r[0], r[1], r[2], int(r[3])) for r in _chunked(conn, sql, "sha", shas)}
+
+
+def branch_heads(conn: sqlite3.Connection) -> dict[str, int]:
+    """branch -> position of its newest stored commit."""
+    return {r[0]: r[1] for r in conn.execute("SELECT branch, MAX(position) FROM branch_commits GROUP BY branch")}
+
+
+def positions_of(conn: sqlite3.Connection, sha: str) -> dict[str, int]:
+    """branch -> the commit's position on it, for every branch whose first-parent history holds it."""
+    return {r[0]: r[1] for r in conn.execute("SELECT branch, position FROM branch_commits WHERE sha = ?", (sha,))}
+
+
+def sha_at(conn: sqlite3.Connection, branch: str, position: int) -> str | None:
+    row = conn.execute("SELECT sha FROM branch_commits WHERE branch = ? AND position = ?",
+                       (branch, position)).fetchone()
+    return row[0] if row else None
+
+
+def tags(conn: sqlite3.Connection) -> dict[str, str]:
+    """Watched tag -> the commit it points at, by name."""
+    return {r[0]: r[1] for r in conn.execute("SELECT name, sha FROM tags ORDER BY name")}

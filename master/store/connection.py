@@ -1,0 +1,94 @@
+"""Opening the results database (WAL, foreign keys on, migrated to the current schema) and its transactions."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from master.store.migrations import MIGRATIONS
+
+
+class StoreError(RuntimeError):
+    """The results database refused an operation; the message says why."""
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    """Open (creating and migrating) the results database with WAL and foreign keys on."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    migrate(conn)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the migrations this database has not seen; return the resulting schema version.
+
+    Several processes open the database at once (the master, `perffarm` CLI verbs, tests), so the version is read
+    inside the write lock: a second opener waits for the first migration and then finds nothing left to do.
+    """
+    if conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS):
+        return len(MIGRATIONS)  # the common case, without taking the write lock
+    with transaction(conn):
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > len(MIGRATIONS):
+            raise StoreError(
+                f"the results database is at schema version {current}, newer than this code "
+                f"({len(MIGRATIONS)}); upgrade perffarm or point it at another data directory"
+            )
+        for version in range(current + 1, len(MIGRATIONS) + 1):
+            for statement in _statements(MIGRATIONS[version - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={version}")
+    return len(MIGRATIONS)
+
+
+def _statements(script: str) -> Iterator[str]:
+    for part in script.split(";"):
+        if part.strip():
+            yield part
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception: all of it is stored or none."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def columns(record: type, alias: str = "") -> str:
+    """The SELECT list for a record type: its fields in order (so `record(*row)` builds it), optionally
+    qualified by a table alias."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(prefix + f.name for f in dataclasses.fields(record))
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """Column names of `table`, or [] when it does not exist (yet)."""
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]  # table: a literal of the caller's
+
+
+def _chunked(conn: sqlite3.Connection, sql: str, column: str, values: Iterable[Any] | None,
+            where: bool = False) -> Iterator[sqlite3.Row]:
+    """Run `sql`, optionally restricted to `column IN values` in batches (SQLite caps bound parameters)."""
+    if values is None:
+        yield from conn.execute(sql)
+        return
+    vals = list(dict.fromkeys(values))
+    joiner = " AND " if where else " WHERE "
+    for i in range(0, len(vals), 900):
+        part = vals[i : i + 900]
+        yield from conn.execute(f"{sql}{joiner}{column} IN ({','.join('?' * len(part))})", part)

@@ -1,0 +1,253 @@
+"""The schema of the results database: an append-only list of migrations, tracked by PRAGMA user_version.
+
+Every table is documented in docs/results-db.md; `connection.migrate` applies the ones a database has not seen.
+"""
+
+from __future__ import annotations
+
+# Append only: never edit a migration that has shipped; add a new one.
+MIGRATIONS: list[str] = [
+    # 1: the foundation
+    """
+    CREATE TABLE machines (
+        id          TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        first_seen  REAL NOT NULL
+    );
+    CREATE TABLE commits (
+        sha          TEXT PRIMARY KEY,
+        subject      TEXT NOT NULL,
+        author       TEXT NOT NULL,
+        authored_at  INTEGER NOT NULL,
+        committed_at INTEGER NOT NULL,
+        parents      TEXT NOT NULL
+    );
+    CREATE TABLE branch_commits (
+        branch   TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        sha      TEXT NOT NULL REFERENCES commits(sha),
+        PRIMARY KEY (branch, position)
+    );
+    CREATE UNIQUE INDEX branch_commits_sha ON branch_commits(branch, sha);
+    CREATE INDEX branch_commits_by_sha ON branch_commits(sha);
+    CREATE TABLE tags (
+        name       TEXT PRIMARY KEY,
+        sha        TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE runs (
+        id             INTEGER PRIMARY KEY,
+        sha            TEXT NOT NULL,
+        revision       TEXT NOT NULL,
+        ref            TEXT NOT NULL,
+        builder        TEXT NOT NULL,
+        worker         TEXT NOT NULL,
+        machine_id     TEXT NOT NULL REFERENCES machines(id),
+        recipe         TEXT NOT NULL,
+        recipe_version INTEGER NOT NULL,
+        config_hash    TEXT NOT NULL,
+        status         TEXT NOT NULL CHECK (status IN ('ok', 'build-failed', 'bench-failed')),
+        source         TEXT NOT NULL,
+        build_id       INTEGER,
+        build_url      TEXT,
+        log_excerpt    TEXT NOT NULL,
+        host_checks    TEXT NOT NULL,
+        noisy          INTEGER NOT NULL,
+        started_at     TEXT,
+        finished_at    TEXT,
+        ingested_at    REAL NOT NULL,
+        result         TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX runs_build ON runs(build_id) WHERE build_id IS NOT NULL;
+    CREATE INDEX runs_sha ON runs(sha, builder);
+    CREATE INDEX runs_revision ON runs(revision, builder);
+    CREATE TABLE measurements (
+        run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        workload  TEXT NOT NULL,
+        metric    TEXT NOT NULL,
+        unit      TEXT NOT NULL,
+        direction TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+        samples   TEXT NOT NULL,
+        flags     TEXT NOT NULL,
+        PRIMARY KEY (run_id, workload, metric)
+    );
+    CREATE TABLE attempts (
+        build_id   INTEGER PRIMARY KEY,
+        sha        TEXT NOT NULL,
+        builder    TEXT NOT NULL,
+        started_at REAL NOT NULL
+    );
+    CREATE INDEX attempts_sha ON attempts(sha, builder);
+    CREATE TABLE rejections (
+        id          INTEGER PRIMARY KEY,
+        build_id    INTEGER,
+        revision    TEXT NOT NULL,
+        builder     TEXT NOT NULL,
+        reason      TEXT NOT NULL,
+        file        TEXT NOT NULL,
+        rejected_at REAL NOT NULL
+    );
+    CREATE INDEX rejections_revision ON rejections(revision, builder);
+    """,
+    # 2: series and change points (written by master/analysis.py after each ingest)
+    """
+    CREATE TABLE series (
+        id             INTEGER PRIMARY KEY,
+        machine_id     TEXT NOT NULL REFERENCES machines(id),
+        recipe         TEXT NOT NULL,
+        recipe_version INTEGER NOT NULL,
+        config_hash    TEXT NOT NULL,
+        workload       TEXT NOT NULL,
+        metric         TEXT NOT NULL,
+        branch         TEXT NOT NULL,
+        unit           TEXT NOT NULL,
+        direction      TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+        analysed_at    REAL,
+        UNIQUE (machine_id, recipe, recipe_version, config_hash, workload, metric, branch)
+    );
+    CREATE TABLE change_points (
+        id          INTEGER PRIMARY KEY,
+        series_id   INTEGER NOT NULL REFERENCES series(id),
+        first_sha   TEXT NOT NULL,
+        sha         TEXT NOT NULL,
+        prev_sha    TEXT,
+        position    INTEGER NOT NULL,
+        prev_position INTEGER,
+        kind        TEXT NOT NULL CHECK (kind IN ('regression', 'improvement')),
+        ratio       REAL NOT NULL,
+        ci_low      REAL,
+        ci_high     REAL,
+        pvalue      REAL NOT NULL,
+        state       TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'retracted')),
+        first_seen  REAL NOT NULL,
+        updated_at  REAL NOT NULL,
+        UNIQUE (series_id, first_sha)
+    );
+    CREATE INDEX change_points_sha ON change_points(sha);
+    """,
+    # 3: alerts, their lines, triage history and the delivery outbox (master/alerts, docs/alerts.md)
+    """
+    CREATE TABLE alerts (
+        id              TEXT PRIMARY KEY,
+        branch          TEXT NOT NULL,
+        kind            TEXT NOT NULL CHECK (kind IN ('regression', 'improvement')),
+        severity        TEXT NOT NULL CHECK (severity IN ('warn', 'critical')),
+        state           TEXT NOT NULL DEFAULT 'new' CHECK (state IN ('new', 'bisecting', 'culprit-found',
+                        'acknowledged', 'investigating', 'fixed', 'invalid', 'wontfix', 'backed-out')),
+        active          INTEGER NOT NULL DEFAULT 1,
+        prev_sha        TEXT,
+        sha             TEXT NOT NULL,
+        prev_position   INTEGER,
+        position        INTEGER NOT NULL,
+        bisection_state TEXT CHECK (bisection_state IN ('pending', 'running', 'culprit', 'ambiguous',
+                        'not-reproducible', 'failed')),
+        culprit_sha     TEXT,
+        revision        INTEGER NOT NULL DEFAULT 1,
+        signature       TEXT NOT NULL,
+        changes         TEXT NOT NULL DEFAULT '[]',
+        created_at      REAL NOT NULL,
+        updated_at      REAL NOT NULL,
+        state_changed_at REAL,
+        state_by        TEXT,
+        state_note      TEXT
+    );
+    CREATE INDEX alerts_open ON alerts(branch, kind, position);
+    CREATE TABLE alert_lines (
+        alert_id        TEXT NOT NULL REFERENCES alerts(id),
+        change_point_id INTEGER NOT NULL UNIQUE REFERENCES change_points(id),
+        severity        TEXT NOT NULL CHECK (severity IN ('warn', 'critical')),
+        added_at        REAL NOT NULL,
+        PRIMARY KEY (alert_id, change_point_id)
+    );
+    CREATE TABLE alert_history (
+        id        INTEGER PRIMARY KEY,
+        alert_id  TEXT NOT NULL REFERENCES alerts(id),
+        at        REAL NOT NULL,
+        old_state TEXT,
+        new_state TEXT NOT NULL,
+        by        TEXT NOT NULL,
+        note      TEXT
+    );
+    CREATE INDEX alert_history_alert ON alert_history(alert_id, at);
+    CREATE TABLE alert_outbox (
+        id              INTEGER PRIMARY KEY,
+        alert_id        TEXT NOT NULL REFERENCES alerts(id),
+        channel         TEXT NOT NULL,
+        event           TEXT NOT NULL CHECK (event IN ('opened', 'updated')),
+        revision        INTEGER NOT NULL,
+        idempotency_key TEXT NOT NULL UNIQUE,
+        payload         TEXT NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'sent', 'cancelled')),
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        available_at    REAL NOT NULL,
+        lease_owner     TEXT,
+        lease_until     REAL,
+        last_error      TEXT,
+        last_permanent  INTEGER NOT NULL DEFAULT 0,
+        created_at      REAL NOT NULL,
+        sent_at         REAL
+    );
+    CREATE INDEX alert_outbox_pending ON alert_outbox(state, available_at);
+    CREATE INDEX alert_outbox_alert ON alert_outbox(alert_id, channel, id)
+""",
+    # 4: bisections (master/bisection): state lives here so a bisection survives a master restart
+    """
+    CREATE TABLE bisections (
+        id              INTEGER PRIMARY KEY,
+        change_point_id INTEGER REFERENCES change_points(id),
+        builder         TEXT NOT NULL,
+        machine_id      TEXT NOT NULL,
+        recipe          TEXT NOT NULL,
+        config_hash     TEXT NOT NULL,
+        workload        TEXT NOT NULL,
+        metric          TEXT NOT NULL,
+        direction       TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+        branch          TEXT NOT NULL,
+        good            TEXT NOT NULL,
+        bad             TEXT NOT NULL,
+        commits         TEXT NOT NULL,
+        state           TEXT NOT NULL CHECK (state IN ('running', 'culprit', 'ambiguous', 'not-reproducible')),
+        culprit         TEXT,
+        parent          TEXT,
+        ratio           REAL,
+        ci_low          REAL,
+        ci_high         REAL,
+        probes          INTEGER NOT NULL DEFAULT 0,
+        rounds          INTEGER NOT NULL DEFAULT 0,
+        samples         INTEGER NOT NULL DEFAULT 0,
+        reason          TEXT NOT NULL DEFAULT '',
+        log             TEXT NOT NULL DEFAULT '[]',
+        requested_by    TEXT NOT NULL DEFAULT 'detector',
+        created_at      REAL NOT NULL,
+        updated_at      REAL NOT NULL,
+        finished_at     REAL
+    );
+    CREATE UNIQUE INDEX bisections_change_point ON bisections(change_point_id) WHERE change_point_id IS NOT NULL;
+    CREATE TABLE bisection_runs (
+        bisection_id INTEGER NOT NULL REFERENCES bisections(id),
+        run_id       INTEGER NOT NULL REFERENCES runs(id),
+        PRIMARY KEY (bisection_id, run_id)
+    );
+    """,
+    # 5: the idempotency key of a measurement is its Buildbot build request ("<master instance>/<request id>"):
+    # a build retried after the master was killed (same request, new build id) finds its result already stored
+    # instead of storing it twice. Build ids restart when Buildbot's own database is recreated, so they are no
+    # longer unique keys (a new build must never be mistaken for an old one).
+    """
+    ALTER TABLE runs ADD COLUMN request_key TEXT;
+    CREATE UNIQUE INDEX runs_request ON runs(request_key) WHERE request_key IS NOT NULL;
+    DROP INDEX runs_build;
+    CREATE INDEX runs_build ON runs(build_id)
+    """,
+    # 6: series identity is per workload: each measurement carries its workload's config hash (the result's
+    # workloads[].config_hash), so adding a workload to a recipe no longer starts a new series for every other
+    # workload. Stored rows take their run's hash, which was their series identity until now: they stay in the
+    # series they were in (and adopt_workload_hashes moves them on). Always written by insert_run (SQLite adds a
+    # NOT NULL column only with a default). The index finds a series' rows: on config_hash alone, SQLite would
+    # read every row of a run hash to load one series of it.
+    """
+    ALTER TABLE measurements ADD COLUMN config_hash TEXT NOT NULL DEFAULT '';
+    UPDATE measurements SET config_hash = (SELECT r.config_hash FROM runs r WHERE r.id = measurements.run_id);
+    CREATE INDEX measurements_series ON measurements(config_hash, workload, metric)
+    """,
+]

@@ -1,0 +1,275 @@
+"""Series: what change detection and the site read (tables series, and the runs and measurements along a
+branch's first-parent order)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from master.store.connection import _chunked
+
+
+@dataclass(frozen=True)
+class MeasureKey:
+    """What makes samples comparable, before the branch is chosen; `config_hash` is the workload's (a
+    measurement's), so adding a workload to a recipe leaves the other workloads' keys as they were."""
+
+    machine_id: str
+    recipe: str
+    recipe_version: int
+    config_hash: str
+    workload: str
+    metric: str
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """A series' identity (docs/glossary.md): samples compare only within one of these."""
+
+    machine_id: str
+    recipe: str
+    recipe_version: int
+    config_hash: str  # the workload's (measurements.config_hash)
+    workload: str
+    metric: str
+    branch: str
+
+
+@dataclass(frozen=True)
+class StoredSeries:
+    """One row of `series`: a series the farm has seen, with its unit and direction."""
+
+    id: int
+    key: SeriesKey
+    unit: str
+    direction: str  # higher | lower (which way is better)
+    analysed_at: float | None
+
+
+@dataclass(frozen=True)
+class BranchSamples:
+    """Every ok sample of a series, per tested commit in first-parent order (bisection and forced runs add
+    samples to a commit; build order never matters)."""
+
+    commits: list[str]
+    positions: list[int]
+    samples: list[list[float]]  # per commit, every sample of every ok run, in run order
+
+
+def ensure_for_run(conn: sqlite3.Connection, run_id: int) -> list[int]:
+    """The ids of every series a run contributes to (created on first sight)."""
+    run = conn.execute(
+        "SELECT sha, machine_id, recipe, recipe_version, status FROM runs WHERE id = ?", (run_id,)
+    ).fetchone()
+    if run is None or run["status"] != "ok":
+        return []
+    branches = [r[0] for r in conn.execute("SELECT branch FROM branch_commits WHERE sha = ?", (run["sha"],))]
+    ids = []
+    for m in conn.execute("SELECT workload, metric, unit, direction, config_hash FROM measurements WHERE run_id = ?",
+                          (run_id,)):
+        for branch in branches:
+            conn.execute(
+                "INSERT INTO series (machine_id, recipe, recipe_version, config_hash, workload, metric, branch, "
+                "unit, direction) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (run["machine_id"], run["recipe"], run["recipe_version"], m["config_hash"], m["workload"],
+                 m["metric"], branch, m["unit"], m["direction"]),
+            )
+            ids.append(conn.execute(
+                "SELECT id FROM series WHERE machine_id=? AND recipe=? AND recipe_version=? AND config_hash=? "
+                "AND workload=? AND metric=? AND branch=?",
+                (run["machine_id"], run["recipe"], run["recipe_version"], m["config_hash"], m["workload"],
+                 m["metric"], branch),
+            ).fetchone()[0])
+    return ids
+
+
+def get(conn: sqlite3.Connection, series_id: int) -> StoredSeries | None:
+    s = conn.execute(
+        "SELECT id, machine_id, recipe, recipe_version, config_hash, workload, metric, branch, unit, direction, "
+        "analysed_at FROM series WHERE id = ?", (series_id,)
+    ).fetchone()
+    return StoredSeries(s[0], SeriesKey(*s[1:8]), s[8], s[9], s[10]) if s else None
+
+
+def branch_samples(conn: sqlite3.Connection, key: SeriesKey) -> BranchSamples:
+    """Every ok sample of a series, grouped per commit in first-parent order."""
+    rows = conn.execute(
+        "SELECT bc.position, bc.sha, m.samples FROM branch_commits bc "
+        "JOIN runs r ON r.sha = bc.sha JOIN measurements m ON m.run_id = r.id "
+        "WHERE bc.branch = ? AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? "
+        "AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
+        "ORDER BY bc.position, r.id",
+        (key.branch, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric),
+    ).fetchall()
+    commits: list[str] = []
+    positions: list[int] = []
+    groups: list[list[float]] = []
+    for position, sha, samples in rows:
+        if not commits or commits[-1] != sha:
+            commits.append(sha)
+            positions.append(position)
+            groups.append([])
+        groups[-1].extend(json.loads(samples))
+    return BranchSamples(commits, positions, groups)
+
+
+def count(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM series").fetchone()[0])
+
+
+def mark_analysed(conn: sqlite3.Connection, series_id: int, now: float) -> None:
+    conn.execute("UPDATE series SET analysed_at = ? WHERE id = ?", (now, series_id))
+
+
+# ---------------------------------------------------------------------------------------------- what the site reads
+
+
+@dataclass(frozen=True)
+class Sample:
+    """All samples of one measure key at one commit: every ok run merged (bisection adds samples)."""
+
+    sha: str
+    run_ids: tuple[int, ...]
+    samples: tuple[float, ...]
+    unit: str
+    direction: str
+    noisy: bool
+    sla_miss: bool
+
+
+def samples_by_key(
+    conn: sqlite3.Connection, shas: Iterable[str] | None = None, keys: set[MeasureKey] | None = None
+) -> dict[MeasureKey, dict[str, Sample]]:
+    """Every ok run's samples grouped by measure key and commit (optionally only some commits and keys)."""
+    sql = ("SELECT r.id, r.sha, r.machine_id, r.recipe, r.recipe_version, m.config_hash, r.noisy, m.workload, "
+           "m.metric, m.unit, m.direction, m.samples, m.flags FROM runs r JOIN measurements m ON m.run_id = r.id "
+           "WHERE r.status = 'ok'")
+    acc: dict[MeasureKey, dict[str, list[Any]]] = {}
+    loads = json.loads
+    for r in _chunked(conn, sql, "r.sha", shas, where=True):
+        key = MeasureKey(r[2], r[3], int(r[4]), r[5], r[7], r[8])
+        if keys is not None and key not in keys:
+            continue
+        per = acc.setdefault(key, {})
+        flags = r[12]
+        sla = flags != "[]" and "sla-miss" in loads(flags)
+        got = per.get(r[1])
+        if got is None:
+            per[r[1]] = [[r[0]], loads(r[11]), r[9], r[10], bool(r[6]), sla]
+        else:
+            got[0].append(r[0])
+            got[1].extend(loads(r[11]))
+            got[4] = got[4] or bool(r[6])
+            got[5] = got[5] or sla
+    return {
+        key: {sha: Sample(sha, tuple(sorted(v[0])), tuple(float(x) for x in v[1]), v[2], v[3], v[4], v[5])
+              for sha, v in per.items()}
+        for key, per in acc.items()
+    }
+
+
+def keys_at(conn: sqlite3.Connection, shas: Sequence[str]) -> set[MeasureKey]:
+    """Measure keys with ok results at any of these commits."""
+    sql = ("SELECT DISTINCT r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric "
+           "FROM runs r JOIN measurements m ON m.run_id = r.id WHERE r.status = 'ok'")
+    return {MeasureKey(r[0], r[1], int(r[2]), r[3], r[4], r[5]) for r in _chunked(conn, sql, "r.sha", shas, where=True)}
+
+
+def prev_point_position(conn: sqlite3.Connection, key: MeasureKey, branch: str, before: int) -> int | None:
+    """Branch position of the series' last tested commit before `before` (for the ratio vs the previous point)."""
+    row = conn.execute(
+        "SELECT MAX(bc.position) FROM branch_commits bc JOIN runs r ON r.sha = bc.sha "
+        "JOIN measurements m ON m.run_id = r.id WHERE bc.branch = ? AND bc.position < ? AND r.status = 'ok' "
+        "AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? AND m.config_hash = ? AND m.workload = ? "
+        "AND m.metric = ?",
+        (branch, before, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric),
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+@dataclass(frozen=True)
+class MeasurementScan:
+    """Every ok run (optionally only the runs at some commits) and its measurements, read in one pass, as flat
+    text SQLite concatenated in storage order (master/publish/scan.py parses it; docs/site.md says why).
+
+    Per run, in id order: id, sha, noisy, machine, recipe, recipe version. Per measurement row, in storage order:
+    its run id (`row_runs`, comma-separated), "workload U+001F metric U+001F config hash" (`row_keys`, rows
+    separated by U+001E), its samples array as stored (`row_samples`, separated by '|') and '1' when flagged
+    sla-miss, else '0' (`row_sla`). The separators cannot occur in what they separate: run ids are integers,
+    workload and metric names match the result schema's NAME_RE and config hashes its HASH_RE, sample arrays are
+    JSON numbers. The row columns are None when no run has a measurement."""
+
+    run_id: tuple[int, ...]
+    run_sha: tuple[str, ...]
+    run_noisy: tuple[int, ...]
+    run_machine: tuple[str, ...]
+    run_recipe: tuple[str, ...]
+    run_version: tuple[int, ...]
+    row_runs: str | None
+    row_keys: str | None
+    row_samples: str | None
+    row_sla: str | None
+
+
+# One row per call: SQLite concatenates the columns of every matching measurement in storage order. Units are
+# free text, so they are read per key afterwards (`units`).
+_SCAN = (
+    "SELECT group_concat(m.run_id), "
+    "group_concat(m.workload || char(31) || m.metric || char(31) || m.config_hash, char(30)), "
+    "group_concat(m.samples, '|'), group_concat(m.flags != '[]' AND m.flags LIKE '%sla-miss%', '') "
+    "FROM measurements m WHERE m.run_id IN ({runs})"
+)
+
+
+def _ok_runs(conn: sqlite3.Connection, shas: Iterable[str] | None) -> tuple[list[sqlite3.Row], str, list[str]]:
+    """The ok runs (optionally only at `shas`), and the SQL/parameters selecting their ids."""
+    base = "SELECT id, sha, noisy, machine_id, recipe, recipe_version FROM runs WHERE status = 'ok'"
+    if shas is None:
+        return conn.execute(base + " ORDER BY id").fetchall(), "SELECT id FROM runs WHERE status = 'ok'", []
+    want = sorted(set(shas))
+    if len(want) <= 900:  # SQLite's bound-parameter limit (999 on old builds)
+        marks = ",".join("?" * len(want))
+        return (conn.execute(f"{base} AND sha IN ({marks}) ORDER BY id", want).fetchall(),
+                f"SELECT id FROM runs WHERE status = 'ok' AND sha IN ({marks})", want)
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS publish_shas (sha TEXT PRIMARY KEY)")
+    conn.execute("DELETE FROM publish_shas")
+    conn.executemany("INSERT OR IGNORE INTO publish_shas VALUES (?)", [(x,) for x in want])
+    sub = "SELECT id FROM runs WHERE status = 'ok' AND sha IN (SELECT sha FROM publish_shas)"
+    return conn.execute(f"{base} AND sha IN (SELECT sha FROM publish_shas) ORDER BY id").fetchall(), sub, []
+
+
+def scan_measurements(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> MeasurementScan:
+    """Every ok run's measurements (optionally only of runs at `shas`) in one pass: see MeasurementScan."""
+    # one read transaction: the runs and their measurements come from the same snapshot even while the master
+    # ingests (WAL), so every scanned row's run is in the runs read
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        runs, ids_sql, params = _ok_runs(conn, shas)
+        row_runs, row_keys, row_samples, row_sla = conn.execute(_SCAN.format(runs=ids_sql), params).fetchone()
+    finally:
+        if own:
+            conn.execute("COMMIT")
+    ids, sha, noisy, machine, recipe, version = list(zip(*runs)) or [()] * 6
+    return MeasurementScan(ids, sha, noisy, machine, recipe, version, row_runs, row_keys, row_samples, row_sla)
+
+
+class MetricUnit(NamedTuple):
+    unit: str
+    direction: str
+
+
+def units(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[tuple[int, str, str], MetricUnit]:
+    """(run id, workload, metric) -> unit and direction, for every measurement of these runs."""
+    ids = sorted(set(run_ids))
+    got: dict[tuple[int, str, str], MetricUnit] = {}
+    for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit
+        part = ids[i : i + 900]
+        for r, w, m, u, d in conn.execute("SELECT run_id, workload, metric, unit, direction FROM measurements "
+                                          f"WHERE run_id IN ({','.join('?' * len(part))})", part):
+            got[(r, w, m)] = MetricUnit(u, d)
+    return got
