@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -204,3 +205,11 @@ def test_the_bisection_floors_follow_the_section():
     svc.reconfigService(settings)
     assert svc.policy == Policy(min_effect=0.02)
 
+
+def test_every_detection_setting_is_documented_with_its_default():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "detection.md").read_text()
+    table = docs.split("## Settings: `[detection]`", 1)[1].split("\n## ", 1)[0]
+    for key in KEYS:
+        field = key.split(".", 1)[1]
+        default = getattr(DetectionSettings(), field)
+        assert f"| `{field}` | {default:g} |" in table, f"{key} (default {default:g}) missing from docs/detection.md"
