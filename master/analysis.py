@@ -6,7 +6,8 @@ the branch's commits in first-parent order that have `ok` runs, each with every 
 re-detected and `change_points` is reconciled: a change point keeps its identity (series + first commit) and
 is updated in place when more data moves it, never duplicated; new points must survive Benjamini-Hochberg
 across the farm's series; a point whose evidence more data has taken away is marked `retracted`, and comes
-back under the same identity if the change reappears. Pure: no Buildbot or Twisted imports.
+back under the same identity if the change reappears. The farm's `[detection]` settings (minimum effect,
+FDR, retraction level) arrive as a ``DetectionSettings`` argument. Pure: no Buildbot or Twisted imports.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from master import store
 from master.detect import fdr, rqps
+from master.detect.config import DetectionSettings
 from master.detect.identity import Reconciliation, Reported, reconcile
 from master.detect.model import ChangePoint, Direction, Kind, Series
 from master.detect.tracker import Tracker, review_unmatched
@@ -27,10 +29,6 @@ from master.store.changes import Placement
 from master.store.series import SeriesKey
 
 IDENTITY_WINDOW = 5  # commits: a re-detection this close (same kind) is the same change moved by data
-# Benjamini-Hochberg level across the farm's series for newly reported change points. With the
-# detector's own per-series level (1e-4) it binds from 100 series on: a farm of m series admits a
-# lone new point at p <= 0.01/m, and k points in one pass at p <= 0.01·k/m (docs/detection.md).
-FARM_FDR = 0.01
 
 
 @dataclass(frozen=True)
@@ -105,10 +103,10 @@ class Proposal:
     result: Reconciliation
 
 
-def propose(conn: sqlite3.Connection, series_id: int) -> Proposal:
+def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettings) -> Proposal:
     """Detect on one series and reconcile with its stored change points, without writing anything."""
     data = load_series(conn, series_id)
-    tracker = Tracker(str(series_id), data.direction, window=IDENTITY_WINDOW)
+    tracker = Tracker.configured(str(series_id), data.direction, detection, window=IDENTITY_WINDOW)
     detected = tracker.detections(data.series) if len(data.series) else []
     detected = [
         _with_ci(data, cp, detected[i + 1].index if i + 1 < len(detected) else None)
@@ -116,12 +114,14 @@ def propose(conn: sqlite3.Connection, series_id: int) -> Proposal:
     ]
     result = reconcile(str(series_id), _reported(conn, data), detected, IDENTITY_WINDOW)
     if len(data.series):
-        result = review_unmatched(data.series, result, detected, data.direction)
+        result = review_unmatched(data.series, result, detected, data.direction, tracker.offline_settings,
+                                  tracker.keep_alpha)
     return Proposal(data, result)
 
 
-def admit(proposals: list[Proposal], n_series: int, q: float = FARM_FDR) -> list[Proposal]:
-    """Benjamini-Hochberg across series: keep only the new change points that survive at level ``q``.
+def admit(proposals: list[Proposal], n_series: int, q: float) -> list[Proposal]:
+    """Benjamini-Hochberg across series: keep only the new change points that survive at level ``q``
+    (the farm's ``[detection] fdr``).
 
     The family is every series of the farm (``n_series``; series not re-tested in this pass count as
     p = 1), the p-values those of the change points the pass would newly report. Points already
@@ -172,30 +172,34 @@ def write(conn: sqlite3.Connection, proposal: Proposal, now: float) -> list[Chan
     return events
 
 
-def analyse_many(conn: sqlite3.Connection, series_ids: list[int], now: float | None = None) -> list[ChangeEvent]:
+def analyse_many(
+    conn: sqlite3.Connection, series_ids: list[int], detection: DetectionSettings, now: float | None = None
+) -> list[ChangeEvent]:
     """One analysis pass: detect each series, control false alarms across them, store (caller holds the transaction)."""
     now = time.time() if now is None else now
-    proposals = admit([propose(conn, sid) for sid in series_ids], store.series.count(conn))
+    proposals = admit([propose(conn, sid, detection) for sid in series_ids], store.series.count(conn), detection.fdr)
     return [e for prop in proposals for e in write(conn, prop, now)]
 
 
-def analyse_series(conn: sqlite3.Connection, series_id: int, now: float | None = None) -> list[ChangeEvent]:
+def analyse_series(
+    conn: sqlite3.Connection, series_id: int, detection: DetectionSettings, now: float | None = None
+) -> list[ChangeEvent]:
     """Re-detect one series and reconcile its change points (caller holds the transaction)."""
-    return analyse_many(conn, [series_id], now)
+    return analyse_many(conn, [series_id], detection, now)
 
 
-def analyse_run(conn: sqlite3.Connection, run_id: int) -> list[ChangeEvent]:
+def analyse_run(conn: sqlite3.Connection, run_id: int, detection: DetectionSettings) -> list[ChangeEvent]:
     """Re-detect every series a newly stored run touches, in one transaction and one FDR family."""
     with store.transaction(conn):
-        return analyse_many(conn, sorted(set(store.series.ensure_for_run(conn, run_id))))
+        return analyse_many(conn, sorted(set(store.series.ensure_for_run(conn, run_id))), detection)
 
 
-def analyse_all(conn: sqlite3.Connection) -> list[ChangeEvent]:
+def analyse_all(conn: sqlite3.Connection, detection: DetectionSettings) -> list[ChangeEvent]:
     """Re-detect every series (after a detector upgrade, or to rebuild change_points)."""
     with store.transaction(conn):
         run_ids = store.runs.ok_run_ids(conn)
         series_ids = sorted({sid for run_id in run_ids for sid in store.series.ensure_for_run(conn, run_id)})
-        return analyse_many(conn, series_ids)
+        return analyse_many(conn, series_ids, detection)
 
 
 def series_summary(data: SeriesData) -> dict[str, object]:

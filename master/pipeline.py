@@ -28,7 +28,7 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
     conn = store.connect(settings.results_db)
     try:
         try:
-            out.events = analysis.analyse_run(conn, run_id)
+            out.events = analysis.analyse_run(conn, run_id, settings.detection)
         except Exception as e:  # derived data: report, never lose the stored result
             out.failed.append("detect")
             out.messages.append(f"change detection failed: {type(e).__name__}: {e}")

@@ -7,6 +7,7 @@ environment variables override both. Invalid values fail at load time with a mes
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -19,6 +20,8 @@ from urllib.parse import urlsplit
 
 from master import refnames
 from master.alerts.config import AlertConfigError, AlertSettings
+from master.detect.config import DetectionSettings
+from master.detect.offline import OfflineSettings
 from master.redact import credentials_problem, redact_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +66,7 @@ class Settings:
     site_out_dir: Path | None  # None: <data_dir>/site (see the site_dir property)
     site_port: int
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    detection: DetectionSettings = field(default_factory=DetectionSettings)  # passed down to analysis, bisection
     source_of: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __repr__(self) -> str:  # Buildbot logs step reprs (with their arguments) at every lock release
@@ -137,7 +141,8 @@ class Settings:
         return any(re.fullmatch(p, name) for p in patterns)
 
 
-# (section, key) -> (type, attribute name). The order is the order `perffarm settings` prints.
+# (section, key) -> (type, attribute name; "group.field" is a field of a nested settings record such as
+# Settings.detection). The order is the order `perffarm settings` prints.
 _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("repository", "url"): ("str", "repository_url"),
     ("repository", "user"): ("opt_text", "repository_user"),
@@ -163,7 +168,13 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("recipes", "options"): ("option_map", "recipe_options"),
     ("site", "out_dir"): ("opt_path", "site_out_dir"),
     ("site", "port"): ("port", "site_port"),
+    ("detection", "min_effect"): ("fraction", "detection.min_effect"),
+    ("detection", "fdr"): ("fraction", "detection.fdr"),
+    ("detection", "keep_alpha"): ("fraction", "detection.keep_alpha"),
+    ("detection", "bisect_min_effect"): ("fraction", "detection.bisect_min_effect"),
 }
+# Nested settings records: the attribute's group -> the frozen dataclass its fields are collected into.
+_GROUPS = {"detection": DetectionSettings}
 
 
 def web_user_secret(name: str) -> str:
@@ -205,6 +216,11 @@ def _from_env(kind: str, text: str) -> Any:
             return int(text)
         except ValueError:
             return text  # reported by _convert with the key's name
+    if kind == "fraction":
+        try:
+            return float(text)
+        except ValueError:
+            return text
     if kind == "bool":
         low = text.strip().lower()
         if low in ("1", "true", "yes", "on"):
@@ -258,6 +274,12 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
         if not lo <= value <= hi:
             raise SettingsError(f"{name}: {value} is out of range {lo}..{hi}")
         return value
+    if kind == "fraction":  # a share, a level or a relative change: strictly between 0 and 1
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingsError(f"{name}: expected a number in (0, 1), got {value!r}")
+        if not 0.0 < value < 1.0:  # NaN fails too
+            raise SettingsError(f"{name}: {value!r} is out of range: expected a number in (0, 1), both ends excluded")
+        return float(value)
     if kind == "queued":
         if value not in QUEUED_MODES:
             raise SettingsError(f"{name}: expected one of {', '.join(QUEUED_MODES)}, got {value!r}")
@@ -333,6 +355,7 @@ def load_settings(
                 raise SettingsError(f"{var}: unknown environment setting (see perffarm.toml for the keys)")
 
     values: dict[str, Any] = {}
+    groups: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
     source_of: dict[str, str] = {}
     for (section, key), (kind, attr) in _SCHEMA.items():
         name = f"{section}.{key}"
@@ -347,7 +370,11 @@ def load_settings(
             raw, src = defaults[section][key], "default"
         else:
             raise SettingsError(f"{name}: missing from {DEFAULTS_FILE}")
-        values[attr] = _convert(name, kind, raw, base)
+        group, dot, field_name = attr.partition(".")
+        if dot:
+            groups[group][field_name] = _convert(name, kind, raw, base)
+        else:
+            values[attr] = _convert(name, kind, raw, base)
         source_of[name] = src
 
     try:
@@ -355,8 +382,10 @@ def load_settings(
     except AlertConfigError as e:
         raise SettingsError(str(e) if str(e).startswith("alerts") else f"alerts: {e}") from None
     source_of["alerts"] = str(user_path) if "alerts" in user else "default"
+    values.update({group: _GROUPS[group](**fields) for group, fields in groups.items()})
     settings = Settings(**values, alerts=alerts, source_of=source_of)
     _check_repository(settings)
+    _check_detection(settings.detection)
     for worker in settings.worker_hosts:
         if worker not in settings.worker_names:
             raise SettingsError(f"workers.hosts: {worker!r} is not in workers.names")
@@ -404,13 +433,24 @@ def _check_repository(settings: Settings) -> None:
         )
 
 
+def _check_detection(detection: DetectionSettings) -> None:
+    """Refuse a retraction level stricter than the level that reports a change point (it would flap)."""
+    reported_at = OfflineSettings().alpha
+    if detection.keep_alpha < reported_at:
+        raise SettingsError(
+            f"detection.keep_alpha: {detection.keep_alpha:g} is stricter than the level that reports a change point "
+            f"({reported_at:g}): a borderline point would be reported and withdrawn by turns; expected a number in "
+            f"[{reported_at:g}, 1)"
+        )
+
+
 def describe(settings: Settings) -> list[tuple[str, Any, str]]:
     """(key, value, source) rows for `perffarm settings`; URLs are shown redacted (belt and braces: settings
     never hold credentials)."""
     rows = []
     for (section, key), (_, attr) in _SCHEMA.items():
         name = f"{section}.{key}"
-        value = getattr(settings, attr)
+        value = functools.reduce(getattr, attr.split("."), settings)
         if attr == "repository_url":
             value = redact_url(value)
         elif isinstance(value, Path):

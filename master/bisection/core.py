@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from master.detect.config import BISECT_MIN_EFFECT, DetectionSettings
 from master.detect.steady import SteadySettings
 
 STEADY = SteadySettings()
@@ -43,13 +44,19 @@ class Policy:
     max_end_rounds: int = 30  # rounds per end before giving up on confirming the change
     max_probe_rounds: int = 30  # rounds per probe before reporting an ambiguous range
     end_alpha: float = 1e-3  # Mann-Whitney p-value below which the ends differ
-    min_effect: float = 0.01  # relative change the ends must show (1%)
+    min_effect: float = BISECT_MIN_EFFECT  # relative change the ends must show (1%)
     # the same when both ends repeat exactly (instruction counts): the steps detection reports for such series
     steady_min_effect: float = STEADY.min_effect
     steady_cv: float = STEADY.cv  # an end is steady when all its samples agree within this relative range
     confidence: float = 0.95  # of the bootstrap interval of a probe's position
     n_boot: int = 2000
     culprit_confirm_rounds: int = 2  # fresh rounds of the culprit and its parent in the final A/B
+
+    @classmethod
+    def configured(cls, detection: DetectionSettings) -> Policy:
+        """The policy under the farm's ``[detection]`` settings: steady ends are confirmed from the same
+        ``min_effect`` detection reports steady steps from, so every such step it reports can be bisected."""
+        return cls(min_effect=detection.bisect_min_effect, steady_min_effect=detection.min_effect)
 
 
 @dataclass(frozen=True)

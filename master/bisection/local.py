@@ -65,9 +65,11 @@ def measure_commit(
         return ingest.ingest_file(settings, incoming, run, recipe).message
 
 
-def run(settings: Settings, bisection_id: int, policy: Policy = Policy(),
+def run(settings: Settings, bisection_id: int, policy: Policy | None = None,
         say: Callable[[str], None] = print) -> Decision:
-    """Advance the bisection until it ends, measuring each requested probe locally."""
+    """Advance the bisection until it ends, measuring each requested probe locally (default policy: the
+    settings' ``[detection]`` section, as on the master)."""
+    policy = policy or Policy.configured(settings.detection)
     while True:
         conn = store.connect(settings.results_db)
         try:

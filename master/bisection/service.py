@@ -13,7 +13,7 @@ from twisted.internet import threads
 
 from master import store
 from master.bisection import state
-from master.bisection.core import Measure
+from master.bisection.core import Measure, Policy
 from master.periodic import PeriodicService
 from master.reconcile import pending_requests
 from master.settings import Settings
@@ -29,6 +29,7 @@ class BisectionService(PeriodicService):
 
     def reconfigService(self, settings: Settings, interval: float = 5.0) -> None:  # noqa: D102
         self.settings = settings
+        self.policy = Policy.configured(settings.detection)
         self.interval = interval
 
     def interval_seconds(self) -> float:
@@ -44,7 +45,7 @@ class BisectionService(PeriodicService):
         try:
             wanted = []
             for bisection_id in state.running(conn):
-                decision = state.advance(conn, bisection_id)
+                decision = state.advance(conn, bisection_id, self.policy)
                 if isinstance(decision, Measure):
                     wanted.append((state.get(conn, bisection_id), decision))
                 else:  # it just ended: update its alert with the outcome and culprit

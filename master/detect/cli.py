@@ -1,8 +1,10 @@
 """`perffarm detect FILE.csv`: run the change detector on anyone's CSV, as Otava's users do.
 
 Input: a UTF-8 CSV with a header and at least the columns ``commit`` and ``value``, rows in first-parent
-commit order; consecutive rows with the same commit are samples of that commit. Exit codes: 0 ok,
-2 bad input (one line on stderr naming the row or line, also for binary or non-UTF-8 files).
+commit order; consecutive rows with the same commit are samples of that commit. The detectors use the farm's
+``[detection] min_effect`` (perffarm.toml), so the command lists what the service would report. Exit codes:
+0 ok, 2 bad input (one line on stderr naming the row or line, also for binary or non-UTF-8 files) or invalid
+settings.
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from master.detect import offline, online, steady
+from master.detect.config import DetectionSettings
 from master.detect.model import ChangePoint, Direction, Series
+from master.detect.tracker import detector_settings
+from master.redact import redact_text
+from master.settings import SettingsError, load_settings
 from master.textsafe import visible
 
 EXIT_OK = 0
@@ -110,13 +116,14 @@ def read_series(path: str) -> Series:
     return Series.from_samples(groups, commits)
 
 
-def analyse(series: Series, direction: Direction) -> Report:
+def analyse(series: Series, direction: Direction, detection: DetectionSettings | None = None) -> Report:
     """Run both detectors the way the service does for one series (a steady series: the magnitude rule)."""
-    found_steady = steady.detect_if_steady(series, direction)
+    off, on, st = detector_settings(detection or DetectionSettings())
+    found_steady = steady.detect_if_steady(series, direction, st)
     if found_steady is not None:
         return Report(tuple(found_steady), online.QUIET, len(series), len(series.values), steady=True)
-    cps = offline.detect(series, direction)
-    verdict = online.gate_with_history(series, direction, cuts=[cp.index for cp in cps])
+    cps = offline.detect(series, direction, off)
+    verdict = online.gate_with_history(series, direction, on, cuts=[cp.index for cp in cps])
     return Report(tuple(cps), verdict, len(series), len(series.values))
 
 
@@ -189,11 +196,16 @@ def build_parser(prog: str = "perffarm detect") -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Execute a parsed `detect` command; returns the exit code."""
     try:
+        detection = load_settings(getattr(args, "config", None)).detection
+    except SettingsError as exc:
+        print(f"perffarm detect: invalid settings: {visible(redact_text(str(exc)))}", file=sys.stderr)
+        return EXIT_INPUT
+    try:
         series = read_series(args.file)
     except InputError as exc:
         print(f"perffarm detect: {visible(exc)}", file=sys.stderr)
         return EXIT_INPUT
-    report = analyse(series, Direction.parse(args.direction))
+    report = analyse(series, Direction.parse(args.direction), detection)
     print(render_json(report) if args.format == "json" else render_text(report))
     return EXIT_OK
 

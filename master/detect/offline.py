@@ -34,6 +34,7 @@ import numpy as np
 from scipy.ndimage import median_filter
 from scipy.special import ndtri
 
+from master.detect.config import MIN_EFFECT
 from master.detect.exact import lower_tail
 from master.detect.model import ChangePoint, Direction, Kind, Series
 from master.detect.ranktest import (
@@ -54,7 +55,7 @@ class OfflineSettings:
     candidate_alpha: float = 1e-2
     thin_alpha: float = 1e-3
     min_segment: int = 3
-    min_effect: float = 0.005
+    min_effect: float = MIN_EFFECT
     commit_alpha: float = 1e-2
     decay: float = 0.5
     local_z: float = 3.0

@@ -35,6 +35,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from master.detect.config import MIN_EFFECT
 from master.detect.exact import one_sided_p
 from master.detect.model import ChangePoint, Direction, Kind, Series
 from master.detect.ranktest import design_effect, normal_scores, tie_broken_ranks
@@ -58,7 +59,7 @@ class OnlineSettings:
     max_run: int = 5
     warn_alpha: float = 1e-5
     critical_alpha: float = 1e-6
-    min_effect: float = 0.005
+    min_effect: float = MIN_EFFECT
     critical_effect: float = 0.03
     tail_run: int = 3
     tail_share: float = 0.1

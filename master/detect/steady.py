@@ -12,13 +12,13 @@ A series is *steady* when every commit has at least two samples and each commit'
 the rank and tail detectors keep every other series.
 
 A change is a commit whose median moves from the level of the commits before it by more than the threshold —
-the larger of ``min_effect`` (0.5%, the gate's) and a fence on the commit-to-commit changes within that level
-(its last ``baseline_max`` commits; Q3 + 3·IQR of their absolute values, rustc-perf's significance rule) — and
-the next ``persistence - 1`` commits stay on that side (a one-commit spike, say a reverted commit, is not a
-change). The level before must rest on at least ``baseline_min`` commits. The p-value is the normal tail of the
-step in units of the level's commit-to-commit scatter (1.4826·MAD, never below ``cv``), floored at 1e-300: for
-deterministic counts it is the certainty the magnitude gives, and it lets the farm's false-discovery control
-admit the point.
+the larger of ``min_effect`` (the farm's ``[detection] min_effect``, 0.5% by default, as for the gate) and a
+fence on the commit-to-commit changes within that level (its last ``baseline_max`` commits; Q3 + 3·IQR of their
+absolute values, rustc-perf's significance rule) — and the next ``persistence - 1`` commits stay on that side
+(a one-commit spike, say a reverted commit, is not a change). The level before must rest on at least
+``baseline_min`` commits. The p-value is the normal tail of the step in units of the level's commit-to-commit
+scatter (1.4826·MAD, never below ``cv``), floored at 1e-300: for deterministic counts it is the certainty the
+magnitude gives, and it lets the farm's false-discovery control admit the point.
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from master.detect.config import MIN_EFFECT
 from master.detect.model import ChangePoint, Direction, Kind, Series
 
 
 @dataclass(frozen=True)
 class SteadySettings:
     cv: float = 1e-4
-    min_effect: float = 0.005
+    min_effect: float = MIN_EFFECT
     fence_iqr: float = 3.0
     persistence: int = 2
     baseline_min: int = 3

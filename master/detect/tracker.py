@@ -16,10 +16,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from master.detect import offline, online, steady
+from master.detect.config import KEEP_ALPHA, DetectionSettings
 from master.detect.identity import Reconciliation, Reported, reconcile
 from master.detect.model import ChangePoint, Direction, Kind, Series
 
-KEEP_ALPHA = 1e-2
+
+def detector_settings(
+    detection: DetectionSettings,
+) -> tuple[offline.OfflineSettings, online.OnlineSettings, steady.SteadySettings]:
+    """The three detectors' settings under the farm's ``[detection]`` section (the rest keep their defaults)."""
+    return (
+        offline.OfflineSettings(min_effect=detection.min_effect),
+        online.OnlineSettings(min_effect=detection.min_effect),
+        steady.SteadySettings(min_effect=detection.min_effect),
+    )
 
 
 def still_holds(
@@ -69,14 +79,23 @@ class Tracker:
     direction: Direction = Direction.HIGHER
     offline_settings: offline.OfflineSettings = field(default_factory=offline.OfflineSettings)
     online_settings: online.OnlineSettings = field(default_factory=online.OnlineSettings)
+    steady_settings: steady.SteadySettings = field(default_factory=steady.SteadySettings)
     window: int = 5
     keep_alpha: float = KEEP_ALPHA
     reported: list[Reported] = field(default_factory=list)
 
+    @classmethod
+    def configured(
+        cls, series_key: str, direction: Direction, detection: DetectionSettings, window: int = 5
+    ) -> Tracker:
+        """A tracker whose detectors and retraction level follow the farm's ``[detection]`` settings."""
+        off, on, st = detector_settings(detection)
+        return cls(series_key, direction, off, on, st, window=window, keep_alpha=detection.keep_alpha)
+
     def detections(self, series: Series) -> list[ChangePoint]:
         """Retrospective change points plus the gate's verdict on the newest commits (for a steady series —
         instruction counts that repeat exactly — the magnitude rule of ``steady`` instead)."""
-        found_steady = steady.detect_if_steady(series, self.direction)
+        found_steady = steady.detect_if_steady(series, self.direction, self.steady_settings)
         if found_steady is not None:
             return found_steady
         found = offline.detect(series, self.direction, self.offline_settings)

@@ -32,6 +32,7 @@ import numpy as np
 from master import analysis, store
 from master.alerts import AlertSettings, ChannelConfig, deliver_once, sync
 from master.alerts.kinds import build_senders
+from master.detect.config import DetectionSettings
 from tests.alerts_support import HttpReceiver, sha_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +107,7 @@ def part1(base: Path, seed: int, regressions: int, quiet: int, analyse_every: in
                 continue
             with store.transaction(conn):
                 for sid in series_ids:
-                    analysis.analyse_series(conn, sid, now)
+                    analysis.analyse_series(conn, sid, DetectionSettings(), now)
             sync(conn, settings, now)
             deliver_once(conn, settings, senders, now=lambda now=now: now)
             print(f"  commit {i + 1}/{n}: {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)

@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 
 from master import analysis, store
+from master.detect.config import DetectionSettings
 from master.store import CommitInfo, RunContext
 from tests.unit.test_result_schema import good
+
+DEFAULTS = DetectionSettings()
 
 
 def sha(i: int) -> str:
@@ -65,7 +68,7 @@ def test_a_step_is_found_at_its_commit_and_keeps_its_identity_as_data_arrives(co
     add_commits(conn, 60)
     for i in range(60):
         run_id = add_run(conn, i, values(i, rng, step_at=40), i + 1)
-    events = analysis.analyse_run(conn, run_id)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
     assert [(e.action, e.kind, e.sha) for e in events] == [("new", "regression", sha(40))]
     row = conn.execute("SELECT * FROM change_points").fetchone()
     assert row["prev_sha"] == sha(39) and row["position"] == 40 and row["prev_position"] == 39
@@ -74,7 +77,7 @@ def test_a_step_is_found_at_its_commit_and_keeps_its_identity_as_data_arrives(co
     add_commits(conn, 30, start=60)
     for i in range(60, 90):
         run_id = add_run(conn, i, values(i, rng, step_at=40), i + 1)
-        analysis.analyse_run(conn, run_id)
+        analysis.analyse_run(conn, run_id, DEFAULTS)
     rows = conn.execute("SELECT first_sha, sha, state FROM change_points").fetchall()
     assert [tuple(r) for r in rows] == [(sha(40), sha(40), "active")]
 
@@ -85,7 +88,7 @@ def test_untested_commits_widen_the_suspect_range(conn):
     tested = [i for i in range(80) if not 41 <= i <= 44]  # commits 41..44 were never measured
     for n, i in enumerate(tested, 1):
         run_id = add_run(conn, i, values(i, rng, step_at=42), n)
-    analysis.analyse_run(conn, run_id)
+    analysis.analyse_run(conn, run_id, DEFAULTS)
     row = conn.execute("SELECT prev_sha, sha, prev_position, position FROM change_points").fetchone()
     assert tuple(row) == (sha(40), sha(45), 40, 45)  # (40, 45]: a range for bisection
 
@@ -95,7 +98,7 @@ def test_flat_noise_reports_nothing(conn):
     add_commits(conn, 120)
     for i in range(120):
         run_id = add_run(conn, i, values(i, rng), i + 1)
-    assert analysis.analyse_run(conn, run_id) == []
+    assert analysis.analyse_run(conn, run_id, DEFAULTS) == []
     assert conn.execute("SELECT COUNT(*) FROM change_points").fetchone()[0] == 0
 
 
@@ -105,21 +108,21 @@ def test_a_change_point_whose_evidence_goes_away_is_retracted_then_returns_under
     build = iter(range(1, 1000))
     for i in range(70):
         run_id = add_run(conn, i, values(i, rng, step_at=60, ratio=0.95), next(build))
-    assert [(e.action, e.sha) for e in analysis.analyse_run(conn, run_id)] == [("new", sha(60))]
+    assert [(e.action, e.sha) for e in analysis.analyse_run(conn, run_id, DEFAULTS)] == [("new", sha(60))]
     # Re-runs of 60..69 measure them at the old level (the first runs hit a bad stretch of the
     # machine), and newer commits agree: the change is gone, and the row says so.
     for i in range(60, 70):
         add_run(conn, i, values(i, rng) + values(i, rng) + values(i, rng), next(build))
     for i in range(70, 80):
         run_id = add_run(conn, i, values(i, rng), next(build))
-    events = analysis.analyse_run(conn, run_id)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
     assert [(e.action, e.kind, e.sha) for e in events] == [("retracted", "regression", sha(60))]
     assert [tuple(r) for r in conn.execute("SELECT first_sha, state FROM change_points")] == [(sha(60), "retracted")]
-    assert analysis.analyse_run(conn, run_id) == []  # nothing left to say: no repeated retraction
+    assert analysis.analyse_run(conn, run_id, DEFAULTS) == []  # nothing left to say: no repeated retraction
     # More runs show the slowdown after all: the same row comes back, not a second change point.
     for i in range(60, 70):
         run_id = add_run(conn, i, [s * 0.95 for s in values(i, rng) * 5], next(build))
-    events = analysis.analyse_run(conn, run_id)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
     assert ("updated", "regression", sha(60)) in [(e.action, e.kind, e.sha) for e in events]
     rows = conn.execute("SELECT first_sha, state FROM change_points WHERE kind = 'regression'").fetchall()
     assert [tuple(r) for r in rows] == [(sha(60), "active")]
@@ -150,7 +153,7 @@ def _more_series(conn, count):
 def test_a_borderline_change_is_kept_on_a_small_farm(conn):
     run_id = _borderline_series(conn)
     _more_series(conn, 20)
-    events = analysis.analyse_run(conn, run_id)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
     assert [(e.action, e.sha) for e in events] == [("new", sha(8))]
     assert 1e-5 < conn.execute("SELECT pvalue FROM change_points").fetchone()[0] <= 1e-4
 
@@ -158,5 +161,5 @@ def test_a_borderline_change_is_kept_on_a_small_farm(conn):
 def test_a_borderline_change_does_not_survive_fdr_across_a_thousand_series(conn):
     run_id = _borderline_series(conn)
     _more_series(conn, 999)  # Benjamini-Hochberg at 0.01 over 1000 series: a lone point needs p <= 1e-5
-    assert analysis.analyse_run(conn, run_id) == []
+    assert analysis.analyse_run(conn, run_id, DEFAULTS) == []
     assert conn.execute("SELECT COUNT(*) FROM change_points").fetchone()[0] == 0

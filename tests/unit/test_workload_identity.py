@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from master import analysis, ingest, store
+from master.detect.config import DetectionSettings
 from master.publish import publish_all, publish_incremental
 from master.publish.source import SeriesKey
 from master.settings import load_settings
@@ -221,7 +222,7 @@ def _store(settings, doc: dict, build_id: int) -> int:
     run_id = ingest.ingest_file(settings, path, run_ctx(build_id, doc["commit"]["sha"]), "fixture").run_id
     conn = store.connect(settings.results_db)
     try:
-        analysis.analyse_run(conn, run_id)
+        analysis.analyse_run(conn, run_id, DetectionSettings())
     finally:
         conn.close()
     return run_id
