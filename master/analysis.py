@@ -8,6 +8,10 @@ is updated in place when more data moves it, never duplicated; new points must s
 across the farm's series; a point whose evidence more data has taken away is marked `retracted`, and comes
 back under the same identity if the change reappears. The farm's `[detection]` settings (minimum effect,
 FDR, retraction level) arrive as a ``DetectionSettings`` argument. Pure: no Buildbot or Twisted imports.
+
+`master/detect/` is the statistics over arrays of samples and knows no database; this module is the other half:
+it loads series from the store, runs the detectors, controls false discoveries across series and keeps stored
+change points' identities.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ IDENTITY_WINDOW = 5  # commits: a re-detection this close (same kind) is the sam
 
 
 @dataclass(frozen=True)
-class SeriesData:
+class LoadedSeries:
     """A loaded series: the detector's input plus the branch positions of its commits."""
 
     id: int
@@ -55,17 +59,17 @@ class ChangeEvent:
     ratio: float
 
 
-def load_series(conn: sqlite3.Connection, series_id: int) -> SeriesData:
+def load_series(conn: sqlite3.Connection, series_id: int) -> LoadedSeries:
     """Every ok sample of a series, grouped per commit in first-parent order."""
     s = store.series.get(conn, series_id)
     if s is None:
         raise KeyError(f"no series {series_id}")
     points = store.series.branch_samples(conn, s.key)
-    return SeriesData(series_id, s.key, Direction.parse(s.direction), s.unit,
+    return LoadedSeries(series_id, s.key, Direction.parse(s.direction), s.unit,
                       Series.from_samples(points.samples, points.commits), tuple(points.positions))
 
 
-def _reported(conn: sqlite3.Connection, data: SeriesData) -> list[Reported]:
+def _reported(conn: sqlite3.Connection, data: LoadedSeries) -> list[Reported]:
     """Every change point stored for the series, retracted ones too (so a returning change keeps its identity)."""
     index_of = {sha: i for i, sha in enumerate(data.series.commits)}
     out = []
@@ -82,7 +86,7 @@ def _nan(value: float | None) -> float:
     return math.nan if value is None else value
 
 
-def _with_ci(data: SeriesData, cp: ChangePoint, next_index: int | None) -> ChangePoint:
+def _with_ci(data: LoadedSeries, cp: ChangePoint, next_index: int | None) -> ChangePoint:
     """Ratio after/before with a bootstrap CI, from the segments on both sides of the change point."""
     s = data.series
     lo = max(0, cp.index - 50)
@@ -99,7 +103,7 @@ def _with_ci(data: SeriesData, cp: ChangePoint, next_index: int | None) -> Chang
 class Proposal:
     """One series' detection round before it is written: what is new, moved, kept or withdrawn."""
 
-    data: SeriesData
+    data: LoadedSeries
     result: Reconciliation
 
 
@@ -202,7 +206,7 @@ def analyse_all(conn: sqlite3.Connection, detection: DetectionSettings) -> list[
         return analyse_many(conn, series_ids, detection)
 
 
-def series_summary(data: SeriesData) -> dict[str, object]:
+def series_summary(data: LoadedSeries) -> dict[str, object]:
     """Small facts for logs and status: commits, samples, latest median."""
     s = data.series
     latest = float(np.median(s.samples(len(s) - 1, len(s)))) if len(s) else None

@@ -54,7 +54,7 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
             out.messages.append(f"starting a bisection failed: {type(e).__name__}: {e}")
         try:
             for event in alerts.sync(conn, settings.alerts):
-                out.messages.append(f"alert {event.alert_id} {event.action} (revision {event.revision}): "
+                out.messages.append(f"alert {event.alert_id} {event.action} (message version {event.message_version}): "
                                     f"{', '.join(event.changes) or 'new'}; queued for {', '.join(event.queued) or '-'}")
             for bid in out.bisections_started:
                 bisection.report_to_alert(conn, bid, settings.alerts)

@@ -187,8 +187,8 @@ def _list(conn, args: argparse.Namespace) -> int:
 
 
 # what `alerts show --format json` lists per delivery (never the payload)
-DELIVERY_FIELDS = ("id", "channel", "event", "revision", "state", "attempts", "last_error", "created_at", "sent_at",
-                   "available_at")
+DELIVERY_FIELDS = ("id", "channel", "event", "message_version", "state", "attempts", "last_error", "created_at",
+                   "sent_at", "available_at")
 
 
 def _show(conn, args: argparse.Namespace) -> int:
@@ -207,7 +207,7 @@ def _show(conn, args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=1, sort_keys=True, default=str))
         return EXIT_OK
-    print(f"alert     {v(aid)} (revision {a.revision})")
+    print(f"alert     {v(aid)} (message version {a.message_version})")
     print(f"state     {v(a.state)}" + ("" if a.active else " (retracted: the change points no longer hold)"))
     print(f"kind      {v(a.severity)} {v(a.kind)} on {v(a.branch)}")
     print(f"range     {v(a.prev_sha or '(start)')}..{v(a.sha)} ({view.commits or '?'} commit(s))")
@@ -229,7 +229,7 @@ def _show(conn, args: argparse.Namespace) -> int:
         )
     for o in out:
         print(
-            f"  {v(o.channel):<12} {v(o.event):<8} r{o.revision} {v(o.state):<9} attempts {o.attempts}"
+            f"  {v(o.channel):<12} {v(o.event):<8} r{o.message_version} {v(o.state):<9} attempts {o.attempts}"
             + (f" sent {_when(o.sent_at)}" if o.sent_at else "")
             + (f" error: {v(o.last_error)}" if o.last_error and o.state == "pending" else "")
         )

@@ -26,7 +26,7 @@ from master.alerts.channels import (
 )
 from master.alerts.config import ChannelConfig
 
-Message = Callable[[messages.AlertView, str, str, str], dict[str, Any]]  # (view, event, key, channel name)
+Message = Callable[[messages.AlertSnapshot, str, str, str], dict[str, Any]]  # (view, event, key, channel name)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,9 @@ CHANNEL_KINDS: dict[str, ChannelKind] = {
 }
 
 
-def build_message(view: messages.AlertView, channel_kind: str, event: str, key: str, channel: str) -> dict[str, Any]:
+def build_message(
+    view: messages.AlertSnapshot, channel_kind: str, event: str, key: str, channel: str
+) -> dict[str, Any]:
     """The message for one channel kind, as plain JSON-able data."""
     if event not in messages.EVENTS:
         raise ValueError(f"unknown event {event!r}")

@@ -1,6 +1,6 @@
 """Alert messages as plain data, one shape per channel (golden-file tested); senders only serialise them.
 
-`AlertView` is everything a message shows; `build(view, channel_kind, event, key)` returns a JSON-able dict:
+`AlertSnapshot` is everything a message shows; `build(view, channel_kind, event, key)` returns a JSON-able dict:
 Slack/Mattermost incoming-webhook JSON (legacy attachments, which both accept), the documented generic JSON
 webhook document (`perffarm.alert/1`, see docs/alerts.md), or an email (subject, text body, headers). Every
 untrusted string goes through `neutralise` for the channel it is headed to.
@@ -54,11 +54,11 @@ class LineView:
 
 
 @dataclass(frozen=True)
-class AlertView:
-    """An alert as of one revision: what every channel's message is built from."""
+class AlertSnapshot:
+    """An alert as of one message version: what every channel's message is built from."""
 
     id: str
-    revision: int
+    message_version: int
     kind: str
     severity: str
     state: str
@@ -83,11 +83,11 @@ def _short(sha: str | None) -> str:
     return (sha or "")[:10]
 
 
-def _who(view: AlertView) -> CommitView | None:
+def _who(view: AlertSnapshot) -> CommitView | None:
     return view.culprit or view.commit
 
 
-def _headline(view: AlertView, esc=neutralise.plain) -> str:
+def _headline(view: AlertSnapshot, esc=neutralise.plain) -> str:
     """Kind, severity, branch (escaped), where, how many workloads: no commit subject."""
     n = len(view.lines)
     what = f"{n} workload{'s' if n != 1 else ''}"
@@ -101,7 +101,7 @@ def _headline(view: AlertView, esc=neutralise.plain) -> str:
     return f"{view.severity} {view.kind} on {esc(view.branch)}: {where}"
 
 
-def _bisection(view: AlertView) -> str | None:
+def _bisection(view: AlertSnapshot) -> str | None:
     if view.culprit or view.commit:
         return None
     return f"bisection: {view.bisection_state or 'not started'}"
@@ -117,14 +117,14 @@ def _line_text(line: LineView, esc=neutralise.ident) -> str:
     )
 
 
-def _status(view: AlertView) -> str:
+def _status(view: AlertSnapshot) -> str:
     return "retracted: the change points no longer hold" if not view.active else f"state: {view.state}"
 
 
 # ------------------------------------------------------------------------------------------------ chat
 
 
-def slack(view: AlertView, event: str) -> dict[str, Any]:
+def slack(view: AlertSnapshot, event: str) -> dict[str, Any]:
     """Slack / Mattermost incoming-webhook JSON: a one-line `text` plus one attachment with every line."""
     esc = neutralise.chat
     prefix = "Update: " if event == "updated" else ""
@@ -152,7 +152,7 @@ def slack(view: AlertView, event: str) -> dict[str, Any]:
                 "title": f"perffarm alert {view.id}",
                 "title_link": view.link,
                 "text": "\n".join(body),
-                "footer": f"perffarm {view.id} r{view.revision}",
+                "footer": f"perffarm {view.id} r{view.message_version}",
                 "mrkdwn_in": [],
             }
         ],
@@ -168,7 +168,7 @@ def _commit_json(c: CommitView | None) -> dict[str, str] | None:
     return {"sha": c.sha, "subject": neutralise.inert(c.subject), "author": neutralise.inert(c.author)}
 
 
-def webhook(view: AlertView, event: str, key: str) -> dict[str, Any]:
+def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
     """The generic JSON webhook document, schema `perffarm.alert/1` (documented in docs/alerts.md)."""
     esc = neutralise.ident
     return {
@@ -178,7 +178,7 @@ def webhook(view: AlertView, event: str, key: str) -> dict[str, Any]:
         "changes": [esc(c) for c in view.changes] if event == "updated" else [],  # farm-written text
         "alert": {
             "id": view.id,
-            "revision": view.revision,
+            "revision": view.message_version,  # the wire name receivers know (docs/alerts.md)
             "kind": view.kind,
             "severity": view.severity,
             "state": view.state,
@@ -222,7 +222,7 @@ def thread_id(alert_id: str, channel: str) -> str:
     return f"<{alert_id}.{channel}@perffarm.alerts>"
 
 
-def email(view: AlertView, event: str, key: str, channel: str) -> dict[str, Any]:
+def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, Any]:
     """A plain-text email as data: subject, body, and threading/idempotency headers (From/To added on send)."""
     esc = neutralise.inert
     who = _who(view)
@@ -240,13 +240,14 @@ def email(view: AlertView, event: str, key: str, channel: str) -> dict[str, Any]
     lines += [f"  - {_line_text(x)}" for x in view.lines]
     if event == "updated" and view.changes:
         lines += ["", "Changed since the last message: " + "; ".join(neutralise.ident(c) for c in view.changes)]
-    lines += ["", _status(view).capitalize(), f"Details: {view.link}", "", f"perffarm alert {view.id} r{view.revision}"]
+    lines += ["", _status(view).capitalize(), f"Details: {view.link}", "",
+              f"perffarm alert {view.id} r{view.message_version}"]
     root = thread_id(view.id, channel)
     headers = {"Message-ID": root, "X-Perffarm-Alert": view.id, "X-Perffarm-Idempotency-Key": key}
     if event == "updated":
         headers.update(
             {
-                "Message-ID": f"<{view.id}.{channel}.r{view.revision}@perffarm.alerts>",
+                "Message-ID": f"<{view.id}.{channel}.r{view.message_version}@perffarm.alerts>",
                 "In-Reply-To": root,
                 "References": root,
             }

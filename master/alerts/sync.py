@@ -31,7 +31,7 @@ class AlertEvent:
 
     alert_id: str
     action: str  # opened | updated
-    revision: int
+    message_version: int
     changes: tuple[str, ...]
     queued: tuple[str, ...]  # channel names with a new or refreshed message
 
@@ -109,7 +109,7 @@ def _insert_placeholder(conn: sqlite3.Connection, alert_id: str, line: rules.Lin
             "sha": line.sha,
             "prev_position": line.prev_position,
             "position": line.position,
-            "revision": 0,
+            "message_version": 0,
             "signature": "",
             "created_at": now,
             "updated_at": now,
@@ -162,20 +162,21 @@ def _refresh(
             store.alerts.update_alert(conn, alert_id, values)
         return None
     old = json.loads(a.signature) if a.signature else None
-    revision = a.revision + 1
+    message_version = a.message_version + 1
     changes = [] if old is None else _describe(old, line_ids, severity, a.culprit_sha, bool(active), members)
-    history = json.loads(a.changes) + [[revision, c] for c in changes]
+    history = json.loads(a.changes) + [[message_version, c] for c in changes]
     store.alerts.update_alert(
         conn,
         alert_id,
-        {**values, "revision": revision, "signature": signature, "changes": json.dumps(history), "updated_at": now},
+        {**values, "message_version": message_version, "signature": signature, "changes": json.dumps(history),
+         "updated_at": now},
     )
     queued = (
         ()
         if lifecycle.is_triaged(a.state) or not settings.enabled
-        else _queue(conn, settings, alert_id, revision, now)
+        else _queue(conn, settings, alert_id, message_version, now)
     )
-    return AlertEvent(alert_id, "opened" if is_new else "updated", revision, tuple(changes), queued)
+    return AlertEvent(alert_id, "opened" if is_new else "updated", message_version, tuple(changes), queued)
 
 
 def _describe(
@@ -202,7 +203,7 @@ def _describe(
 
 
 def _queue(
-    conn: sqlite3.Connection, settings: AlertSettings, alert_id: str, revision: int, now: float
+    conn: sqlite3.Connection, settings: AlertSettings, alert_id: str, message_version: int, now: float
 ) -> tuple[str, ...]:
     a = store.alerts.alert(conn, alert_id)
     assert a is not None  # just updated
@@ -219,13 +220,13 @@ def _queue(
         elif not ch.wants(a.kind, a.severity):
             continue
         event = fresh.event if fresh else ("updated" if maybe_seen else "opened")
-        seen_rev = max((r.revision for r in maybe_seen), default=0)
-        view = alert_view(conn, settings, alert_id, since_revision=seen_rev)
-        key = f"{alert_id}/{ch.name}/r{revision}"
+        seen_rev = max((r.message_version for r in maybe_seen), default=0)
+        view = alert_view(conn, settings, alert_id, since_version=seen_rev)
+        key = f"{alert_id}/{ch.name}/r{message_version}"
         payload = kinds.build_message(view, ch.kind, event, key, ch.name)
         available = a.created_at + settings.settle_seconds if event == "opened" else now
         if fresh is not None and store.alerts.replace_unsent(
-            conn, fresh.id, revision=revision, key=key, payload=payload, available_at=available
+            conn, fresh.id, message_version=message_version, key=key, payload=payload, available_at=available
         ):
             queued.append(ch.name)
             continue
@@ -234,7 +235,7 @@ def _queue(
             alert_id=alert_id,
             channel=ch.name,
             event=event,
-            revision=revision,
+            message_version=message_version,
             key=key,
             payload=payload,
             available_at=available,
@@ -255,9 +256,9 @@ def _commit_view(conn: sqlite3.Connection, sha: str | None) -> messages.CommitVi
 
 
 def alert_view(
-    conn: sqlite3.Connection, settings: AlertSettings, alert_id: str, since_revision: int = 0
-) -> messages.AlertView:
-    """The alert as messages and the CLI show it, with the changes made after `since_revision`."""
+    conn: sqlite3.Connection, settings: AlertSettings, alert_id: str, since_version: int = 0
+) -> messages.AlertSnapshot:
+    """The alert as messages and the CLI show it, with the changes made after `since_version`."""
     a = store.alerts.alert(conn, alert_id)
     if a is None:
         raise KeyError(alert_id)
@@ -285,10 +286,10 @@ def alert_view(
         for x in sorted(lines, key=lambda x: (x.workload, x.metric, x.machine_id, x.change_point_id))
     )
     commits = None if a.prev_position is None else a.position - a.prev_position
-    changes = tuple(c for rev, c in json.loads(a.changes) if rev > since_revision)
-    return messages.AlertView(
+    changes = tuple(c for rev, c in json.loads(a.changes) if rev > since_version)
+    return messages.AlertSnapshot(
         id=a.id,
-        revision=a.revision,
+        message_version=a.message_version,
         kind=a.kind,
         severity=a.severity,
         state=a.state,

@@ -13,12 +13,12 @@ import numpy as np
 from master import store
 from master.detect.rqps import Bands
 from master.publish import model, source
-from master.publish.model import SeriesData
+from master.publish.model import SiteSeries
 from master.publish.ratios import RatioCache
 from master.publish.render import author_name, sig6_decimals
-from master.publish.source import SeriesKey
+from master.publish.source import SeriesRef
 from master.publish.views import (
-    AlertView,
+    AlertPage,
     ChangeView,
     RatioView,
     RunView,
@@ -52,7 +52,7 @@ class Context:
         for name, sha in self.tags.items():
             self.tag_at.setdefault(sha, []).append(name)
         self.heads = store.commits.branch_heads(conn)
-        self.series: dict[SeriesKey, SeriesData] = {}
+        self.series: dict[SeriesRef, SiteSeries] = {}
         self.commits: dict[str, Commit] = {}
         cps = source.change_points(conn)
         self.changes: dict[str, list[ChangeView]] = {}
@@ -65,7 +65,7 @@ class Context:
         rows = source.alert_rows(conn)
         facts = {sha: (c.subject, author_name(c.author)) for sha, c in source.commits(
             conn, {x for r in rows for x in (r.sha, r.culprit_sha) if x}).items()}
-        self.alerts: list[AlertView] = alert_views(
+        self.alerts: list[AlertPage] = alert_views(
             rows, source.alert_lines(conn), source.alert_history(conn), source.alert_deliveries(conn),
             source.bisections_by_change_point(conn), facts,
             lambda r, d: cache._ratio(r, None, None, d).colour)
@@ -120,7 +120,7 @@ class Context:
             return []
         return channel_health(self.conn, self.settings.alerts, now=self.now)
 
-    def summaries(self, series: Iterable[SeriesData]) -> dict[str, Summary]:
+    def summaries(self, series: Iterable[SiteSeries]) -> dict[str, Summary]:
         """Overview rows: latest value, sparkline, rQPS of the latest point vs the previous release tag."""
         series = [s for s in series if len(s)]
         tagged = [(s, previous_tag(s, self.tag_at, int(s.table.pos[s.end - 1]))) for s in series]

@@ -17,7 +17,7 @@ import numpy as np
 
 from master.detect.rqps import Bands, median_ratio_block
 from master.publish import forkjoin, scan
-from master.publish.source import SeriesKey
+from master.publish.source import SeriesRef
 from master.store.series import MeasureKey
 
 
@@ -69,10 +69,10 @@ class Table:
 
 
 @dataclass
-class SeriesData:
+class SiteSeries:
     """One series: its rows of the table (possibly only a window of its history)."""
 
-    key: SeriesKey
+    key: SeriesRef
     unit: str
     direction: str
     table: Table
@@ -117,7 +117,7 @@ def load(
     shas: Iterable[str] | None,
     keys: set[MeasureKey] | None,
     jobs: int = 1,
-) -> dict[SeriesKey, SeriesData]:
+) -> dict[SeriesRef, SiteSeries]:
     """Series for every (measure key, branch) of the ok runs at `shas` (None: all); `where` maps a sha to the
     (branch, position) pairs it sits at. Runs of one commit are merged, oldest first (bisection probes add
     samples). Every step is a column operation on the million rows except merging those few commits. jobs=2:
@@ -182,8 +182,8 @@ def load(
     out = {}
     for a, b in itertools.pairwise(bounds):
         k = by[int(pk[a])]
-        sk = SeriesKey(m.keys[k], branches[int(pb[a])])
-        out[sk] = SeriesData(sk, m.units[k], m.directions[k], table, a, b)
+        sk = SeriesRef(m.keys[k], branches[int(pb[a])])
+        out[sk] = SiteSeries(sk, m.units[k], m.directions[k], table, a, b)
     return out
 
 

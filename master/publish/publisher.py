@@ -24,7 +24,7 @@ from master import store
 from master.publish import commits, forkjoin, pages, source
 from master.publish.cache import load_state, open_cache, save_state
 from master.publish.context import Context, bands, run_views
-from master.publish.source import CHUNK, SeriesKey
+from master.publish.source import CHUNK, SeriesRef
 from master.publish.views import SPARK_WINDOW, Summary, siblings_of
 from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
 
@@ -300,7 +300,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             for b, pos in at.items():
                 # a series this publish state does not know, with points before the run: stored rows moved into it
                 # (store.adopt_workload_hashes), and their old series must go too
-                if (SeriesKey(key, b).sid not in cached
+                if (SeriesRef(key, b).sid not in cached
                         and store.series.prev_point_position(conn, key, b, pos) is not None):
                     raise _FullPublishNeeded(f"series {key.workload}/{key.metric} on {b} has earlier points the "
                                              "last publish did not show")

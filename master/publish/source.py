@@ -25,8 +25,10 @@ CHUNK = 1000  # branch positions per data chunk: a new run at the head rewrites 
 
 
 @dataclass(frozen=True)
-class SeriesKey:
-    """A series: (machine, recipe version, config, workload, metric, branch)."""
+class SeriesRef:
+    """A series as the site addresses it: the store's identity (`store.series.SeriesKey`) held as a shared
+    `MeasureKey` plus the branch, so the publisher's many per-branch keys reuse one measure key, with the series'
+    file id (`sid`)."""
 
     measure: MeasureKey
     branch: str
@@ -41,7 +43,7 @@ class SeriesKey:
 
 def sid_of(key: store.series.SeriesKey) -> str:
     """The file id of a series the store names."""
-    return SeriesKey(MeasureKey(key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload,
+    return SeriesRef(MeasureKey(key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload,
                                 key.metric), key.branch).sid
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from master.publish.model import SeriesData
+from master.publish.model import SiteSeries
 from master.publish.names import safe_name
 from master.publish.ratios import Ratio
 from master.store.alerts import Alert, Delivery, HistoryEntry
@@ -103,7 +103,7 @@ def spark_path(values: Sequence[float]) -> str:
     return "".join(parts)
 
 
-def tail_rows(series: SeriesData, head: int) -> range:
+def tail_rows(series: SiteSeries, head: int) -> range:
     """The sparkline's rows: at most SPARK_POINTS among the branch's newest SPARK_WINDOW positions (the same in
     full and incremental publishes, since an incremental one always loads them)."""
     start = max(head - SPARK_WINDOW + 1, 0)
@@ -121,7 +121,7 @@ def siblings_of(summaries: list[Summary]) -> dict[str, list[Summary]]:
     return {s.sid: groups[(s.workload, s.metric, s.branch)] for s in summaries}
 
 
-def previous_tag(series: SeriesData, tag_at: Mapping[str, list[str]], before: int) -> tuple[str, int] | None:
+def previous_tag(series: SiteSeries, tag_at: Mapping[str, list[str]], before: int) -> tuple[str, int] | None:
     """The newest tagged row of the series strictly before position `before`: (tag name, row)."""
     t = series.table
     for i in range(series.end - 1, series.start - 1, -1):
@@ -245,7 +245,7 @@ class HistoryView:
 class DeliveryView:
     channel: str
     event: str
-    revision: int
+    message_version: int
     state: str
     attempts: int
     last_error: str | None
@@ -253,7 +253,7 @@ class DeliveryView:
 
 
 @dataclass(frozen=True)
-class AlertView:
+class AlertPage:
     """An alert (docs/alerts.md) as the site shows it: triage state, lines, range or culprit, bisection log."""
 
     id: str
@@ -309,7 +309,7 @@ def _log_lines(text: str | None) -> tuple[str, ...]:
 
 def alert_views(rows: Sequence[Alert], lines: Sequence[Any], history: Mapping[str, Sequence[HistoryEntry]],
                 deliveries: Mapping[str, Sequence[Delivery]], bisections: Mapping[int, Bisection],
-                commit_facts: Mapping[str, tuple[str, str]], colour_of: Any) -> list[AlertView]:
+                commit_facts: Mapping[str, tuple[str, str]], colour_of: Any) -> list[AlertPage]:
     """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
     by_alert: dict[str, list[Any]] = {}
     for ln in lines:
@@ -334,13 +334,13 @@ def alert_views(rows: Sequence[Alert], lines: Sequence[Any], history: Mapping[st
         cs, ca = commit_facts.get(culprit, ("", "")) if culprit else ("", "")
         size = None if r.prev_position is None else int(r.position) - int(r.prev_position)
         subject = commit_facts.get(r.sha, ("", ""))[0] if size == 1 else ""
-        out.append(AlertView(
+        out.append(AlertPage(
             aid, safe_name(f"alert-{aid}"), r.branch, r.kind, r.severity, r.state, bool(r.active),
             r.sha, r.prev_sha, size, r.bisection_state, culprit, cs, ca, subject, float(r.created_at),
             float(r.updated_at), r.state_by, r.state_note, tuple(lv),
             tuple(HistoryView(h.at, h.old_state, h.new_state, h.by, h.note)
                   for h in history.get(aid, [])),
-            tuple(DeliveryView(d.channel, d.event, int(d.revision), d.state, int(d.attempts),
+            tuple(DeliveryView(d.channel, d.event, int(d.message_version), d.state, int(d.attempts),
                                d.last_error, d.sent_at) for d in deliveries.get(aid, [])),
             tuple(sorted(bv, key=lambda b: b.id))))
     return out

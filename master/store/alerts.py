@@ -33,9 +33,9 @@ class Alert:
     position: int
     bisection_state: str | None
     culprit_sha: str | None
-    revision: int  # the alert message version (docs/glossary.md); the column keeps its old name
+    message_version: int  # goes up when the message content changes (docs/glossary.md); was `revision`
     signature: str  # what was last notified (JSON)
-    changes: str  # JSON [[revision, text], ...]
+    changes: str  # JSON [[message_version, text], ...]
     created_at: float
     updated_at: float
     state_changed_at: float | None
@@ -73,7 +73,7 @@ class Delivery:
     alert_id: str
     channel: str
     event: str  # opened | updated
-    revision: int
+    message_version: int
     state: str  # pending | sent | cancelled
     attempts: int
     lease_owner: str | None
@@ -91,7 +91,7 @@ class OutboxRow:
     alert_id: str
     channel: str
     event: str
-    revision: int
+    message_version: int
     key: str
     payload: dict[str, Any]
     attempts: int
@@ -271,27 +271,28 @@ def enqueue(
     alert_id: str,
     channel: str,
     event: str,
-    revision: int,
+    message_version: int,
     key: str,
     payload: dict[str, Any],
     available_at: float,
     now: float,
 ) -> None:
     conn.execute(
-        "INSERT INTO alert_outbox (alert_id, channel, event, revision, idempotency_key, payload, available_at, "
+        "INSERT INTO alert_outbox (alert_id, channel, event, message_version, idempotency_key, payload, available_at, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (alert_id, channel, event, revision, key, json.dumps(payload, sort_keys=True), available_at, now),
+        (alert_id, channel, event, message_version, key, json.dumps(payload, sort_keys=True), available_at, now),
     )
 
 
 def replace_unsent(
-    conn: sqlite3.Connection, row_id: int, *, revision: int, key: str, payload: dict[str, Any], available_at: float
+    conn: sqlite3.Connection, row_id: int, *, message_version: int, key: str, payload: dict[str, Any],
+    available_at: float,
 ) -> bool:
     """Refresh a message nobody has tried to send yet (so no receiver can have seen its key)."""
     cur = conn.execute(
-        "UPDATE alert_outbox SET revision = ?, idempotency_key = ?, payload = ?, available_at = ? "
+        "UPDATE alert_outbox SET message_version = ?, idempotency_key = ?, payload = ?, available_at = ? "
         "WHERE id = ? AND state = 'pending' AND attempts = 0 AND lease_owner IS NULL",
-        (revision, key, json.dumps(payload, sort_keys=True), available_at, row_id),
+        (message_version, key, json.dumps(payload, sort_keys=True), available_at, row_id),
     )
     return cur.rowcount == 1
 
@@ -332,7 +333,7 @@ def claim(conn: sqlite3.Connection, owner: str, now: float, lease_seconds: float
             r["alert_id"],
             r["channel"],
             r["event"],
-            r["revision"],
+            r["message_version"],
             r["idempotency_key"],
             json.loads(r["payload"]),
             r["attempts"],

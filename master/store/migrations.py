@@ -250,4 +250,11 @@ MIGRATIONS: list[str] = [
     UPDATE measurements SET config_hash = (SELECT r.config_hash FROM runs r WHERE r.id = measurements.run_id);
     CREATE INDEX measurements_series ON measurements(config_hash, workload, metric)
     """,
+    # 7: one meaning per word (docs/glossary.md): "revision" is what a build checks out (runs.revision); the
+    # number of an alert's message, which goes up when its content changes, is its message version. The webhook
+    # payload keeps its "revision" field, the name receivers know.
+    """
+    ALTER TABLE alerts RENAME COLUMN revision TO message_version;
+    ALTER TABLE alert_outbox RENAME COLUMN revision TO message_version
+    """,
 ]

@@ -185,7 +185,7 @@ def tunables(profile: Mapping[str, Any], options: Mapping[str, str]) -> dict[str
 
 
 @dataclass
-class Series:
+class TargetSamples:
     """Samples of one (workload, metric) for one target."""
 
     unit: str
@@ -195,16 +195,16 @@ class Series:
 
 @dataclass
 class Collected:
-    """Everything one target measured: (workload, metric) -> Series, and per-workload flags."""
+    """Everything one target measured: (workload, metric) -> TargetSamples, and per-workload flags."""
 
-    series: dict[tuple[str, str], Series] = field(default_factory=dict)
+    series: dict[tuple[str, str], TargetSamples] = field(default_factory=dict)
     flags: dict[str, list[str]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
 
     def add(self, workload: str, metric: str, unit: str, direction: str, value: float) -> None:
         if workload not in self.order:
             self.order.append(workload)
-        self.series.setdefault((workload, metric), Series(unit, direction)).values.append(float(value))
+        self.series.setdefault((workload, metric), TargetSamples(unit, direction)).values.append(float(value))
 
     def flag(self, workload: str, text: str) -> None:
         lst = self.flags.setdefault(workload, [])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from master.alerts import kinds, neutralise
-from master.alerts.messages import AlertView, CommitView, LineView
+from master.alerts.messages import AlertSnapshot, CommitView, LineView
 from tests.alerts_support import HOSTILE_AUTHOR, HOSTILE_SUBJECT
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "alerts"
@@ -39,10 +39,10 @@ def line(workload: str, ratio: float, colour: str, severity: str, direction: str
     )
 
 
-def view(**kw) -> AlertView:
+def view(**kw) -> AlertSnapshot:
     base = dict(
         id="a-5d41402abc4b",
-        revision=1,
+        message_version=1,
         kind="regression",
         severity="critical",
         state="new",
@@ -58,12 +58,12 @@ def view(**kw) -> AlertView:
         lines=(line("pgbench-ro-prepared-c2", 0.874, "red", "critical"), line("pgbench-rw-c2", 0.962, "red", "warn")),
     )
     base.update(kw)
-    return AlertView(**base)
+    return AlertSnapshot(**base)
 
 
 RANGE = dict(commits=7, commit=None, bisection_state="running", state="bisecting")
 CULPRIT = dict(
-    revision=3,
+    message_version=3,
     state="culprit-found",
     commits=7,
     commit=None,
@@ -88,7 +88,7 @@ def check_golden(name: str, data: dict) -> None:
 def test_payload_matches_golden(kind: str, case: str) -> None:
     event, changes = CASES[case]
     v = view(**changes)
-    check_golden(f"{kind}-{case}", kinds.build_message(v, kind, event, f"{v.id}/{kind}/r{v.revision}", kind))
+    check_golden(f"{kind}-{case}", kinds.build_message(v, kind, event, f"{v.id}/{kind}/r{v.message_version}", kind))
 
 
 ACTIVE = [

@@ -36,7 +36,7 @@ def test_one_commit_changing_three_workloads_is_one_alert_with_three_lines(farm:
         farm.change_point(farm.series(w), 10, 0.94)
     farm.change_point(farm.series("ro", machine="m-2"), 10, 0.95)
     events = sync(farm.conn, SETTINGS, now=100)
-    assert [(e.action, e.revision) for e in events] == [("opened", 1)]
+    assert [(e.action, e.message_version) for e in events] == [("opened", 1)]
     assert set(events[0].queued) == {"chat", "hook"}  # warn: not for the critical-only pager
     view = alert_view(farm.conn, SETTINGS, events[0].alert_id)
     assert len(view.lines) == 4 and view.commits == 1 and view.commit.sha == farm.shas[10]
@@ -58,9 +58,9 @@ def test_lines_arriving_during_settle_refresh_the_unsent_message(farm: Farm) -> 
     (e,) = sync(farm.conn, SETTINGS, now=100)
     farm.change_point(farm.series("rw"), 10, 0.93)
     (u,) = sync(farm.conn, SETTINGS, now=120)
-    assert (u.alert_id, u.action, u.revision) == (e.alert_id, "updated", 2)
+    assert (u.alert_id, u.action, u.message_version) == (e.alert_id, "updated", 2)
     chat = rows(farm, "chat")
-    assert len(chat) == 1 and chat[0]["event"] == "opened" and chat[0]["revision"] == 2
+    assert len(chat) == 1 and chat[0]["event"] == "opened" and chat[0]["message_version"] == 2
     assert chat[0]["available_at"] == 160 and chat[0]["idempotency_key"] == f"{e.alert_id}/chat/r2"
     assert "2 workloads" in json.loads(chat[0]["payload"])["text"]
 
@@ -97,7 +97,7 @@ def test_triaged_alerts_are_never_notified_again(farm: Farm) -> None:
     farm.change_point(farm.series("rw"), 10, 0.80)
     record_bisection(farm.conn, e.alert_id, "culprit", farm.shas[10], now=120)
     (u,) = sync(farm.conn, SETTINGS, now=130)
-    assert u.queued == () and u.revision == 2
+    assert u.queued == () and u.message_version == 2
     assert {r["state"] for r in rows(farm)} == {"cancelled"}
     assert adb.alert(farm.conn, e.alert_id).state == "acknowledged"
     hist = [(h.old_state, h.new_state, h.by) for h in adb.history(farm.conn, e.alert_id)]

@@ -315,6 +315,31 @@ def test_migration_6_keeps_stored_measurements_in_their_series(tmp_path):
     assert conn.execute("SELECT config_hash FROM measurements WHERE run_id = ?", (run_id,)).fetchone()[0] == "h-two"
 
 
+def test_migration_7_renames_the_alert_message_version_and_keeps_it(tmp_path):
+    # "revision" is what a build checks out; an alert's message number is its message version (docs/glossary.md)
+    path = tmp_path / "r.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys=ON")
+    for version, script in enumerate(store.MIGRATIONS[:6], start=1):
+        for statement in store.connection._statements(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={version}")
+    conn.execute("INSERT INTO alerts (id, branch, kind, severity, sha, position, revision, signature, changes, "
+                 "created_at, updated_at) VALUES ('a-1', 'master', 'regression', 'warn', 's', 3, 4, '{}', "
+                 "'[[4, \"new line\"]]', 1, 2)")
+    conn.execute("INSERT INTO alert_outbox (alert_id, channel, event, revision, idempotency_key, payload, "
+                 "available_at, created_at) VALUES ('a-1', 'chat', 'updated', 4, 'a-1/chat/r4', '{}', 0, 0)")
+    conn.commit()
+    conn.close()
+    conn = store.connect(path)
+    a = store.alerts.alert(conn, "a-1")
+    assert a is not None and a.message_version == 4 and a.changes == '[[4, "new line"]]'
+    (d,) = store.alerts.outbox_for_alert(conn, "a-1")
+    assert (d.message_version, d.event, d.channel) == (4, "updated", "chat")
+    (row,) = store.alerts.claim(conn, "me", now=1.0, lease_seconds=60, limit=5)
+    assert (row.message_version, row.key) == (4, "a-1/chat/r4")
+
+
 def _raw(sha: str, **replace: str) -> str:
     """A result's JSON text with members replaced by raw JSON text (values json.dumps cannot make)."""
     doc = result_for(sha)

@@ -18,7 +18,7 @@ import pytest
 from master import analysis, ingest, store
 from master.detect.config import DetectionSettings
 from master.publish import publish_all, publish_incremental
-from master.publish.source import SeriesKey
+from master.publish.source import SeriesRef
 from master.settings import load_settings
 from master.store.series import MeasureKey
 from recipes import registry
@@ -263,7 +263,7 @@ def test_a_workload_added_to_the_recipe_keeps_the_other_workloads_in_their_serie
     publish_all(settings, out, now=NOW)
 
     def page(workload: str, recipe: Recipe) -> dict:
-        key = SeriesKey(MeasureKey("m1", "fixture", 1, recipe.workload_hash(workload), workload, "throughput"),
+        key = SeriesRef(MeasureKey("m1", "fixture", 1, recipe.workload_hash(workload), workload, "throughput"),
                         "master")
         return json.loads((out / f"data/series/{key.sid}/index.json").read_text())
 

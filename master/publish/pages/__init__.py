@@ -13,7 +13,7 @@ says when it is called and with what else:
 | SITE   | once per publish                                       | summaries: every series' Summary       |
 | SERIES | every series, in every publish (markers, siblings and  | summ: the series' Summary, siblings:   |
 |        | change points may move)                                | views.siblings_of(summaries)[summ.sid] |
-| CHUNKS | each series whose points changed, its chunks lo..hi    | s: SeriesData, lo_chunk, hi_chunk      |
+| CHUNKS | each series whose points changed, its chunks lo..hi    | s: SiteSeries, lo_chunk, hi_chunk      |
 | COMMIT | each commit whose data changed                         | sha, rows: JSON text (commits.rows),   |
 |        |                                                        | runs: context.run_views(...)[sha]      |
 | BRANCH | each branch with new positions (all of them in a full  | branch, order: [(position, sha)] from  |

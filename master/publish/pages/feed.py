@@ -8,7 +8,7 @@ from typing import Any
 
 from master.publish.context import Context
 from master.publish.render import render
-from master.publish.views import AlertView, Summary
+from master.publish.views import AlertPage, Summary
 from master.publish.writer import SiteWriter
 
 
@@ -16,12 +16,12 @@ def iso(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts or 0, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def entry_id(alert: AlertView) -> str:
+def entry_id(alert: AlertPage) -> str:
     """A stable, globally unique id: the same alert keeps it across publishes and state changes."""
     return f"urn:perffarm:alert:{alert.file}"
 
 
-def view(alerts: Sequence[AlertView]) -> dict[str, Any]:
+def view(alerts: Sequence[AlertPage]) -> dict[str, Any]:
     entries = sorted(alerts, key=lambda a: (a.updated or 0, a.id), reverse=True)[:200]
     updated = max((a.updated or 0 for a in entries), default=0) or 0
     return {"updated": iso(updated), "entries": [

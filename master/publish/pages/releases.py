@@ -14,7 +14,7 @@ from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.ratios import Want
 from master.publish.render import render
-from master.publish.source import SeriesKey
+from master.publish.source import SeriesRef
 from master.publish.views import RatioView, ReleaseCell, ReleaseRow, ReleaseTable, Summary, tag_order
 from master.publish.writer import SiteWriter
 
@@ -28,7 +28,7 @@ def view(ctx: Context) -> list[ReleaseTable]:
     files = {t: f"releases/{safe_name(t)}.html" for t in tags}
     keys = sorted(tag_samples, key=lambda k: (k.workload, k.metric, k.machine_id, k.recipe, k.recipe_version,
                                               k.config_hash))
-    sids = {key: "release:" + SeriesKey(key, "").sid for key in keys}
+    sids = {key: "release:" + SeriesRef(key, "").sid for key in keys}
     wants = []  # every (release, base release) pair at once: one pass over the ratio cache
     for key in keys:
         per = tag_samples[key]

@@ -9,13 +9,13 @@ import numpy as np
 
 from master.publish.context import Context
 from master.publish.encode import FloatText, enc, fixed, json_object, nums
-from master.publish.model import SeriesData
+from master.publish.model import SiteSeries
 from master.publish.render import FORMAT_VERSION, float_column, js_call, json_document, sig6_decimals, wrap_js
 from master.publish.source import CHUNK
 from master.publish.writer import SiteWriter
 
 
-def _chunk_bounds(s: SeriesData, k: int) -> tuple[int, int]:
+def _chunk_bounds(s: SiteSeries, k: int) -> tuple[int, int]:
     """Rows [a, b) of series s whose positions are in chunk k."""
     p = s.positions
     return (s.start + int(np.searchsorted(p, k * CHUNK)), s.start + int(np.searchsorted(p, (k + 1) * CHUNK)))
@@ -24,7 +24,7 @@ def _chunk_bounds(s: SeriesData, k: int) -> tuple[int, int]:
 _SAMPLES = "\u0000samples\u0000"
 
 
-def write(w: SiteWriter, ctx: Context, s: SeriesData, lo_chunk: int, hi_chunk: int) -> None:
+def write(w: SiteWriter, ctx: Context, s: SiteSeries, lo_chunk: int, hi_chunk: int) -> None:
     """Per chunk of branch positions: chart columns (.js), everything for tools (.json) and the raw samples
     for the page (.samples.js). Samples are spliced in as stored (JSON text), never decoded and re-encoded;
     render.wrap_js escapes anything that could end a script element."""
