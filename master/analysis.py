@@ -65,8 +65,14 @@ def load_series(conn: sqlite3.Connection, series_id: int) -> LoadedSeries:
     if s is None:
         raise KeyError(f"no series {series_id}")
     points = store.series.branch_samples(conn, s.key)
-    return LoadedSeries(series_id, s.key, Direction.parse(s.direction), s.unit,
-                      Series.from_samples(points.samples, points.commits), tuple(points.positions))
+    return LoadedSeries(
+        series_id,
+        s.key,
+        Direction.parse(s.direction),
+        s.unit,
+        Series.from_samples(points.samples, points.commits),
+        tuple(points.positions),
+    )
 
 
 def _reported(conn: sqlite3.Connection, data: LoadedSeries) -> list[Reported]:
@@ -76,8 +82,9 @@ def _reported(conn: sqlite3.Connection, data: LoadedSeries) -> list[Reported]:
     for row in store.changes.for_series(conn, data.id):
         if row.sha not in index_of:
             continue  # its commit left the branch (history rewritten): it cannot be matched
-        cp = ChangePoint(row.sha, index_of[row.sha], row.ratio, Kind(row.kind), row.pvalue,
-                         _nan(row.ci_low), _nan(row.ci_high))
+        cp = ChangePoint(
+            row.sha, index_of[row.sha], row.ratio, Kind(row.kind), row.pvalue, _nan(row.ci_low), _nan(row.ci_high)
+        )
         out.append(Reported(str(data.id), row.first_sha, cp, active=row.state == "active"))
     return out
 
@@ -113,13 +120,13 @@ def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettin
     tracker = Tracker.configured(str(series_id), data.direction, detection, window=IDENTITY_WINDOW)
     detected = tracker.detections(data.series) if len(data.series) else []
     detected = [
-        _with_ci(data, cp, detected[i + 1].index if i + 1 < len(detected) else None)
-        for i, cp in enumerate(detected)
+        _with_ci(data, cp, detected[i + 1].index if i + 1 < len(detected) else None) for i, cp in enumerate(detected)
     ]
     result = reconcile(str(series_id), _reported(conn, data), detected, IDENTITY_WINDOW)
     if len(data.series):
-        result = review_unmatched(data.series, result, detected, data.direction, tracker.offline_settings,
-                                  tracker.keep_alpha)
+        result = review_unmatched(
+            data.series, result, detected, data.direction, tracker.offline_settings, tracker.keep_alpha
+        )
     return Proposal(data, result)
 
 
@@ -137,8 +144,10 @@ def admit(proposals: list[Proposal], n_series: int, q: float) -> list[Proposal]:
     if not dropped:
         return proposals
     return [
-        replace(prop, result=replace(
-            prop.result, new=tuple(r for r in prop.result.new if (i, r.first_commit) not in dropped)))
+        replace(
+            prop,
+            result=replace(prop.result, new=tuple(r for r in prop.result.new if (i, r.first_commit) not in dropped)),
+        )
         for i, prop in enumerate(proposals)
     ]
 

@@ -57,8 +57,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         builders = {b["builderid"]: b["name"] for b in listed}
         for r in reqs["buildrequests"]:
             out["queue"].append(
-                {"builder": builders.get(r["builderid"], r["builderid"]), "claimed": bool(r.get("claimed")),
-                 "submitted_at": r.get("submitted_at")}
+                {
+                    "builder": builders.get(r["builderid"], r["builderid"]),
+                    "claimed": bool(r.get("claimed")),
+                    "submitted_at": r.get("submitted_at"),
+                }
             )
     if settings.results_db.exists():
         conn = store.connect(settings.results_db)
@@ -70,9 +73,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
             out["channels"] = [dataclasses.asdict(h) for h in channel_health(conn, settings.alerts)]
             out["bisections"] = [
-                {k: getattr(b, k) for k in ("id", "state", "workload", "branch", "good", "bad", "culprit", "probes",
-                                            "rounds")}
-                for b in store.bisections.running_or_finished_since(conn, dt.datetime.now().timestamp() - 86400)]
+                {
+                    k: getattr(b, k)
+                    for k in ("id", "state", "workload", "branch", "good", "bad", "culprit", "probes", "rounds")
+                }
+                for b in store.bisections.running_or_finished_since(conn, dt.datetime.now().timestamp() - 86400)
+            ]
         finally:
             conn.close()
     report = settings.data_dir / "reconcile.json"
@@ -105,26 +111,36 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"reconcile   {v(out['reconcile_error'])}")
     if "reconcile" in out:
         rec = out["reconcile"]
-        print(f"reconcile   last pass {rec['last_pass']}: {rec['missing']} commit(s) without result, "
-              f"{len(rec['requeued'])} re-queued, {len(rec['gave_up'])} given up")
+        print(
+            f"reconcile   last pass {rec['last_pass']}: {rec['missing']} commit(s) without result, "
+            f"{len(rec['requeued'])} re-queued, {len(rec['gave_up'])} given up"
+        )
         for g in rec["gave_up"]:
-            print(f"            gave up on {v(g['revision'][:12])} ({v(g['branch'])}) on {v(g['builder'])} "
-                  f"after {settings.max_attempts} attempts: force a build to retry")
+            print(
+                f"            gave up on {v(g['revision'][:12])} ({v(g['branch'])}) on {v(g['builder'])} "
+                f"after {settings.max_attempts} attempts: force a build to retry"
+            )
     for ch in out.get("channels", []):
-        print(f"channel     {v(ch.get('name'))}: {v(ch.get('status'))}, {ch.get('pending', 0)} pending"
-              + (f", last error: {v(ch.get('last_error'))}" if ch.get("last_error") else ""))
+        print(
+            f"channel     {v(ch.get('name'))}: {v(ch.get('status'))}, {ch.get('pending', 0)} pending"
+            + (f", last error: {v(ch.get('last_error'))}" if ch.get("last_error") else "")
+        )
     for b in out.get("bisections", []):
         what = f"culprit {b['culprit'][:12]}" if b["culprit"] else b["state"]
-        print(f"bisection   {b['id']}: {v(b['workload'])} on {v(b['branch'])} {v(b['good'][:10])}..{v(b['bad'][:10])} "
-              f"{v(what)} ({b['probes']} probes, {b['rounds']} runs)")
+        print(
+            f"bisection   {b['id']}: {v(b['workload'])} on {v(b['branch'])} {v(b['good'][:10])}..{v(b['bad'][:10])} "
+            f"{v(what)} ({b['probes']} probes, {b['rounds']} runs)"
+        )
     if not out["latest"]:
         print("results     none stored yet" + ("" if settings.results_db.exists() else f" ({settings.results_db})"))
     else:
         print("latest result per ref:")
         for row in out["latest"]:
             subject = v((row.get("subject") or "")[:50])
-            print(f"  {v(row['ref']):<22} {v(row['builder']):<24} {v(row['sha'][:12])} {v(row['status']):<13} "
-                  f"{_when(row['ingested_at'])}  {subject}")
+            print(
+                f"  {v(row['ref']):<22} {v(row['builder']):<24} {v(row['sha'][:12])} {v(row['status']):<13} "
+                f"{_when(row['ingested_at'])}  {subject}"
+            )
     return 0
 
 
@@ -146,8 +162,10 @@ def cmd_results_list(args: argparse.Namespace) -> int:
         return 0
     print(f"{'run':>5} {'commit':<12} {'ref':<18} {'builder':<24} {'status':<13} {'source':<8} stored")
     for r in rows:
-        print(f"{r.id:>5} {v(r.sha[:12])} {v(r.ref[:18]):<18} {v(r.builder[:24]):<24} {v(r.status):<13} "
-              f"{v(r.source):<8} {_when(r.ingested_at)}  {v((r.subject or '')[:40])}")
+        print(
+            f"{r.id:>5} {v(r.sha[:12])} {v(r.ref[:18]):<18} {v(r.builder[:24]):<24} {v(r.status):<13} "
+            f"{v(r.source):<8} {_when(r.ingested_at)}  {v((r.subject or '')[:40])}"
+        )
     return 0
 
 
@@ -163,8 +181,25 @@ def csv_text(value: object) -> object:
 
 
 EXPORT_COLUMNS = [
-    "run_id", "commit", "ref", "builder", "worker", "machine", "recipe", "recipe_version", "config_hash",
-    "status", "source", "subject", "author", "workload", "metric", "unit", "direction", "sample", "value",
+    "run_id",
+    "commit",
+    "ref",
+    "builder",
+    "worker",
+    "machine",
+    "recipe",
+    "recipe_version",
+    "config_hash",
+    "status",
+    "source",
+    "subject",
+    "author",
+    "workload",
+    "metric",
+    "unit",
+    "direction",
+    "sample",
+    "value",
 ]
 
 
@@ -187,9 +222,15 @@ def cmd_results_export(args: argparse.Namespace) -> int:
             for run_id, run in sorted(by_id.items()):
                 doc = dataclasses.asdict(run)
                 doc["measurements"] = [
-                    {"workload": m.workload, "metric": m.metric, "unit": m.unit,
-                     "direction": m.direction, "samples": json.loads(m.samples)}
-                    for m in measurements if m.run_id == run_id
+                    {
+                        "workload": m.workload,
+                        "metric": m.metric,
+                        "unit": m.unit,
+                        "direction": m.direction,
+                        "samples": json.loads(m.samples),
+                    }
+                    for m in measurements
+                    if m.run_id == run_id
                 ]
                 docs.append(doc)
             json.dump(docs, out, indent=1, sort_keys=True)
@@ -199,11 +240,28 @@ def cmd_results_export(args: argparse.Namespace) -> int:
             writer.writerow(EXPORT_COLUMNS)
             for m in measurements:
                 r = by_id[m.run_id]
-                head = [csv_text(cell) for cell in (
-                    r.id, r.sha, r.ref, r.builder, r.worker, r.machine_id, r.recipe,
-                    r.recipe_version, r.config_hash, r.status, r.source, r.subject or "",
-                    r.author or "", m.workload, m.metric, m.unit, m.direction,
-                )]
+                head = [
+                    csv_text(cell)
+                    for cell in (
+                        r.id,
+                        r.sha,
+                        r.ref,
+                        r.builder,
+                        r.worker,
+                        r.machine_id,
+                        r.recipe,
+                        r.recipe_version,
+                        r.config_hash,
+                        r.status,
+                        r.source,
+                        r.subject or "",
+                        r.author or "",
+                        m.workload,
+                        m.metric,
+                        m.unit,
+                        m.direction,
+                    )
+                ]
                 for i, value in enumerate(json.loads(m.samples)):
                     writer.writerow([*head, i, value])  # the sample's index and value are numbers, written as such
     finally:
@@ -231,23 +289,43 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 # Verbs whose code lives with the feature: (verb, module with add_arguments/run, help, description).
 MOUNTED = [
-    ("bisect", "master.bisection.cli", "find the commit that caused a change (on the farm, or --local)",
-     "Bisect (good, bad] on a branch's first-parent history to the culprit commit. Submits to the running master "
-     "(its probes are real builds), or runs here with --local. --status ID shows the state, culprit, rQPS with its "
-     "CI, probes used and the search log."),
-    ("detect", "master.detect.cli", "find change points in a CSV of benchmark results",
-     "Find change points in FILE.csv (columns commit,value; rows in commit order; consecutive rows of one commit "
-     "are its samples)."),
-    ("alerts", "master.alerts.cli", "list, show and triage alerts (ack, set-state); channel health",
-     "Alerts: change points past a threshold, grouped by commit range. list|show|ack|set-state|channels|deliver."),
-    ("compare", "master.compare", "A/B-measure two PostgreSQL commits (or a commit and a patch) locally",
-     "Build A and B, interleave their samples in one job and print B/A median ratios with bootstrap 95% "
-     "confidence intervals. No master needed."),
-    ("publish", "master.publish.cli", "render the static history site now (all of it) into [site] out_dir or --out",
-     "Render every page of the static history site from the results database into a new directory and swap it "
-     "in atomically (readers never see a half-written site). The master also publishes incrementally after "
-     "each ingest; use this after changing templates or to publish elsewhere. Open DIR/index.html from disk "
-     "or serve DIR with any web server (--serve)."),
+    (
+        "bisect",
+        "master.bisection.cli",
+        "find the commit that caused a change (on the farm, or --local)",
+        "Bisect (good, bad] on a branch's first-parent history to the culprit commit. Submits to the running master "
+        "(its probes are real builds), or runs here with --local. --status ID shows the state, culprit, rQPS with its "
+        "CI, probes used and the search log.",
+    ),
+    (
+        "detect",
+        "master.detect.cli",
+        "find change points in a CSV of benchmark results",
+        "Find change points in FILE.csv (columns commit,value; rows in commit order; consecutive rows of one commit "
+        "are its samples).",
+    ),
+    (
+        "alerts",
+        "master.alerts.cli",
+        "list, show and triage alerts (ack, set-state); channel health",
+        "Alerts: change points past a threshold, grouped by commit range. list|show|ack|set-state|channels|deliver.",
+    ),
+    (
+        "compare",
+        "master.compare",
+        "A/B-measure two PostgreSQL commits (or a commit and a patch) locally",
+        "Build A and B, interleave their samples in one job and print B/A median ratios with bootstrap 95% "
+        "confidence intervals. No master needed.",
+    ),
+    (
+        "publish",
+        "master.publish.cli",
+        "render the static history site now (all of it) into [site] out_dir or --out",
+        "Render every page of the static history site from the results database into a new directory and swap it "
+        "in atomically (readers never see a half-written site). The master also publishes incrementally after "
+        "each ingest; use this after changing templates or to publish elsewhere. Open DIR/index.html from disk "
+        "or serve DIR with any web server (--serve).",
+    ),
 ]
 
 
@@ -260,15 +338,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="settings file (default: $PERFFARM_CONFIG, else the checkout's perffarm.toml)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("run", help="start the master and the local worker in the foreground (Ctrl-C stops)",
-                       description="Start the Buildbot master and (unless workers.run_local is false) a local "
-                       "worker, print the URLs and run until Ctrl-C.")
+    s = sub.add_parser(
+        "run",
+        help="start the master and the local worker in the foreground (Ctrl-C stops)",
+        description="Start the Buildbot master and (unless workers.run_local is false) a local "
+        "worker, print the URLs and run until Ctrl-C.",
+    )
     s.add_argument("--no-repo-check", action="store_true", help="skip the check that the repository answers")
     s.set_defaults(func=cmd_run)
 
-    s = sub.add_parser("status", help="workers, queue, re-queues and the latest result per ref",
-                       description="Show whether the master runs, its workers and queue (from the REST API), "
-                       "what the reconciler re-queued or gave up on, and the newest stored result per ref.")
+    s = sub.add_parser(
+        "status",
+        help="workers, queue, re-queues and the latest result per ref",
+        description="Show whether the master runs, its workers and queue (from the REST API), "
+        "what the reconciler re-queued or gave up on, and the newest stored result per ref.",
+    )
     s.add_argument("--format", choices=["text", "json"], default="text")
     s.set_defaults(func=cmd_status)
 
@@ -290,8 +374,11 @@ def build_parser() -> argparse.ArgumentParser:
             r.add_argument("--output", "-o", help="write to this file instead of standard output")
         r.set_defaults(func=func)
 
-    s = sub.add_parser("settings", help="print the effective settings and where each came from",
-                       description="Print every setting, its effective value and its source.")
+    s = sub.add_parser(
+        "settings",
+        help="print the effective settings and where each came from",
+        description="Print every setting, its effective value and its source.",
+    )
     s.add_argument("--format", choices=["text", "json"], default="text")
     s.set_defaults(func=cmd_settings)
 

@@ -36,10 +36,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", required=True, help="path (or URL) of a PostgreSQL git repository")
     p.add_argument("--patch", help="a patch file applied on top of B (git apply)")
     p.add_argument("--profile", default="quick", choices=["quick", "full"], help="workload profile (default quick)")
-    p.add_argument("--work", default=str(default_work_dir()),
-                   help="persistent directory for the clone, build trees and installs (default %(default)s)")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="profile overrides, e.g. samples=20, duration_s=5, workloads=pgbench-ro-prepared-c1")
+    p.add_argument(
+        "--work",
+        default=str(default_work_dir()),
+        help="persistent directory for the clone, build trees and installs (default %(default)s)",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="profile overrides, e.g. samples=20, duration_s=5, workloads=pgbench-ro-prepared-c1",
+    )
     p.add_argument("--json", dest="json_out", help="also write every raw sample and estimate to this JSON file")
     p.add_argument("--all-metrics", action="store_true", help="show latency/CPU metrics too, not just the primary")
 
@@ -93,8 +101,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         sha_a, sha_b = _resolve(args.repo, args.a), _resolve(args.repo, args.b)
         src = _clone(args.repo, work)
-        ctx = Context(src_dir=src, work_dir=checkout_layout(work)[1], state_dir=work / "state", sha=sha_b,
-                      ref="compare", options=options)
+        ctx = Context(
+            src_dir=src,
+            work_dir=checkout_layout(work)[1],
+            state_dir=work / "state",
+            sha=sha_b,
+            ref="compare",
+            options=options,
+        )
         ctx.state_dir.mkdir(parents=True, exist_ok=True)
         spec = pgbuild.BuildSpec()
         installs = {}
@@ -117,8 +131,14 @@ def run(args: argparse.Namespace) -> int:
     print("B/A is the median of paired ratios (rQPS for throughput); the CI is a 95% bootstrap interval.")
     print(ab.format_table(comparisons, None if args.all_metrics else ["tps"]))
     if args.json_out:
-        doc = {"a": sha_a, "b": sha_b, "patch": str(patch) if patch else None, "profile": args.profile,
-               "options": options, "comparisons": [c.to_json() for c in comparisons]}
+        doc = {
+            "a": sha_a,
+            "b": sha_b,
+            "patch": str(patch) if patch else None,
+            "profile": args.profile,
+            "options": options,
+            "comparisons": [c.to_json() for c in comparisons],
+        }
         Path(args.json_out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return EXIT_OK
 

@@ -63,17 +63,32 @@ def runner_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
         if bad:
             raise ValueError(f"perffarm_options: {bad!r} are not KEY=VALUE options")
         return [
-            "python3", PYZ_ON_WORKER, phase, "--recipe", recipe, "--src", SOURCE_DIR, "--work", WORK_DIR,
-            "--state", "state", "--sha", props.getProperty("got_revision"),
-            "--ref", props.getProperty("branch") or "HEAD", "--result", RESULT_ON_WORKER,
+            "python3",
+            PYZ_ON_WORKER,
+            phase,
+            "--recipe",
+            recipe,
+            "--src",
+            SOURCE_DIR,
+            "--work",
+            WORK_DIR,
+            "--state",
+            "state",
+            "--sha",
+            props.getProperty("got_revision"),
+            "--ref",
+            props.getProperty("branch") or "HEAD",
+            "--result",
+            RESULT_ON_WORKER,
             *[f"--option={o}" for o in options],
         ]
 
     return render
 
 
-def _runner_step(phase: str, recipe: str, lock: util.MasterLock, defaults: tuple[str, ...] = (),
-                 **kwargs: Any) -> steps.ShellCommand:
+def _runner_step(
+    phase: str, recipe: str, lock: util.MasterLock, defaults: tuple[str, ...] = (), **kwargs: Any
+) -> steps.ShellCommand:
     return steps.ShellCommand(
         name=phase,
         doStepIf=not_stored_yet,
@@ -100,8 +115,9 @@ def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.Maste
     f.addStep(RecordAttempt(settings))
     f.addStep(CheckSource(settings))  # before anything runs on the worker: branch and revision are safe names
     # A build only ever uploads the result it produced: the previous build's file goes before the checkout.
-    f.addStep(steps.RemoveDirectory(name="remove old result", dir=RESULT_ON_WORKER, doStepIf=not_stored_yet,
-                                    hideStepIf=True))
+    f.addStep(
+        steps.RemoveDirectory(name="remove old result", dir=RESULT_ON_WORKER, doStepIf=not_stored_yet, hideStepIf=True)
+    )
     f.addStep(
         Checkout(
             repourl=settings.repository_url,
@@ -114,11 +130,22 @@ def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.Maste
             doStepIf=not_stored_yet,
         )
     )
-    f.addStep(steps.RemoveDirectory(name="discard broken checkout", dir=SOURCE_DIR, alwaysRun=True,
-                                    doStepIf=checkout_failed, hideStepIf=lambda results, step: results == SKIPPED))
+    f.addStep(
+        steps.RemoveDirectory(
+            name="discard broken checkout",
+            dir=SOURCE_DIR,
+            alwaysRun=True,
+            doStepIf=checkout_failed,
+            hideStepIf=lambda results, step: results == SKIPPED,
+        )
+    )
     f.addStep(
         steps.FileDownload(
-            name="ship recipes", mastersrc=pyz, workerdest=PYZ_ON_WORKER, workdir=".", haltOnFailure=True,
+            name="ship recipes",
+            mastersrc=pyz,
+            workerdest=PYZ_ON_WORKER,
+            workdir=".",
+            haltOnFailure=True,
             doStepIf=not_stored_yet,
         )
     )
@@ -194,8 +221,10 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
     settings.incoming_dir.mkdir(parents=True, exist_ok=True)
     pyz = str(shipping.build_zipapp(settings.data_dir / "ship"))
 
-    locks = {host: util.MasterLock(f"measure@{host}", maxCount=1000) for host in
-             {settings.host_of(w) for w in settings.worker_names}}
+    locks = {
+        host: util.MasterLock(f"measure@{host}", maxCount=1000)
+        for host in {settings.host_of(w) for w in settings.worker_names}
+    }
     builders = []
     for recipe in settings.recipes:
         for w in settings.worker_names:
@@ -212,8 +241,9 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
     names = [b.name for b in builders]
     form = util.BuildFactory()
     form.addStep(StartBisection(settings))
-    builders.append(util.BuilderConfig(name=BISECT_FORM_BUILDER, workernames=[CONTROL_WORKER], factory=form,
-                                       tags=["bisection"]))
+    builders.append(
+        util.BuilderConfig(name=BISECT_FORM_BUILDER, workernames=[CONTROL_WORKER], factory=form, tags=["bisection"])
+    )
 
     return {
         "title": "perffarm",
@@ -248,18 +278,23 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                 reason=util.StringParameter(name="reason", label="Reason", default="forced", size=60),
                 properties=[
                     util.StringParameter(
-                        name="perffarm_options", label="Recipe options (KEY=VALUE ..., e.g. workloads=NAME,NAME)",
-                        default="", size=60, regex=re.compile(r"^(\s*[a-z][a-z0-9_]{0,40}=\S{0,400})*\s*$"),
+                        name="perffarm_options",
+                        label="Recipe options (KEY=VALUE ..., e.g. workloads=NAME,NAME)",
+                        default="",
+                        size=60,
+                        regex=re.compile(r"^(\s*[a-z][a-z0-9_]{0,40}=\S{0,400})*\s*$"),
                     )
                 ],
                 codebases=[
                     util.CodebaseParameter(
                         "",
                         label="Commit",
-                        branch=util.StringParameter(name="branch", label="Branch or tag", size=40,
-                                                    regex=refnames.FORM_REF_REGEX),
-                        revision=util.StringParameter(name="revision", label="Revision (sha)", size=45,
-                                                      regex=refnames.FORM_REVISION_REGEX),
+                        branch=util.StringParameter(
+                            name="branch", label="Branch or tag", size=40, regex=refnames.FORM_REF_REGEX
+                        ),
+                        revision=util.StringParameter(
+                            name="revision", label="Revision (sha)", size=45, regex=refnames.FORM_REVISION_REGEX
+                        ),
                         repository=util.FixedParameter(name="repository", default=settings.repository_url),
                         project=util.FixedParameter(name="project", default="perffarm"),
                     )
@@ -273,23 +308,46 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                 label="Bisect a slowdown",
                 buttonName="Bisect",
                 reason=util.StringParameter(name="reason", label="Reason", default="bisect", size=60),
-                codebases=[util.CodebaseParameter("", hide=True, branch=util.FixedParameter(name="branch", default=""),
-                                                  revision=util.FixedParameter(name="revision", default=""),
-                                                  repository=util.FixedParameter(name="repository", default=""),
-                                                  project=util.FixedParameter(name="project", default=""))],
+                codebases=[
+                    util.CodebaseParameter(
+                        "",
+                        hide=True,
+                        branch=util.FixedParameter(name="branch", default=""),
+                        revision=util.FixedParameter(name="revision", default=""),
+                        repository=util.FixedParameter(name="repository", default=""),
+                        project=util.FixedParameter(name="project", default=""),
+                    )
+                ],
                 properties=[
-                    util.StringParameter(name="good", label="Good commit or tag", required=True, size=45,
-                                         regex=refnames.FORM_REVISION_REGEX),
-                    util.StringParameter(name="bad", label="Bad commit or tag", required=True, size=45,
-                                         regex=refnames.FORM_REVISION_REGEX),
-                    util.StringParameter(name="workload", label="Workload", required=True, size=40,
-                                         regex=NAME_RE.pattern),
-                    util.StringParameter(name="metric", label="Metric (empty: the workload's first)", size=30,
-                                         regex=f"^(?:{NAME_RE.pattern[1:-1]})?$"),
-                    util.StringParameter(name="branch", label="Branch", default="master", size=30,
-                                         regex=refnames.FORM_REF_REGEX),
-                    util.ChoiceStringParameter(name="measure_on", label="Measure on", choices=names,
-                                               default=names[0] if names else ""),
+                    util.StringParameter(
+                        name="good",
+                        label="Good commit or tag",
+                        required=True,
+                        size=45,
+                        regex=refnames.FORM_REVISION_REGEX,
+                    ),
+                    util.StringParameter(
+                        name="bad",
+                        label="Bad commit or tag",
+                        required=True,
+                        size=45,
+                        regex=refnames.FORM_REVISION_REGEX,
+                    ),
+                    util.StringParameter(
+                        name="workload", label="Workload", required=True, size=40, regex=NAME_RE.pattern
+                    ),
+                    util.StringParameter(
+                        name="metric",
+                        label="Metric (empty: the workload's first)",
+                        size=30,
+                        regex=f"^(?:{NAME_RE.pattern[1:-1]})?$",
+                    ),
+                    util.StringParameter(
+                        name="branch", label="Branch", default="master", size=30, regex=refnames.FORM_REF_REGEX
+                    ),
+                    util.ChoiceStringParameter(
+                        name="measure_on", label="Measure on", choices=names, default=names[0] if names else ""
+                    ),
                 ],
             ),
         ],

@@ -53,9 +53,7 @@ def read_credentials(settings: Settings) -> GitCredentials | None:
     path = settings.secrets_dir / name
     try:
         if path.stat().st_mode & 0o077:  # Buildbot's SecretInAFile refuses such a file at start, so do we
-            raise CredentialsError(
-                f"repository.password_secret: {path} can be read by other users; chmod 600 it"
-            )
+            raise CredentialsError(f"repository.password_secret: {path} can be read by other users; chmod 600 it")
         value = path.read_text(encoding="utf-8").rstrip("\r\n")  # as Buildbot's SecretInAFile strips it
     except FileNotFoundError:
         raise CredentialsError(

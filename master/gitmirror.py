@@ -37,15 +37,24 @@ class GitError(RuntimeError):
 
 
 def git(
-    args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT, credentials: GitCredentials | None = None,
+    args: list[str],
+    cwd: Path | None = None,
+    timeout: float = GIT_TIMEOUT,
+    credentials: GitCredentials | None = None,
     input: str | None = None,
 ) -> str:
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(credentials.env() if credentials else {}))
     auth = credentials.config_args() if credentials else []
     try:  # UTF-8 whatever the locale; bytes that are not UTF-8 (git keeps them in commit text) become U+FFFD
         proc = subprocess.run(
-            ["git", *auth, *args], cwd=cwd, env=env, capture_output=True, encoding="utf-8", errors="replace",
-            timeout=timeout, input=input,
+            ["git", *auth, *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=timeout,
+            input=input,
         )
     except subprocess.TimeoutExpired:
         raise GitError(f"git {' '.join(args[:2])} did not finish within {timeout:.0f} s") from None
@@ -57,8 +66,11 @@ def git(
 def check_reachable(url: str, timeout: float = 15, credentials: GitCredentials | None = None) -> str | None:
     """None when `git ls-remote` answers within `timeout` seconds, else a one-line reason."""
     try:
-        git(["ls-remote", "--heads", "--end-of-options", url, "refs/heads/does-not-matter"], timeout=timeout,
-            credentials=credentials)
+        git(
+            ["ls-remote", "--heads", "--end-of-options", url, "refs/heads/does-not-matter"],
+            timeout=timeout,
+            credentials=credentials,
+        )
     except GitError as e:
         return str(e)
     return None
@@ -92,8 +104,16 @@ def parse_log(text: str) -> list[CommitInfo]:
         parent_list = tuple(p for p in parents.split() if _SHA_RE.match(p))
         if len(parent_list) != len(parents.split()):
             log.warning("commit %s: parents %r are not all commit shas; kept those that are", sha, parents[:200])
-        commits.append(CommitInfo(sha, subject, author, _timestamp(at, "author date", sha),
-                                  _timestamp(ct, "commit date", sha), parent_list))
+        commits.append(
+            CommitInfo(
+                sha,
+                subject,
+                author,
+                _timestamp(at, "author date", sha),
+                _timestamp(ct, "commit date", sha),
+                parent_list,
+            )
+        )
     return commits
 
 
@@ -119,8 +139,20 @@ class Mirror:
         """
         self.ensure()
         try:
-            git(["fetch", "--quiet", "--prune", "--force", "--end-of-options", self.url, "+refs/heads/*:refs/heads/*",
-                 "+refs/tags/*:refs/tags/*"], cwd=self.path, credentials=self.credentials)
+            git(
+                [
+                    "fetch",
+                    "--quiet",
+                    "--prune",
+                    "--force",
+                    "--end-of-options",
+                    self.url,
+                    "+refs/heads/*:refs/heads/*",
+                    "+refs/tags/*:refs/tags/*",
+                ],
+                cwd=self.path,
+                credentials=self.credentials,
+            )
         except GitError as first:
             try:
                 self._fetch_by_name()
@@ -128,8 +160,10 @@ class Mirror:
                 raise GitError(f"{first}; fetching ref by ref failed too: {e}") from None
 
     def _fetch_by_name(self) -> None:
-        out = git(["ls-remote", "--refs", "--end-of-options", self.url, "refs/heads/*", "refs/tags/*"],
-                  credentials=self.credentials)
+        out = git(
+            ["ls-remote", "--refs", "--end-of-options", self.url, "refs/heads/*", "refs/tags/*"],
+            credentials=self.credentials,
+        )
         wanted = set()
         for line in out.splitlines():
             sha, _, ref = line.partition("\t")
@@ -142,8 +176,18 @@ class Mirror:
             git(["update-ref", "--stdin"], cwd=self.path, input="".join(f"delete {r}\n" for r in stale))
         refs = sorted(wanted)
         for i in range(0, len(refs), 200):
-            git(["fetch", "--quiet", "--force", "--end-of-options", self.url, *(f"+{r}:{r}" for r in refs[i:i + 200])],
-                cwd=self.path, credentials=self.credentials)
+            git(
+                [
+                    "fetch",
+                    "--quiet",
+                    "--force",
+                    "--end-of-options",
+                    self.url,
+                    *(f"+{r}:{r}" for r in refs[i : i + 200]),
+                ],
+                cwd=self.path,
+                credentials=self.credentials,
+            )
 
     def has_commit(self, sha: str) -> bool:
         self.ensure()
@@ -157,8 +201,11 @@ class Mirror:
         """The full sha of the commit `revision` names here (tags peeled), or None when there is none."""
         self.ensure()
         try:
-            out = git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"],
-                      cwd=self.path, timeout=30)
+            out = git(
+                ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"],
+                cwd=self.path,
+                timeout=30,
+            )
         except GitError:
             return None
         return out.strip() or None
@@ -168,8 +215,13 @@ class Mirror:
         self.ensure()
         # NUL between fields (ref names cannot hold NUL, tabs or newlines, but NUL needs no such argument)
         out = git(
-            ["for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", "--end-of-options",
-             "refs/heads", "refs/tags"],
+            [
+                "for-each-ref",
+                "--format=%(refname)%00%(objectname)%00%(*objectname)",
+                "--end-of-options",
+                "refs/heads",
+                "refs/tags",
+            ],
             cwd=self.path,
         )
         branches, tags = {}, {}
@@ -197,8 +249,10 @@ class Mirror:
     def first_parent(self, head: str, since: str | None = None) -> list[CommitInfo]:
         """Commits on head's first-parent chain, oldest first; only those after `since` when given."""
         rng = [head] if since is None else [f"{since}..{head}"]
-        out = git(["log", "-z", "--first-parent", "--reverse", f"--format={_FORMAT}", "--end-of-options", *rng, "--"],
-                  cwd=self.path)
+        out = git(
+            ["log", "-z", "--first-parent", "--reverse", f"--format={_FORMAT}", "--end-of-options", *rng, "--"],
+            cwd=self.path,
+        )
         return parse_log(out)
 
 

@@ -151,17 +151,19 @@ def resolve_commit(settings: Settings, revision: str) -> str:
 def _not_this_build(run: store.RunContext) -> str | None:
     """Why a result file cannot be this build's own (the checkout did not give the commit asked for), or None."""
     if not run.got_revision:
-        return ("the build's checkout reported no revision (the git step failed or did not run), so a result file "
-                "in its directory can only be an older build's")
+        return (
+            "the build's checkout reported no revision (the git step failed or did not run), so a result file "
+            "in its directory can only be an older build's"
+        )
     if run.expected_sha and run.got_revision != run.expected_sha:
-        return (f"the worker checked out {run.got_revision[:12]} but the master resolved the requested revision to "
-                f"{run.expected_sha[:12]}")
+        return (
+            f"the worker checked out {run.got_revision[:12]} but the master resolved the requested revision to "
+            f"{run.expected_sha[:12]}"
+        )
     return None
 
 
-def ingest_file(
-    settings: Settings, path: Path, run: store.RunContext, recipe: str | None = None
-) -> IngestOutcome:
+def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: str | None = None) -> IngestOutcome:
     """Validate the result at `path` and store it; raises IngestRejected, NoResult or IngestDeferred.
 
     Only the result this build produced is ever stored: without a checked-out revision matching the requested
@@ -255,10 +257,15 @@ def _save_context(path: Path, run: store.RunContext, recipe: str | None) -> str:
     try:
         write_atomic(_context_path(path), json.dumps({"run": dataclasses.asdict(run), "recipe": recipe}))
     except OSError as e:
-        log.warning("could not save the build context of %s (%s): it will not be retried; the reconciler "
-                    "re-queues its commit", path.name, e)
-        return (f"; its build context could not be saved ({e.strerror or e}), so it will not be retried: the "
-                "reconciler re-queues the commit")
+        log.warning(
+            "could not save the build context of %s (%s): it will not be retried; the reconciler re-queues its commit",
+            path.name,
+            e,
+        )
+        return (
+            f"; its build context could not be saved ({e.strerror or e}), so it will not be retried: the "
+            "reconciler re-queues the commit"
+        )
     return ""
 
 
@@ -295,8 +302,9 @@ def _read_context(ctx_file: Path) -> tuple[store.RunContext, str | None]:
             raise TypeError(f"recipe is {type(recipe).__name__}")
         return store.RunContext(**saved["run"]), recipe
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
-        raise ValueError(f"its build context {ctx_file.name} is not one this master writes "
-                         f"({type(e).__name__}: {str(e)[:200]})") from None
+        raise ValueError(
+            f"its build context {ctx_file.name} is not one this master writes ({type(e).__name__}: {str(e)[:200]})"
+        ) from None
 
 
 def retry_deferred(settings: Settings) -> list[str]:

@@ -70,8 +70,9 @@ def prepare_master(settings: Settings) -> Path:
             check=True,
         )
     else:
-        subprocess.run([_bin("buildbot"), "upgrade-master", "--quiet", str(basedir)], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [_bin("buildbot"), "upgrade-master", "--quiet", str(basedir)], check=True, stdout=subprocess.DEVNULL
+        )
     return basedir
 
 
@@ -128,8 +129,13 @@ def _stop(procs: list[subprocess.Popen]) -> None:
                 p.wait()
 
 
-def wait_for_room(path: Path, need: int = MIN_FREE_BYTES, interval: float = 1.0, report_every: float = 30.0,
-                  timeout: float | None = None) -> bool:
+def wait_for_room(
+    path: Path,
+    need: int = MIN_FREE_BYTES,
+    interval: float = 1.0,
+    report_every: float = 30.0,
+    timeout: float | None = None,
+) -> bool:
     """Wait until the file system holding `path` has `need` bytes free, saying so every `report_every` s."""
     start = time.monotonic()
     last: float | None = None
@@ -139,8 +145,10 @@ def wait_for_room(path: Path, need: int = MIN_FREE_BYTES, interval: float = 1.0,
             return True
         now = time.monotonic()
         if last is None or now - last >= report_every:
-            say(f"waiting for free space: {free // 1024 // 1024} MiB free on the file system of {path}, "
-                f"{need // 1024 // 1024} MiB needed (free some, e.g. old twistd.log.* or incoming/rejected/)")
+            say(
+                f"waiting for free space: {free // 1024 // 1024} MiB free on the file system of {path}, "
+                f"{need // 1024 // 1024} MiB needed (free some, e.g. old twistd.log.* or incoming/rejected/)"
+            )
             last = now
         if timeout is not None and now - start >= timeout:
             return False
@@ -239,9 +247,11 @@ def run(settings: Settings, check_repo: bool = True) -> int:
     try:
         site_server = _start_site(settings)
     except OSError as e:
-        print(f"perffarm: cannot serve the site on 127.0.0.1:{settings.site_port}: {e}\n"
-              "Another process holds the port? Set PERFFARM_SITE_PORT (or [site] port) to a free one.",
-              file=sys.stderr)
+        print(
+            f"perffarm: cannot serve the site on 127.0.0.1:{settings.site_port}: {e}\n"
+            "Another process holds the port? Set PERFFARM_SITE_PORT (or [site] port) to a free one.",
+            file=sys.stderr,
+        )
         return 2
     procs: list[subprocess.Popen] = []
     interrupted = False
@@ -288,8 +298,10 @@ def run(settings: Settings, check_repo: bool = True) -> int:
                 if p.poll() is None:
                     continue
                 if i == 0 and p.returncode == RESTART_STATUS and budget.take():
-                    say(f"the master stopped itself: Buildbot's database could not be written (see "
-                        f"{master_dir / 'twistd.log'}); starting it again once the disk has room")
+                    say(
+                        f"the master stopped itself: Buildbot's database could not be written (see "
+                        f"{master_dir / 'twistd.log'}); starting it again once the disk has room"
+                    )
                     wait_for_room(master_dir)
                     procs[0] = _start_master(settings, master_dir, procs[1:])
                     say("the master is running again; interrupted builds are re-run")

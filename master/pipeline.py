@@ -47,15 +47,18 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
                     bid = bisection.auto_create(conn, e.change_point_id)
                 if bid is not None:
                     out.bisections_started.append(bid)
-                    out.messages.append(f"bisection {bid} started: change point {e.change_point_id} spans "
-                                        "untested commits")
+                    out.messages.append(
+                        f"bisection {bid} started: change point {e.change_point_id} spans untested commits"
+                    )
         except Exception as e:
             out.failed.append("bisect")
             out.messages.append(f"starting a bisection failed: {type(e).__name__}: {e}")
         try:
             for event in alerts.sync(conn, settings.alerts):
-                out.messages.append(f"alert {event.alert_id} {event.action} (message version {event.message_version}): "
-                                    f"{', '.join(event.changes) or 'new'}; queued for {', '.join(event.queued) or '-'}")
+                out.messages.append(
+                    f"alert {event.alert_id} {event.action} (message version {event.message_version}): "
+                    f"{', '.join(event.changes) or 'new'}; queued for {', '.join(event.queued) or '-'}"
+                )
             for bid in out.bisections_started:
                 bisection.report_to_alert(conn, bid, settings.alerts)
         except Exception as e:
@@ -75,8 +78,12 @@ def _publish(settings: Settings, run_id: int, out: AfterIngest) -> None:
         report = publish_incremental(settings, run_id)
     except Exception as e:  # the site is derived data: the result is stored, the next publish catches up
         out.failed.append("publish")
-        out.messages.append(f"site publish failed: {type(e).__name__}: {e} (the result is stored; "
-                            f"`perffarm publish` re-renders the whole site into {settings.site_dir})")
+        out.messages.append(
+            f"site publish failed: {type(e).__name__}: {e} (the result is stored; "
+            f"`perffarm publish` re-renders the whole site into {settings.site_dir})"
+        )
     else:
-        out.messages.append(f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s "
-                            f"({'incremental' if report.incremental else 'full'}) at {report.out_dir}")
+        out.messages.append(
+            f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s "
+            f"({'incremental' if report.incremental else 'full'}) at {report.out_dir}"
+        )

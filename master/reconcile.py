@@ -56,8 +56,12 @@ def plan_requeues(
     bisection cover it.
     """
     requeue, give_up, missing_now = [], [], set()
-    done = {(i, name) for i, change in enumerate(changes) for name, builderid in builders.items()
-            if change["revision"] in have.get(name, set()) or (builderid, change["revision"]) in pending}
+    done = {
+        (i, name)
+        for i, change in enumerate(changes)
+        for name, builderid in builders.items()
+        if change["revision"] in have.get(name, set()) or (builderid, change["revision"]) in pending
+    }
     newest_done = {(name, changes[i].get("branch")): i for i, name in sorted(done)}  # (builder, branch) -> index
     for i, change in enumerate(changes):
         rev = change["revision"]
@@ -119,12 +123,8 @@ class Reconciler(PeriodicService):
     async def reconcile_once(self) -> PassReport:
         report = PassReport(at=time.time())
         report.retried = await threads.deferToThread(ingest.retry_deferred, self.settings)
-        changes = await self.master.data.get(
-            ("changes",), order=["-changeid"], limit=self.settings.reconcile_window
-        )
-        changes = [
-            c for c in changes if c.get("revision") and c.get("repository") == self.settings.repository_url
-        ]
+        changes = await self.master.data.get(("changes",), order=["-changeid"], limit=self.settings.reconcile_window)
+        changes = [c for c in changes if c.get("revision") and c.get("repository") == self.settings.repository_url]
         report.changes = len(changes)
         builders = await self._builder_ids()
         pending = await pending_requests(self.master)
@@ -143,7 +143,13 @@ class Reconciler(PeriodicService):
         # Oldest first, so a re-queued backlog is measured in commit order.
         ordered = sorted(changes, key=lambda c: c["changeid"])
         requeue, give_up, missing_now = plan_requeues(
-            ordered, builders, have, pending, attempts, self.seen_missing, self.settings.max_attempts,
+            ordered,
+            builders,
+            have,
+            pending,
+            attempts,
+            self.seen_missing,
+            self.settings.max_attempts,
             newest_only=self.settings.queued == "newest",
         )
         self.seen_missing = missing_now

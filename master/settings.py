@@ -239,18 +239,20 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
         return value.strip()
     if kind == "opt_url":
         if not isinstance(value, str):
-            raise SettingsError(f"{name}: expected a URL (or \"\" for the default), got {value!r}")
+            raise SettingsError(f'{name}: expected a URL (or "" for the default), got {value!r}')
         value = value.strip()
         if not value:
             return ""
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.username or parts.password:
-            raise SettingsError(f"{name}: {redact_url(value)!r} should look like https://perf.example.org/ (http or "
-                                "https, a host, no user or password)")
+            raise SettingsError(
+                f"{name}: {redact_url(value)!r} should look like https://perf.example.org/ (http or "
+                "https, a host, no user or password)"
+            )
         return value if value.endswith("/") else value + "/"
     if kind == "opt_text":
         if not isinstance(value, str) or not value.isprintable():
-            raise SettingsError(f"{name}: expected a string without control characters (or \"\")")
+            raise SettingsError(f'{name}: expected a string without control characters (or "")')
         return value.strip()
     if kind == "opt_name":
         if not isinstance(value, str) or (value.strip() and not WORKER_NAME_RE.match(value.strip())):
@@ -258,7 +260,7 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
         return value.strip()
     if kind == "opt_path":
         if not isinstance(value, str):
-            raise SettingsError(f"{name}: expected a path (or \"\" for the default), got {value!r}")
+            raise SettingsError(f'{name}: expected a path (or "" for the default), got {value!r}')
         if not value.strip():
             return None
         kind = "path"
@@ -300,9 +302,7 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
     if kind == "name_list":
         for v in value:
             if not WORKER_NAME_RE.match(v):
-                raise SettingsError(
-                    f"{name}: {v!r} is not a valid name (letters, digits, '.', '_', '-'; at most 63)"
-                )
+                raise SettingsError(f"{name}: {v!r} is not a valid name (letters, digits, '.', '_', '-'; at most 63)")
         if len(set(value)) != len(value):
             raise SettingsError(f"{name}: duplicate entries in {value!r}")
         return tuple(value)
@@ -319,16 +319,16 @@ def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
         for v in value:
             recipe, sep, option = v.partition(":")
             if not sep or not WORKER_NAME_RE.match(recipe.strip()) or not OPTION_RE.match(option.strip()):
-                raise SettingsError(f"{name}: {v!r} should look like 'RECIPE:KEY=VALUE' (e.g. "
-                                    "'pg-quick:workloads=instr-point-select-prepared')")
+                raise SettingsError(
+                    f"{name}: {v!r} should look like 'RECIPE:KEY=VALUE' (e.g. "
+                    "'pg-quick:workloads=instr-point-select-prepared')"
+                )
             options.setdefault(recipe.strip(), []).append(option.strip())
         return {r: tuple(o) for r, o in options.items()}
     raise AssertionError(f"unknown setting kind {kind}")  # a bug in _SCHEMA, not user input
 
 
-def load_settings(
-    path: Path | str | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
+def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Load defaults, then the file named by PERFFARM_CONFIG (or `path`), then environment overrides."""
     env = os.environ if environ is None else environ
     defaults = _read_toml(DEFAULTS_FILE)
@@ -394,13 +394,15 @@ def load_settings(
             f"master.web_host: the web UI would listen on {settings.web_host}, beyond this machine, with no login: "
             "anyone who reaches it could force builds, which run code on the workers. Set master.web_users "
             "(each user's password in the secret file <data_dir>/secrets/web-user-NAME) and master.web_url, or "
-            "keep web_host = \"127.0.0.1\" and reach the UI through an SSH tunnel (docs/security.md)"
+            'keep web_host = "127.0.0.1" and reach the UI through an SSH tunnel (docs/security.md)'
         )
     if settings.web_port == settings.worker_port:
         raise SettingsError("master.worker_port: must differ from master.web_port")
     if settings.site_port in (settings.web_port, settings.worker_port):
-        raise SettingsError(f"site.port: {settings.site_port} is already used by master.web_port or "
-                            "master.worker_port; choose another port")
+        raise SettingsError(
+            f"site.port: {settings.site_port} is already used by master.web_port or "
+            "master.worker_port; choose another port"
+        )
     for recipe in settings.recipe_options:
         if recipe not in settings.recipes:
             raise SettingsError(f"recipes.options: {recipe!r} is not in recipes.enabled")

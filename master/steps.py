@@ -145,8 +145,9 @@ class Checkout(steps.Git):
 
     def _dovccmd(self, command, abandonOnFailure=True, collectStdout=False, initialStdin=None):
         command = single_branch(end_of_options(list(command), self.repourl))
-        return super()._dovccmd(command, abandonOnFailure=abandonOnFailure, collectStdout=collectStdout,
-                                initialStdin=initialStdin)
+        return super()._dovccmd(
+            command, abandonOnFailure=abandonOnFailure, collectStdout=collectStdout, initialStdin=initialStdin
+        )
 
 
 SOURCE_REFUSED = "perffarm_source_refused"  # build property: CheckSource refused the branch or revision
@@ -239,8 +240,10 @@ class IngestResult(BuildStep):
         log = await self.addLog("ingest")
         stored = self.getProperty(STORED_RUN)
         if stored:  # a retried build: its result was stored before the master died; finish the derived stages
-            await log.addStdout(f"a result of this build request or, for an automatic build, of this commit is "
-                                f"stored already (run {stored}); not measured again\n")
+            await log.addStdout(
+                f"a result of this build request or, for an automatic build, of this commit is "
+                f"stored already (run {stored}); not measured again\n"
+            )
             return await self._after(log, int(stored), bisection_probe=bool(self.getProperty("perffarm_bisection")))
         path = result_path(self.settings, builder, self.getProperty("buildnumber"))
         builderid = await self.build.builder.getBuilderId()
@@ -313,18 +316,26 @@ class StartBisection(BuildStep):
     async def run(self) -> int:
         from master.bisection import state
 
-        args = {k: (self.getProperty(k) or "").strip() for k in ("good", "bad", "workload", "metric", "branch",
-                                                                    "measure_on")}
+        args = {
+            k: (self.getProperty(k) or "").strip()
+            for k in ("good", "bad", "workload", "metric", "branch", "measure_on")
+        }
         log = await self.addLog("bisection")
 
         def create() -> int:
             conn = store.connect(self.settings.results_db)
             try:
                 with store.transaction(conn):
-                    return state.create(conn, good=args["good"], bad=args["bad"], workload=args["workload"],
-                                        metric=args["metric"] or None, branch=args["branch"] or "master",
-                                        builder=args["measure_on"] or None,
-                                        requested_by=f"web form ({self.getProperty('owner') or 'anonymous'})")
+                    return state.create(
+                        conn,
+                        good=args["good"],
+                        bad=args["bad"],
+                        workload=args["workload"],
+                        metric=args["metric"] or None,
+                        branch=args["branch"] or "master",
+                        builder=args["measure_on"] or None,
+                        requested_by=f"web form ({self.getProperty('owner') or 'anonymous'})",
+                    )
             finally:
                 conn.close()
 
@@ -335,8 +346,10 @@ class StartBisection(BuildStep):
             await log.finish()
             self.descriptionDone = ["bisection not started"]
             return FAILURE
-        await log.addStdout(f"bisection {bisection_id} started; its probes appear as builds of the measurement "
-                            f"builder. Follow it with: perffarm bisect --status {bisection_id}\n")
+        await log.addStdout(
+            f"bisection {bisection_id} started; its probes appear as builds of the measurement "
+            f"builder. Follow it with: perffarm bisect --status {bisection_id}\n"
+        )
         await log.finish()
         self.descriptionDone = [f"bisection {bisection_id} started"]
         return SUCCESS

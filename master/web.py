@@ -96,8 +96,11 @@ class HostGuard(resource.Resource):
     def refusal(self, request) -> Refusal | None:
         host = (request.getHeader(b"host") or b"").decode("latin-1").lower()
         if host not in self.hosts:
-            return Refusal(421, f"perffarm: this web UI answers only to {', '.join(sorted(self.hosts))}, not to "
-                                f"Host {host[:100]!r}. If that is the address you use, set master.web_url to it.\n")
+            return Refusal(
+                421,
+                f"perffarm: this web UI answers only to {', '.join(sorted(self.hosts))}, not to "
+                f"Host {host[:100]!r}. If that is the address you use, set master.web_url to it.\n",
+            )
         origin = request.getHeader(b"origin")
         if origin is not None and origin.decode("latin-1").lower() not in self.origins:
             return Refusal(403, "perffarm: requests from pages of other sites are refused (Origin not allowed).\n")

@@ -154,8 +154,9 @@ def _obj(value: Any, path: str) -> dict[str, Any]:
     return value
 
 
-def _str(obj: dict[str, Any], key: str, path: str, pattern: re.Pattern[str] | None = None,
-         limit: int = MAX_NAME) -> str:
+def _str(
+    obj: dict[str, Any], key: str, path: str, pattern: re.Pattern[str] | None = None, limit: int = MAX_NAME
+) -> str:
     value = obj.get(key)
     if not isinstance(value, str) or not value:
         raise _fail(f"{path}.{key}", f"expected a non-empty string, got {_show(value)}")

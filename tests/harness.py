@@ -102,7 +102,6 @@ def make_repo(path: Path, first_value: float = 1000) -> GitRepo:
     return repo
 
 
-
 def _signal_and_wait(proc: subprocess.Popen | None, sig: int, timeout: float) -> int | None:
     """Send `sig` to a running process and wait for its exit status (SIGKILL after `timeout`); None if not running."""
     if proc is None or proc.poll() is not None:
@@ -113,6 +112,7 @@ def _signal_and_wait(proc: subprocess.Popen | None, sig: int, timeout: float) ->
     except subprocess.TimeoutExpired:
         proc.kill()
         return proc.wait()
+
 
 class Farm:
     """A real master and local worker for one test, with its own data directory and ports."""
@@ -156,8 +156,11 @@ class Farm:
         launcher.prepare_master(self.settings)
         self.master = subprocess.Popen(
             [str(BIN / "buildbot"), "start", "--nodaemon", str(self.settings.master_dir)],
-            cwd=self.settings.master_dir, env=self.env, start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=self.settings.master_dir,
+            env=self.env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_until(lambda: self.api("masters") is not None or self._died(self.master), 90, "the master's web API")
         if self._died(self.master):
@@ -168,8 +171,11 @@ class Farm:
             launcher.prepare_worker(self.settings)
         self.worker = subprocess.Popen(
             [str(BIN / "buildbot-worker"), "start", "--nodaemon", str(self.settings.worker_dir("local"))],
-            cwd=self.settings.worker_dir("local"), env=self.env, start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=self.settings.worker_dir("local"),
+            env=self.env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         self.wait_worker_connected()
 
@@ -240,9 +246,7 @@ class Farm:
         finally:
             conn.close()
         for r in rows:
-            r["measurements"] = {
-                (m.workload, m.metric): json.loads(m.samples) for m in meas if m.run_id == r["id"]
-            }
+            r["measurements"] = {(m.workload, m.metric): json.loads(m.samples) for m in meas if m.run_id == r["id"]}
         return sorted(rows, key=lambda r: r["id"])
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple]:
@@ -254,6 +258,7 @@ class Farm:
 
     def wait_for_runs(self, n: int, timeout: float = 120) -> list[dict]:
         """Wait until at least `n` runs are stored; returns all runs, oldest first."""
+
         def enough() -> list[dict] | None:
             rows = self.runs()
             if self._died(self.master):
@@ -266,8 +271,15 @@ class Farm:
         data = self.api("builds?order=buildid") or {"builds": []}
         return data["builds"]
 
-    def force(self, builder: str, revision: str, branch: str = "master", reason: str = "test",
-              options: str = "", session: requests.Session | None = None) -> None:
+    def force(
+        self,
+        builder: str,
+        revision: str,
+        branch: str = "master",
+        reason: str = "test",
+        options: str = "",
+        session: requests.Session | None = None,
+    ) -> None:
         """Press the force button (JSON-RPC on the REST API), as a user in the web UI would; `options` is the
         form's recipe options field (space-separated KEY=VALUE); `session` carries a login."""
         builderid = self.api(f"builders/{builder}")["builders"][0]["builderid"]
@@ -277,9 +289,15 @@ class Farm:
                 "jsonrpc": "2.0",
                 "method": "force",
                 "id": 1,
-                "params": {"builderid": str(builderid), "branch": branch, "revision": revision, "reason": reason,
-                           "perffarm_options": options,
-                           "project": "perffarm", "repository": self.settings.repository_url},
+                "params": {
+                    "builderid": str(builderid),
+                    "branch": branch,
+                    "revision": revision,
+                    "reason": reason,
+                    "perffarm_options": options,
+                    "project": "perffarm",
+                    "repository": self.settings.repository_url,
+                },
             },
             timeout=10,
         )
@@ -325,8 +343,10 @@ class Farm:
 
     def alive(self) -> dict[str, bool]:
         """Whether the master and the worker processes are running."""
-        return {name: proc is not None and proc.poll() is None
-                for name, proc in (("master", self.master), ("worker", self.worker))}
+        return {
+            name: proc is not None and proc.poll() is None
+            for name, proc in (("master", self.master), ("worker", self.worker))
+        }
 
     def pending_requests(self) -> list[dict] | None:
         """Build requests not finished yet (waiting or running); None when the API does not answer."""

@@ -36,14 +36,22 @@ class SiteFarm:
     def ingest(self, i: int, level: float, seed: int, bisection_id: int | None = None) -> int:
         """Store one run of commit i through master.ingest, then the after-ingest pipeline (as the master does)."""
         rng = random.Random(seed)
-        doc = result_doc(self.shas[i], {w: [level * (1 + k * 0.1) * (1 + rng.gauss(0, 0.004)) for _ in range(5)]
-                                        for k, w in enumerate(WORKLOADS)})
+        doc = result_doc(
+            self.shas[i],
+            {w: [level * (1 + k * 0.1) * (1 + rng.gauss(0, 0.004)) for _ in range(5)] for k, w in enumerate(WORKLOADS)},
+        )
         self.builds += 1
         path = self.settings.incoming_dir / f"b-{self.builds}.json"
         path.write_text(json.dumps(doc))
-        ctx = store.RunContext(builder="fixture@local", worker="local", source="bisect" if bisection_id else "poll",
-                               build_id=self.builds, got_revision=self.shas[i], bisection_id=bisection_id,
-                               build_url=f"http://127.0.0.1:8010/#/builders/1/builds/{self.builds}")
+        ctx = store.RunContext(
+            builder="fixture@local",
+            worker="local",
+            source="bisect" if bisection_id else "poll",
+            build_id=self.builds,
+            got_revision=self.shas[i],
+            bisection_id=bisection_id,
+            build_url=f"http://127.0.0.1:8010/#/builders/1/builds/{self.builds}",
+        )
         out = ingest.ingest_file(self.settings, path, ctx, "fixture")
         after = pipeline.after_ingest(self.settings, out.run_id)
         assert not after.failed, after.messages
@@ -52,13 +60,21 @@ class SiteFarm:
 
 def result_doc(sha: str, samples: dict[str, list[float]]) -> dict:
     return {
-        "schema": "perffarm-result", "schema_version": 1, "commit": {"sha": sha, "ref": "master"},
+        "schema": "perffarm-result",
+        "schema_version": 1,
+        "commit": {"sha": sha, "ref": "master"},
         "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
-        "machine": {"id": "m1", "fingerprint": {"cpu_model": "x", "cores": 2, "memory_bytes": 1, "kernel": "6",
-                                                "compiler": "gcc"}},
-        "host_checks": {"noisy": False}, "status": "ok", "log_excerpt": "",
-        "workloads": [{"name": w, "metrics": [{"name": "throughput", "unit": "ops/s", "direction": "higher",
-                                               "samples": xs}]} for w, xs in samples.items()],
+        "machine": {
+            "id": "m1",
+            "fingerprint": {"cpu_model": "x", "cores": 2, "memory_bytes": 1, "kernel": "6", "compiler": "gcc"},
+        },
+        "host_checks": {"noisy": False},
+        "status": "ok",
+        "log_excerpt": "",
+        "workloads": [
+            {"name": w, "metrics": [{"name": "throughput", "unit": "ops/s", "direction": "higher", "samples": xs}]}
+            for w, xs in samples.items()
+        ],
     }
 
 
@@ -89,8 +105,10 @@ def build_farm(tmp: Path, *, bisect: bool = True) -> SiteFarm:
     repo.tag("REL_2_0")  # the head: 15% slower than REL_1_0
     # a channel that is then dropped from the settings: its queued messages make it "failing" (docs/alerts.md)
     config = tmp / "farm.toml"
-    config.write_text('[[alerts.channels]]\nname = "ops-hook"\nkind = "webhook"\nurl_secret = "ops-hook-url"\n'
-                      'kinds = ["regression", "improvement"]\n')
+    config.write_text(
+        '[[alerts.channels]]\nname = "ops-hook"\nkind = "webhook"\nurl_secret = "ops-hook-url"\n'
+        'kinds = ["regression", "improvement"]\n'
+    )
     settings = settings_for(tmp / "data", repo.path, config)
     settings.incoming_dir.mkdir(parents=True, exist_ok=True)
     farm = SiteFarm(repo, settings, shas, shas[culprit_at])

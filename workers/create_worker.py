@@ -47,15 +47,16 @@ def write_secret(secrets_dir: Path, name: str, password: str | None = None) -> t
 def create_worker(basedir: Path, master: str, name: str, password: str, buildbot_worker: str) -> None:
     """Run `buildbot-worker create-worker` (argv list; the password never goes through a shell)."""
     subprocess.run(
-        [buildbot_worker, "create-worker", "--quiet", "--force", "--umask=0o22", str(basedir), master, name,
-         password],
+        [buildbot_worker, "create-worker", "--quiet", "--force", "--umask=0o22", str(basedir), master, name, password],
         check=True,
     )
     info = basedir / "info"
     info.mkdir(exist_ok=True)
     fp = hostinfo.fingerprint()
-    (info / "host").write_text(f"perffarm machine {hostinfo.machine_id(fp)}: {fp['cpu_model']}, "
-                               f"{fp['cores']} cores, {fp['os']}, kernel {fp['kernel']}\n")
+    (info / "host").write_text(
+        f"perffarm machine {hostinfo.machine_id(fp)}: {fp['cpu_model']}, "
+        f"{fp['cores']} cores, {fp['os']}, kernel {fp['kernel']}\n"
+    )
 
 
 def _find_buildbot_worker() -> str | None:
@@ -68,9 +69,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="worker name (must also be listed in the master's workers.names)")
     p.add_argument("--master", required=True, help="HOST:PORT of the master's worker port (master.worker_port)")
     p.add_argument("--basedir", required=True, type=Path, help="directory for the new worker")
-    p.add_argument("--secrets-dir", type=Path, default=None,
-                   help="the master's secrets directory (<data_dir>/secrets) when it is on this machine; "
-                   "otherwise the secret is written next to the worker for you to copy")
+    p.add_argument(
+        "--secrets-dir",
+        type=Path,
+        default=None,
+        help="the master's secrets directory (<data_dir>/secrets) when it is on this machine; "
+        "otherwise the secret is written next to the worker for you to copy",
+    )
     p.add_argument("--check", action="store_true", help="only print the host checks and fingerprint")
     return p
 
@@ -79,14 +84,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     fp = hostinfo.fingerprint()
     checks = hostinfo.host_checks()
-    print(json.dumps({"machine_id": hostinfo.machine_id(fp), "fingerprint": fp, "host_checks": checks},
-                     indent=1, sort_keys=True))
+    print(
+        json.dumps(
+            {"machine_id": hostinfo.machine_id(fp), "fingerprint": fp, "host_checks": checks}, indent=1, sort_keys=True
+        )
+    )
     if checks.get("noisy"):
         print("\nwarning: this host looks noisy for wall-clock benchmarks; every result will say so:", file=sys.stderr)
         for reason in checks.get("noisy_reasons", []):
             print(f"  - {reason}", file=sys.stderr)
-        print("Instruction-count workloads (pg-quick) stay trustworthy here; prefer them for detection.",
-              file=sys.stderr)
+        print(
+            "Instruction-count workloads (pg-quick) stay trustworthy here; prefer them for detection.", file=sys.stderr
+        )
     if args.check:
         return 0
     if not NAME_RE.match(args.name):
@@ -105,12 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     create_worker(args.basedir.resolve(), args.master, args.name, password, bw)
     print(f"\nworker {args.name!r} created in {args.basedir}")
     if local_secret:
-        print(f"Copy {path} (mode 0600) into the master's secrets directory (<data_dir>/secrets/) as "
-              f"worker-{args.name}.")
+        print(
+            f"Copy {path} (mode 0600) into the master's secrets directory (<data_dir>/secrets/) as worker-{args.name}."
+        )
     else:
         print(f"The master's secret is in {path}.")
-    print(f"On the master: add {args.name!r} to workers.names (and `workers.hosts = [\"{args.name}=HOST\"]` "
-          "when it shares a physical host with another worker), then restart or reconfig the master.")
+    print(
+        f'On the master: add {args.name!r} to workers.names (and `workers.hosts = ["{args.name}=HOST"]` '
+        "when it shares a physical host with another worker), then restart or reconfig the master."
+    )
     print(f"Start the worker with: buildbot-worker start {args.basedir}")
     return 0
 

@@ -84,9 +84,7 @@ def _os_release() -> str:
 def host_checks(proc: Path = PROC, sys_root: Path = SYS) -> dict[str, Any]:
     """Settings that make wall-clock numbers noisy, with `noisy_reasons` listing what looks wrong."""
     cpu = sys_root / "devices/system/cpu"
-    governors = sorted(
-        {g for p in cpu.glob("cpu[0-9]*/cpufreq/scaling_governor") if (g := _read(p)) is not None}
-    )
+    governors = sorted({g for p in cpu.glob("cpu[0-9]*/cpufreq/scaling_governor") if (g := _read(p)) is not None})
     smt = _read(cpu / "smt/active")
     no_turbo = _read(cpu / "intel_pstate/no_turbo")
     boost = _read(cpu / "cpufreq/boost")

@@ -76,8 +76,11 @@ def _os_reason(e: BaseException) -> str:
         seen.add(id(x))
         if isinstance(x, OSError) and not isinstance(x, requests.RequestException) and x.strerror:
             return f"{type(x).__name__}: {x.strerror}"
-        todo += [x.__cause__, x.__context__, getattr(x, "reason", None) if isinstance(getattr(x, "reason", None),
-                                                                                      BaseException) else None]
+        todo += [
+            x.__cause__,
+            x.__context__,
+            getattr(x, "reason", None) if isinstance(getattr(x, "reason", None), BaseException) else None,
+        ]
         todo += [a for a in x.args if isinstance(a, BaseException)]
     return type(e).__name__
 
@@ -94,12 +97,17 @@ class RequestsHttpClient:
         if webhook_url_problem(url) is not None:  # never file://, ftp:// or a URL whose error would quote it
             raise ValueError("not a usable http(s) URL")
         try:
-            with self.session.post(url, data=body, headers=dict(headers), timeout=timeout, allow_redirects=False,
-                                   stream=True) as resp:
+            with self.session.post(
+                url, data=body, headers=dict(headers), timeout=timeout, allow_redirects=False, stream=True
+            ) as resp:
                 resp.raw.read(65536)
                 return int(resp.status_code)
-        except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
-                requests.exceptions.InvalidSchema, requests.exceptions.URLRequired):
+        except (
+            requests.exceptions.InvalidURL,
+            requests.exceptions.MissingSchema,
+            requests.exceptions.InvalidSchema,
+            requests.exceptions.URLRequired,
+        ):
             raise ValueError("not a usable http(s) URL") from None  # WebhookSender reports it without its text
         except requests.exceptions.Timeout:
             raise OSError("timed out") from None

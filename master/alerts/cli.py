@@ -52,8 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         description="Show one alert (a unique id prefix is enough).",
     )
     s.add_argument("alert_id")
-    s.add_argument("--alerts-config", help="TOML file with an [alerts] table (default: the farm settings): "
-                   "its rQPS bands colour the lines")
+    s.add_argument(
+        "--alerts-config",
+        help="TOML file with an [alerts] table (default: the farm settings): its rQPS bands colour the lines",
+    )
     s.add_argument("--format", choices=["text", "json"], default="text")
     for name, help_text in (
         ("ack", "acknowledge an alert (no further messages)"),
@@ -187,8 +189,18 @@ def _list(conn, args: argparse.Namespace) -> int:
 
 
 # what `alerts show --format json` lists per delivery (never the payload)
-DELIVERY_FIELDS = ("id", "channel", "event", "message_version", "state", "attempts", "last_error", "created_at",
-                   "sent_at", "available_at")
+DELIVERY_FIELDS = (
+    "id",
+    "channel",
+    "event",
+    "message_version",
+    "state",
+    "attempts",
+    "last_error",
+    "created_at",
+    "sent_at",
+    "available_at",
+)
 
 
 def _show(conn, args: argparse.Namespace) -> int:
@@ -220,8 +232,10 @@ def _show(conn, args: argparse.Namespace) -> int:
         print(f"commit    {v(who.sha)} {json.dumps(who.subject)} by {json.dumps(who.author)}")
     for x in view.lines:
         ci = f" [{x.ci_low:.3f}, {x.ci_high:.3f}]" if x.ci_low is not None and x.ci_high is not None else ""
-        print(f"  {v(x.workload)} {v(x.metric)} on {v(x.machine_id)}: rQPS {x.ratio:.3f}{ci} {v(x.colour)} "
-              f"{v(x.severity)}")
+        print(
+            f"  {v(x.workload)} {v(x.metric)} on {v(x.machine_id)}: rQPS {x.ratio:.3f}{ci} {v(x.colour)} "
+            f"{v(x.severity)}"
+        )
     for h in hist:
         print(
             f"  {_when(h.at)} {v(h.old_state or '-')} -> {v(h.new_state)} by {v(h.by)}"

@@ -78,10 +78,12 @@ def _email_sender(c: ChannelConfig, secrets: Mapping[str, str], clients: Clients
 CHANNEL_KINDS: dict[str, ChannelKind] = {
     k.name: k
     for k in (
-        ChannelKind("slack", _lacks_url, lambda view, event, key, channel: messages.slack(view, event),
-                    _webhook_sender),
-        ChannelKind("webhook", _lacks_url, lambda view, event, key, channel: messages.webhook(view, event, key),
-                    _webhook_sender),
+        ChannelKind(
+            "slack", _lacks_url, lambda view, event, key, channel: messages.slack(view, event), _webhook_sender
+        ),
+        ChannelKind(
+            "webhook", _lacks_url, lambda view, event, key, channel: messages.webhook(view, event, key), _webhook_sender
+        ),
         ChannelKind("email", _lacks_mail, messages.email, _email_sender),
     )
 }

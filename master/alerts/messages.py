@@ -240,8 +240,13 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
     lines += [f"  - {_line_text(x)}" for x in view.lines]
     if event == "updated" and view.changes:
         lines += ["", "Changed since the last message: " + "; ".join(neutralise.ident(c) for c in view.changes)]
-    lines += ["", _status(view).capitalize(), f"Details: {view.link}", "",
-              f"perffarm alert {view.id} r{view.message_version}"]
+    lines += [
+        "",
+        _status(view).capitalize(),
+        f"Details: {view.link}",
+        "",
+        f"perffarm alert {view.id} r{view.message_version}",
+    ]
     root = thread_id(view.id, channel)
     headers = {"Message-ID": root, "X-Perffarm-Alert": view.id, "X-Perffarm-Idempotency-Key": key}
     if event == "updated":

@@ -68,8 +68,9 @@ def _line(cp: StoredChangePoint) -> rules.Line:
     k = cp.key
     return rules.Line(
         change_point_id=cp.id,
-        series_key="/".join(str(x) for x in (k.machine_id, k.recipe, k.recipe_version, k.config_hash, k.workload,
-                                             k.metric, k.branch)),
+        series_key="/".join(
+            str(x) for x in (k.machine_id, k.recipe, k.recipe_version, k.config_hash, k.workload, k.metric, k.branch)
+        ),
         machine_id=k.machine_id,
         recipe=k.recipe,
         workload=k.workload,
@@ -168,8 +169,13 @@ def _refresh(
     store.alerts.update_alert(
         conn,
         alert_id,
-        {**values, "message_version": message_version, "signature": signature, "changes": json.dumps(history),
-         "updated_at": now},
+        {
+            **values,
+            "message_version": message_version,
+            "signature": signature,
+            "changes": json.dumps(history),
+            "updated_at": now,
+        },
     )
     queued = (
         ()
@@ -342,8 +348,9 @@ def set_state(
         new = lifecycle.after_triage(a.state, wanted)
         if wanted == "new" and a.culprit_sha:
             new = "culprit-found"  # reopening keeps what bisection found
-        store.alerts.update_alert(conn, aid, {"state": new, "state_changed_at": now, "state_by": by,
-                                              "state_note": note})
+        store.alerts.update_alert(
+            conn, aid, {"state": new, "state_changed_at": now, "state_by": by, "state_note": note}
+        )
         store.alerts.add_history(conn, aid, a.state, new, by, note, now)
         if lifecycle.is_triaged(new):
             store.alerts.cancel_unsent(conn, aid)
@@ -377,6 +384,7 @@ def record_bisection(
             },
         )
         if new != a.state:
-            store.alerts.add_history(conn, aid, a.state, new, by, f"culprit {culprit_sha}" if culprit_sha else None,
-                                     now)
+            store.alerts.add_history(
+                conn, aid, a.state, new, by, f"culprit {culprit_sha}" if culprit_sha else None, now
+            )
     return new

@@ -21,8 +21,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", help="the metric (default: the workload's first, e.g. throughput)")
     p.add_argument("--branch", default="master", help="branch whose first-parent history is searched (default master)")
     p.add_argument("--builder", help="measure on this builder, recipe@worker (default: the one that measured the ends)")
-    p.add_argument("--local", action="store_true",
-                   help="run the bisection here and now, without a master: build and bench each probe on this machine")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="run the bisection here and now, without a master: build and bench each probe on this machine",
+    )
     p.add_argument("--status", type=int, metavar="ID", help="show a bisection: state, culprit, rQPS, probes, log")
     p.add_argument("--list", action="store_true", help="list bisections, newest first")
     p.add_argument("--wait", action="store_true", help="after submitting to the master, wait until it ends")
@@ -45,9 +48,16 @@ def run(args: argparse.Namespace) -> int:
     conn = store.connect(settings.results_db)
     try:
         with store.transaction(conn):
-            bisection_id = state.create(conn, good=args.good, bad=args.bad, workload=args.workload,
-                                        metric=args.metric, branch=args.branch, builder=args.builder,
-                                        requested_by="cli --local" if args.local else "cli")
+            bisection_id = state.create(
+                conn,
+                good=args.good,
+                bad=args.bad,
+                workload=args.workload,
+                metric=args.metric,
+                branch=args.branch,
+                builder=args.builder,
+                requested_by="cli --local" if args.local else "cli",
+            )
     except state.BisectionError as e:
         print(f"perffarm bisect: {v(e)}", file=sys.stderr)
         return 2
@@ -60,8 +70,11 @@ def run(args: argparse.Namespace) -> int:
     from master import launcher
 
     if launcher._api(settings, "masters") is None:
-        print(f"note: the master at {settings.web_url} is not running; the bisection starts when it does "
-              f"(`make run`), or run it here with --local", file=sys.stderr)
+        print(
+            f"note: the master at {settings.web_url} is not running; the bisection starts when it does "
+            f"(`make run`), or run it here with --local",
+            file=sys.stderr,
+        )
     else:
         print(f"submitted to the master at {settings.web_url}; its probes appear there as builds")
     if not args.wait:
@@ -97,14 +110,14 @@ def _status(settings, bisection_id: int, fmt: str) -> int:
     if fmt == "json":
         print(json.dumps(doc, indent=1, sort_keys=True))
         return 0
-    print(f"bisection {b.id}: {v(b.state)}  ({v(b.workload)}/{v(b.metric)} on "
-          f"{v(b.builder)}, {v(b.branch)}, {doc['range_commits']} commits "
-          f"{v(b.good[:12])}..{v(b.bad[:12])})")
+    print(
+        f"bisection {b.id}: {v(b.state)}  ({v(b.workload)}/{v(b.metric)} on "
+        f"{v(b.builder)}, {v(b.branch)}, {doc['range_commits']} commits "
+        f"{v(b.good[:12])}..{v(b.bad[:12])})"
+    )
     if b.culprit:
-        print(f"culprit   {v(b.culprit)}\n          {v(doc['culprit_subject'])}\n          "
-              f"{v(doc['culprit_author'])}")
-        print(f"rQPS      {b.ratio:.4f}  95% CI [{b.ci_low:.4f}, {b.ci_high:.4f}] "
-              f"against {v((b.parent or '')[:12])}")
+        print(f"culprit   {v(b.culprit)}\n          {v(doc['culprit_subject'])}\n          {v(doc['culprit_author'])}")
+        print(f"rQPS      {b.ratio:.4f}  95% CI [{b.ci_low:.4f}, {b.ci_high:.4f}] against {v((b.parent or '')[:12])}")
     if b.reason:
         print(f"reason    {v(b.reason)}")
     print(f"probes    {b.probes} commits, {b.rounds} runs, {b.samples} samples")
@@ -127,7 +140,9 @@ def _list(settings, fmt: str) -> int:
         print(json.dumps([{k: getattr(r, k) for k in LIST_FIELDS} for r in rows], indent=1))
         return 0
     for r in rows:
-        print(f"{r.id:>4} {v(r.state):<16} {v(r.workload)}/{v(r.metric)} {v(r.branch)} "
-              f"{v(r.good[:10])}..{v(r.bad[:10])} culprit {v((r.culprit or '-')[:12])} "
-              f"({r.probes} probes, {r.rounds} runs)")
+        print(
+            f"{r.id:>4} {v(r.state):<16} {v(r.workload)}/{v(r.metric)} {v(r.branch)} "
+            f"{v(r.good[:10])}..{v(r.bad[:10])} culprit {v((r.culprit or '-')[:12])} "
+            f"({r.probes} probes, {r.rounds} runs)"
+        )
     return 0

@@ -220,13 +220,16 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
             # [Var(probe) + (1 - t)^2 Var(good) + t^2 Var(bad)] / (bad - good)^2: measure the largest term's
             # commit, among those below their round caps (a probe at its cap can still be decided by its ends)
             t_hat = min(max(_point_t(samples, g, b), 0.0), 1.0)
-            terms = [(commits[probe], _sem(samples) ** 2, policy.max_probe_rounds),
-                     (good, (1 - t_hat) ** 2 * _sem(g) ** 2, policy.max_end_rounds),
-                     (bad, t_hat ** 2 * _sem(b) ** 2, policy.max_end_rounds)]
+            terms = [
+                (commits[probe], _sem(samples) ** 2, policy.max_probe_rounds),
+                (good, (1 - t_hat) ** 2 * _sem(g) ** 2, policy.max_end_rounds),
+                (bad, t_hat**2 * _sem(b) ** 2, policy.max_end_rounds),
+            ]
             open_terms = [(c, v) for c, v, cap in terms if obs.rounds(c) < cap and v > 0]
             if not open_terms:
                 return Ambiguous(
-                    commits[lo], commits[hi],
+                    commits[lo],
+                    commits[hi],
                     f"{commits[probe][:12]} is neither like good nor like bad after {policy.max_probe_rounds} rounds",
                 )
             return Measure(max(open_terms, key=lambda item: item[1])[0], "not sure yet: more samples")

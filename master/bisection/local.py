@@ -25,13 +25,20 @@ LOCAL_WORKER = "local-cli"
 
 def measure(settings: Settings, b: state.Bisection, sha: str) -> str:
     """One probe of a bisection: measure `sha` with its recipe and store it as a bisect run."""
-    return measure_commit(settings, b.recipe, sha, b.branch, b.builder, "bisect", b.id,
-                          options=(f"workloads={b.workload}",))
+    return measure_commit(
+        settings, b.recipe, sha, b.branch, b.builder, "bisect", b.id, options=(f"workloads={b.workload}",)
+    )
 
 
 def measure_commit(
-    settings: Settings, recipe: str, sha: str, ref: str, builder: str, source: str,
-    bisection_id: int | None = None, options: tuple[str, ...] = (),
+    settings: Settings,
+    recipe: str,
+    sha: str,
+    ref: str,
+    builder: str,
+    source: str,
+    bisection_id: int | None = None,
+    options: tuple[str, ...] = (),
 ) -> str:
     """Build and bench one commit here, exactly as a worker would, and store the result; returns the message."""
     mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir, gitauth.read_credentials(settings))
@@ -47,26 +54,48 @@ def measure_commit(
     gitmirror.git(["clean", "-fdxq"], cwd=src)
     with tempfile.TemporaryDirectory(prefix="perffarm-probe-") as tmp:
         state_dir, result = Path(tmp) / "state", Path(tmp) / "result.json"
-        common = ["--recipe", recipe, "--src", str(src), "--work", str(work), "--state", str(state_dir),
-                  "--sha", sha, "--ref", ref, "--result", str(result), *[f"--option={o}" for o in options]]
+        common = [
+            "--recipe",
+            recipe,
+            "--src",
+            str(src),
+            "--work",
+            str(work),
+            "--state",
+            str(state_dir),
+            "--sha",
+            sha,
+            "--ref",
+            ref,
+            "--result",
+            str(result),
+            *[f"--option={o}" for o in options],
+        ]
         for phase in ("build", "bench"):
-            proc = subprocess.run([sys.executable, "-m", "recipes", phase, *common], cwd=REPO_ROOT,
-                                  capture_output=True, text=True)
+            proc = subprocess.run(
+                [sys.executable, "-m", "recipes", phase, *common], cwd=REPO_ROOT, capture_output=True, text=True
+            )
             if proc.returncode == 3:
                 break  # build-failed / bench-failed: a result; the commit is skipped, never blamed
             if proc.returncode != 0:
                 raise RuntimeError(f"the recipe runner crashed in {phase} of {sha[:12]}:\n{proc.stderr[-2000:]}")
-        run = store.RunContext(builder=builder, worker=LOCAL_WORKER, source=source, got_revision=sha,
-                               revision=sha, bisection_id=bisection_id)
+        run = store.RunContext(
+            builder=builder,
+            worker=LOCAL_WORKER,
+            source=source,
+            got_revision=sha,
+            revision=sha,
+            bisection_id=bisection_id,
+        )
         settings.incoming_dir.mkdir(parents=True, exist_ok=True)
-        incoming = Path(tempfile.mkstemp(prefix=f"{source}-{sha[:12]}-", suffix=".json",
-                                         dir=settings.incoming_dir)[1])
+        incoming = Path(tempfile.mkstemp(prefix=f"{source}-{sha[:12]}-", suffix=".json", dir=settings.incoming_dir)[1])
         result.replace(incoming)
         return ingest.ingest_file(settings, incoming, run, recipe).message
 
 
-def run(settings: Settings, bisection_id: int, policy: Policy | None = None,
-        say: Callable[[str], None] = print) -> Decision:
+def run(
+    settings: Settings, bisection_id: int, policy: Policy | None = None, say: Callable[[str], None] = print
+) -> Decision:
     """Advance the bisection until it ends, measuring each requested probe locally (default policy: the
     settings' ``[detection]`` section, as on the master)."""
     policy = policy or Policy.configured(settings.detection)

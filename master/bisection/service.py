@@ -68,14 +68,23 @@ class BisectionService(PeriodicService):
             await self.master.data.updates.addBuildset(
                 waited_for=False,
                 scheduler=SCHEDULER,
-                sourcestamps=[{"codebase": "", "repository": self.settings.repository_url, "branch": b.branch,
-                               "revision": measure.commit, "project": "perffarm"}],
+                sourcestamps=[
+                    {
+                        "codebase": "",
+                        "repository": self.settings.repository_url,
+                        "branch": b.branch,
+                        "revision": measure.commit,
+                        "project": "perffarm",
+                    }
+                ],
                 reason=f"perffarm bisection {b.id}: {measure.reason}",
-                properties={"perffarm_source": ("bisect", "Bisection"),
-                            "perffarm_bisection": (b.id, "Bisection"),
-                            # only the bisected workload: a probe of a full profile would cost minutes more
-                            "perffarm_options": ([f"workloads={b.workload}"], "Bisection"),
-                            "scheduler": (SCHEDULER, "Bisection")},
+                properties={
+                    "perffarm_source": ("bisect", "Bisection"),
+                    "perffarm_bisection": (b.id, "Bisection"),
+                    # only the bisected workload: a probe of a full profile would cost minutes more
+                    "perffarm_options": ([f"workloads={b.workload}"], "Bisection"),
+                    "scheduler": (SCHEDULER, "Bisection"),
+                },
                 builderids=[builderid],
             )
             pending.add((builderid, measure.commit))

@@ -77,8 +77,9 @@ def create(
         raise BisectionError(f"branch {refnames.show(branch)} {problem}")
     for name, value in (("workload", workload), ("metric", metric)):
         if value is not None and not NAME_RE.match(value):
-            raise BisectionError(f"{name} {refnames.show(value)} is not a workload or metric name "
-                                 "(letters, digits, '_', '.', '+', '-')")
+            raise BisectionError(
+                f"{name} {refnames.show(value)} is not a workload or metric name (letters, digits, '_', '.', '+', '-')"
+            )
     good_sha, bad_sha = resolve_commit(conn, good), resolve_commit(conn, bad)
     pos = store.commits.positions_on(conn, branch, (good_sha, bad_sha))
     for name, sha in (("good", good_sha), ("bad", bad_sha)):
@@ -90,16 +91,30 @@ def create(
     found = store.bisections.newest_workload_run(conn, workload, (good_sha, bad_sha), builder, metric)
     if found is None:
         raise BisectionError(
-            f"no stored result of workload {workload!r}" + (f" metric {metric!r}" if metric else "")
+            f"no stored result of workload {workload!r}"
+            + (f" metric {metric!r}" if metric else "")
             + (f" on builder {builder!r}" if builder else "")
             + " for either end; measure the ends first (or check the names with `perffarm results export`)"
         )
     now = time.time()
-    bisection_id = store.bisections.insert(conn, change_point_id=change_point_id, measured=found, workload=workload,
-                                           branch=branch, good=good_sha, bad=bad_sha, commits=commits,
-                                           requested_by=requested_by, now=now)
-    _log(conn, bisection_id, f"bisecting {len(commits) - 1} commits ({good_sha[:12]}..{bad_sha[:12]}] on {branch}, "
-                             f"{workload}/{found.metric} on {found.builder}")
+    bisection_id = store.bisections.insert(
+        conn,
+        change_point_id=change_point_id,
+        measured=found,
+        workload=workload,
+        branch=branch,
+        good=good_sha,
+        bad=bad_sha,
+        commits=commits,
+        requested_by=requested_by,
+        now=now,
+    )
+    _log(
+        conn,
+        bisection_id,
+        f"bisecting {len(commits) - 1} commits ({good_sha[:12]}..{bad_sha[:12]}] on {branch}, "
+        f"{workload}/{found.metric} on {found.builder}",
+    )
     return bisection_id
 
 
@@ -137,23 +152,35 @@ def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy
         store.bisections.set_counts(conn, bisection_id, probes, rounds, n_samples)
         if isinstance(decision, Measure):
             i = b.commits.index(decision.commit)
-            _log(conn, bisection_id, f"measure {decision.commit[:12]} (commit {i} of {len(b.commits) - 1}, "
-                                     f"round {obs.rounds(decision.commit) + 1}): {decision.reason}")
+            _log(
+                conn,
+                bisection_id,
+                f"measure {decision.commit[:12]} (commit {i} of {len(b.commits) - 1}, "
+                f"round {obs.rounds(decision.commit) + 1}): {decision.reason}",
+            )
             return decision
         now = time.time()
         if isinstance(decision, Culprit):
             est = rqps.median_ratio(obs.of(decision.parent), obs.of(decision.commit))
             subject = store.commits.commit(conn, decision.commit)
-            store.bisections.record_culprit(conn, bisection_id, decision.commit, decision.parent, est.ratio, est.low,
-                                            est.high, now)
-            _log(conn, bisection_id, f"culprit {decision.commit[:12]} "
-                                     f"{(subject.subject if subject else '')!r}: ratio {est.ratio:.4f} "
-                                     f"[{est.low:.4f}, {est.high:.4f}] against {decision.parent[:12]}; "
-                                     f"{probes} probes, {rounds} rounds, {n_samples} samples")
+            store.bisections.record_culprit(
+                conn, bisection_id, decision.commit, decision.parent, est.ratio, est.low, est.high, now
+            )
+            _log(
+                conn,
+                bisection_id,
+                f"culprit {decision.commit[:12]} "
+                f"{(subject.subject if subject else '')!r}: ratio {est.ratio:.4f} "
+                f"[{est.low:.4f}, {est.high:.4f}] against {decision.parent[:12]}; "
+                f"{probes} probes, {rounds} rounds, {n_samples} samples",
+            )
         elif isinstance(decision, Ambiguous):
             store.bisections.record_ambiguous(conn, bisection_id, decision.reason, decision.good, decision.bad, now)
-            _log(conn, bisection_id, f"ambiguous: the change is in ({decision.good[:12]}, {decision.bad[:12]}]: "
-                                     f"{decision.reason}")
+            _log(
+                conn,
+                bisection_id,
+                f"ambiguous: the change is in ({decision.good[:12]}, {decision.bad[:12]}]: {decision.reason}",
+            )
         elif isinstance(decision, NotReproducible):
             store.bisections.record_not_reproducible(conn, bisection_id, decision.reason, now)
             _log(conn, bisection_id, f"not reproducible: {decision.reason}")
@@ -184,8 +211,16 @@ def auto_create(conn: sqlite3.Connection, change_point_id: int) -> int | None:
     builder = store.bisections.newest_builder(conn, k.machine_id, k.recipe, k.config_hash, k.workload, cp.sha)
     if builder is None:
         return None
-    return create(conn, good=cp.prev_sha, bad=cp.sha, workload=k.workload, metric=k.metric,
-                  branch=k.branch, builder=builder, change_point_id=change_point_id)
+    return create(
+        conn,
+        good=cp.prev_sha,
+        bad=cp.sha,
+        workload=k.workload,
+        metric=k.metric,
+        branch=k.branch,
+        builder=builder,
+        change_point_id=change_point_id,
+    )
 
 
 def report_to_alert(conn: sqlite3.Connection, bisection_id: int, alert_settings) -> str | None:

@@ -135,12 +135,15 @@ def render_text(report: Report) -> str:
     else:
         lines.append(f"{'index':>6}  {'commit':<14} {'ratio':>8}  {'kind':<11} {'pvalue':>9}")
         for cp in report.change_points:
-            lines.append(f"{cp.index:>6}  {visible(cp.commit[:14]):<14} {cp.ratio:>8.4f}  {cp.kind.value:<11} "
-                         f"{cp.pvalue:>9.2g}")
+            lines.append(
+                f"{cp.index:>6}  {visible(cp.commit[:14]):<14} {cp.ratio:>8.4f}  {cp.kind.value:<11} {cp.pvalue:>9.2g}"
+            )
     g = report.gate
     if report.steady:
-        lines.append("steady series (every commit's samples agree within 0.01%): changes judged by magnitude, "
-                     "a step must last 2 commits")
+        lines.append(
+            "steady series (every commit's samples agree within 0.01%): changes judged by magnitude, "
+            "a step must last 2 commits"
+        )
     elif g.change is None:
         lines.append("newest commits: consistent with the recent baseline")
     else:

@@ -182,8 +182,9 @@ def median_ratio_many(
     return out
 
 
-def median_ratio_block(B: np.ndarray, X: np.ndarray, confidence: float = 0.95, batch: int = 2_000_000,
-                       presorted: bool = False) -> np.ndarray:
+def median_ratio_block(
+    B: np.ndarray, X: np.ndarray, confidence: float = 0.95, batch: int = 2_000_000, presorted: bool = False
+) -> np.ndarray:
     """median_ratio_many for N pairs given as arrays: B is (N, n_base), X is (N, n_new); rows (ratio, low, high).
     presorted=True: each row of B and X is already in ascending order (saves two sorts)."""
     B = np.asarray(B, dtype=float)

@@ -113,8 +113,9 @@ def _detect(series: Series, m: np.ndarray, direction: Direction, settings: Stead
         ratio = float(np.median(m[i : i + settings.persistence])) / level
         z = float(np.min(np.abs(moved))) / scale
         p = max(math.erfc(z / math.sqrt(2.0)), 1e-300)
-        found.append(ChangePoint(commit=series.commits[i], index=i, ratio=ratio,
-                                 kind=Kind.of(ratio, direction), pvalue=p))
+        found.append(
+            ChangePoint(commit=series.commits[i], index=i, ratio=ratio, kind=Kind.of(ratio, direction), pvalue=p)
+        )
         seg_start = i
         i += settings.baseline_min
     return found

@@ -27,14 +27,22 @@ def open_cache(settings: Any) -> RatioCache:
 def _state_tables(cache: RatioCache) -> sqlite3.Connection | None:
     """The cache's connection with the two state tables created (None: a cache without a file)."""
     if cache.conn is not None:
-        cache.conn.execute("CREATE TABLE IF NOT EXISTS site_summary (out TEXT, sid TEXT, json TEXT NOT NULL, "
-                           "PRIMARY KEY (out, sid))")
+        cache.conn.execute(
+            "CREATE TABLE IF NOT EXISTS site_summary (out TEXT, sid TEXT, json TEXT NOT NULL, PRIMARY KEY (out, sid))"
+        )
         cache.conn.execute("CREATE TABLE IF NOT EXISTS site_state (out TEXT PRIMARY KEY, json TEXT NOT NULL)")
     return cache.conn
 
 
-def save_state(cache: RatioCache, summaries: Iterable[Summary], replace_all: bool, out: Path,
-               heads: Mapping[str, tuple[int, str]], tags: Mapping[str, str], runs_upto: int) -> None:
+def save_state(
+    cache: RatioCache,
+    summaries: Iterable[Summary],
+    replace_all: bool,
+    out: Path,
+    heads: Mapping[str, tuple[int, str]],
+    tags: Mapping[str, str],
+    runs_upto: int,
+) -> None:
     """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published, and
     the highest run id up to which every stored run is shown (the next incremental publish catches up from it)."""
     conn = _state_tables(cache)
@@ -44,11 +52,20 @@ def save_state(cache: RatioCache, summaries: Iterable[Summary], replace_all: boo
     with conn:
         if replace_all:
             conn.execute("DELETE FROM site_summary WHERE out = ?", (key,))
-        conn.executemany("INSERT OR REPLACE INTO site_summary VALUES (?, ?, ?)",
-                         [(key, s.sid, json.dumps(s.to_json(), sort_keys=True)) for s in summaries])
-        conn.execute("INSERT OR REPLACE INTO site_state VALUES (?, ?)", (key, json.dumps(
-            {"heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags), "runs_upto": runs_upto},
-            sort_keys=True)))
+        conn.executemany(
+            "INSERT OR REPLACE INTO site_summary VALUES (?, ?, ?)",
+            [(key, s.sid, json.dumps(s.to_json(), sort_keys=True)) for s in summaries],
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO site_state VALUES (?, ?)",
+            (
+                key,
+                json.dumps(
+                    {"heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags), "runs_upto": runs_upto},
+                    sort_keys=True,
+                ),
+            ),
+        )
 
 
 def load_state(cache: RatioCache, out: Path) -> tuple[dict[str, Summary], dict[str, Any] | None]:
@@ -56,7 +73,9 @@ def load_state(cache: RatioCache, out: Path) -> tuple[dict[str, Summary], dict[s
     if conn is None:
         return {}, None
     key = str(out)
-    summaries = {sid: Summary.from_json(json.loads(text))
-                 for sid, text in conn.execute("SELECT sid, json FROM site_summary WHERE out = ?", (key,))}
+    summaries = {
+        sid: Summary.from_json(json.loads(text))
+        for sid, text in conn.execute("SELECT sid, json FROM site_summary WHERE out = ?", (key,))
+    }
     row = conn.execute("SELECT json FROM site_state WHERE out = ?", (key,)).fetchone()
     return summaries, (json.loads(row[0]) if row else None)

@@ -11,17 +11,27 @@ from master.settings import load_settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="directory to publish into (default: [site] out_dir, i.e. <data_dir>/site). DIR becomes "
-                        "a symlink to the current version in .DIR.versions/ next to it; an existing directory that "
-                        "is not a perffarm site is refused")
-    parser.add_argument("--serve", action="store_true",
-                        help="after publishing, serve DIR on http://127.0.0.1:PORT/ until Ctrl-C")
-    parser.add_argument("--port", type=int, default=None,
-                        help="port for --serve (default: [site] port, 8011)")
-    parser.add_argument("--jobs", type=int, choices=(1, 2), default=None,
-                        help="processes for the full render (default 2 on a machine with 2+ cores: forked children "
-                        "parse half the samples, compute half the rQPS, then share the writing with this process)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="directory to publish into (default: [site] out_dir, i.e. <data_dir>/site). DIR becomes "
+        "a symlink to the current version in .DIR.versions/ next to it; an existing directory that "
+        "is not a perffarm site is refused",
+    )
+    parser.add_argument(
+        "--serve", action="store_true", help="after publishing, serve DIR on http://127.0.0.1:PORT/ until Ctrl-C"
+    )
+    parser.add_argument("--port", type=int, default=None, help="port for --serve (default: [site] port, 8011)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        choices=(1, 2),
+        default=None,
+        help="processes for the full render (default 2 on a machine with 2+ cores: forked children "
+        "parse half the samples, compute half the rQPS, then share the writing with this process)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines, only the summary")
 
 
@@ -31,8 +41,11 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings(getattr(args, "config", None))
     if not settings.results_db.exists():
-        print(f"perffarm publish: no results database at {settings.results_db}; start the farm (`make run`) or "
-              "set master.data_dir / PERFFARM_MASTER_DATA_DIR", file=sys.stderr)
+        print(
+            f"perffarm publish: no results database at {settings.results_db}; start the farm (`make run`) or "
+            "set master.data_dir / PERFFARM_MASTER_DATA_DIR",
+            file=sys.stderr,
+        )
         return 1
     out = args.out or site_dir(settings)
 
@@ -45,9 +58,11 @@ def run(args: argparse.Namespace) -> int:
     except PublishError as e:
         print(f"perffarm publish: {e}", file=sys.stderr)
         return 1
-    print(f"published {report.series} series, {report.commit_pages} commits, {report.files_written} files "
-          f"({report.files_linked} unchanged, linked) in {report.seconds:.2f} s ({report.ratios_computed} rQPS "
-          f"computed, {report.ratios_reused} reused)")
+    print(
+        f"published {report.series} series, {report.commit_pages} commits, {report.files_written} files "
+        f"({report.files_linked} unchanged, linked) in {report.seconds:.2f} s ({report.ratios_computed} rQPS "
+        f"computed, {report.ratios_reused} reused)"
+    )
     print(f"open {Path(os.path.abspath(out)) / 'index.html'} (works from disk) or serve {out} with any web server")
     if args.serve:
         from master.publish.serve import make_server

@@ -53,9 +53,18 @@ def order(ctx: Context, shas: Iterable[str] | None = None) -> CommitOrder | None
     t = ctx.table
     if t is None or not ctx.series:
         return None
-    series = sorted(ctx.series.values(), key=lambda s: (s.key.measure.workload, s.key.measure.metric, s.key.branch,
-                                                        s.key.measure.machine_id, s.key.measure.recipe,
-                                                        s.key.measure.recipe_version, s.sid))
+    series = sorted(
+        ctx.series.values(),
+        key=lambda s: (
+            s.key.measure.workload,
+            s.key.measure.metric,
+            s.key.branch,
+            s.key.measure.machine_id,
+            s.key.measure.recipe,
+            s.key.measure.recipe_version,
+            s.sid,
+        ),
+    )
     rows = np.concatenate([np.arange(s.start, s.end) for s in series])
     if shas is not None:
         want = set(shas)
@@ -63,8 +72,15 @@ def order(ctx: Context, shas: Iterable[str] | None = None) -> CommitOrder | None
     rows = rows[np.argsort(t.commit[rows], kind="stable")]  # by commit, then series order
     cid = t.commit[rows]
     if not len(rows):
-        return CommitOrder(rows, np.zeros(1, dtype=np.int64), [], np.empty(0, dtype=object), np.empty(0, dtype=bool),
-                           [], np.empty(0, dtype=np.int64))
+        return CommitOrder(
+            rows,
+            np.zeros(1, dtype=np.int64),
+            [],
+            np.empty(0, dtype=object),
+            np.empty(0, dtype=bool),
+            [],
+            np.empty(0, dtype=np.int64),
+        )
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(cid)) + 1, [len(rows)]]).astype(np.int64)
     sid_of = np.empty(len(t.pos), dtype=object)
     sid_code = np.zeros(len(t.pos), dtype=np.int64)
@@ -73,8 +89,15 @@ def order(ctx: Context, shas: Iterable[str] | None = None) -> CommitOrder | None
         sid_of[s.start : s.end] = s.sid
         sid_code[s.start : s.end] = i
         first[s.start] = True
-    return CommitOrder(rows, bounds, [t.commits[c] for c in cid[bounds[:-1]].tolist()], sid_of, first,
-                       [s.sid for s in series], sid_code)
+    return CommitOrder(
+        rows,
+        bounds,
+        [t.commits[c] for c in cid[bounds[:-1]].tolist()],
+        sid_of,
+        first,
+        [s.sid for s in series],
+        sid_code,
+    )
 
 
 def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, str]:
@@ -101,9 +124,14 @@ def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, str]:
     base = np.array([sha[:12] for sha in t.commits], dtype=object)[t.commit[r - 1]]
     base[o.first[r]] = ""
     cols = [
-        o.sid_of[r].tolist(), ctx.med_r[r].tolist(), t.n[r].tolist(),
-        _micro(ctx.prev_ratio[r]), _micro(ctx.prev_low[r]), _micro(ctx.prev_high[r]),
-        pick(ctx.prev_colour, r.tolist()), base.tolist(),
+        o.sid_of[r].tolist(),
+        ctx.med_r[r].tolist(),
+        t.n[r].tolist(),
+        _micro(ctx.prev_ratio[r]),
+        _micro(ctx.prev_low[r]),
+        _micro(ctx.prev_high[r]),
+        pick(ctx.prev_colour, r.tolist()),
+        base.tolist(),
         ((t.noisy[r].astype(np.int64)) | (t.sla[r].astype(np.int64) * 2)).tolist(),
     ]
     zipped = list(zip(*cols))
@@ -123,8 +151,11 @@ def _rows_text(ctx: Context, o: CommitOrder, r: np.ndarray) -> tuple[bytes, np.n
     if med_col is None:
         return None
     if o.vocab is None:  # per order (and process): every series id and short base sha, encoded once
-        o.vocab = (vocab([js_literal(sid) for sid in o.sids]), vocab([js_literal(c) for c in COLOURS]),
-                   vocab([js_literal(sha[:12]) for sha in t.commits] + [js_literal("")]))
+        o.vocab = (
+            vocab([js_literal(sid) for sid in o.sids]),
+            vocab([js_literal(c) for c in COLOURS]),
+            vocab([js_literal(sha[:12]) for sha in t.commits] + [js_literal("")]),
+        )
     sids, colours, bases = o.vocab
     base = t.commit[r - 1]
     base[o.first[r]] = len(t.commits)
@@ -134,11 +165,29 @@ def _rows_text(ctx: Context, o: CommitOrder, r: np.ndarray) -> tuple[bytes, np.n
         return int_column(*_micro_ints(a))
 
     sep = literal_column(",", n)
-    return join_columns([
-        literal_column("[", n), vocab_column(sids, o.sid_code[r]), sep, med_col, sep, int_column(t.n[r]), sep,
-        micro(ctx.prev_ratio[r]), sep, micro(ctx.prev_low[r]), sep, micro(ctx.prev_high[r]), sep,
-        vocab_column(colours, ctx.prev_band[r]), sep, vocab_column(bases, base), sep,
-        int_column((t.noisy[r].astype(np.int64)) | (t.sla[r].astype(np.int64) * 2)), literal_column("],", n)])
+    return join_columns(
+        [
+            literal_column("[", n),
+            vocab_column(sids, o.sid_code[r]),
+            sep,
+            med_col,
+            sep,
+            int_column(t.n[r]),
+            sep,
+            micro(ctx.prev_ratio[r]),
+            sep,
+            micro(ctx.prev_low[r]),
+            sep,
+            micro(ctx.prev_high[r]),
+            sep,
+            vocab_column(colours, ctx.prev_band[r]),
+            sep,
+            vocab_column(bases, base),
+            sep,
+            int_column((t.noisy[r].astype(np.int64)) | (t.sla[r].astype(np.int64) * 2)),
+            literal_column("],", n),
+        ]
+    )
 
 
 _MICRO_MAX = 9e12  # |ratio| * 1e6 must fit an int64 (9.22e18); beyond it a cast wraps to -9223372036854775808

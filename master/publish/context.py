@@ -60,23 +60,35 @@ class Context:
         for c in cps:
             self.sid_of_cp[c.id] = c.sid
             self.changes.setdefault(c.sid, []).append(
-                ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue,
-                           c.state))
+                ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue, c.state)
+            )
         rows = source.alert_rows(conn)
-        facts = {sha: (c.subject, author_name(c.author)) for sha, c in source.commits(
-            conn, {x for r in rows for x in (r.sha, r.culprit_sha) if x}).items()}
+        facts = {
+            sha: (c.subject, author_name(c.author))
+            for sha, c in source.commits(conn, {x for r in rows for x in (r.sha, r.culprit_sha) if x}).items()
+        }
         self.alerts: list[AlertPage] = alert_views(
-            rows, source.alert_lines(conn), source.alert_history(conn), source.alert_deliveries(conn),
-            source.bisections_by_change_point(conn), facts,
-            lambda r, d: cache._ratio(r, None, None, d).colour)
+            rows,
+            source.alert_lines(conn),
+            source.alert_history(conn),
+            source.alert_deliveries(conn),
+            source.bisections_by_change_point(conn),
+            facts,
+            lambda r, d: cache._ratio(r, None, None, d).colour,
+        )
         # per series: ratio of each point vs the previous point, aligned with points (None for the first)
         self.table: model.Table | None = None
         self.tag_positions: dict[str, dict[str, int]] = {}
         self._got: dict = {}
         self.now = 0.0
 
-    def load(self, where: Mapping[str, list[tuple[str, int]]], shas: Iterable[str] | None,
-             keys: set[MeasureKey] | None, jobs: int = 1) -> None:
+    def load(
+        self,
+        where: Mapping[str, list[tuple[str, int]]],
+        shas: Iterable[str] | None,
+        keys: set[MeasureKey] | None,
+        jobs: int = 1,
+    ) -> None:
         """Load the series (replacing what was loaded) and every point's rQPS vs the previous point (jobs=2: the
         parsing and the rQPS in two processes; it forks)."""
         self.series = model.load(self.conn, where, shas, keys, jobs)
@@ -109,8 +121,13 @@ class Context:
     def vs_prev(self, i: int) -> RatioView | None:
         if not self.has_prev[i]:
             return None
-        return RatioView(float(self.prev_ratio[i]), float(self.prev_low[i]), float(self.prev_high[i]),
-                         self.prev_colour[i], self.table.sha[i - 1][:12])
+        return RatioView(
+            float(self.prev_ratio[i]),
+            float(self.prev_low[i]),
+            float(self.prev_high[i]),
+            self.prev_colour[i],
+            self.table.sha[i - 1][:12],
+        )
 
     def channels(self) -> list[Any]:
         """The alert channels' delivery health (master.alerts.channel_health); [] before the outbox exists."""
@@ -125,10 +142,17 @@ class Context:
         series = [s for s in series if len(s)]
         tagged = [(s, previous_tag(s, self.tag_at, int(s.table.pos[s.end - 1]))) for s in series]
         with_tag = [(s, t) for s, t in tagged if t is not None]
-        got = model.ratios(self.table, np.array([s.end - 1 for s, _ in with_tag], dtype=np.int64),
-                           np.array([t[1] for _, t in with_tag], dtype=np.int64),
-                           np.array([s.direction == "higher" for s, _ in with_tag], dtype=bool), self.bands) \
-            if with_tag else None
+        got = (
+            model.ratios(
+                self.table,
+                np.array([s.end - 1 for s, _ in with_tag], dtype=np.int64),
+                np.array([t[1] for _, t in with_tag], dtype=np.int64),
+                np.array([s.direction == "higher" for s, _ in with_tag], dtype=bool),
+                self.bands,
+            )
+            if with_tag
+            else None
+        )
         vs_tag: dict[str, RatioView] = {}
         for j, (s, (name, _)) in enumerate(with_tag):
             vs_tag[s.sid] = RatioView(float(got.ratio[j]), float(got.low[j]), float(got.high[j]), got.colour[j], name)
@@ -139,9 +163,25 @@ class Context:
             m = s.key.measure
             head = self.heads.get(s.key.branch, int(t.pos[last]))
             spark = spark_path([float(t.med[i]) for i in tail_rows(s, head)])
-            out[s.sid] = Summary(s.sid, s.key.branch, m.machine_id, m.recipe, m.recipe_version, m.config_hash,
-                                 m.workload, m.metric, s.unit, s.direction, int(t.pos[s.start]), int(t.pos[last]),
-                                 t.sha[last], float(self.med_r[last]), spark, vs_tag.get(s.sid), bool(t.sla[last]))
+            out[s.sid] = Summary(
+                s.sid,
+                s.key.branch,
+                m.machine_id,
+                m.recipe,
+                m.recipe_version,
+                m.config_hash,
+                m.workload,
+                m.metric,
+                s.unit,
+                s.direction,
+                int(t.pos[s.start]),
+                int(t.pos[last]),
+                t.sha[last],
+                float(self.med_r[last]),
+                spark,
+                vs_tag.get(s.sid),
+                bool(t.sla[last]),
+            )
         return out
 
 
@@ -149,9 +189,23 @@ def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunVie
     """The runs of these commits (None: all), per commit, oldest first, as the commit data lists them."""
     out: dict[str, list[RunView]] = {}
     for r in store.runs.runs(ctx.conn, shas=shas).values():
-        out.setdefault(r.sha, []).append(RunView(
-            r.id, visible(r.ref), r.builder, r.worker, r.machine_id, r.recipe, r.recipe_version, r.status, r.source,
-            safe_url(r.build_url), visible(r.log_excerpt, lines=True)[-2000:], r.noisy, r.ingested_at))
+        out.setdefault(r.sha, []).append(
+            RunView(
+                r.id,
+                visible(r.ref),
+                r.builder,
+                r.worker,
+                r.machine_id,
+                r.recipe,
+                r.recipe_version,
+                r.status,
+                r.source,
+                safe_url(r.build_url),
+                visible(r.log_excerpt, lines=True)[-2000:],
+                r.noisy,
+                r.ingested_at,
+            )
+        )
     for v in out.values():
         v.sort(key=lambda r: r.id)
     return out

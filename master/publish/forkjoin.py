@@ -95,8 +95,12 @@ def halves(n: int, part: Callable[[int, int], Any], jobs: int, minimum: int) -> 
     return list(both(lambda: part(0, mid), lambda: part(mid, n)))
 
 
-def share(tasks: Sequence[Callable[[], None]], jobs: int, here_first: Callable[[], None] | None = None,
-          child_result: Callable[[], Any] = lambda: None) -> Any:
+def share(
+    tasks: Sequence[Callable[[], None]],
+    jobs: int,
+    here_first: Callable[[], None] | None = None,
+    child_result: Callable[[], Any] = lambda: None,
+) -> Any:
     """Run every task once. With jobs > 1 a forked child and this process take tasks from one pipe (reading
     4 bytes claims one task), so whichever process gets more CPU does more of them. `here_first` runs in this
     process only (work that uses its database connections) before it joins in. Returns child_result() as

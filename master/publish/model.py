@@ -125,8 +125,17 @@ def load(
     m = scan.read(conn, shas, jobs)
     wanted = np.array([keys is None or k in keys for k in m.keys], dtype=bool)
     # key rank in the published order (machine, recipe, version, config, workload, metric)
-    by = sorted(range(len(m.keys)), key=lambda i: (m.keys[i].machine_id, m.keys[i].recipe, m.keys[i].recipe_version,
-                                                  m.keys[i].config_hash, m.keys[i].workload, m.keys[i].metric))
+    by = sorted(
+        range(len(m.keys)),
+        key=lambda i: (
+            m.keys[i].machine_id,
+            m.keys[i].recipe,
+            m.keys[i].recipe_version,
+            m.keys[i].config_hash,
+            m.keys[i].workload,
+            m.keys[i].metric,
+        ),
+    )
     rank = np.empty(len(m.keys), dtype=np.int64)
     rank[by] = np.arange(len(by))
     rows = np.flatnonzero(wanted[m.key]) if len(m.key) else np.empty(0, dtype=np.int64)
@@ -172,8 +181,19 @@ def load(
     run_commit = np.array([code.setdefault(sha, len(code)) for sha in m.run_sha], dtype=np.int64)
     commits = list(code)
     commit = run_commit[runs_of]
-    table = Table(xp[starts], pick(commits, commit.tolist()), off, n,
-                  np.concatenate([m.flat, *extra]) if extra else m.flat, text, runs, noisy, sla, commit, commits)
+    table = Table(
+        xp[starts],
+        pick(commits, commit.tolist()),
+        off,
+        n,
+        np.concatenate([m.flat, *extra]) if extra else m.flat,
+        text,
+        runs,
+        noisy,
+        sla,
+        commit,
+        commits,
+    )
     # series: runs of points with the same (key, branch)
     pk, pb = xk[starts], xb[starts]
     new_series = np.ones(len(starts), dtype=bool)
@@ -201,12 +221,12 @@ class Ratios:
 COLOURS = ("grey", "red", "green")
 
 
-def ratios(table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.ndarray, bands: Bands,
-           jobs: int = 1) -> Ratios:
+def ratios(
+    table: Table, rows: np.ndarray, base_rows: np.ndarray, higher: np.ndarray, bands: Bands, jobs: int = 1
+) -> Ratios:
     """median(row)/median(base row) with the bootstrap CI, vectorised per pair of sample counts; jobs=2 computes
     the second half of the rows in a forked child (each row's result does not depend on the others)."""
-    parts = forkjoin.halves(len(rows), lambda a, b: _ratio_rows(table, rows[a:b], base_rows[a:b]), jobs,
-                            SPLIT_MIN_ROWS)
+    parts = forkjoin.halves(len(rows), lambda a, b: _ratio_rows(table, rows[a:b], base_rows[a:b]), jobs, SPLIT_MIN_ROWS)
     out = np.concatenate(parts) if len(parts) > 1 else parts[0]
     r = out[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):

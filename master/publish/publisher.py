@@ -63,8 +63,14 @@ def _heads_with_sha(conn: sqlite3.Connection, heads: Mapping[str, int]) -> dict[
 Progress = Callable[[str], None]
 
 
-def publish_all(settings: Any, out_dir: Path | None = None, *, now: float | None = None,
-                progress: Progress | None = None, jobs: int | None = None) -> PublishReport:
+def publish_all(
+    settings: Any,
+    out_dir: Path | None = None,
+    *,
+    now: float | None = None,
+    progress: Progress | None = None,
+    jobs: int | None = None,
+) -> PublishReport:
     """Render the whole site from the results database into a new version and swap it in. jobs=2 forks: half the
     parsing, half the rQPS and about half the writing happen in a second process (default: default_jobs())."""
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
@@ -135,11 +141,13 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
 
         tasks: list[Callable[[], None]] = [lambda x=x: write_series(x) for x in summaries]
         tasks += [lambda p=shas[i : i + COMMIT_BATCH]: write_commits(p) for i in range(0, len(shas), COMMIT_BATCH)]
-        say(f"writing {len(summaries)} series and {len(shas)} commits' data"
-            + (" in two processes" if jobs > 1 else ""))
+        say(
+            f"writing {len(summaries)} series and {len(shas)} commits' data" + (" in two processes" if jobs > 1 else "")
+        )
         try:
-            theirs = forkjoin.share(tasks, jobs, here_first=write_summaries,
-                                    child_result=lambda: (len(w.written), w.linked)) or (0, 0)
+            theirs = forkjoin.share(
+                tasks, jobs, here_first=write_summaries, child_result=lambda: (len(w.written), w.linked)
+            ) or (0, 0)
         except forkjoin.ChildFailed as e:
             raise PublishError(f"writing the site in the second process failed: {e}") from None
         say("swapping the new version in")
@@ -152,8 +160,18 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
     finally:
         cache.close()
         conn.close()
-    return PublishReport(out, final.name, False, len(w.written) + theirs[0], len(summaries), len(shas),
-                         cache.computed, cache.reused, time.perf_counter() - t0, w.linked + theirs[1])
+    return PublishReport(
+        out,
+        final.name,
+        False,
+        len(w.written) + theirs[0],
+        len(summaries),
+        len(shas),
+        cache.computed,
+        cache.reused,
+        time.perf_counter() - t0,
+        w.linked + theirs[1],
+    )
 
 
 class _Files:
@@ -171,12 +189,18 @@ COMMIT_BATCH = 250  # commits per task: small enough to balance two processes, l
 
 def tag_changes(old: Mapping[str, str], new: Mapping[str, str]) -> set[str]:
     """Commits whose tags differ between two publishes (a tag added, moved or removed)."""
-    return {sha for name in set(old) | set(new) if old.get(name) != new.get(name)
-            for sha in (old.get(name), new.get(name)) if sha}
+    return {
+        sha
+        for name in set(old) | set(new)
+        if old.get(name) != new.get(name)
+        for sha in (old.get(name), new.get(name))
+        if sha
+    }
 
 
-def _tag_windows(conn: sqlite3.Connection, ctx: Context, retagged: set[str],
-                 windows: dict[str, tuple[int, int]]) -> set[str]:
+def _tag_windows(
+    conn: sqlite3.Connection, ctx: Context, retagged: set[str], windows: dict[str, tuple[int, int]]
+) -> set[str]:
     """Branches where a tag changed; each gets at least the sparkline's window loaded (its series' summaries are
     recomputed: the rQPS of the latest point vs the previous release may change)."""
     branches = {b for sha in retagged for b in store.commits.positions_of(conn, sha)}
@@ -186,11 +210,17 @@ def _tag_windows(conn: sqlite3.Connection, ctx: Context, retagged: set[str],
     return branches
 
 
-def _load_for_tags(conn: sqlite3.Connection, retagged: set[str], branches: set[str],
-                   cached: Mapping[str, Summary], where: dict[str, list[tuple[str, int]]]) -> None:
+def _load_for_tags(
+    conn: sqlite3.Connection,
+    retagged: set[str],
+    branches: set[str],
+    cached: Mapping[str, Summary],
+    where: dict[str, list[tuple[str, int]]],
+) -> None:
     """What a tag change needs besides the windows: each (re)tagged commit and, per series measured there, its
     previous point (the commit's data shows rQPS vs previous), and the latest point of every series on those
     branches (for its summary; a series that stopped before the window has it further back)."""
+
     def add(sha: str | None, b: str, pos: int) -> None:
         if sha is not None and (b, pos) not in where.get(sha, []):
             where.setdefault(sha, []).append((b, pos))
@@ -215,8 +245,14 @@ class _FullPublishNeeded(Exception):
 CATCH_UP_RUNS = 8  # more runs than this missing from the site (earlier publishes failed): one full publish instead
 
 
-def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None, *, now: float | None = None,
-                        progress: Progress | None = None) -> PublishReport:
+def publish_incremental(
+    settings: Any,
+    run_id: int,
+    out_dir: Path | None = None,
+    *,
+    now: float | None = None,
+    progress: Progress | None = None,
+) -> PublishReport:
     """Re-render only what new runs changed; a full publish when there is no site (or cache) to build on.
 
     "New runs" are `run_id` and every run stored since the last publish that is not shown yet: a publish that
@@ -241,12 +277,15 @@ def publish_incremental(settings: Any, run_id: int, out_dir: Path | None = None,
             say(f"full publish: {e}")
             return _publish_all(settings, out, now, progress)
     last = reports[-1]
-    return dataclasses.replace(last, files_written=sum(r.files_written for r in reports),
-                               series=sum(r.series for r in reports),
-                               commit_pages=sum(r.commit_pages for r in reports),
-                               ratios_computed=sum(r.ratios_computed for r in reports),
-                               ratios_reused=sum(r.ratios_reused for r in reports),
-                               seconds=sum(r.seconds for r in reports))
+    return dataclasses.replace(
+        last,
+        files_written=sum(r.files_written for r in reports),
+        series=sum(r.series for r in reports),
+        commit_pages=sum(r.commit_pages for r in reports),
+        ratios_computed=sum(r.ratios_computed for r in reports),
+        ratios_reused=sum(r.ratios_reused for r in reports),
+        seconds=sum(r.seconds for r in reports),
+    )
 
 
 def _pending_runs(settings: Any, out: Path, run_id: int) -> list[int]:
@@ -300,10 +339,13 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             for b, pos in at.items():
                 # a series this publish state does not know, with points before the run: stored rows moved into it
                 # (store.adopt_workload_hashes), and their old series must go too
-                if (SeriesRef(key, b).sid not in cached
-                        and store.series.prev_point_position(conn, key, b, pos) is not None):
-                    raise _FullPublishNeeded(f"series {key.workload}/{key.metric} on {b} has earlier points the "
-                                             "last publish did not show")
+                if (
+                    SeriesRef(key, b).sid not in cached
+                    and store.series.prev_point_position(conn, key, b, pos) is not None
+                ):
+                    raise _FullPublishNeeded(
+                        f"series {key.workload}/{key.metric} on {b} has earlier points the last publish did not show"
+                    )
         # which commits' data change: the run's commit and, per series, the next tested commit after it
         # what to load per branch: the chunk of the run's commit (rewritten whole), each series' point before
         # that chunk (the rQPS of the chunk's first point), the sparkline's window
@@ -311,8 +353,9 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         for b, pos in at.items():
             start = pos // CHUNK * CHUNK
             lows = [start, max(ctx.heads[b] - SPARK_WINDOW + 1, 0)]
-            lows += [p for p in (store.series.prev_point_position(conn, key, b, start) for key in keys)
-                     if p is not None]
+            lows += [
+                p for p in (store.series.prev_point_position(conn, key, b, start) for key in keys) if p is not None
+            ]
             windows[b] = (min(lows), ctx.heads[b])
         tag_branches = _tag_windows(conn, ctx, retagged, windows)
         orders = {b: store.commits.branch_order(conn, b, lo, hi) for b, (lo, hi) in windows.items()}
@@ -355,8 +398,9 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             if loaded_keys is not None:
                 ctx.load(where, list(where), keys | more)
                 affected = {k: s for k, s in ctx.series.items() if k in affected}
-        fresh = ctx.summaries([*affected.values(), *(s for k, s in ctx.series.items()
-                                                    if k.branch in tag_branches and k not in affected)])
+        fresh = ctx.summaries(
+            [*affected.values(), *(s for k, s in ctx.series.items() if k.branch in tag_branches and k not in affected)]
+        )
         for sid, old in cached.items():
             if sid in fresh and old.first_position < fresh[sid].first_position:
                 fresh[sid] = Summary.from_json({**fresh[sid].to_json(), "first_position": old.first_position})
@@ -389,8 +433,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             page.write(w, ctx, summaries)
         final = w.commit()
         cache.flush()
-        save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags,
-                   max(run_id, upto))
+        save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags, max(run_id, upto))
     except BaseException:
         if w is not None:
             w.abort()
@@ -398,5 +441,14 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
     finally:
         cache.close()
         conn.close()
-    return PublishReport(out, final.name, True, len(w.written), len(fresh), len(changed), cache.computed,
-                         cache.reused, time.perf_counter() - t0)
+    return PublishReport(
+        out,
+        final.name,
+        True,
+        len(w.written),
+        len(fresh),
+        len(changed),
+        cache.computed,
+        cache.reused,
+        time.perf_counter() - t0,
+    )

@@ -116,13 +116,16 @@ class RatioCache:
                 part = sids[i : i + 500]
                 for row in self.conn.execute(
                     f"SELECT sid, sha, base_sha, runs, base_runs, ratio, low, high FROM ratio "
-                    f"WHERE sid IN ({','.join('?' * len(part))})", part):
+                    f"WHERE sid IN ({','.join('?' * len(part))})",
+                    part,
+                ):
                     out[(row[0], row[1], row[2])] = row[3:]
         else:
             for w in wants:
                 row = self.conn.execute(
                     "SELECT runs, base_runs, ratio, low, high FROM ratio WHERE sid = ? AND sha = ? AND base_sha = ?",
-                    (w.sid, w.sha, w.base_sha)).fetchone()
+                    (w.sid, w.sha, w.base_sha),
+                ).fetchone()
                 if row:
                     out[(w.sid, w.sha, w.base_sha)] = tuple(row)
         return out

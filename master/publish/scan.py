@@ -85,26 +85,31 @@ def read(conn: sqlite3.Connection, shas: Iterable[str] | None = None, jobs: int 
     run_noisy = np.array([bool(x) for x in scanned.run_noisy], dtype=bool)
     if not ids_text:
         empty = np.empty(0, dtype=np.int64)
-        return Measured(run_id, run_sha, run_noisy, [], [], [], empty, empty, [], empty, empty, np.empty(0),
-                        np.empty(0, dtype=bool))
+        return Measured(
+            run_id, run_sha, run_noisy, [], [], [], empty, empty, [], empty, empty, np.empty(0), np.empty(0, dtype=bool)
+        )
     row_run = np.searchsorted(run_id, np.fromstring(ids_text, sep=",", dtype=np.int64))
     parts = wm_text.split("\x1e")
     if len(parts) != len(row_run):
-        raise ValueError("a stored workload or metric name or config hash contains a control character (not a "
-                         "valid result)")
+        raise ValueError(
+            "a stored workload or metric name or config hash contains a control character (not a valid result)"
+        )
     # a key is (the run's machine, recipe, version) x (workload, metric, the workload's config hash): code both
     # halves, then pair them
     cfg_of: dict[tuple, int] = {}
-    run_cfg = np.array([cfg_of.setdefault((m, r, int(v)), len(cfg_of))
-                        for m, r, v in zip(scanned.run_machine, scanned.run_recipe, scanned.run_version)],
-                       dtype=np.int64)
+    run_cfg = np.array(
+        [
+            cfg_of.setdefault((m, r, int(v)), len(cfg_of))
+            for m, r, v in zip(scanned.run_machine, scanned.run_recipe, scanned.run_version)
+        ],
+        dtype=np.int64,
+    )
     # codes via C-level map calls: a Python-level loop over the million rows costs ~0.5 s
     wm_of = {x: i for i, x in enumerate(dict.fromkeys(parts))}
     wm = np.fromiter(map(wm_of.__getitem__, parts), dtype=np.int64, count=len(parts))
     uniq, key = np.unique(run_cfg[row_run] * len(wm_of) + wm, return_inverse=True)
     cfgs, wms = list(cfg_of), [x.split("\x1f", 2) for x in wm_of]
-    keys = [MeasureKey(*cfgs[p // len(wm_of)], wms[p % len(wm_of)][2], *wms[p % len(wm_of)][:2])
-            for p in uniq.tolist()]
+    keys = [MeasureKey(*cfgs[p // len(wm_of)], wms[p % len(wm_of)][2], *wms[p % len(wm_of)][:2]) for p in uniq.tolist()]
     _, first_from_end = np.unique(key[::-1], return_index=True)
     newest = len(key) - 1 - first_from_end  # each key's last row: its newest run
     units = _units(conn, run_id[row_run[newest]].tolist(), keys)
@@ -113,8 +118,21 @@ def read(conn: sqlite3.Connection, shas: Iterable[str] | None = None, jobs: int 
     flat = _parse(big, texts, counts, jobs)
     off = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     sla = np.frombuffer(sla_text.encode("ascii"), dtype=np.uint8) == ord("1")
-    return Measured(run_id, run_sha, run_noisy, keys, [u.unit for u in units], [u.direction for u in units], row_run,
-                    key, texts, off, counts, flat, sla)
+    return Measured(
+        run_id,
+        run_sha,
+        run_noisy,
+        keys,
+        [u.unit for u in units],
+        [u.direction for u in units],
+        row_run,
+        key,
+        texts,
+        off,
+        counts,
+        flat,
+        sla,
+    )
 
 
 def _units(conn: sqlite3.Connection, runs: list[int], keys: list[MeasureKey]) -> list[store.series.MetricUnit]:

@@ -19,8 +19,9 @@ def make_server(directory: Path | str, host: str = "127.0.0.1", port: int = 8011
     return http.server.ThreadingHTTPServer((host, port), handler)
 
 
-def serve(directory: Path | str, host: str = "127.0.0.1",
-          port: int = 8011) -> tuple[str, threading.Thread, http.server.ThreadingHTTPServer]:
+def serve(
+    directory: Path | str, host: str = "127.0.0.1", port: int = 8011
+) -> tuple[str, threading.Thread, http.server.ThreadingHTTPServer]:
     """Start serving in a daemon thread; return (URL, thread, server) — call server.shutdown() to stop."""
     Path(directory).parent.mkdir(parents=True, exist_ok=True)
     server = make_server(directory, host, port)

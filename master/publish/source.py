@@ -37,14 +37,19 @@ class SeriesRef:
     def sid(self) -> str:
         """Stable file id of the series (a digest of its key, so no untrusted text reaches a path)."""
         m = self.measure
-        return digest("\x1f".join([m.machine_id, m.recipe, str(m.recipe_version), m.config_hash, m.workload,
-                                   m.metric, self.branch]))
+        return digest(
+            "\x1f".join(
+                [m.machine_id, m.recipe, str(m.recipe_version), m.config_hash, m.workload, m.metric, self.branch]
+            )
+        )
 
 
 def sid_of(key: store.series.SeriesKey) -> str:
     """The file id of a series the store names."""
-    return SeriesRef(MeasureKey(key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload,
-                                key.metric), key.branch).sid
+    return SeriesRef(
+        MeasureKey(key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric),
+        key.branch,
+    ).sid
 
 
 @dataclass(frozen=True)
@@ -71,17 +76,33 @@ def has_table(conn: sqlite3.Connection, table: str) -> list[str]:
 def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict[str, Commit]:
     """Commit facts; subject and author with control and bidi characters shown as escapes (textsafe), so they
     can neither reorder a page nor hide in it, whichever template or script shows them."""
-    return {sha: Commit(sha, visible(c.subject), visible(c.author), c.authored_at)
-            for sha, c in store.commits.commits(conn, shas).items()}
+    return {
+        sha: Commit(sha, visible(c.subject), visible(c.author), c.authored_at)
+        for sha, c in store.commits.commits(conn, shas).items()
+    }
 
 
 def change_points(conn: sqlite3.Connection) -> list[ChangePointRow]:
     """Change points with the site id of their series; [] before migration 2's tables are filled."""
     if not has_table(conn, "change_points") or not has_table(conn, "series"):
         return []
-    return [ChangePointRow(c.id, sid_of(c.key), c.first_sha, c.sha, c.prev_sha, int(c.position), c.kind,
-                           float(c.ratio), c.ci_low, c.ci_high, float(c.pvalue), c.state)
-            for c in store.changes.change_points(conn)]
+    return [
+        ChangePointRow(
+            c.id,
+            sid_of(c.key),
+            c.first_sha,
+            c.sha,
+            c.prev_sha,
+            int(c.position),
+            c.kind,
+            float(c.ratio),
+            c.ci_low,
+            c.ci_high,
+            float(c.pvalue),
+            c.state,
+        )
+        for c in store.changes.change_points(conn)
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ alerts
@@ -124,9 +145,28 @@ def alert_lines(conn: sqlite3.Connection) -> list[AlertLineRow]:
     out = []
     for line in store.alerts.lines_by_workload(conn):
         c, k = line.change_point, line.change_point.key
-        out.append(AlertLineRow(line.alert_id, c.id, sid_of(k), k.workload, k.metric, k.machine_id, k.recipe,
-                                int(k.recipe_version), c.unit, c.direction, c.kind, line.severity, float(c.ratio),
-                                c.ci_low, c.ci_high, c.sha, c.prev_sha, c.state))
+        out.append(
+            AlertLineRow(
+                line.alert_id,
+                c.id,
+                sid_of(k),
+                k.workload,
+                k.metric,
+                k.machine_id,
+                k.recipe,
+                int(k.recipe_version),
+                c.unit,
+                c.direction,
+                c.kind,
+                line.severity,
+                float(c.ratio),
+                c.ci_low,
+                c.ci_high,
+                c.sha,
+                c.prev_sha,
+                c.state,
+            )
+        )
     return out
 
 

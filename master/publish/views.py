@@ -69,14 +69,16 @@ class Summary:
 
     @property
     def measure(self) -> MeasureKey:
-        return MeasureKey(self.machine_id, self.recipe, self.recipe_version, self.config_hash, self.workload,
-                          self.metric)
+        return MeasureKey(
+            self.machine_id, self.recipe, self.recipe_version, self.config_hash, self.workload, self.metric
+        )
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         if self.vs_tag is not None:
-            d["vs_tag"] = {k: (None if isinstance(v, float) and math.isnan(v) else v)
-                           for k, v in asdict(self.vs_tag).items()}
+            d["vs_tag"] = {
+                k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self.vs_tag).items()
+            }
         return d
 
     @classmethod
@@ -291,9 +293,15 @@ class AlertPage:
     @property
     def title(self) -> str:
         n = len(self.lines)
-        where = f"culprit {self.culprit[:12]}" if self.culprit else (
-            f"{self.sha[:12]}" if self.range_size in (None, 1) else
-            f"({(self.prev_sha or '')[:12]}, {self.sha[:12]}] ({self.range_size} commits)")
+        where = (
+            f"culprit {self.culprit[:12]}"
+            if self.culprit
+            else (
+                f"{self.sha[:12]}"
+                if self.range_size in (None, 1)
+                else f"({(self.prev_sha or '')[:12]}, {self.sha[:12]}] ({self.range_size} commits)"
+            )
+        )
         return f"{self.severity} {self.kind} on {self.branch}: {n} workload{'s' if n != 1 else ''} at {where}"
 
 
@@ -307,9 +315,15 @@ def _log_lines(text: str | None) -> tuple[str, ...]:
     return tuple(str(x) for x in lines) if isinstance(lines, list) else ()
 
 
-def alert_views(rows: Sequence[Alert], lines: Sequence[Any], history: Mapping[str, Sequence[HistoryEntry]],
-                deliveries: Mapping[str, Sequence[Delivery]], bisections: Mapping[int, Bisection],
-                commit_facts: Mapping[str, tuple[str, str]], colour_of: Any) -> list[AlertPage]:
+def alert_views(
+    rows: Sequence[Alert],
+    lines: Sequence[Any],
+    history: Mapping[str, Sequence[HistoryEntry]],
+    deliveries: Mapping[str, Sequence[Delivery]],
+    bisections: Mapping[int, Bisection],
+    commit_facts: Mapping[str, tuple[str, str]],
+    colour_of: Any,
+) -> list[AlertPage]:
     """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
     by_alert: dict[str, list[Any]] = {}
     for ln in lines:
@@ -321,28 +335,71 @@ def alert_views(rows: Sequence[Alert], lines: Sequence[Any], history: Mapping[st
         for ln in by_alert.get(aid, []):
             lo = math.nan if ln.ci_low is None else ln.ci_low
             hi = math.nan if ln.ci_high is None else ln.ci_high
-            lv.append(AlertLineView(ln.sid, f"{ln.workload} · {ln.metric}",
-                                    f"{ln.machine_id} · {ln.recipe} v{ln.recipe_version}", ln.severity,
-                                    RatioView(ln.ratio, lo, hi, colour_of(ln.ratio, ln.direction), "before"),
-                                    ln.sha, ln.prev_sha, ln.state != "active"))
+            lv.append(
+                AlertLineView(
+                    ln.sid,
+                    f"{ln.workload} · {ln.metric}",
+                    f"{ln.machine_id} · {ln.recipe} v{ln.recipe_version}",
+                    ln.severity,
+                    RatioView(ln.ratio, lo, hi, colour_of(ln.ratio, ln.direction), "before"),
+                    ln.sha,
+                    ln.prev_sha,
+                    ln.state != "active",
+                )
+            )
             b = bisections.get(ln.change_point_id)
             if b is not None:
-                bv.append(BisectionView(int(b.id), ln.workload, b.state, b.culprit, b.ratio, b.ci_low,
-                                        b.ci_high, int(b.probes), int(b.rounds), b.reason or "",
-                                        _log_lines(b.log)))
+                bv.append(
+                    BisectionView(
+                        int(b.id),
+                        ln.workload,
+                        b.state,
+                        b.culprit,
+                        b.ratio,
+                        b.ci_low,
+                        b.ci_high,
+                        int(b.probes),
+                        int(b.rounds),
+                        b.reason or "",
+                        _log_lines(b.log),
+                    )
+                )
         culprit = r.culprit_sha
         cs, ca = commit_facts.get(culprit, ("", "")) if culprit else ("", "")
         size = None if r.prev_position is None else int(r.position) - int(r.prev_position)
         subject = commit_facts.get(r.sha, ("", ""))[0] if size == 1 else ""
-        out.append(AlertPage(
-            aid, safe_name(f"alert-{aid}"), r.branch, r.kind, r.severity, r.state, bool(r.active),
-            r.sha, r.prev_sha, size, r.bisection_state, culprit, cs, ca, subject, float(r.created_at),
-            float(r.updated_at), r.state_by, r.state_note, tuple(lv),
-            tuple(HistoryView(h.at, h.old_state, h.new_state, h.by, h.note)
-                  for h in history.get(aid, [])),
-            tuple(DeliveryView(d.channel, d.event, int(d.message_version), d.state, int(d.attempts),
-                               d.last_error, d.sent_at) for d in deliveries.get(aid, [])),
-            tuple(sorted(bv, key=lambda b: b.id))))
+        out.append(
+            AlertPage(
+                aid,
+                safe_name(f"alert-{aid}"),
+                r.branch,
+                r.kind,
+                r.severity,
+                r.state,
+                bool(r.active),
+                r.sha,
+                r.prev_sha,
+                size,
+                r.bisection_state,
+                culprit,
+                cs,
+                ca,
+                subject,
+                float(r.created_at),
+                float(r.updated_at),
+                r.state_by,
+                r.state_note,
+                tuple(lv),
+                tuple(HistoryView(h.at, h.old_state, h.new_state, h.by, h.note) for h in history.get(aid, [])),
+                tuple(
+                    DeliveryView(
+                        d.channel, d.event, int(d.message_version), d.state, int(d.attempts), d.last_error, d.sent_at
+                    )
+                    for d in deliveries.get(aid, [])
+                ),
+                tuple(sorted(bv, key=lambda b: b.id)),
+            )
+        )
     return out
 
 

@@ -89,7 +89,7 @@ class SiteWriter:
         src_s, dst_s = str(src), str(dst)
         link, mkdir, join = os.link, os.mkdir, os.path.join
         for dirpath, dirnames, filenames in os.walk(src_s):
-            target = dst_s + dirpath[len(src_s):]
+            target = dst_s + dirpath[len(src_s) :]
             for d in dirnames:
                 mkdir(join(target, d))
             for f in filenames:

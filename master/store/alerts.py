@@ -111,8 +111,9 @@ class ChannelCounts:
 
 
 _ALERT = f"SELECT {columns(Alert)} FROM alerts"
-_LINE = (changes.SELECT + ", al.alert_id, al.severity" + changes.FROM
-         + " JOIN alert_lines al ON al.change_point_id = cp.id")
+_LINE = (
+    changes.SELECT + ", al.alert_id, al.severity" + changes.FROM + " JOIN alert_lines al ON al.change_point_id = cp.id"
+)
 
 
 def _line(r: sqlite3.Row) -> AlertLine:
@@ -125,7 +126,8 @@ def _line(r: sqlite3.Row) -> AlertLine:
 def unassigned_change_points(conn: sqlite3.Connection) -> list[StoredChangePoint]:
     """Active change points that belong to no alert yet (candidates)."""
     rows = conn.execute(
-        changes.SELECT + changes.FROM
+        changes.SELECT
+        + changes.FROM
         + " WHERE cp.state = 'active' AND cp.id NOT IN (SELECT change_point_id FROM alert_lines) ORDER BY cp.id"
     )
     return [changes.from_row(r) for r in rows]
@@ -201,8 +203,10 @@ def list_alerts(
     elif open_states is not None:
         where.append(f"state IN ({','.join('?' * len(open_states))}) AND active = 1")
         params.extend(open_states)
-    sql = (f"SELECT {columns(Alert, 'a')}, (SELECT COUNT(*) FROM alert_lines l WHERE l.alert_id = a.id) AS n_lines "
-           "FROM alerts a")
+    sql = (
+        f"SELECT {columns(Alert, 'a')}, (SELECT COUNT(*) FROM alert_lines l WHERE l.alert_id = a.id) AS n_lines "
+        "FROM alerts a"
+    )
     if where:
         sql += " WHERE " + " AND ".join(where)
     rows = conn.execute(sql + f" ORDER BY created_at DESC, id LIMIT {int(limit)}", params)
@@ -229,8 +233,12 @@ def add_history(
 
 
 def history(conn: sqlite3.Connection, alert_id: str) -> list[HistoryEntry]:
-    return [HistoryEntry(*r) for r in conn.execute(
-        f"SELECT {columns(HistoryEntry)} FROM alert_history WHERE alert_id = ? ORDER BY at, id", (alert_id,))]
+    return [
+        HistoryEntry(*r)
+        for r in conn.execute(
+            f"SELECT {columns(HistoryEntry)} FROM alert_history WHERE alert_id = ? ORDER BY at, id", (alert_id,)
+        )
+    ]
 
 
 def histories(conn: sqlite3.Connection) -> dict[str, list[HistoryEntry]]:
@@ -248,8 +256,10 @@ _DELIVERY = f"SELECT {columns(Delivery)} FROM alert_outbox"
 
 
 def outbox_rows(conn: sqlite3.Connection, alert_id: str, channel: str) -> list[Delivery]:
-    return [Delivery(*r) for r in conn.execute(
-        _DELIVERY + " WHERE alert_id = ? AND channel = ? ORDER BY id", (alert_id, channel))]
+    return [
+        Delivery(*r)
+        for r in conn.execute(_DELIVERY + " WHERE alert_id = ? AND channel = ? ORDER BY id", (alert_id, channel))
+    ]
 
 
 def outbox_for_alert(conn: sqlite3.Connection, alert_id: str) -> list[Delivery]:
@@ -285,7 +295,12 @@ def enqueue(
 
 
 def replace_unsent(
-    conn: sqlite3.Connection, row_id: int, *, message_version: int, key: str, payload: dict[str, Any],
+    conn: sqlite3.Connection,
+    row_id: int,
+    *,
+    message_version: int,
+    key: str,
+    payload: dict[str, Any],
     available_at: float,
 ) -> bool:
     """Refresh a message nobody has tried to send yet (so no receiver can have seen its key)."""
@@ -385,15 +400,18 @@ def lease_owners(conn: sqlite3.Connection) -> list[str]:
 
 def channel_counts(conn: sqlite3.Connection) -> list[ChannelCounts]:
     """Per channel: pending count, oldest pending creation, worst attempts, its error, last success."""
-    return [ChannelCounts(*r) for r in conn.execute(
-        "SELECT channel, "
-        "SUM(state = 'pending') AS pending, "
-        "MIN(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending, "
-        "MAX(CASE WHEN state = 'pending' THEN attempts ELSE 0 END) AS max_attempts, "
-        "MAX(CASE WHEN state = 'pending' THEN last_permanent ELSE 0 END) AS permanent, "
-        "MAX(sent_at) AS last_sent_at, SUM(state = 'sent') AS sent "
-        "FROM alert_outbox GROUP BY channel ORDER BY channel"
-    )]
+    return [
+        ChannelCounts(*r)
+        for r in conn.execute(
+            "SELECT channel, "
+            "SUM(state = 'pending') AS pending, "
+            "MIN(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending, "
+            "MAX(CASE WHEN state = 'pending' THEN attempts ELSE 0 END) AS max_attempts, "
+            "MAX(CASE WHEN state = 'pending' THEN last_permanent ELSE 0 END) AS permanent, "
+            "MAX(sent_at) AS last_sent_at, SUM(state = 'sent') AS sent "
+            "FROM alert_outbox GROUP BY channel ORDER BY channel"
+        )
+    ]
 
 
 def worst_error(conn: sqlite3.Connection, channel: str) -> str | None:

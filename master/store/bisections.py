@@ -80,8 +80,10 @@ def newest_first(conn: sqlite3.Connection) -> list[Bisection]:
 
 
 def running_or_finished_since(conn: sqlite3.Connection, since: float) -> list[Bisection]:
-    return [_bisection(r) for r in conn.execute(
-        _SELECT + " WHERE state = 'running' OR finished_at > ? ORDER BY id", (since,))]
+    return [
+        _bisection(r)
+        for r in conn.execute(_SELECT + " WHERE state = 'running' OR finished_at > ? ORDER BY id", (since,))
+    ]
 
 
 def by_change_point(conn: sqlite3.Connection) -> dict[int, Bisection]:
@@ -116,8 +118,23 @@ def insert(
         "INSERT INTO bisections (change_point_id, builder, machine_id, recipe, config_hash, workload, metric, "
         "direction, branch, good, bad, commits, state, requested_by, created_at, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-        (change_point_id, measured.builder, measured.machine_id, measured.recipe, measured.config_hash, workload,
-         measured.metric, measured.direction, branch, good, bad, json.dumps(list(commits)), requested_by, now, now),
+        (
+            change_point_id,
+            measured.builder,
+            measured.machine_id,
+            measured.recipe,
+            measured.config_hash,
+            workload,
+            measured.metric,
+            measured.direction,
+            branch,
+            good,
+            bad,
+            json.dumps(list(commits)),
+            requested_by,
+            now,
+            now,
+        ),
     )
     bisection_id = cur.lastrowid
     assert bisection_id is not None  # set by every INSERT
@@ -134,12 +151,22 @@ def set_log(conn: sqlite3.Connection, bisection_id: int, lines: list[str], now: 
 
 
 def set_counts(conn: sqlite3.Connection, bisection_id: int, probes: int, rounds: int, samples: int) -> None:
-    conn.execute("UPDATE bisections SET probes = ?, rounds = ?, samples = ? WHERE id = ?",
-                 (probes, rounds, samples, bisection_id))
+    conn.execute(
+        "UPDATE bisections SET probes = ?, rounds = ?, samples = ? WHERE id = ?",
+        (probes, rounds, samples, bisection_id),
+    )
 
 
-def record_culprit(conn: sqlite3.Connection, bisection_id: int, culprit: str, parent: str, ratio: float,
-                   ci_low: float, ci_high: float, now: float) -> None:
+def record_culprit(
+    conn: sqlite3.Connection,
+    bisection_id: int,
+    culprit: str,
+    parent: str,
+    ratio: float,
+    ci_low: float,
+    ci_high: float,
+    now: float,
+) -> None:
     conn.execute(
         "UPDATE bisections SET state = 'culprit', culprit = ?, parent = ?, ratio = ?, ci_low = ?, "
         "ci_high = ?, finished_at = ? WHERE id = ?",
@@ -147,25 +174,29 @@ def record_culprit(conn: sqlite3.Connection, bisection_id: int, culprit: str, pa
     )
 
 
-def record_ambiguous(conn: sqlite3.Connection, bisection_id: int, reason: str, good: str, bad: str,
-                     now: float) -> None:
+def record_ambiguous(conn: sqlite3.Connection, bisection_id: int, reason: str, good: str, bad: str, now: float) -> None:
     """No single culprit: the change is somewhere in (good, bad], which become the bisection's ends."""
     conn.execute(
         "UPDATE bisections SET state = 'ambiguous', reason = ?, culprit = NULL, parent = ?, finished_at = ? "
-        "WHERE id = ?", (reason, good, now, bisection_id))
+        "WHERE id = ?",
+        (reason, good, now, bisection_id),
+    )
     conn.execute("UPDATE bisections SET good = ?, bad = ? WHERE id = ?", (good, bad, bisection_id))
 
 
 def record_not_reproducible(conn: sqlite3.Connection, bisection_id: int, reason: str, now: float) -> None:
-    conn.execute("UPDATE bisections SET state = 'not-reproducible', reason = ?, finished_at = ? WHERE id = ?",
-                 (reason, now, bisection_id))
+    conn.execute(
+        "UPDATE bisections SET state = 'not-reproducible', reason = ?, finished_at = ? WHERE id = ?",
+        (reason, now, bisection_id),
+    )
 
 
 # ------------------------------------------------------------------------------------------------ probes
 
 
-def newest_workload_run(conn: sqlite3.Connection, workload: str, shas: Sequence[str], builder: str | None,
-                        metric: str | None) -> WorkloadRun | None:
+def newest_workload_run(
+    conn: sqlite3.Connection, workload: str, shas: Sequence[str], builder: str | None, metric: str | None
+) -> WorkloadRun | None:
     """How the newest ok run at one of `shas` (on `builder`, if given) measured `workload` (its `metric`, if
     given)."""
     where = "r.builder = ?" if builder else "1"
@@ -181,13 +212,14 @@ def newest_workload_run(conn: sqlite3.Connection, workload: str, shas: Sequence[
     return WorkloadRun(*found) if found else None
 
 
-def newest_builder(conn: sqlite3.Connection, machine_id: str, recipe: str, config_hash: str, workload: str,
-                   sha: str) -> str | None:
+def newest_builder(
+    conn: sqlite3.Connection, machine_id: str, recipe: str, config_hash: str, workload: str, sha: str
+) -> str | None:
     """The builder of the newest run that measured `workload` at `sha` on this machine and recipe config."""
     row = conn.execute(
         "SELECT r.builder FROM runs r JOIN measurements m ON m.run_id = r.id WHERE r.machine_id = ? AND r.recipe = ? "
         "AND m.config_hash = ? AND m.workload = ? AND r.sha = ? ORDER BY r.id DESC LIMIT 1",
-        (machine_id, recipe, config_hash, workload, sha)
+        (machine_id, recipe, config_hash, workload, sha),
     ).fetchone()
     return row[0] if row else None
 
@@ -209,24 +241,33 @@ def samples(conn: sqlite3.Connection, b: Bisection) -> dict[str, list[float]]:
 
 def fresh_rounds(conn: sqlite3.Connection, bisection_id: int) -> dict[str, int]:
     """commit -> ok runs this bisection made of it (its probes)."""
-    return dict(conn.execute(
-        "SELECT r.sha, COUNT(*) FROM bisection_runs br JOIN runs r ON r.id = br.run_id "
-        "WHERE br.bisection_id = ? AND r.status = 'ok' GROUP BY r.sha",
-        (bisection_id,),
-    ).fetchall())
+    return dict(
+        conn.execute(
+            "SELECT r.sha, COUNT(*) FROM bisection_runs br JOIN runs r ON r.id = br.run_id "
+            "WHERE br.bisection_id = ? AND r.status = 'ok' GROUP BY r.sha",
+            (bisection_id,),
+        ).fetchall()
+    )
 
 
 def failed_commits(conn: sqlite3.Connection, b: Bisection) -> set[str]:
     """The bisection's commits with a failed run on its machine and recipe, or a rejected result on its builder."""
     marks = ",".join("?" * len(b.commits))
-    broken = {r[0] for r in conn.execute(
-        f"SELECT DISTINCT sha FROM runs WHERE machine_id = ? AND recipe = ? AND status != 'ok' AND sha IN ({marks})",
-        (b.machine_id, b.recipe, *b.commits),
-    )}
-    broken |= {r[0] for r in conn.execute(
-        f"SELECT DISTINCT revision FROM rejections WHERE builder = ? AND revision IN ({marks})",
-        (b.builder, *b.commits),
-    )}
+    broken = {
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT sha FROM runs WHERE machine_id = ? AND recipe = ? AND status != 'ok' "
+            f"AND sha IN ({marks})",
+            (b.machine_id, b.recipe, *b.commits),
+        )
+    }
+    broken |= {
+        r[0]
+        for r in conn.execute(
+            f"SELECT DISTINCT revision FROM rejections WHERE builder = ? AND revision IN ({marks})",
+            (b.builder, *b.commits),
+        )
+    }
     return broken
 
 

@@ -62,8 +62,9 @@ def change_point(conn: sqlite3.Connection, change_point_id: int) -> StoredChange
 
 def for_series(conn: sqlite3.Connection, series_id: int) -> list[StoredChangePoint]:
     """Every change point stored for a series, retracted ones too, in branch order."""
-    return [from_row(r) for r in conn.execute(SELECT + FROM + " WHERE cp.series_id = ? ORDER BY cp.position",
-                                              (series_id,))]
+    return [
+        from_row(r) for r in conn.execute(SELECT + FROM + " WHERE cp.series_id = ? ORDER BY cp.position", (series_id,))
+    ]
 
 
 @dataclass(frozen=True)
@@ -99,19 +100,23 @@ def report(conn: sqlite3.Connection, series_id: int, first_sha: str, p: Placemen
 
 def move(conn: sqlite3.Connection, series_id: int, first_sha: str, p: Placement, now: float) -> int:
     """Update a reported change point that more data moved (or that is back); returns its id."""
-    return int(conn.execute(
-        "UPDATE change_points SET sha = :sha, prev_sha = :prev_sha, position = :position, "
-        "prev_position = :prev_position, kind = :kind, ratio = :ratio, ci_low = :ci_low, "
-        "ci_high = :ci_high, pvalue = :pvalue, state = 'active', updated_at = :now "
-        "WHERE series_id = :series_id AND first_sha = :first_sha RETURNING id",
-        dict(dataclasses.asdict(p), series_id=series_id, first_sha=first_sha, now=now),
-    ).fetchone()[0])
+    return int(
+        conn.execute(
+            "UPDATE change_points SET sha = :sha, prev_sha = :prev_sha, position = :position, "
+            "prev_position = :prev_position, kind = :kind, ratio = :ratio, ci_low = :ci_low, "
+            "ci_high = :ci_high, pvalue = :pvalue, state = 'active', updated_at = :now "
+            "WHERE series_id = :series_id AND first_sha = :first_sha RETURNING id",
+            dict(dataclasses.asdict(p), series_id=series_id, first_sha=first_sha, now=now),
+        ).fetchone()[0]
+    )
 
 
 def retract(conn: sqlite3.Connection, series_id: int, first_sha: str, now: float) -> int:
     """Mark a change point whose evidence is gone retracted (the row stays: alerts and the site refer to it)."""
-    return int(conn.execute(
-        "UPDATE change_points SET state = 'retracted', updated_at = ? WHERE series_id = ? AND first_sha = ? "
-        "RETURNING id",
-        (now, series_id, first_sha),
-    ).fetchone()[0])
+    return int(
+        conn.execute(
+            "UPDATE change_points SET state = 'retracted', updated_at = ? WHERE series_id = ? AND first_sha = ? "
+            "RETURNING id",
+            (now, series_id, first_sha),
+        ).fetchone()[0]
+    )

@@ -92,24 +92,31 @@ def tag_sha(conn: sqlite3.Connection, name: str) -> str | None:
 
 def shas_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
     """Up to `limit` known commits whose sha starts with `prefix` (a validated hex prefix: no LIKE wildcards)."""
-    return [r[0] for r in conn.execute("SELECT sha FROM commits WHERE sha LIKE ? LIMIT ?",
-                                       (prefix.lower() + "%", limit))]
+    return [
+        r[0] for r in conn.execute("SELECT sha FROM commits WHERE sha LIKE ? LIMIT ?", (prefix.lower() + "%", limit))
+    ]
 
 
 def positions_on(conn: sqlite3.Connection, branch: str, shas: Sequence[str]) -> dict[str, int]:
     """sha -> branch position, for those of `shas` on the branch's first-parent history."""
     marks = ",".join("?" * len(shas))
-    return dict(conn.execute(
-        f"SELECT sha, position FROM branch_commits WHERE branch = ? AND sha IN ({marks})", (branch, *shas)
-    ).fetchall())
+    return dict(
+        conn.execute(
+            f"SELECT sha, position FROM branch_commits WHERE branch = ? AND sha IN ({marks})", (branch, *shas)
+        ).fetchall()
+    )
 
 
 def branch_order(conn: sqlite3.Connection, branch: str, lo: int = 0, hi: int | None = None) -> list[tuple[int, str]]:
     """(position, sha) of a branch between lo and hi (inclusive), oldest first."""
     hi = 2**62 if hi is None else hi
-    return [(r[0], r[1]) for r in conn.execute(
-        "SELECT position, sha FROM branch_commits WHERE branch = ? AND position BETWEEN ? AND ? ORDER BY position",
-        (branch, lo, hi))]
+    return [
+        (r[0], r[1])
+        for r in conn.execute(
+            "SELECT position, sha FROM branch_commits WHERE branch = ? AND position BETWEEN ? AND ? ORDER BY position",
+            (branch, lo, hi),
+        )
+    ]
 
 
 def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict[str, Commit]:
@@ -129,8 +136,9 @@ def positions_of(conn: sqlite3.Connection, sha: str) -> dict[str, int]:
 
 
 def sha_at(conn: sqlite3.Connection, branch: str, position: int) -> str | None:
-    row = conn.execute("SELECT sha FROM branch_commits WHERE branch = ? AND position = ?",
-                       (branch, position)).fetchone()
+    row = conn.execute(
+        "SELECT sha FROM branch_commits WHERE branch = ? AND position = ?", (branch, position)
+    ).fetchone()
     return row[0] if row else None
 
 

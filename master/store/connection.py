@@ -81,8 +81,9 @@ def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]  # table: a literal of the caller's
 
 
-def _chunked(conn: sqlite3.Connection, sql: str, column: str, values: Iterable[Any] | None,
-            where: bool = False) -> Iterator[sqlite3.Row]:
+def _chunked(
+    conn: sqlite3.Connection, sql: str, column: str, values: Iterable[Any] | None, where: bool = False
+) -> Iterator[sqlite3.Row]:
     """Run `sql`, optionally restricted to `column IN values` in batches (SQLite caps bound parameters)."""
     if values is None:
         yield from conn.execute(sql)

@@ -95,8 +95,9 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
         flags = json.dumps(w.get("flags", []))
         config_hash = workload_config_hash(doc, w)
         for m in w["metrics"]:
-            rows.append((run_id, w["name"], m["name"], m["unit"], m["direction"], json.dumps(m["samples"]), flags,
-                         config_hash))
+            rows.append(
+                (run_id, w["name"], m["name"], m["unit"], m["direction"], json.dumps(m["samples"]), flags, config_hash)
+            )
     conn.executemany(
         "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags, config_hash) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -321,20 +322,26 @@ def measurements_for(conn: sqlite3.Connection, run_ids: Sequence[int]) -> list[M
     if not run_ids:
         return []
     marks = ",".join("?" * len(run_ids))
-    return [Measurement(*r) for r in conn.execute(
-        f"SELECT run_id, workload, metric, unit, direction, samples, flags FROM measurements "
-        f"WHERE run_id IN ({marks}) ORDER BY run_id, workload, metric",
-        list(run_ids),
-    )]
+    return [
+        Measurement(*r)
+        for r in conn.execute(
+            f"SELECT run_id, workload, metric, unit, direction, samples, flags FROM measurements "
+            f"WHERE run_id IN ({marks}) ORDER BY run_id, workload, metric",
+            list(run_ids),
+        )
+    ]
 
 
 def latest_per_ref(conn: sqlite3.Connection) -> list[LatestRun]:
     """The newest stored run of every (ref, builder)."""
-    return [LatestRun(*r) for r in conn.execute(
-        "SELECT r.ref, r.builder, r.sha, r.status, r.finished_at, r.ingested_at, c.subject "
-        "FROM runs r LEFT JOIN commits c ON c.sha = r.sha "
-        "WHERE r.id IN (SELECT MAX(id) FROM runs GROUP BY ref, builder) ORDER BY r.ref, r.builder"
-    )]
+    return [
+        LatestRun(*r)
+        for r in conn.execute(
+            "SELECT r.ref, r.builder, r.sha, r.status, r.finished_at, r.ingested_at, c.subject "
+            "FROM runs r LEFT JOIN commits c ON c.sha = r.sha "
+            "WHERE r.id IN (SELECT MAX(id) FROM runs GROUP BY ref, builder) ORDER BY r.ref, r.builder"
+        )
+    ]
 
 
 def counts(conn: sqlite3.Connection) -> dict[str, int]:
@@ -400,17 +407,38 @@ class WorkerHealth:
     last: float
 
 
-def runs(conn: sqlite3.Connection, ids: Iterable[int] | None = None,
-         shas: Iterable[str] | None = None) -> dict[int, Run]:
+def runs(
+    conn: sqlite3.Connection, ids: Iterable[int] | None = None, shas: Iterable[str] | None = None
+) -> dict[int, Run]:
     """Runs by id: these ids, else the runs at these commits, else every run."""
-    sql = ("SELECT id, sha, ref, builder, worker, machine_id, recipe, recipe_version, config_hash, status, source, "
-           "build_url, noisy, ingested_at, log_excerpt FROM runs")
+    sql = (
+        "SELECT id, sha, ref, builder, worker, machine_id, recipe, recipe_version, config_hash, status, source, "
+        "build_url, noisy, ingested_at, log_excerpt FROM runs"
+    )
     if ids is not None:
         rows = _chunked(conn, sql, "id", ids)
     else:
         rows = _chunked(conn, sql, "sha", shas)
-    return {r[0]: Run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], int(r[7]), r[8], r[9], r[10], r[11],
-                      bool(r[12]), float(r[13]), r[14]) for r in rows}
+    return {
+        r[0]: Run(
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            r[6],
+            int(r[7]),
+            r[8],
+            r[9],
+            r[10],
+            r[11],
+            bool(r[12]),
+            float(r[13]),
+            r[14],
+        )
+        for r in rows
+    }
 
 
 def run_of(conn: sqlite3.Connection, run_id: int) -> Run | None:
@@ -439,17 +467,22 @@ def machines(conn: sqlite3.Connection) -> dict[str, Machine]:
 
 
 def last_noisy_run(conn: sqlite3.Connection, machine_id: str) -> NoisyRun | None:
-    row = conn.execute("SELECT host_checks, ingested_at FROM runs WHERE machine_id = ? AND noisy = 1 "
-                       "ORDER BY id DESC LIMIT 1", (machine_id,)).fetchone()
+    row = conn.execute(
+        "SELECT host_checks, ingested_at FROM runs WHERE machine_id = ? AND noisy = 1 ORDER BY id DESC LIMIT 1",
+        (machine_id,),
+    ).fetchone()
     return NoisyRun(*row) if row else None
 
 
 def run_health(conn: sqlite3.Connection) -> list[WorkerHealth]:
     """Per (worker, builder, machine): runs, failures, noisy runs, newest ingest."""
-    return [WorkerHealth(*r) for r in conn.execute(
-        "SELECT worker, builder, machine_id, COUNT(*) AS runs, SUM(status != 'ok') AS failed, SUM(noisy) AS noisy, "
-        "MAX(ingested_at) AS last FROM runs GROUP BY worker, builder, machine_id ORDER BY worker, builder"
-    )]
+    return [
+        WorkerHealth(*r)
+        for r in conn.execute(
+            "SELECT worker, builder, machine_id, COUNT(*) AS runs, SUM(status != 'ok') AS failed, SUM(noisy) AS noisy, "
+            "MAX(ingested_at) AS last FROM runs GROUP BY worker, builder, machine_id ORDER BY worker, builder"
+        )
+    ]
 
 
 def last_result_per_branch(conn: sqlite3.Connection) -> dict[str, tuple[float, int, int]]:
@@ -470,5 +503,7 @@ def untested_counts(conn: sqlite3.Connection, window: int = 100) -> dict[str, in
     for branch, head in branch_heads(conn).items():
         out[branch] = conn.execute(
             "SELECT COUNT(*) FROM branch_commits bc WHERE bc.branch = ? AND bc.position > ? "
-            "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.sha = bc.sha)", (branch, head - window)).fetchone()[0]
+            "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.sha = bc.sha)",
+            (branch, head - window),
+        ).fetchone()[0]
     return out

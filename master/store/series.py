@@ -68,28 +68,48 @@ def ensure_for_run(conn: sqlite3.Connection, run_id: int) -> list[int]:
         return []
     branches = [r[0] for r in conn.execute("SELECT branch FROM branch_commits WHERE sha = ?", (run["sha"],))]
     ids = []
-    for m in conn.execute("SELECT workload, metric, unit, direction, config_hash FROM measurements WHERE run_id = ?",
-                          (run_id,)):
+    for m in conn.execute(
+        "SELECT workload, metric, unit, direction, config_hash FROM measurements WHERE run_id = ?", (run_id,)
+    ):
         for branch in branches:
             conn.execute(
                 "INSERT INTO series (machine_id, recipe, recipe_version, config_hash, workload, metric, branch, "
                 "unit, direction) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (run["machine_id"], run["recipe"], run["recipe_version"], m["config_hash"], m["workload"],
-                 m["metric"], branch, m["unit"], m["direction"]),
+                (
+                    run["machine_id"],
+                    run["recipe"],
+                    run["recipe_version"],
+                    m["config_hash"],
+                    m["workload"],
+                    m["metric"],
+                    branch,
+                    m["unit"],
+                    m["direction"],
+                ),
             )
-            ids.append(conn.execute(
-                "SELECT id FROM series WHERE machine_id=? AND recipe=? AND recipe_version=? AND config_hash=? "
-                "AND workload=? AND metric=? AND branch=?",
-                (run["machine_id"], run["recipe"], run["recipe_version"], m["config_hash"], m["workload"],
-                 m["metric"], branch),
-            ).fetchone()[0])
+            ids.append(
+                conn.execute(
+                    "SELECT id FROM series WHERE machine_id=? AND recipe=? AND recipe_version=? AND config_hash=? "
+                    "AND workload=? AND metric=? AND branch=?",
+                    (
+                        run["machine_id"],
+                        run["recipe"],
+                        run["recipe_version"],
+                        m["config_hash"],
+                        m["workload"],
+                        m["metric"],
+                        branch,
+                    ),
+                ).fetchone()[0]
+            )
     return ids
 
 
 def get(conn: sqlite3.Connection, series_id: int) -> StoredSeries | None:
     s = conn.execute(
         "SELECT id, machine_id, recipe, recipe_version, config_hash, workload, metric, branch, unit, direction, "
-        "analysed_at FROM series WHERE id = ?", (series_id,)
+        "analysed_at FROM series WHERE id = ?",
+        (series_id,),
     ).fetchone()
     return StoredSeries(s[0], SeriesKey(*s[1:8]), s[8], s[9], s[10]) if s else None
 
@@ -144,9 +164,11 @@ def samples_by_key(
     conn: sqlite3.Connection, shas: Iterable[str] | None = None, keys: set[MeasureKey] | None = None
 ) -> dict[MeasureKey, dict[str, Sample]]:
     """Every ok run's samples grouped by measure key and commit (optionally only some commits and keys)."""
-    sql = ("SELECT r.id, r.sha, r.machine_id, r.recipe, r.recipe_version, m.config_hash, r.noisy, m.workload, "
-           "m.metric, m.unit, m.direction, m.samples, m.flags FROM runs r JOIN measurements m ON m.run_id = r.id "
-           "WHERE r.status = 'ok'")
+    sql = (
+        "SELECT r.id, r.sha, r.machine_id, r.recipe, r.recipe_version, m.config_hash, r.noisy, m.workload, "
+        "m.metric, m.unit, m.direction, m.samples, m.flags FROM runs r JOIN measurements m ON m.run_id = r.id "
+        "WHERE r.status = 'ok'"
+    )
     acc: dict[MeasureKey, dict[str, list[Any]]] = {}
     loads = json.loads
     for r in _chunked(conn, sql, "r.sha", shas, where=True):
@@ -165,16 +187,20 @@ def samples_by_key(
             got[4] = got[4] or bool(r[6])
             got[5] = got[5] or sla
     return {
-        key: {sha: Sample(sha, tuple(sorted(v[0])), tuple(float(x) for x in v[1]), v[2], v[3], v[4], v[5])
-              for sha, v in per.items()}
+        key: {
+            sha: Sample(sha, tuple(sorted(v[0])), tuple(float(x) for x in v[1]), v[2], v[3], v[4], v[5])
+            for sha, v in per.items()
+        }
         for key, per in acc.items()
     }
 
 
 def keys_at(conn: sqlite3.Connection, shas: Sequence[str]) -> set[MeasureKey]:
     """Measure keys with ok results at any of these commits."""
-    sql = ("SELECT DISTINCT r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric "
-           "FROM runs r JOIN measurements m ON m.run_id = r.id WHERE r.status = 'ok'")
+    sql = (
+        "SELECT DISTINCT r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric "
+        "FROM runs r JOIN measurements m ON m.run_id = r.id WHERE r.status = 'ok'"
+    )
     return {MeasureKey(r[0], r[1], int(r[2]), r[3], r[4], r[5]) for r in _chunked(conn, sql, "r.sha", shas, where=True)}
 
 
@@ -232,8 +258,11 @@ def _ok_runs(conn: sqlite3.Connection, shas: Iterable[str] | None) -> tuple[list
     want = sorted(set(shas))
     if len(want) <= 900:  # SQLite's bound-parameter limit (999 on old builds)
         marks = ",".join("?" * len(want))
-        return (conn.execute(f"{base} AND sha IN ({marks}) ORDER BY id", want).fetchall(),
-                f"SELECT id FROM runs WHERE status = 'ok' AND sha IN ({marks})", want)
+        return (
+            conn.execute(f"{base} AND sha IN ({marks}) ORDER BY id", want).fetchall(),
+            f"SELECT id FROM runs WHERE status = 'ok' AND sha IN ({marks})",
+            want,
+        )
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS publish_shas (sha TEXT PRIMARY KEY)")
     conn.execute("DELETE FROM publish_shas")
     conn.executemany("INSERT OR IGNORE INTO publish_shas VALUES (?)", [(x,) for x in want])
@@ -269,7 +298,10 @@ def units(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[tuple[int, s
     got: dict[tuple[int, str, str], MetricUnit] = {}
     for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit
         part = ids[i : i + 900]
-        for r, w, m, u, d in conn.execute("SELECT run_id, workload, metric, unit, direction FROM measurements "
-                                          f"WHERE run_id IN ({','.join('?' * len(part))})", part):
+        for r, w, m, u, d in conn.execute(
+            "SELECT run_id, workload, metric, unit, direction FROM measurements "
+            f"WHERE run_id IN ({','.join('?' * len(part))})",
+            part,
+        ):
             got[(r, w, m)] = MetricUnit(u, d)
     return got

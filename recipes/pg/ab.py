@@ -47,10 +47,20 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         e = self.estimate
         return {
-            "workload": self.workload, "metric": self.metric, "unit": self.unit, "direction": self.direction,
-            "a": list(self.a), "b": list(self.b), "ratio": e.ratio, "ci_low": e.low, "ci_high": e.high,
-            "ci_half_width": e.half_width, "n": e.n, "verdict": self.verdict,
-            "cv_a": cv(self.a), "cv_b": cv(self.b),
+            "workload": self.workload,
+            "metric": self.metric,
+            "unit": self.unit,
+            "direction": self.direction,
+            "a": list(self.a),
+            "b": list(self.b),
+            "ratio": e.ratio,
+            "ci_low": e.low,
+            "ci_high": e.high,
+            "ci_half_width": e.half_width,
+            "n": e.n,
+            "verdict": self.verdict,
+            "cv_a": cv(self.a),
+            "cv_b": cv(self.b),
         }
 
 
@@ -84,8 +94,17 @@ def format_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | Non
         if metrics and c.metric not in metrics and c.metric not in ("tps", "instructions", "connections", "qps"):
             continue
         e = c.estimate
-        rows.append((c.workload, f"{c.metric} ({c.unit})", f"{statistics.median(c.a):,.1f}",
-                     f"{statistics.median(c.b):,.1f}", f"{e.ratio:.4f}", f"[{e.low:.4f}, {e.high:.4f}]",
-                     f"{e.half_width:.2%}", c.verdict))
+        rows.append(
+            (
+                c.workload,
+                f"{c.metric} ({c.unit})",
+                f"{statistics.median(c.a):,.1f}",
+                f"{statistics.median(c.b):,.1f}",
+                f"{e.ratio:.4f}",
+                f"[{e.low:.4f}, {e.high:.4f}]",
+                f"{e.half_width:.2%}",
+                c.verdict,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)

@@ -82,8 +82,13 @@ class Install:
         return {"LD_LIBRARY_PATH": f"{lib}:{old}" if old else lib}
 
     def to_json(self) -> dict[str, Any]:
-        return {"prefix": str(self.prefix), "sha": self.sha, "major": self.major, "version": self.version,
-                "how": self.how}
+        return {
+            "prefix": str(self.prefix),
+            "sha": self.sha,
+            "major": self.major,
+            "version": self.version,
+            "how": self.how,
+        }
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> Install:
@@ -106,8 +111,7 @@ def ccache_dir(options: Mapping[str, str]) -> Path:
 
 def install_cache(ctx: Context) -> Path:
     """Installs by sha: per builder by default; PF_PG_INSTALL_CACHE shares one between builders."""
-    return Path(ctx.options.get("install_cache") or os.environ.get("PF_PG_INSTALL_CACHE")
-                or ctx.work_dir / "installs")
+    return Path(ctx.options.get("install_cache") or os.environ.get("PF_PG_INSTALL_CACHE") or ctx.work_dir / "installs")
 
 
 def postgres_version(ctx: Context, prefix: Path) -> tuple[int, str]:
@@ -126,7 +130,7 @@ def postgres_version(ctx: Context, prefix: Path) -> tuple[int, str]:
 def _prune(cache: Path, keep: int, current: Path) -> None:
     slots = [p for p in cache.iterdir() if (p / INSTALL_MARKER).exists() and p != current]
     slots.sort(key=lambda p: (p / INSTALL_MARKER).stat().st_mtime, reverse=True)
-    for old in slots[max(keep - 1, 0):]:
+    for old in slots[max(keep - 1, 0) :]:
         shutil.rmtree(old, ignore_errors=True)
     for tmp in cache.glob("*.tmp-*"):
         shutil.rmtree(tmp, ignore_errors=True)
@@ -180,17 +184,39 @@ def _compile(ctx: Context, spec: BuildSpec, src: Path, build_dir: Path, dest: Pa
     t0 = time.monotonic()
     if use_meson:
         if stamp is None:
-            ctx.run(["meson", "setup", build_dir, src, f"--prefix={FIXED_PREFIX}", *spec.meson_args,
-                     *_meson_flags(spec.cflags)], env=env, timeout=1800)
+            ctx.run(
+                [
+                    "meson",
+                    "setup",
+                    build_dir,
+                    src,
+                    f"--prefix={FIXED_PREFIX}",
+                    *spec.meson_args,
+                    *_meson_flags(spec.cflags),
+                ],
+                env=env,
+                timeout=1800,
+            )
         t1 = time.monotonic()
         ctx.run(["ninja", "-C", build_dir, "-j", jobs], env=env, timeout=4 * 3600)
         t2 = time.monotonic()
-        ctx.run(["meson", "install", "-C", build_dir, "--quiet", "--no-rebuild", "--destdir", dest],
-                env=env, timeout=1800)
+        ctx.run(
+            ["meson", "install", "-C", build_dir, "--quiet", "--no-rebuild", "--destdir", dest], env=env, timeout=1800
+        )
     else:
         if stamp is None or stamp.get("configure") != chash:
-            ctx.run([src / "configure", f"--prefix={FIXED_PREFIX}", *spec.configure_args,
-                     "CC=ccache gcc", "CFLAGS=" + " ".join(spec.cflags)], cwd=build_dir, env=env, timeout=1800)
+            ctx.run(
+                [
+                    src / "configure",
+                    f"--prefix={FIXED_PREFIX}",
+                    *spec.configure_args,
+                    "CC=ccache gcc",
+                    "CFLAGS=" + " ".join(spec.cflags),
+                ],
+                cwd=build_dir,
+                env=env,
+                timeout=1800,
+            )
         t1 = time.monotonic()
         ctx.run(["make", "-s", "-j", jobs], cwd=build_dir, env=env, timeout=4 * 3600)
         t2 = time.monotonic()
@@ -201,12 +227,17 @@ def _compile(ctx: Context, spec: BuildSpec, src: Path, build_dir: Path, dest: Pa
     proc = ctx.run(["ccache", "--print-stats"], env=env, capture=True, check=False, timeout=30)
     stats = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
     if stats:
-        ctx.log("ccache: " + ", ".join(f"{k}={stats.get(k, '?')}" for k in
-                                       ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")))
+        ctx.log(
+            "ccache: "
+            + ", ".join(
+                f"{k}={stats.get(k, '?')}" for k in ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
+            )
+        )
 
 
-def build_install(ctx: Context, spec: BuildSpec, src: Path | None = None, sha: str | None = None,
-                  ref: str | None = None) -> Install:
+def build_install(
+    ctx: Context, spec: BuildSpec, src: Path | None = None, sha: str | None = None, ref: str | None = None
+) -> Install:
     """Return an install of `src` at `sha`: reused from the cache, or built incrementally and cached."""
     src = (src or ctx.src_dir).resolve()
     sha = sha or ctx.sha

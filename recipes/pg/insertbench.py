@@ -50,8 +50,9 @@ def _parallel(srv: Server, jobs: list[tuple[list[str], Path, float | None, int |
 
     def one(i: int, args: list[str], script: Path, duration: float | None, tx: int | None) -> None:
         try:
-            results[i] = pgbench.run(srv, args, duration, f"{what} #{i + 1}", script=script, sampling_rate=None,
-                                     transactions=tx)
+            results[i] = pgbench.run(
+                srv, args, duration, f"{what} #{i + 1}", script=script, sampling_rate=None, transactions=tx
+            )
         except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread
             results[i] = e
 
@@ -74,8 +75,15 @@ def run(srv: Server, spec: Mapping[str, Any]) -> dict[str, StepResult]:
     out: dict[str, StepResult] = {}
 
     # l.i0: load in PK order (bigserial), `load_batch` rows per transaction, one connection.
-    s = pgbench.run(srv, ["-D", f"batch={load_batch}"], None, "l.i0", script=_script(srv, "ib-insert.sql"),
-                    sampling_rate=None, transactions=max(rows // load_batch, 1))
+    s = pgbench.run(
+        srv,
+        ["-D", f"batch={load_batch}"],
+        None,
+        "l.i0",
+        script=_script(srv, "ib-insert.sql"),
+        sampling_rate=None,
+        transactions=max(rows // load_batch, 1),
+    )
     out["l.i0"] = StepResult({"inserts": ("rows/s", HIGHER, s.out.tps * load_batch)})
 
     # l.x: create 3 secondary indexes.
@@ -91,8 +99,10 @@ def run(srv: Server, spec: Mapping[str, Any]) -> dict[str, StepResult]:
         srv.checkpoint()
         ins, _dele = _parallel(
             srv,
-            [(["-D", f"batch={batch}"], _script(srv, "ib-insert.sql"), None, tx),
-             (["-D", f"batch={batch}"], _script(srv, "ib-delete.sql"), None, tx)],
+            [
+                (["-D", f"batch={batch}"], _script(srv, "ib-insert.sql"), None, tx),
+                (["-D", f"batch={batch}"], _script(srv, "ib-delete.sql"), None, tx),
+            ],
             step,
         )
         out[step] = StepResult({"inserts": ("rows/s", HIGHER, ins.out.tps * batch)})
@@ -107,13 +117,16 @@ def run(srv: Server, spec: Mapping[str, Any]) -> dict[str, StepResult]:
             srv.checkpoint()
             q, ins, _dele = _parallel(
                 srv,
-                [(["-D", f"lo={lo}", "-D", f"hi={hi}", "-M", "prepared"], _script(srv, script), seconds, None),
-                 (["-D", "batch=1", "-R", str(rate)], _script(srv, "ib-insert.sql"), seconds, None),
-                 (["-D", "batch=1", "-R", str(rate)], _script(srv, "ib-delete.sql"), seconds, None)],
+                [
+                    (["-D", f"lo={lo}", "-D", f"hi={hi}", "-M", "prepared"], _script(srv, script), seconds, None),
+                    (["-D", "batch=1", "-R", str(rate)], _script(srv, "ib-insert.sql"), seconds, None),
+                    (["-D", "batch=1", "-R", str(rate)], _script(srv, "ib-delete.sql"), seconds, None),
+                ],
                 step,
             )
-            res = StepResult({"qps": ("queries/s", HIGHER, q.out.tps),
-                              "background_inserts": ("rows/s", HIGHER, ins.out.tps)})
+            res = StepResult(
+                {"qps": ("queries/s", HIGHER, q.out.tps), "background_inserts": ("rows/s", HIGHER, ins.out.tps)}
+            )
             if ins.out.tps < sla * rate:
                 res.flags.append(f"sla-miss: background insert rate {ins.out.tps:.0f}/s < {sla:.0%} of {rate}/s")
             out[step] = res

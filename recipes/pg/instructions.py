@@ -87,10 +87,21 @@ def count(
         qfile.write_text("\n".join(query_lines) + "\n")
         out_file = work / "callgrind.out"
         argv: list[str] = [
-            "valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", "--collect-atstart=no",
-            f"--toggle-collect={TOGGLE_FUNCTION}", "--dump-instr=no", "--compress-strings=no",
-            "--compress-pos=no", "--error-limit=no", "--quiet",
-            str(install.bindir / "postgres"), "--single", "-D", str(data), "-F",
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out_file}",
+            "--collect-atstart=no",
+            f"--toggle-collect={TOGGLE_FUNCTION}",
+            "--dump-instr=no",
+            "--compress-strings=no",
+            "--compress-pos=no",
+            "--error-limit=no",
+            "--quiet",
+            str(install.bindir / "postgres"),
+            "--single",
+            "-D",
+            str(data),
+            "-F",
         ]
         for k, v in (settings or {}).items():
             argv += ["-c", f"{k}={v}"]
@@ -99,8 +110,14 @@ def count(
         ctx.log(f"$ {' '.join(argv)} < {qfile.name} ({len(query_lines)} lines)")
         with qfile.open() as stdin, (work / "output.txt").open("w") as stdout:
             try:
-                proc = subprocess.run(argv, stdin=stdin, stdout=stdout, stderr=subprocess.STDOUT, timeout=timeout,
-                                      env={**_base_env(), **install.env()})
+                proc = subprocess.run(
+                    argv,
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout,
+                    env={**_base_env(), **install.env()},
+                )
             except subprocess.TimeoutExpired:
                 raise BenchFailed(f"valgrind run timed out after {timeout:.0f} s", _tail(work / "output.txt")) from None
             except FileNotFoundError:
@@ -110,12 +127,12 @@ def count(
             raise BenchFailed(f"single-user postgres under valgrind exited with {proc.returncode}", output[-3000:])
         errors = [ln for ln in output.splitlines() if "ERROR:" in ln or "FATAL:" in ln or "PANIC:" in ln]
         if errors:
-            raise BenchFailed(f"the instruction workload hit {len(errors)} errors: {errors[0][:300]}",
-                              output[-3000:])
+            raise BenchFailed(f"the instruction workload hit {len(errors)} errors: {errors[0][:300]}", output[-3000:])
         m = TOTALS_RE.search(out_file.read_text(errors="replace")) if out_file.exists() else None
         if not m or int(m.group(1)) == 0:
-            raise BenchFailed(f"callgrind counted nothing inside {TOGGLE_FUNCTION} (inlined? stripped binary?)",
-                              output[-3000:])
+            raise BenchFailed(
+                f"callgrind counted nothing inside {TOGGLE_FUNCTION} (inlined? stripped binary?)", output[-3000:]
+            )
         return Count(int(m.group(1)), len(query_lines))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -55,9 +55,11 @@ def run(srv: Server, spec: Mapping[str, Any]) -> StepResult:
     rows = int(spec.get("rows", 100_000))
     queries = int(spec.get("queries", 1000))
     jit = spec.get("jit", "auto") != "off" and has_llvm(srv)
-    srv.psql("DROP TABLE IF EXISTS leak_test; "
-             "CREATE TABLE leak_test (id integer NOT NULL, CONSTRAINT leak_test_pkey PRIMARY KEY (id)); "
-             f"INSERT INTO leak_test (id) SELECT id FROM generate_series(1, {rows}) id")
+    srv.psql(
+        "DROP TABLE IF EXISTS leak_test; "
+        "CREATE TABLE leak_test (id integer NOT NULL, CONSTRAINT leak_test_pkey PRIMARY KEY (id)); "
+        f"INSERT INTO leak_test (id) SELECT id FROM generate_series(1, {rows}) id"
+    )
     srv.psql("VACUUM ANALYZE leak_test")  # not in the same -c: VACUUM cannot run inside a transaction block
     assert srv.dir is not None
     script = srv.dir / SCRIPT
@@ -69,20 +71,31 @@ def run(srv: Server, spec: Mapping[str, Any]) -> StepResult:
         srv.pgoptions = JIT_ON
     thread.start()
     try:
-        pgbench.run(srv, ["-D", f"rows={min(rows, int(spec.get('rows_per_query', rows)))}"], None, "memory probe",
-                    script=script, sampling_rate=None, transactions=queries)
+        pgbench.run(
+            srv,
+            ["-D", f"rows={min(rows, int(spec.get('rows_per_query', rows)))}"],
+            None,
+            "memory probe",
+            script=script,
+            sampling_rate=None,
+            transactions=queries,
+        )
     finally:
         poller.stop.set()
         thread.join(timeout=5)
         srv.pgoptions = ""
     if not poller.samples:
-        raise BenchFailed(f"memory probe: the backend finished before its RSS could be sampled; "
-                          f"raise 'queries' (now {queries}) or 'rows' (now {rows})")
+        raise BenchFailed(
+            f"memory probe: the backend finished before its RSS could be sampled; "
+            f"raise 'queries' (now {queries}) or 'rows' (now {rows})"
+        )
     s = poller.samples
     first = s[min(len(s) - 1, max(len(s) // 10, 0))]  # after the first tenth: caches are warm by then
-    result = StepResult({
-        "rss_peak": ("KiB", LOWER, float(max(s))),
-        "rss_growth": ("KiB", LOWER, float(max(s) - first)),
-    })
+    result = StepResult(
+        {
+            "rss_peak": ("KiB", LOWER, float(max(s))),
+            "rss_growth": ("KiB", LOWER, float(max(s) - first)),
+        }
+    )
     result.flags.append("jit" if jit else "no-jit (PostgreSQL built without LLVM)")
     return result

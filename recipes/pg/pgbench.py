@@ -79,8 +79,13 @@ class Sample:
 
 def _sample(out: PgbenchOutput, latencies_us: Sequence[int], usage: Usage) -> Sample:
     lat = tuple(sorted(latencies_us))
-    return Sample(out=out, p95_ms=percentile(lat, 95) / 1000 if lat else None,
-                  p99_ms=percentile(lat, 99) / 1000 if lat else None, usage=usage, latencies_us=lat)
+    return Sample(
+        out=out,
+        p95_ms=percentile(lat, 95) / 1000 if lat else None,
+        p99_ms=percentile(lat, 99) / 1000 if lat else None,
+        usage=usage,
+        latencies_us=lat,
+    )
 
 
 def combine(slices: Sequence[Sample]) -> Sample:
@@ -90,20 +95,36 @@ def combine(slices: Sequence[Sample]) -> Sample:
     tx = sum(s.out.transactions for s in slices)
     busy = sum(s.out.transactions / s.out.tps for s in slices if s.out.tps > 0)
     lats = [s.out.latency_avg_ms for s in slices]
-    lat_avg = (sum(s.out.latency_avg_ms * s.out.transactions for s in slices) / tx  # type: ignore[operator]
-               if tx and None not in lats else None)
-    out = PgbenchOutput(tps=tx / busy if busy else 0.0, latency_avg_ms=lat_avg, transactions=tx,
-                        failed=sum(s.out.failed for s in slices))
-    usage = Usage(server_cpu_s=sum(s.usage.server_cpu_s for s in slices),
-                  client_cpu_s=sum(s.usage.client_cpu_s for s in slices),
-                  context_switches=sum(s.usage.context_switches for s in slices),
-                  peak_backend_rss_kib=max(s.usage.peak_backend_rss_kib for s in slices),
-                  wall_s=sum(s.usage.wall_s for s in slices))
+    lat_avg = (
+        sum(s.out.latency_avg_ms * s.out.transactions for s in slices) / tx  # type: ignore[operator]
+        if tx and None not in lats
+        else None
+    )
+    out = PgbenchOutput(
+        tps=tx / busy if busy else 0.0,
+        latency_avg_ms=lat_avg,
+        transactions=tx,
+        failed=sum(s.out.failed for s in slices),
+    )
+    usage = Usage(
+        server_cpu_s=sum(s.usage.server_cpu_s for s in slices),
+        client_cpu_s=sum(s.usage.client_cpu_s for s in slices),
+        context_switches=sum(s.usage.context_switches for s in slices),
+        peak_backend_rss_kib=max(s.usage.peak_backend_rss_kib for s in slices),
+        wall_s=sum(s.usage.wall_s for s in slices),
+    )
     return _sample(out, [x for s in slices for x in s.latencies_us], usage)
 
 
-def _argv(srv: Server, args: Sequence[str], duration_s: float | None, script: Path | None, log_dir: Path,
-          sampling_rate: float | None, transactions: int | None) -> list[str]:
+def _argv(
+    srv: Server,
+    args: Sequence[str],
+    duration_s: float | None,
+    script: Path | None,
+    log_dir: Path,
+    sampling_rate: float | None,
+    transactions: int | None,
+) -> list[str]:
     argv: list[str] = [str(srv.bin("pgbench")), "-n", *args]
     if script is not None:
         argv += ["-f", str(script)]

@@ -23,7 +23,7 @@ def _stat_fields(pid: int) -> list[str] | None:
     except OSError:
         return None
     # The command name is in parentheses and may contain spaces: split after the last ')'.
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def children(pid: int) -> list[int]:

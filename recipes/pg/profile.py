@@ -45,13 +45,20 @@ class WorkloadKind:
 
 
 # The workload kinds a profile may use. A new kind is a module with its sampling function and one line here.
-WORKLOAD_KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
-    WorkloadKind("pgbench", "wall", _own_script, pgbench=True),
-    WorkloadKind("instructions", "instructions", _own_script),
-    WorkloadKind("insert-benchmark", "wall", lambda _e: insertbench.SCRIPTS, stepped=True, run=insertbench.run),
-    WorkloadKind("memory-probe", "wall", lambda _e: (memprobe.SCRIPT,),
-                 run=lambda server, spec: {"": memprobe.run(server, spec)}),
-)}
+WORKLOAD_KINDS: dict[str, WorkloadKind] = {
+    k.name: k
+    for k in (
+        WorkloadKind("pgbench", "wall", _own_script, pgbench=True),
+        WorkloadKind("instructions", "instructions", _own_script),
+        WorkloadKind("insert-benchmark", "wall", lambda _e: insertbench.SCRIPTS, stepped=True, run=insertbench.run),
+        WorkloadKind(
+            "memory-probe",
+            "wall",
+            lambda _e: (memprobe.SCRIPT,),
+            run=lambda server, spec: {"": memprobe.run(server, spec)},
+        ),
+    )
+}
 TUNABLE = ("samples", "duration_s", "warmup_s", "scale", "instruction_samples", "seed", "ab_slices")
 
 
@@ -95,23 +102,26 @@ def workloads(profile: Mapping[str, Any], max_threads: int = 2) -> list[Workload
     for entry in profile["workloads"]:
         kind = entry["kind"]
         if kind not in WORKLOAD_KINDS:
-            raise ValueError(f"workload {entry.get('name')!r}: unknown kind {kind!r} "
-                             f"(known: {', '.join(WORKLOAD_KINDS)})")
+            raise ValueError(
+                f"workload {entry.get('name')!r}: unknown kind {kind!r} (known: {', '.join(WORKLOAD_KINDS)})"
+            )
         if entry.get("direction", "higher") not in DIRECTIONS:
             raise ValueError(f"workload {entry['name']!r}: direction must be one of {DIRECTIONS}")
         for name, c in _variants(entry):
             extra = ["-c", str(c), "-j", str(max(1, min(c, max_threads)))] if c is not None else []
-            out.append(Workload(
-                name=name,
-                kind=kind,
-                metric=entry.get("metric", "tps"),
-                unit=entry.get("unit", "tx/s"),
-                direction=entry.get("direction", "higher"),
-                args=tuple(entry.get("args", ())) + tuple(extra),
-                script=entry.get("script"),
-                duration_s=entry.get("duration_s"),
-                spec={k: v for k, v in entry.items() if k not in ("name", "kind", "args", "clients")},
-            ))
+            out.append(
+                Workload(
+                    name=name,
+                    kind=kind,
+                    metric=entry.get("metric", "tps"),
+                    unit=entry.get("unit", "tx/s"),
+                    direction=entry.get("direction", "higher"),
+                    args=tuple(entry.get("args", ())) + tuple(extra),
+                    script=entry.get("script"),
+                    duration_s=entry.get("duration_s"),
+                    spec={k: v for k, v in entry.items() if k not in ("name", "kind", "args", "clients")},
+                )
+            )
     names = [w.name for w in out]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate workload names in profile {profile.get('profile')!r}")
@@ -152,8 +162,7 @@ def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str
             own = {k: v for k, v in entry.items() if k != "clients"}
             if c is not None:
                 own["clients"] = c
-            out[name] = {"shared": shared, "workload": own,
-                         "files": {f: file_hash(f) for f in workload_files(entry)}}
+            out[name] = {"shared": shared, "workload": own, "files": {f: file_hash(f) for f in workload_files(entry)}}
     return out
 
 
@@ -214,8 +223,11 @@ class Collected:
     def results(self) -> list[WorkloadResult]:
         out = []
         for w in self.order:
-            metrics = tuple(Metric(m, s.unit, s.direction, tuple(s.values))
-                            for (wn, m), s in self.series.items() if wn == w and s.values)
+            metrics = tuple(
+                Metric(m, s.unit, s.direction, tuple(s.values))
+                for (wn, m), s in self.series.items()
+                if wn == w and s.values
+            )
             if metrics:
                 out.append(WorkloadResult(w, metrics, tuple(self.flags.get(w, ()))))
         return out
@@ -270,24 +282,28 @@ def _script(t: Target, w: Workload) -> Path | None:
     return script
 
 
-def _pgbench_sample(t: Target, w: Workload, duration: float, cpus: Sequence[int] | None,
-                    record: bool = True) -> None:
-    s = pgbench.run(t.server, list(w.args), w.duration_s or duration, f"{w.name} on {t.label}",
-                    script=_script(t, w), cpus=cpus)
+def _pgbench_sample(t: Target, w: Workload, duration: float, cpus: Sequence[int] | None, record: bool = True) -> None:
+    s = pgbench.run(
+        t.server, list(w.args), w.duration_s or duration, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
+    )
     if record:
         _record(t, w, s)
 
 
-def _sliced_samples(targets: Sequence[Target], w: Workload, duration: float, slices: int, first: int,
-                    cpus: Sequence[int] | None) -> None:
+def _sliced_samples(
+    targets: Sequence[Target], w: Workload, duration: float, slices: int, first: int, cpus: Sequence[int] | None
+) -> None:
     """One sample of every target, taken as `slices` short slices in alternating order (AB BA AB ...), each
     side's slices summed: a neighbour's burst of load lands on both sides instead of on one whole sample."""
     per_slice = max(1.0, (w.duration_s or duration) / max(1, slices))
     got: dict[str, list[pgbench.Sample]] = {t.label: [] for t in targets}
     for k in range(max(1, slices)):
-        for t in (targets if (first + k) % 2 == 0 else list(reversed(targets))):
-            got[t.label].append(pgbench.run(t.server, list(w.args), per_slice, f"{w.name} on {t.label}",
-                                            script=_script(t, w), cpus=cpus))
+        for t in targets if (first + k) % 2 == 0 else list(reversed(targets)):
+            got[t.label].append(
+                pgbench.run(
+                    t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
+                )
+            )
     for t in targets:
         _record(t, w, pgbench.combine(got[t.label]))
 
@@ -339,8 +355,10 @@ def pin_mode(profile: Mapping[str, Any], options: Mapping[str, str]) -> str:
     if mode not in PINS:
         raise BenchFailed(f"pin={mode!r}: expected one of {', '.join(PINS)}")
     if mode == "auto" and shutil.which("taskset") is None:
-        raise BenchFailed("pin=auto needs taskset (Debian package util-linux) on this worker; install it or run "
-                          "with --option pin=none")
+        raise BenchFailed(
+            "pin=auto needs taskset (Debian package util-linux) on this worker; install it or run "
+            "with --option pin=none"
+        )
     return mode
 
 
@@ -404,8 +422,10 @@ def run_bench(
                     ctx.log(f"[{t.label}] warm-up {w.name} ({warmup:.0f} s, discarded)")
                     _pgbench_sample(t, w, warmup, pinned(w), record=False)
         if slices > 1:
-            ctx.log(f"A/B: every pgbench sample is {slices} slices alternating between "
-                    f"{', '.join(t.label for t in targets)}")
+            ctx.log(
+                f"A/B: every pgbench sample is {slices} slices alternating between "
+                f"{', '.join(t.label for t in targets)}"
+            )
         for r in range(samples):
             order = list(wall)
             rng.shuffle(order)

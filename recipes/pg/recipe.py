@@ -37,8 +37,11 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     whose workload hashes cover, per workload, only what that workload measures (profile.identities)."""
     profile = load_profile(profile_name)
     spec = pgbuild.BuildSpec()
-    build_config = {"cflags": list(spec.cflags), "configure_args": list(spec.configure_args),
-                    "meson_args": list(spec.meson_args)}
+    build_config = {
+        "cflags": list(spec.cflags),
+        "configure_args": list(spec.configure_args),
+        "meson_args": list(spec.meson_args),
+    }
     config = {"profile": profile, "build": build_config, "data_files": data_file_hashes()}
     found = identities(profile, build_config)
     need_valgrind = any(WORKLOAD_KINDS[w.kind].phase == "instructions" for w in workloads(profile))

@@ -33,8 +33,10 @@ def as_server_user(argv: Sequence[str | os.PathLike[str]]) -> list[str | os.Path
     if os.geteuid() != 0:
         return list(argv)
     if shutil.which("unshare") is None:
-        raise BenchFailed("running as root needs unshare(1) from util-linux (apt-get install util-linux), "
-                          "or run the worker as an unprivileged user")
+        raise BenchFailed(
+            "running as root needs unshare(1) from util-linux (apt-get install util-linux), "
+            "or run the worker as an unprivileged user"
+        )
     return ["unshare", "--user", "--", *argv]
 
 
@@ -176,9 +178,26 @@ class Server:
         (self.dir / "sockdir").write_text(str(self.sockdir))
         self.port = free_port()
         try:
-            self.ctx.run(as_server_user([self.bin("initdb"), "-D", self.datadir, "-U", "postgres", "-A", "trust",
-                                         "-E", "UTF8", "--locale=C", "--no-sync"]),
-                         env=self.install.env(), timeout=300, capture=True)
+            self.ctx.run(
+                as_server_user(
+                    [
+                        self.bin("initdb"),
+                        "-D",
+                        self.datadir,
+                        "-U",
+                        "postgres",
+                        "-A",
+                        "trust",
+                        "-E",
+                        "UTF8",
+                        "--locale=C",
+                        "--no-sync",
+                    ]
+                ),
+                env=self.install.env(),
+                timeout=300,
+                capture=True,
+            )
         except CommandFailed as e:
             raise BenchFailed(f"initdb failed: {e.message}", e.log_excerpt) from None
         conf = self.datadir / "postgresql.conf"
@@ -191,8 +210,7 @@ class Server:
             f.write(f"unix_socket_directories = '{self.sockdir}'\n")
 
     def start(self) -> None:
-        argv = as_server_user([self.bin("pg_ctl"), "-D", self.datadir, "-l", self.logfile, "-w", "-t", "120",
-                               "start"])
+        argv = as_server_user([self.bin("pg_ctl"), "-D", self.datadir, "-l", self.logfile, "-w", "-t", "120", "start"])
         try:
             self.ctx.run(argv, env=self.install.env(), timeout=180, capture=True)
         except CommandFailed as e:
@@ -206,9 +224,13 @@ class Server:
         for m in (mode, "immediate"):
             if _postmaster_pid(self.datadir) is None:
                 break
-            proc = self.ctx.run(as_server_user([self.bin("pg_ctl"), "-D", self.datadir, "-m", m, "-w", "-t", "60",
-                                                "stop"]),
-                                env=self.install.env(), timeout=90, capture=True, check=False)
+            proc = self.ctx.run(
+                as_server_user([self.bin("pg_ctl"), "-D", self.datadir, "-m", m, "-w", "-t", "60", "stop"]),
+                env=self.install.env(),
+                timeout=90,
+                capture=True,
+                check=False,
+            )
             if proc.returncode == 0:
                 break
         _kill_postmaster(self.datadir)
@@ -239,22 +261,29 @@ class Server:
     def psql(self, sql: str, timeout: float = 600, db: str = "postgres") -> str:
         """Run SQL through this install's psql (ON_ERROR_STOP); returns unaligned tuples-only output."""
         try:
-            proc = self.ctx.run([self.bin("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db,
-                                 "-c", sql], env=self.env(), timeout=timeout, capture=True)
+            proc = self.ctx.run(
+                [self.bin("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db, "-c", sql],
+                env=self.env(),
+                timeout=timeout,
+                capture=True,
+            )
         except CommandFailed as e:
-            raise BenchFailed(f"SQL failed: {sql[:120]!r}: {e.message}",
-                              f"{e.log_excerpt}\n--- server log ---\n{self.log_tail()}") from None
+            raise BenchFailed(
+                f"SQL failed: {sql[:120]!r}: {e.message}", f"{e.log_excerpt}\n--- server log ---\n{self.log_tail()}"
+            ) from None
         return proc.stdout.strip()
 
-    def run_client(self, argv: Sequence[str | os.PathLike[str]], what: str, timeout: float,
-                   capture: bool = True) -> str:
+    def run_client(
+        self, argv: Sequence[str | os.PathLike[str]], what: str, timeout: float, capture: bool = True
+    ) -> str:
         """Run a client program against this server; a failure carries the client output and the server log."""
         try:
             proc = self.ctx.run(argv, env=self.env(), timeout=timeout, capture=capture)
         except CommandFailed as e:
             alive = "running" if self.alive() else "NOT running (crashed?)"
-            raise BenchFailed(f"{what}: {e.message}; the server is {alive}",
-                              f"{e.log_excerpt}\n--- server log ---\n{self.log_tail()}") from None
+            raise BenchFailed(
+                f"{what}: {e.message}; the server is {alive}", f"{e.log_excerpt}\n--- server log ---\n{self.log_tail()}"
+            ) from None
         return proc.stdout
 
     def pin(self, cpus: Sequence[int]) -> None:
@@ -265,8 +294,9 @@ class Server:
         try:
             os.sched_setaffinity(pid, cpus)
         except OSError as e:
-            raise BenchFailed(f"cannot pin the server (pid {pid}) to CPUs {list(cpus)}: {e}; "
-                              f"run with --option pin=none") from None
+            raise BenchFailed(
+                f"cannot pin the server (pid {pid}) to CPUs {list(cpus)}: {e}; run with --option pin=none"
+            ) from None
 
     def checkpoint(self) -> None:
         self.psql("CHECKPOINT")

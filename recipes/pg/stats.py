@@ -93,8 +93,12 @@ def bootstrap_median_ratio(
     tail = (1 - confidence) / 2 * 100
     ordered = sorted(ratios)
     lo, hi = median_rank_interval(n, confidence)
-    return RatioEstimate(statistics.median(ratios), min(percentile(medians, tail), ordered[lo]),
-                         max(percentile(medians, 100 - tail), ordered[hi]), n)
+    return RatioEstimate(
+        statistics.median(ratios),
+        min(percentile(medians, tail), ordered[lo]),
+        max(percentile(medians, 100 - tail), ordered[hi]),
+        n,
+    )
 
 
 def interleaved_order(rounds: int, labels: Sequence[str] = ("A", "B"), seed: int = 1) -> list[str]:

@@ -29,10 +29,13 @@ def scenario(name, runs):
             outcomes["not-reproducible"] += 1
         probes.append(p)
         rounds.append(r)
-    print(f"{name:<44} n={len(runs):>3}  " + "  ".join(f"{k}={v}" for k, v in outcomes.items())
-          + f"  probes median {statistics.median(probes):.0f} max {max(probes)}"
-          + f"  rounds median {statistics.median(rounds):.0f} max {max(rounds)}"
-          + f"  ({(time.perf_counter() - t0) / len(runs):.2f} s/bisection)")
+    print(
+        f"{name:<44} n={len(runs):>3}  "
+        + "  ".join(f"{k}={v}" for k, v in outcomes.items())
+        + f"  probes median {statistics.median(probes):.0f} max {max(probes)}"
+        + f"  rounds median {statistics.median(rounds):.0f} max {max(rounds)}"
+        + f"  ({(time.perf_counter() - t0) / len(runs):.2f} s/bisection)"
+    )
 
 
 def main() -> None:

@@ -135,8 +135,15 @@ class Session:
     open_keys: set[str] = field(default_factory=set)  # violations of the last check
 
     def check(self) -> Check:
-        result = check(self.farm.settings.data_dir, self.farm.settings.site_dir, self.truth, [BUILDER],
-                       self.injector.markers, self.receiver, lambda sha: known_change(self.farm, sha))
+        result = check(
+            self.farm.settings.data_dir,
+            self.farm.settings.site_dir,
+            self.truth,
+            [BUILDER],
+            self.injector.markers,
+            self.receiver,
+            lambda sha: known_change(self.farm, sha),
+        )
         self.report.checks += 1
         if any(v.kind == "site" for v in result.violations):
             self.report.site_inconsistent_checks += 1
@@ -160,7 +167,7 @@ def plan(opts: Options, rng: random.Random) -> list[Step]:
         if sizes[i] == 1:
             sizes.append(0)  # more faults than commits: some faults push nothing
             continue
-        sizes[i:i + 1] = [sizes[i] // 2, sizes[i] - sizes[i] // 2]
+        sizes[i : i + 1] = [sizes[i] // 2, sizes[i] - sizes[i] // 2]
     with_fault = set(rng.sample(range(1, len(sizes)), opts.faults)) if opts.faults else set()
     kinds: list[str] = []
     steps = []
@@ -189,8 +196,9 @@ def mount_tmpfs(path: Path, size: str) -> str:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         return "not root: cannot mount a tmpfs for the data dir (run as root for the disk-full fault)"
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         return f"mount -t tmpfs failed: {proc.stderr.strip() or proc.returncode}"
     return ""
@@ -208,8 +216,8 @@ def alert_config(work: Path) -> Path:
     path = work / "farm.toml"
     path.write_text(
         "[alerts]\nsettle_seconds = 0\npoll_interval = 1\n"
-        "[[alerts.channels]]\nname = \"hook\"\nkind = \"webhook\"\nurl_secret = \"alerts-hook-url\"\n"
-        "kinds = [\"regression\", \"improvement\"]\n"
+        '[[alerts.channels]]\nname = "hook"\nkind = "webhook"\nurl_secret = "alerts-hook-url"\n'
+        'kinds = ["regression", "improvement"]\n'
     )
     return path
 
@@ -219,15 +227,18 @@ def run(opts: Options) -> Report:
     say = clock.say
     work = Path(opts.work or tempfile.mkdtemp(prefix="perffarm-chaos-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    report = Report(options={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
-                    work=str(work))
+    report = Report(
+        options={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()}, work=str(work)
+    )
     rng_plan, rng_faults, rng_values = (random.Random(f"{opts.seed}/{p}") for p in ("plan", "faults", "values"))
     steps = plan(opts, rng_plan)
     kinds = Counter(s.fault.kind for s in steps if s.fault and s.fault.kind in opts.kinds)
     n_faults = sum(kinds.values())
-    say(f"plan: {sum(s.batch for s in steps)} commits in {len(steps)} batches, {n_faults} faults "
+    say(
+        f"plan: {sum(s.batch for s in steps)} commits in {len(steps)} batches, {n_faults} faults "
         f"({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}); "
-        f"seed {opts.seed}; work dir {work}")
+        f"seed {opts.seed}; work dir {work}"
+    )
 
     for stale in ("repo", "markers"):
         shutil.rmtree(work / stale, ignore_errors=True)
@@ -279,13 +290,21 @@ def run(opts: Options) -> Report:
         report.violations = [dict(asdict(v), after=ses.seen[v.key]) for v in final.violations]
         if not final_settle.ok:
             report.stuck += 1
-            report.violations.append({"kind": "stuck", "key": "final-settle", "detail": final_settle.detail,
-                                      "count": 1, "after": "final check"})
+            report.violations.append(
+                {
+                    "kind": "stuck",
+                    "key": "final-settle",
+                    "detail": final_settle.detail,
+                    "count": 1,
+                    "after": "final check",
+                }
+            )
         say(f"final check: {_count_kinds(list(final.violations)) or 'invariants hold'}")
     except BaseException as e:
         say(f"ABORTED: {type(e).__name__}: {e}")
-        report.violations.append({"kind": "aborted", "key": "aborted", "detail": f"{type(e).__name__}: {e}",
-                                  "count": 1, "after": "run"})
+        report.violations.append(
+            {"kind": "aborted", "key": "aborted", "detail": f"{type(e).__name__}: {e}", "count": 1, "after": "run"}
+        )
         if isinstance(e, KeyboardInterrupt):
             raise
     finally:
@@ -340,9 +359,15 @@ def _one_fault(ses: Session, no: int, total: int, step: int, fault: Fault) -> Fa
             error = (error + "; " if error else "") + f"restart after the stall failed: {e}"
         ses.count("restart after a stall")
         again = settle(farm, ses.truth.repo.head(), ses.opts.settle_timeout)
-        settled = Settled(again.ok, settled.seconds + again.seconds, again.detail, again.unseen,
-                          settled.died + again.died, settled.restarted + again.restarted,
-                          settled.asked + again.asked)
+        settled = Settled(
+            again.ok,
+            settled.seconds + again.seconds,
+            again.detail,
+            again.unseen,
+            settled.died + again.died,
+            settled.restarted + again.restarted,
+            settled.asked + again.asked,
+        )
     report.died += len([d for d in settled.died if "exited by itself" in d])
     report.asked_restarts += len(settled.asked)
     for name in settled.restarted:
@@ -356,18 +381,42 @@ def _one_fault(ses: Session, no: int, total: int, step: int, fault: Fault) -> Fa
     healed = sorted(ses.open_keys - now_keys)
     ses.open_keys = now_keys
     record = FaultRecord(
-        index=no, label=fault.label, kind=fault.kind, skipped=inj.skipped, window_hit=inj.window_hit,
-        notes=inj.notes, recoveries=inj.recoveries, pushed=len(inj.pushed), settle_seconds=round(settled.seconds, 1),
-        settled=settled.ok, stuck=stuck, died=settled.died, new_violations=[asdict(v) for v in new], healed=healed,
+        index=no,
+        label=fault.label,
+        kind=fault.kind,
+        skipped=inj.skipped,
+        window_hit=inj.window_hit,
+        notes=inj.notes,
+        recoveries=inj.recoveries,
+        pushed=len(inj.pushed),
+        settle_seconds=round(settled.seconds, 1),
+        settled=settled.ok,
+        stuck=stuck,
+        died=settled.died,
+        new_violations=[asdict(v) for v in new],
+        healed=healed,
         error=error,
     )
     hit = {True: "window hit", False: "window MISSED", None: ""}[inj.window_hit]
-    what = ", ".join(p for p in (f"skipped: {inj.skipped}" if inj.skipped else "", hit,
-                                 "; ".join(inj.recoveries), f"ERROR {error}" if error else "") if p)
-    verdict = "invariants hold" if not result.violations else (
-        f"NEW: {_count_kinds(new)}" if new else f"still: {_count_kinds(list(result.violations))}")
-    say(f"{label}, {len(inj.pushed)} commit(s): {what or 'done'}; settled in {settled.seconds:.1f} s"
-        f"{'' if settled.ok else ' (NOT settled)'}; {verdict}" + (f"; healed {len(healed)}" if healed else ""))
+    what = ", ".join(
+        p
+        for p in (
+            f"skipped: {inj.skipped}" if inj.skipped else "",
+            hit,
+            "; ".join(inj.recoveries),
+            f"ERROR {error}" if error else "",
+        )
+        if p
+    )
+    verdict = (
+        "invariants hold"
+        if not result.violations
+        else (f"NEW: {_count_kinds(new)}" if new else f"still: {_count_kinds(list(result.violations))}")
+    )
+    say(
+        f"{label}, {len(inj.pushed)} commit(s): {what or 'done'}; settled in {settled.seconds:.1f} s"
+        f"{'' if settled.ok else ' (NOT settled)'}; {verdict}" + (f"; healed {len(healed)}" if healed else "")
+    )
     for d in settled.died + settled.asked:
         say(f"  {d.splitlines()[0]}")
     if settled.unseen:
@@ -385,8 +434,12 @@ def _evidence(farm: Farm, work: Path) -> None:
     """Copy the farm's logs, results DB and reconcile report out of the data dir (a tmpfs that goes away)."""
     out = work / "evidence"
     out.mkdir(parents=True, exist_ok=True)
-    for src in (farm.settings.master_dir / "twistd.log", farm.settings.worker_dir("local") / "twistd.log",
-                farm.settings.results_db, farm.settings.data_dir / "reconcile.json"):
+    for src in (
+        farm.settings.master_dir / "twistd.log",
+        farm.settings.worker_dir("local") / "twistd.log",
+        farm.settings.results_db,
+        farm.settings.data_dir / "reconcile.json",
+    ):
         if src.exists():
             name = f"{src.parent.name}-{src.name}" if src.name == "twistd.log" else src.name
             try:
@@ -412,8 +465,10 @@ def table(report: Report) -> str:
             ("results stored under the wrong commit", f.misattributed),
             ("runs stored as failed because of a fault", f.failed_runs),
             ("alerts duplicated", f.alerts_duplicated),
-            ("site left inconsistent (checks / final problems)",
-             f"{report.site_inconsistent_checks} of {report.checks} / {f.site_problems}"),
+            (
+                "site left inconsistent (checks / final problems)",
+                f"{report.site_inconsistent_checks} of {report.checks} / {f.site_problems}",
+            ),
             ("hostile input that ran or was built", f.hostile_ran),
         ]
     rows += [
@@ -425,8 +480,10 @@ def table(report: Report) -> str:
         ("faults skipped", "; ".join(f"{k}: {why}" for k, why in sorted(report.skipped.items())) or "none"),
         ("kill windows hit", f"{sum(windows)} of {len(windows)}"),
         ("recoveries", ", ".join(f"{k} {n}" for k, n in sorted(report.recoveries.items())) or "none"),
-        ("settle time per fault (median / max)",
-         f"{statistics.median(settles):.1f} s / {max(settles):.1f} s" if settles else "-"),
+        (
+            "settle time per fault (median / max)",
+            f"{statistics.median(settles):.1f} s / {max(settles):.1f} s" if settles else "-",
+        ),
         ("wall time", f"{report.wall_seconds / 60:.1f} min"),
     ]
     width = max(len(r[0]) for r in rows)
@@ -451,50 +508,101 @@ def print_report(report: Report) -> None:
         print(f"  {v['after']} -> {v['kind']}: {v['detail']}")
     for r in report.faults:
         if r.died or r.stuck or r.error:
-            print(f"  fault {r.index} ({r.label}): " + "; ".join(
-                x for x in ([r.error] if r.error else []) + ([f"stuck: {r.stuck}"] if r.stuck else [])
-                + [d for d in r.died] if x))
-    print(f"\n{'FAILED' if report.failed else 'PASSED'}: "
-          f"{len(report.violations)} violation(s) at the end, {report.site_inconsistent_checks} check(s) with an "
-          f"inconsistent site, {report.stuck} stall(s). Work dir: {report.work}")
+            print(
+                f"  fault {r.index} ({r.label}): "
+                + "; ".join(
+                    x
+                    for x in ([r.error] if r.error else [])
+                    + ([f"stuck: {r.stuck}"] if r.stuck else [])
+                    + [d for d in r.died]
+                    if x
+                )
+            )
+    print(
+        f"\n{'FAILED' if report.failed else 'PASSED'}: "
+        f"{len(report.violations)} violation(s) at the end, {report.site_inconsistent_checks} check(s) with an "
+        f"inconsistent site, {report.stuck} stall(s). Work dir: {report.work}"
+    )
 
 
 def parse_args(argv: list[str] | None) -> Options:
     p = argparse.ArgumentParser(
         prog="python -m tests.benchmarks.chaos",
         description="Run a real farm (fixture recipe) through kills, a locked results DB, a full disk, a broken "
-                    "worker clone and hostile commits and refs; check after every fault that no commit was lost, "
-                    "measured twice or stored under another commit, that no alert was duplicated and the site is "
-                    "consistent. Exits 1 when an invariant failed. See docs/reliability.md.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--commits", type=int, default=200,
-                   help="commits to push to the watched branch, in batches of 1-5 (ignored with --smoke)")
-    p.add_argument("--faults", type=int, default=50, help="faults to inject between and during the pushes "
-                                                          "(ignored with --smoke)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the plan (which faults, where, which variants) and "
-                                                       "of the commits' values; the same seed gives the same plan")
-    p.add_argument("--smoke", action="store_true",
-                   help="the fixed small scenario `make test` runs: 12 commits, one fault of each kind "
-                        "(master SIGKILL after a store, worker SIGTERM in bench, broken clone with a stale result, "
-                        "DB locked 32 s, disk full, hostile commits, refs and force)")
-    p.add_argument("--kinds", default=",".join(KINDS),
-                   help=f"comma-separated fault kinds to inject (of {', '.join(KINDS)}); faults of other kinds in "
-                        "the plan are left out, so the same seed gives the same places for the rest")
-    p.add_argument("--json", dest="json_out", type=Path, help="also write the report (figures, every fault with "
-                                                              "its notes and new violations) as JSON to this file")
-    p.add_argument("--work", type=Path, help="work directory (repository, data dir mount point, markers, "
-                                             "evidence); default: a new temp dir, removed after a clean run")
+        "worker clone and hostile commits and refs; check after every fault that no commit was lost, "
+        "measured twice or stored under another commit, that no alert was duplicated and the site is "
+        "consistent. Exits 1 when an invariant failed. See docs/reliability.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--commits",
+        type=int,
+        default=200,
+        help="commits to push to the watched branch, in batches of 1-5 (ignored with --smoke)",
+    )
+    p.add_argument(
+        "--faults", type=int, default=50, help="faults to inject between and during the pushes (ignored with --smoke)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="seed of the plan (which faults, where, which variants) and "
+        "of the commits' values; the same seed gives the same plan",
+    )
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the fixed small scenario `make test` runs: 12 commits, one fault of each kind "
+        "(master SIGKILL after a store, worker SIGTERM in bench, broken clone with a stale result, "
+        "DB locked 32 s, disk full, hostile commits, refs and force)",
+    )
+    p.add_argument(
+        "--kinds",
+        default=",".join(KINDS),
+        help=f"comma-separated fault kinds to inject (of {', '.join(KINDS)}); faults of other kinds in "
+        "the plan are left out, so the same seed gives the same places for the rest",
+    )
+    p.add_argument(
+        "--json",
+        dest="json_out",
+        type=Path,
+        help="also write the report (figures, every fault with its notes and new violations) as JSON to this file",
+    )
+    p.add_argument(
+        "--work",
+        type=Path,
+        help="work directory (repository, data dir mount point, markers, "
+        "evidence); default: a new temp dir, removed after a clean run",
+    )
     p.add_argument("--keep", action="store_true", help="keep the temp work directory after a clean run")
-    p.add_argument("--tmpfs-size", default="192m", help="size of the tmpfs mounted as the farm's data dir "
-                                                        "(what the disk-full fault fills)")
-    p.add_argument("--no-tmpfs", action="store_true", help="do not mount a tmpfs (disk-full faults are skipped, "
-                                                           "and reported as skipped)")
-    p.add_argument("--settle-timeout", type=float, default=240.0,
-                   help="seconds to wait for the farm to settle after a fault before calling it stuck")
-    p.add_argument("--reconcile-interval", type=int, default=1,
-                   help="the farm's master.reconcile_interval (s): the reconciler re-queues on its second pass")
-    p.add_argument("--no-webhook", action="store_true", help="no alert channel (the webhook receiver counts "
-                                                             "deliveries per idempotency key)")
+    p.add_argument(
+        "--tmpfs-size",
+        default="192m",
+        help="size of the tmpfs mounted as the farm's data dir (what the disk-full fault fills)",
+    )
+    p.add_argument(
+        "--no-tmpfs",
+        action="store_true",
+        help="do not mount a tmpfs (disk-full faults are skipped, and reported as skipped)",
+    )
+    p.add_argument(
+        "--settle-timeout",
+        type=float,
+        default=240.0,
+        help="seconds to wait for the farm to settle after a fault before calling it stuck",
+    )
+    p.add_argument(
+        "--reconcile-interval",
+        type=int,
+        default=1,
+        help="the farm's master.reconcile_interval (s): the reconciler re-queues on its second pass",
+    )
+    p.add_argument(
+        "--no-webhook",
+        action="store_true",
+        help="no alert channel (the webhook receiver counts deliveries per idempotency key)",
+    )
     a = p.parse_args(argv)
     kinds = tuple(k.strip() for k in a.kinds.split(",") if k.strip())
     unknown = [k for k in kinds if k not in KINDS]
@@ -502,10 +610,21 @@ def parse_args(argv: list[str] | None) -> Options:
         p.error(f"--kinds: unknown {', '.join(unknown)} (known: {', '.join(KINDS)})")
     if a.commits < 1 or a.faults < 0:
         p.error("--commits must be >= 1 and --faults >= 0")
-    return Options(commits=a.commits, faults=a.faults, seed=a.seed, smoke=a.smoke, kinds=kinds, work=a.work,
-                   keep=a.keep, json_out=a.json_out, tmpfs_size=a.tmpfs_size, no_tmpfs=a.no_tmpfs,
-                   settle_timeout=a.settle_timeout, reconcile_interval=a.reconcile_interval,
-                   webhook=not a.no_webhook)
+    return Options(
+        commits=a.commits,
+        faults=a.faults,
+        seed=a.seed,
+        smoke=a.smoke,
+        kinds=kinds,
+        work=a.work,
+        keep=a.keep,
+        json_out=a.json_out,
+        tmpfs_size=a.tmpfs_size,
+        no_tmpfs=a.no_tmpfs,
+        settle_timeout=a.settle_timeout,
+        reconcile_interval=a.reconcile_interval,
+        webhook=not a.no_webhook,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

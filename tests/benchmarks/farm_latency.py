@@ -44,8 +44,10 @@ def main() -> None:
             farm.stop()
     lat = sorted(latencies)
     p90 = lat[min(len(lat) - 1, int(round(0.9 * (len(lat) - 1))))]
-    print(f"commit -> stored result over {len(lat)} commits, poll interval {args.poll_interval} s: "
-          f"median {statistics.median(lat):.2f} s, p90 {p90:.2f} s, min {lat[0]:.2f} s, max {lat[-1]:.2f} s")
+    print(
+        f"commit -> stored result over {len(lat)} commits, poll interval {args.poll_interval} s: "
+        f"median {statistics.median(lat):.2f} s, p90 {p90:.2f} s, min {lat[0]:.2f} s, max {lat[-1]:.2f} s"
+    )
     print(f"RSS: master {rss.get('master', 0) / 1024:.0f} MiB, worker {rss.get('worker', 0) / 1024:.0f} MiB")
 
 

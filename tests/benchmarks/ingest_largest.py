@@ -73,8 +73,13 @@ def measure(samples: int, compact: bool) -> dict:
         incoming = base / "data" / "incoming"
         incoming.mkdir(parents=True)
         size = write_result(incoming / "b-1.json", repo.head(), samples, compact)
-        proc = subprocess.run([sys.executable, "-c", CHILD, str(base / "data"), str(repo.path), repo.head()],
-                              cwd=ROOT, capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, str(base / "data"), str(repo.path), repo.head()],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return {"bytes": size, **json.loads(proc.stdout.strip().splitlines()[-1])}
 
 
@@ -86,11 +91,15 @@ def main() -> None:
     args = ap.parse_args()
     runs = [measure(args.samples, args.compact) for _ in range(args.repeat)]
     for r in runs:
-        print(f"  {r['seconds']:.2f} s, peak RSS {r['peak_kb'] / 1024:.0f} MiB "
-              f"(before ingest {r['before_kb'] / 1024:.0f} MiB): {r['what']}")
-    print(f"{args.samples} samples, {runs[0]['bytes'] / 1e6:.1f} MB of JSON: ingest_file median "
-          f"{statistics.median(r['seconds'] for r in runs):.2f} s over {len(runs)} runs, peak RSS "
-          f"{max(r['peak_kb'] for r in runs) / 1024:.0f} MiB")
+        print(
+            f"  {r['seconds']:.2f} s, peak RSS {r['peak_kb'] / 1024:.0f} MiB "
+            f"(before ingest {r['before_kb'] / 1024:.0f} MiB): {r['what']}"
+        )
+    print(
+        f"{args.samples} samples, {runs[0]['bytes'] / 1e6:.1f} MB of JSON: ingest_file median "
+        f"{statistics.median(r['seconds'] for r in runs):.2f} s over {len(runs)} runs, peak RSS "
+        f"{max(r['peak_kb'] for r in runs) / 1024:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ PRIMARY = ("tps", "cpu_per_tx", "instructions")
 
 
 def head(repo: Path) -> str:
-    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def run_compare(repo: Path, work: Path, sha: str, options: list[str], patch: Path | None, out: Path) -> dict:
@@ -60,8 +61,10 @@ def cmd_aa(args: argparse.Namespace, tmp: Path) -> None:
     print(f"{'workload':34s} {'metric':13s} {'CV A':>8s} {'CV B':>8s} {'ratio':>8s} {'CI +-':>8s}")
     for c in doc["comparisons"]:
         if c["metric"] in PRIMARY:
-            print(f"RESULT {c['workload']:27s} {c['metric']:13s} {c['cv_a']:8.2%} {c['cv_b']:8.2%} "
-                  f"{c['ratio']:8.4f} {c['ci_half_width']:8.2%}")
+            print(
+                f"RESULT {c['workload']:27s} {c['metric']:13s} {c['cv_a']:8.2%} {c['cv_b']:8.2%} "
+                f"{c['ratio']:8.4f} {c['ci_half_width']:8.2%}"
+            )
 
 
 def cmd_inject(args: argparse.Namespace, tmp: Path) -> None:
@@ -78,9 +81,11 @@ def cmd_inject(args: argparse.Namespace, tmp: Path) -> None:
         doc = run_compare(args.repo, args.work, sha, opts, patch, tmp / f"inject-{n}.json")
         for c in doc["comparisons"]:
             if c["metric"] in PRIMARY:
-                print(f"RESULT N={n:<6d} {c['workload']:27s} {c['metric']:13s} ratio {c['ratio']:.4f} "
-                      f"CI [{c['ci_low']:.4f}, {c['ci_high']:.4f}] (+-{c['ci_half_width']:.2%}) {c['verdict']}",
-                      flush=True)
+                print(
+                    f"RESULT N={n:<6d} {c['workload']:27s} {c['metric']:13s} ratio {c['ratio']:.4f} "
+                    f"CI [{c['ci_low']:.4f}, {c['ci_high']:.4f}] (+-{c['ci_half_width']:.2%}) {c['verdict']}",
+                    flush=True,
+                )
 
 
 def cmd_wall(args: argparse.Namespace, tmp: Path) -> None:
@@ -88,17 +93,32 @@ def cmd_wall(args: argparse.Namespace, tmp: Path) -> None:
     src = compare._clone(str(args.repo), args.work)
     compare._checkout(src, sha, None)
     base = [sys.executable, "-m", "recipes"]
-    common = ["--recipe", "pg-quick", "--src", str(src), "--work", str(checkout_layout(args.work)[1]),
-              "--state", str(tmp / "state"),
-              "--sha", sha, "--ref", "compare", "--result", str(tmp / "result.json")]
+    common = [
+        "--recipe",
+        "pg-quick",
+        "--src",
+        str(src),
+        "--work",
+        str(checkout_layout(args.work)[1]),
+        "--state",
+        str(tmp / "state"),
+        "--sha",
+        sha,
+        "--ref",
+        "compare",
+        "--result",
+        str(tmp / "result.json"),
+    ]
     t0 = time.monotonic()
     subprocess.run(base + ["build", *common], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     t1 = time.monotonic()
     subprocess.run(base + ["bench", *common], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     t2 = time.monotonic()
     doc = json.loads((tmp / "result.json").read_text())
-    print(f"RESULT quick profile: build phase {t1 - t0:.1f} s (install cached), bench phase {t2 - t1:.1f} s, "
-          f"status {doc['status']}, {len(doc['workloads'])} workloads")
+    print(
+        f"RESULT quick profile: build phase {t1 - t0:.1f} s (install cached), bench phase {t2 - t1:.1f} s, "
+        f"status {doc['status']}, {len(doc['workloads'])} workloads"
+    )
 
 
 def main() -> int:

@@ -58,8 +58,9 @@ def main() -> int:
         def ctx_for(work: Path) -> Context:
             work.mkdir(parents=True, exist_ok=True)
             (work / "state").mkdir(exist_ok=True)
-            return Context(src_dir=src, work_dir=work, state_dir=work / "state", sha=first, ref="master",
-                           options=options)
+            return Context(
+                src_dir=src, work_dir=work, state_dir=work / "state", sha=first, ref="master", options=options
+            )
 
         git(src, "checkout", "-q", "--detach", first)
         if not args.skip_cold:

@@ -35,13 +35,18 @@ def busy_loop_patch(src: Path, iterations: int) -> str:
 
 # Files the filler commits touch in turn: docs (no rebuild) and comment-only changes in backend sources (an
 # incremental rebuild of one file, as most real commits are), never the file the culprit patches.
-FILLERS = ("README", "src/backend/tcop/postgres.c", "doc/src/sgml/config.sgml", "src/backend/utils/adt/float.c",
-           "src/backend/utils/adt/int.c", "src/backend/optimizer/plan/planner.c")
+FILLERS = (
+    "README",
+    "src/backend/tcop/postgres.c",
+    "doc/src/sgml/config.sgml",
+    "src/backend/utils/adt/float.c",
+    "src/backend/utils/adt/int.c",
+    "src/backend/optimizer/plan/planner.c",
+)
 
 
 def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
 def _comment(path: Path, i: int) -> None:
@@ -61,9 +66,15 @@ DOC_FILLERS = ("README", "doc/src/sgml/config.sgml", "doc/src/sgml/release.sgml"
 
 def _commit_all(repo: Path, subject: str, stamp_offset: int) -> str:
     stamp = f"@{1_700_000_000 + 60 * stamp_offset} +0000"
-    env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
-           "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.org",
-           "GIT_COMMITTER_NAME": "Test Author", "GIT_COMMITTER_EMAIL": "author@example.org"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_DATE": stamp,
+        "GIT_COMMITTER_DATE": stamp,
+        "GIT_AUTHOR_NAME": "Test Author",
+        "GIT_AUTHOR_EMAIL": "author@example.org",
+        "GIT_COMMITTER_NAME": "Test Author",
+        "GIT_COMMITTER_EMAIL": "author@example.org",
+    }
     _git(repo, "commit", "--quiet", "-am", subject, env=env)
     return _git(repo, "rev-parse", "HEAD")
 

@@ -59,8 +59,14 @@ def load() -> str:
 def one(tree: Path, work: Path, out: Path, jobs: int, cold: bool = True) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
     env["PYTHONPATH"] = str(tree)
-    proc = subprocess.run([sys.executable, "-c", _ONE, str(work), str(out), str(jobs), "cold" if cold else "warm"],
-                          cwd=tree, env=env, capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", _ONE, str(work), str(out), str(jobs), "cold" if cold else "warm"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -81,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     trees = {"A": args.a.resolve(), "B": args.b.resolve()}
     got: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-    print(f"{'warm' if args.warm else 'cold'} full publish, {args.series} x {args.commits}, jobs={args.jobs}; "
-          f"A={trees['A']} B={trees['B']}")
+    print(
+        f"{'warm' if args.warm else 'cold'} full publish, {args.series} x {args.commits}, jobs={args.jobs}; "
+        f"A={trees['A']} B={trees['B']}"
+    )
     print(f"load average before: {load()}", flush=True)
     if args.warm:  # a live site of its own for each tree to build on
         for name in ("A", "B"):
@@ -91,12 +99,17 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("A", "B") if i % 2 == 0 else ("B", "A"):  # alternate who goes first
             r = one(trees[name], work, work / f"site-ab-{name}", args.jobs, cold=not args.warm)
             got[name].append(r)
-            print(f"  run {i + 1} {name}: {r['wall']:6.2f} s wall, {r['cpu']:6.2f} s CPU, {r['files']} files "
-                  f"(load {load()})", flush=True)
+            print(
+                f"  run {i + 1} {name}: {r['wall']:6.2f} s wall, {r['cpu']:6.2f} s CPU, {r['files']} files "
+                f"(load {load()})",
+                flush=True,
+            )
     for name in ("A", "B"):
         walls = [r["wall"] for r in got[name]]
-        print(f"{name}: median {statistics.median(walls):.2f} s wall (min {min(walls):.2f}, max {max(walls):.2f}), "
-              f"median {statistics.median(r['cpu'] for r in got[name]):.2f} s CPU")
+        print(
+            f"{name}: median {statistics.median(walls):.2f} s wall (min {min(walls):.2f}, max {max(walls):.2f}), "
+            f"median {statistics.median(r['cpu'] for r in got[name]):.2f} s CPU"
+        )
     print(f"load average after: {load()}")
     return 0
 

@@ -37,8 +37,16 @@ from master.settings import Settings, load_settings  # noqa: E402
 from tests.benchmarks import publish_data  # noqa: E402
 
 BENCH_TAG = "BENCH_TAG_"  # tags added by step 2b, removed at its end
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def say(msg: str) -> None:
@@ -86,8 +94,9 @@ def incremental_runs(settings: Settings, out: Path, first: int, runs: int, serie
     previous head also gets a new release tag), each followed by an incremental publish; prints the median."""
     times = []
     for i in range(first, first + runs):
-        run_id = publish_data.next_run(settings.results_db, i, series,
-                                       tag_previous=f"{BENCH_TAG}{i - 1}" if tag else None)
+        run_id = publish_data.next_run(
+            settings.results_db, i, series, tag_previous=f"{BENCH_TAG}{i - 1}" if tag else None
+        )
         r = publish_incremental(settings, run_id, out)
         wait_for_cleanup()
         assert r.incremental, r
@@ -123,18 +132,24 @@ def main(argv: list[str] | None = None) -> int:
         cold.append(timed(lambda: publish_all(settings, out)))
         say(f"   cold: {cold[-1][0]:.2f} s / {cold[-1][1]:.2f} s CPU")
     if cold:
-        say(f"   cold (no site, no publish cache, results DB evicted from the OS page cache): median "
-            f"{statistics.median(c[0] for c in cold):.2f} s, CPU {statistics.median(c[1] for c in cold):.2f} s")
+        say(
+            f"   cold (no site, no publish cache, results DB evicted from the OS page cache): median "
+            f"{statistics.median(c[0] for c in cold):.2f} s, CPU {statistics.median(c[1] for c in cold):.2f} s"
+        )
     full = []
     for _ in range(args.runs):
         full.append(timed(lambda: publish_all(settings, out)))
         t = time.perf_counter()
         wait_for_cleanup()  # the retired version is deleted in the background; do not let runs overlap it
-        say(f"   warm: {full[-1][0]:.2f} s / {full[-1][1]:.2f} s CPU (then {time.perf_counter() - t:.1f} s deleting "
-            "the retired version)")
-    say(f"   warm (publish cache and page cache as the previous publish left them): "
+        say(
+            f"   warm: {full[-1][0]:.2f} s / {full[-1][1]:.2f} s CPU (then {time.perf_counter() - t:.1f} s deleting "
+            "the retired version)"
+        )
+    say(
+        f"   warm (publish cache and page cache as the previous publish left them): "
         f"{', '.join(f'{x[0]:.2f}' for x in full)} s -> median {statistics.median(x[0] for x in full):.2f} s, "
-        f"CPU {statistics.median(x[1] for x in full):.2f} s")
+        f"CPU {statistics.median(x[1] for x in full):.2f} s"
+    )
 
     say("\n2. incremental publish after one new run (a new commit, every series measured)")
     from master import store
@@ -161,8 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     site = Path(os.path.realpath(out))
     sid = sorted(p.stem for p in (site / "series").glob("*.html"))[0]
     latest = sorted((site / "data" / "commits").glob("*.js"))[0].stem
-    pages = ["index.html", f"series/{sid}.html", f"commit.html?c={latest}", "compare.html", "alerts.html",
-             "releases.html", "health.html"]
+    pages = [
+        "index.html",
+        f"series/{sid}.html",
+        f"commit.html?c={latest}",
+        "compare.html",
+        "alerts.html",
+        "releases.html",
+        "health.html",
+    ]
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     try:
         with sync_playwright() as pw:
@@ -199,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                 ready = float(page.get_attribute("#chart", "data-interactive-ms"))
                 n = page.evaluate("() => perffarm.chart.positions.length")
                 x = page.evaluate(
-                    "() => perffarm.chart.clientXOf(perffarm.chart.positions[perffarm.chart.positions.length >> 1])")
+                    "() => perffarm.chart.clientXOf(perffarm.chart.positions[perffarm.chart.positions.length >> 1])"
+                )
                 y = page.evaluate("() => perffarm.chart.clientYOf(perffarm.chart.positions.length >> 1)")
                 t0 = page.evaluate("() => performance.now()")
                 page.mouse.move(x, y)

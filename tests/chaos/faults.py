@@ -82,8 +82,9 @@ def random_fault(kind: str, batch: int, rng: random.Random) -> Fault:
         seconds = rng.uniform(BUSY_TIMEOUT + 1, BUSY_TIMEOUT + 10) if rng.random() < 0.4 else rng.uniform(3, 15)
         return Fault(kind, "exclusive", batch, seconds=round(seconds))
     if kind == "disk-full":
-        return Fault(kind, "ballast", batch, window=rng.choice(("before-push", "bench")),
-                     seconds=round(rng.uniform(3, 12)))
+        return Fault(
+            kind, "ballast", batch, window=rng.choice(("before-push", "bench")), seconds=round(rng.uniform(3, 12))
+        )
     if kind == "clone":
         return Fault(kind, rng.choice(CLONE_MODES), batch, window=rng.choice(("idle", "during")))
     if kind == "hostile":
@@ -94,8 +95,16 @@ def random_fault(kind: str, batch: int, rng: random.Random) -> Fault:
 class Injector:
     """Performs faults against one farm; `say` prints a progress line."""
 
-    def __init__(self, farm: Farm, truth: Truth, rng: random.Random, work: Path, builder: str,
-                 tmpfs: str, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        farm: Farm,
+        truth: Truth,
+        rng: random.Random,
+        work: Path,
+        builder: str,
+        tmpfs: str,
+        say: Callable[[str], None],
+    ) -> None:
         self.farm = farm
         self.truth = truth
         self.rng = rng
@@ -111,8 +120,12 @@ class Injector:
     def inject(self, fault: Fault, step: int) -> Injection:
         inj = Injection(fault)
         handler = {
-            "master": self._kill, "worker": self._kill, "db-lock": self._db_lock, "disk-full": self._disk_full,
-            "clone": self._clone, "hostile": self._hostile,
+            "master": self._kill,
+            "worker": self._kill,
+            "db-lock": self._db_lock,
+            "disk-full": self._disk_full,
+            "clone": self._clone,
+            "hostile": self._hostile,
         }[fault.kind]
         handler(inj, step)
         return inj
@@ -126,8 +139,11 @@ class Injector:
     def wait_idle(self, timeout: float = 120) -> bool:
         """Until no build request is waiting or running (False after `timeout`)."""
         try:
-            wait_until(lambda: self.farm.pending_requests() == [] and self.farm.running_builds() == [], timeout,
-                       "the farm to be idle")
+            wait_until(
+                lambda: self.farm.pending_requests() == [] and self.farm.running_builds() == [],
+                timeout,
+                "the farm to be idle",
+            )
         except TimeoutError:
             return False
         return True
@@ -156,8 +172,9 @@ class Injector:
                     if conn is None and db.exists():
                         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
                     if conn is not None:
-                        row = conn.execute("SELECT build_id FROM runs WHERE id > ? ORDER BY id LIMIT 1",
-                                           (after_id,)).fetchone()
+                        row = conn.execute(
+                            "SELECT build_id FROM runs WHERE id > ? ORDER BY id LIMIT 1", (after_id,)
+                        ).fetchone()
                         if row:
                             return row[0]
                 except sqlite3.Error:
@@ -193,8 +210,10 @@ class Injector:
                 inj.notes.append("no run was stored within 120 s")
             else:
                 inj.window_hit = not self.farm.build_complete_in_db(build_id)
-                inj.notes.append(f"killed after build {build_id} stored its run; the build was "
-                                 f"{'still running' if inj.window_hit else 'already finished'}")
+                inj.notes.append(
+                    f"killed after build {build_id} stored its run; the build was "
+                    f"{'still running' if inj.window_hit else 'already finished'}"
+                )
         else:  # random
             self.push(inj, f.batch, step)
             time.sleep(self.rng.uniform(0, 6))
@@ -256,8 +275,9 @@ class Injector:
 
     def _fill(self, ballast: Path, inj: Injection) -> None:
         filled = fill_disk(ballast)
-        inj.notes.append(f"disk filled: ballast {filled // 2**20} MiB, "
-                         f"{shutil.disk_usage(ballast.parent).free} bytes left")
+        inj.notes.append(
+            f"disk filled: ballast {filled // 2**20} MiB, {shutil.disk_usage(ballast.parent).free} bytes left"
+        )
 
     def _wait_step(self, name: str, inj: Injection, timeout: float = 120) -> bool:
         """Until some build runs step `name` (then a moment more, to land inside it); False after `timeout`."""
@@ -327,8 +347,11 @@ class Injector:
     def _wait_seen(self, inj: Injection, timeout: float = 30) -> None:
         head = self.truth.repo.head()
         try:
-            wait_until(lambda: (self.farm.api(f"changes?revision={head}") or {}).get("changes"), timeout,
-                       "the poller to see the push")
+            wait_until(
+                lambda: (self.farm.api(f"changes?revision={head}") or {}).get("changes"),
+                timeout,
+                "the poller to see the push",
+            )
         except TimeoutError:
             inj.notes.append(f"the poller had not reported {head[:12]} after {timeout:.0f} s")
 
@@ -405,8 +428,9 @@ conn.execute("ROLLBACK")
 
 def hold_db_lock(db: Path, seconds: float) -> subprocess.Popen:
     """Start a process holding `BEGIN EXCLUSIVE` on `db` for `seconds`; returns once the lock is held."""
-    proc = subprocess.Popen([sys.executable, "-c", LOCK_SCRIPT, str(db), str(seconds)], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOCK_SCRIPT, str(db), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
     line = proc.stdout.readline() if proc.stdout else ""
     if line.strip() != "locked":
         proc.kill()

@@ -43,8 +43,10 @@ class Run:
     samples: tuple[float, ...]
 
     def show(self) -> str:
-        return (f"run {self.id} ({self.source}, {self.status}, ref {self.ref!r}, build {self.build_id}, "
-                f"request {self.request_key}, {self.build_url})")
+        return (
+            f"run {self.id} ({self.source}, {self.status}, ref {self.ref!r}, build {self.build_id}, "
+            f"request {self.request_key}, {self.build_url})"
+        )
 
 
 @dataclass(frozen=True)
@@ -86,14 +88,22 @@ def read_runs(db: Path) -> list[Run]:
             "SELECT r.id, r.sha, r.revision, r.ref, r.builder, r.source, r.status, r.build_id, "
             "COALESCE(r.build_url, ''), COALESCE(r.request_key, ''), m.samples FROM runs r "
             "LEFT JOIN measurements m ON m.run_id = r.id AND m.workload = ? AND m.metric = ? ORDER BY r.id",
-            WORKLOAD).fetchall()
+            WORKLOAD,
+        ).fetchall()
     finally:
         conn.close()
     return [Run(*row[:10], tuple(json.loads(row[10])) if row[10] else ()) for row in rows]
 
 
-def check(data_dir: Path, site: Path, truth: Truth, builders: list[str], markers_dir: Path,
-          receiver: Any | None = None, known_change: Callable[[str], bool] | None = None) -> Check:
+def check(
+    data_dir: Path,
+    site: Path,
+    truth: Truth,
+    builders: list[str],
+    markers_dir: Path,
+    receiver: Any | None = None,
+    known_change: Callable[[str], bool] | None = None,
+) -> Check:
     """All invariants now; call it only once the farm has settled. `known_change(sha)` tells whether Buildbot has a
     change for a commit (evidence for a lost one: without a change the reconciler cannot re-queue it)."""
     runs = read_runs(data_dir / "results.sqlite")
@@ -116,27 +126,45 @@ def check(data_dir: Path, site: Path, truth: Truth, builders: list[str], markers
                 lost += 1
                 if (b, c.sha) in gave_up:
                     n_gave_up += 1
-                    out.append(Violation("gave-up", f"lost:{c.sha}:{b}",
-                                         f"{what}: no run; the reconciler gave up on it (perffarm status)"))
+                    out.append(
+                        Violation(
+                            "gave-up",
+                            f"lost:{c.sha}:{b}",
+                            f"{what}: no run; the reconciler gave up on it (perffarm status)",
+                        )
+                    )
                 else:
                     why = ""
                     if known_change is not None:
-                        why = ("; Buildbot has a change for it" if known_change(c.sha) else
-                               "; Buildbot has NO change for it (the poller never reported it: the reconciler, "
-                               "which works from changes, cannot re-queue it)")
+                        why = (
+                            "; Buildbot has a change for it"
+                            if known_change(c.sha)
+                            else "; Buildbot has NO change for it (the poller never reported it: the reconciler, "
+                            "which works from changes, cannot re-queue it)"
+                        )
                     out.append(Violation("lost", f"lost:{c.sha}:{b}", f"{what}: no run and not given up{why}"))
                 continue
             if len(auto) == 1:
                 exactly_one += 1
             else:
                 dup += len(auto) - 1
-                out.append(Violation("duplicate", f"dup:{c.sha}:{b}:{len(auto)}",
-                                     f"{what}: {len(auto)} automatic runs: " + "; ".join(r.show() for r in auto)))
+                out.append(
+                    Violation(
+                        "duplicate",
+                        f"dup:{c.sha}:{b}:{len(auto)}",
+                        f"{what}: {len(auto)} automatic runs: " + "; ".join(r.show() for r in auto),
+                    )
+                )
             for r in auto:
                 if r.status != "ok":
                     failed += 1
-                    out.append(Violation("failed-run", f"failed:{r.id}",
-                                         f"{what}: stored as {r.status} although its program is fine: {r.show()}"))
+                    out.append(
+                        Violation(
+                            "failed-run",
+                            f"failed:{r.id}",
+                            f"{what}: stored as {r.status} although its program is fine: {r.show()}",
+                        )
+                    )
 
     mis = 0
     for r in runs:
@@ -146,27 +174,40 @@ def check(data_dir: Path, site: Path, truth: Truth, builders: list[str], markers
         if want is None or any(abs(s - want) > 1e-9 for s in r.samples):
             mis += 1
             ran = sorted({truth_sha[:12] for s in set(r.samples) for truth_sha in _shas_with_value(truth, s)})
-            out.append(Violation("misattributed", f"mis:{r.id}",
-                                 f"{r.show()} is stored under {r.sha[:12]} (value {want}) but its samples are "
-                                 f"{sorted(set(r.samples))}, the program of {', '.join(ran) or 'no known commit'}"))
+            out.append(
+                Violation(
+                    "misattributed",
+                    f"mis:{r.id}",
+                    f"{r.show()} is stored under {r.sha[:12]} (value {want}) but its samples are "
+                    f"{sorted(set(r.samples))}, the program of {', '.join(ran) or 'no known commit'}",
+                )
+            )
 
     alert_violations = alert_duplicates(data_dir / "results.sqlite", receiver)
     out.extend(alert_violations)
     site_violations = [Violation("site", f"site:{p}", p) for p in site_problems(site, runs)]
     out.extend(site_violations)
 
-    hostile = [Violation("hostile-ran", f"marker:{m.name}", f"{m} exists: a hostile ref or field ran a command")
-               for m in marker_paths(markers_dir)]
+    hostile = [
+        Violation("hostile-ran", f"marker:{m.name}", f"{m} exists: a hostile ref or field ran a command")
+        for m in marker_paths(markers_dir)
+    ]
     for r in runs:
         if r.ref.startswith("-") or "upload-pack" in r.ref:
             hostile.append(Violation("hostile-ran", f"hostile-run:{r.id}", f"a hostile ref was built: {r.show()}"))
     out.extend(hostile)
 
     figures = Figures(
-        pushed=len(commits), exactly_one=exactly_one, lost=lost, gave_up=n_gave_up, duplicate_runs=dup,
-        misattributed=mis, failed_runs=failed,
+        pushed=len(commits),
+        exactly_one=exactly_one,
+        lost=lost,
+        gave_up=n_gave_up,
+        duplicate_runs=dup,
+        misattributed=mis,
+        failed_runs=failed,
         alerts_duplicated=sum(v.count for v in alert_violations),
-        site_problems=len(site_violations), hostile_ran=len(hostile),
+        site_problems=len(site_violations),
+        hostile_ran=len(hostile),
     )
     return Check(figures, tuple(out))
 
@@ -198,7 +239,8 @@ def alert_duplicates(db: Path, receiver: Any | None) -> list[Violation]:
         try:
             rows = conn.execute(
                 "SELECT cp.series_id, cp.sha, cp.id, al.alert_id FROM change_points cp "
-                "LEFT JOIN alert_lines al ON al.change_point_id = cp.id WHERE cp.state = 'active'").fetchall()
+                "LEFT JOIN alert_lines al ON al.change_point_id = cp.id WHERE cp.state = 'active'"
+            ).fetchall()
         except sqlite3.OperationalError:  # an old schema without alerts: nothing to check
             rows = []
         finally:
@@ -209,10 +251,15 @@ def alert_duplicates(db: Path, receiver: Any | None) -> list[Violation]:
         for (series_id, sha), cps in sorted(by_change.items()):
             alerts = {a for _, a in cps if a}
             if len(cps) > 1:
-                out.append(Violation("alert-duplicate", f"alert-cp:{series_id}:{sha}",
-                                     f"series {series_id} has {len(cps)} active change points at commit {sha[:12]} "
-                                     f"(change points {[c for c, _ in cps]}, alerts {sorted(alerts)})",
-                                     max(1, len(alerts) - 1)))
+                out.append(
+                    Violation(
+                        "alert-duplicate",
+                        f"alert-cp:{series_id}:{sha}",
+                        f"series {series_id} has {len(cps)} active change points at commit {sha[:12]} "
+                        f"(change points {[c for c, _ in cps]}, alerts {sorted(alerts)})",
+                        max(1, len(alerts) - 1),
+                    )
+                )
     if receiver is not None:
         seen: dict[str, int] = defaultdict(int)
         opened: dict[str, int] = defaultdict(int)
@@ -228,12 +275,24 @@ def alert_duplicates(db: Path, receiver: Any | None) -> list[Violation]:
                 opened[alert["id"]] += 1
         for key, n in sorted(seen.items()):
             if n > 1:
-                out.append(Violation("alert-duplicate", f"alert-key:{key}:{n}",
-                                     f"idempotency key {key} was delivered {n} times to the webhook", n - 1))
+                out.append(
+                    Violation(
+                        "alert-duplicate",
+                        f"alert-key:{key}:{n}",
+                        f"idempotency key {key} was delivered {n} times to the webhook",
+                        n - 1,
+                    )
+                )
         for alert_id, n in sorted(opened.items()):
             if n > 1:
-                out.append(Violation("alert-duplicate", f"alert-opened:{alert_id}:{n}",
-                                     f"alert {alert_id} was opened {n} times at the webhook", n - 1))
+                out.append(
+                    Violation(
+                        "alert-duplicate",
+                        f"alert-opened:{alert_id}:{n}",
+                        f"alert {alert_id} was opened {n} times at the webhook",
+                        n - 1,
+                    )
+                )
     return out
 
 

@@ -119,8 +119,10 @@ def _wait_quiet(farm: Farm, deadline: float) -> None:
     while True:
         if time.monotonic() > deadline:
             pending = farm.pending_requests()
-            raise TimeoutError(f"the farm did not settle: {len(pending) if pending is not None else '?'} build "
-                               f"request(s) unfinished, {len(passes)} quiet reconcile pass(es)")
+            raise TimeoutError(
+                f"the farm did not settle: {len(pending) if pending is not None else '?'} build "
+                f"request(s) unfinished, {len(passes)} quiet reconcile pass(es)"
+            )
         pending, running = farm.pending_requests(), farm.running_builds()
         if pending is None or running is None or pending or running or not all(farm.alive().values()):
             idle_since, passes = None, set()
@@ -142,10 +144,12 @@ def _wait_quiet(farm: Farm, deadline: float) -> None:
 
 def wait_outbox(farm: Farm, timeout: float = 20) -> bool:
     """Until no alert message is due and unsent (messages held for `settle_seconds` are not due yet)."""
+
     def drained() -> bool:
         try:
-            rows = farm.query("SELECT COUNT(*) FROM alert_outbox WHERE state = 'pending' AND available_at <= ?",
-                              (time.time(),))
+            rows = farm.query(
+                "SELECT COUNT(*) FROM alert_outbox WHERE state = 'pending' AND available_at <= ?", (time.time(),)
+            )
         except sqlite3.Error:
             return False
         return rows[0][0] == 0

@@ -78,8 +78,9 @@ class Truth:
         return float(f"{LEVELS[self.level] + self.k / 1000:.3f}")
 
     # ---------------------------------------------------------------------------------------- pushes
-    def push(self, n: int, step: int, subjects: list[str] | None = None,
-             authors: list[str] | None = None) -> list[Pushed]:
+    def push(
+        self, n: int, step: int, subjects: list[str] | None = None, authors: list[str] | None = None
+    ) -> list[Pushed]:
         """Commit `n` benchmark changes on master (the repository the farm polls); `subjects`/`authors` give the
         text of the first ones (hostile text), the rest are plain."""
         out = []
@@ -101,16 +102,18 @@ class Truth:
         """A commit off master (its parent is master's head) that no branch points at yet: plumbing only, the
         working tree stays on master."""
         value = self._next_value()
-        blob = self._git_stdin(["hash-object", "-w", "--stdin"],
-                               BENCH_C.format(value=f"{value:.3f}", sleep_us=SLEEP_US))
+        blob = self._git_stdin(
+            ["hash-object", "-w", "--stdin"], BENCH_C.format(value=f"{value:.3f}", sleep_us=SLEEP_US)
+        )
         tree = self._git_stdin(["mktree"], f"100644 blob {blob}\t{BENCH_FILE}\n")
         sha = self._git_stdin(["commit-tree", tree, "-p", self.repo.head(), "-m", subject], "")
         self.commits[sha] = Pushed(sha, value, subject, "Test Er", False, step)
         return self.commits[sha]
 
     def _git_stdin(self, args: list[str], text: str) -> str:
-        return subprocess.run(["git", *args], cwd=self.repo.path, input=text, check=True, capture_output=True,
-                              text=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=self.repo.path, input=text, check=True, capture_output=True, text=True
+        ).stdout.strip()
 
     # ---------------------------------------------------------------------------------------- refs
     def update_ref(self, ref: str, sha: str) -> str:

@@ -323,7 +323,11 @@ def test_perffarm_alerts_deliver_reports_an_unparseable_url_without_a_traceback(
     def perffarm(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "master.cli", "alerts", *args, *common],
-            cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
 
     deliver = perffarm("deliver", "--once", "--secrets-dir", str(secrets))

@@ -60,30 +60,40 @@ def test_a_farm_finds_the_culprit_of_64_untested_commits_in_8_probes_across_a_re
     try:
         for i in list(range(0, 8)) + list(range(71, 79)):
             farm.force(BUILDER, revision=shas[i], branch="master")
-        bisection = wait_until(lambda: farm.query("SELECT id, good, bad FROM bisections"), 240,
-                               "a change point spanning untested commits to start a bisection")[0]
+        bisection = wait_until(
+            lambda: farm.query("SELECT id, good, bad FROM bisections"),
+            240,
+            "a change point spanning untested commits to start a bisection",
+        )[0]
         assert (bisection[1], bisection[2]) == (shas[7], shas[71])  # (c7, c71]: 64 commits
         # restart the master in the middle of the search: state lives in the results database
         wait_until(lambda: farm.query("SELECT COUNT(*) FROM bisection_runs")[0][0] >= 3, 240, "three probes")
         farm.stop_master(signal.SIGTERM)
         farm.start_master()
         farm.wait_worker_connected()
-        done = wait_until(lambda: farm.query("SELECT state, culprit, probes, rounds, ratio, ci_low, ci_high "
-                                             "FROM bisections WHERE state != 'running'"), 300, "the culprit")[0]
+        done = wait_until(
+            lambda: farm.query(
+                "SELECT state, culprit, probes, rounds, ratio, ci_low, ci_high FROM bisections WHERE state != 'running'"
+            ),
+            300,
+            "the culprit",
+        )[0]
         state_, culprit, probes, rounds, ratio, lo, hi = done
         assert state_ == "culprit" and culprit == shas[44]
         assert probes <= 8, probes
         assert ratio == pytest.approx(0.95, abs=0.01) and lo <= ratio <= hi
         # every probe is a stored run with source bisect, visible as a build
-        sources = {r[0] for r in farm.query("SELECT DISTINCT r.source FROM bisection_runs br "
-                                            "JOIN runs r ON r.id = br.run_id")}
+        sources = {
+            r[0] for r in farm.query("SELECT DISTINCT r.source FROM bisection_runs br JOIN runs r ON r.id = br.run_id")
+        }
         assert sources == {"bisect"}
         log = json.loads(farm.query("SELECT log FROM bisections")[0][0])
         assert any("culprit" in line for line in log) and any("measure" in line for line in log)
         # nothing known was measured twice beyond what the search asked for: one fresh run per
         # probe, plus the ends' confirmation and the culprit/parent A/B rounds
-        per_commit = farm.query("SELECT r.sha, COUNT(*) FROM bisection_runs br JOIN runs r ON r.id = br.run_id "
-                                "GROUP BY r.sha")
+        per_commit = farm.query(
+            "SELECT r.sha, COUNT(*) FROM bisection_runs br JOIN runs r ON r.id = br.run_id GROUP BY r.sha"
+        )
         assert max(n for _, n in per_commit) <= 3
         print(f"\n(a) probes={probes} rounds={rounds}")
     finally:
@@ -93,8 +103,9 @@ def test_a_farm_finds_the_culprit_of_64_untested_commits_in_8_probes_across_a_re
 @pytest.fixture
 def local_env(tmp_path):
     repo = make_repo(tmp_path / "repo")
-    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
-                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings = load_settings(
+        environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"), "PERFFARM_REPOSITORY_URL": str(repo.path)}
+    )
     return repo, settings
 
 

@@ -37,8 +37,9 @@ def test_every_fault_kind_was_injected_or_says_why_not(report: Report) -> None:
     injected = {f.kind for f in report.faults if not f.skipped}
     for kind in KINDS:
         assert kind in injected or report.skipped.get(kind), f"fault kind {kind} neither injected nor skipped"
-    assert all(f.window_hit is not False for f in report.faults), \
-        [f"{f.label}: {f.notes}" for f in report.faults if f.window_hit is False]
+    assert all(f.window_hit is not False for f in report.faults), [
+        f"{f.label}: {f.notes}" for f in report.faults if f.window_hit is False
+    ]
 
 
 def test_no_commit_is_lost(report: Report) -> None:
@@ -63,8 +64,12 @@ def test_no_alert_is_duplicated(report: Report) -> None:
 
 
 def test_the_site_is_consistent_after_every_fault(report: Report) -> None:
-    seen = [f"fault {f.index} ({f.label}): {v['detail']}" for f in report.faults for v in f.new_violations
-            if v["kind"] == "site"]
+    seen = [
+        f"fault {f.index} ({f.label}): {v['detail']}"
+        for f in report.faults
+        for v in f.new_violations
+        if v["kind"] == "site"
+    ]
     assert report.site_inconsistent_checks == 0, "\n".join(seen)
 
 

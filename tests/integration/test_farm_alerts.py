@@ -17,8 +17,8 @@ def test_a_pushed_regression_is_alerted_once_with_its_commit(tmp_path):
     config = tmp_path / "farm.toml"
     config.write_text(
         "[alerts]\nsettle_seconds = 0\npoll_interval = 1\n"
-        "[[alerts.channels]]\nname = \"hook\"\nkind = \"webhook\"\nurl_secret = \"alerts-hook-url\"\n"
-        "kinds = [\"regression\", \"improvement\"]\n"
+        '[[alerts.channels]]\nname = "hook"\nkind = "webhook"\nurl_secret = "alerts-hook-url"\n'
+        'kinds = ["regression", "improvement"]\n'
     )
     farm = Farm(tmp_path / "data", str(repo.path), env={"PERFFARM_CONFIG": str(config)})
     secret = farm.settings.secrets_dir / "alerts-hook-url"
@@ -29,15 +29,20 @@ def test_a_pushed_regression_is_alerted_once_with_its_commit(tmp_path):
     try:
         for i in range(12):
             repo.commit(f"fast {i}", {"perffarm_bench.c": f"/* {i} */\n" + NOISY_C.format(i=i, value=1000, cv=0.005)})
-        culprit = repo.commit("make it slower <!channel> <script>x</script>",
-                              {"perffarm_bench.c": NOISY_C.format(i=12, value=900, cv=0.005)})
+        culprit = repo.commit(
+            "make it slower <!channel> <script>x</script>",
+            {"perffarm_bench.c": NOISY_C.format(i=12, value=900, cv=0.005)},
+        )
         for i in range(13, 24):
             repo.commit(f"slow {i}", {"perffarm_bench.c": f"/* {i} */\n" + NOISY_C.format(i=i, value=900, cv=0.005)})
         farm.wait_for_runs(24, timeout=300)
         wait_until(lambda: receiver.processed, 60, "the webhook message")
         farm.api("masters")  # one more pass of everything
-        wait_until(lambda: farm.query("SELECT COUNT(*) FROM alert_outbox WHERE state = 'pending'")[0][0] == 0,
-                   60, "the outbox to drain")
+        wait_until(
+            lambda: farm.query("SELECT COUNT(*) FROM alert_outbox WHERE state = 'pending'")[0][0] == 0,
+            60,
+            "the outbox to drain",
+        )
         opened = [r for r in receiver.processed.values() if r.json.get("event") == "opened"]
         assert len(opened) == 1, [r.json for r in receiver.requests]
         body = opened[0].body.decode()

@@ -60,8 +60,11 @@ def test_a_branch_that_is_a_git_option_runs_nothing_on_the_worker(farm, tmp_path
     # 1. the force form (the REST call the web UI makes): refused before any build exists
     marker = tmp_path / "PWNED-force"
     builds_before = len(farm.builds())
-    for branch, revision in ((f"--upload-pack=touch {marker}; git-upload-pack", ""),
-                             ("master", f"--output={marker}"), (_hostile(marker), first)):
+    for branch, revision in (
+        (f"--upload-pack=touch {marker}; git-upload-pack", ""),
+        ("master", f"--output={marker}"),
+        (_hostile(marker), first),
+    ):
         with pytest.raises(RuntimeError, match="(?i)invalid|branch|revision"):
             farm.force(BUILDER, revision=revision, branch=branch)
     time.sleep(3)
@@ -97,8 +100,11 @@ def test_a_failed_checkout_never_stores_the_previous_result_under_its_commit(far
     # a forced build of a revision the repository does not have: refused on the master, nothing stored
     missing = "0" * 40
     farm.force(BUILDER, revision=missing, branch="master")
-    build = wait_until(lambda: next((b for b in _complete_builds(farm) if b["number"] > 1), None), 90,
-                       "the forced build of a missing revision")
+    build = wait_until(
+        lambda: next((b for b in _complete_builds(farm) if b["number"] > 1), None),
+        90,
+        "the forced build of a missing revision",
+    )
     assert build["results"] == 2
     assert "is not a commit of the watched repository" in farm.step_log(build["buildid"], "check-source", "check")
 
@@ -107,13 +113,15 @@ def test_a_failed_checkout_never_stores_the_previous_result_under_its_commit(far
     assert clone.is_dir()
     (clone / "HEAD").write_text("garbage\n")
     second = repo.bench_commit("measured after the clone broke", 4444)
-    runs = wait_until(lambda: [r for r in farm.runs() if r["sha"] == second], 240,
-                      "the commit after the broken clone to be measured")
+    runs = wait_until(
+        lambda: [r for r in farm.runs() if r["sha"] == second], 240, "the commit after the broken clone to be measured"
+    )
     wait_until(lambda: _idle(farm), 60, "the queue to drain")
     time.sleep(3 * farm.settings.reconcile_interval)
     runs = farm.runs()
-    assert [(r["sha"], _ops(r)[0]) for r in runs] == [(first, 2222.0), (second, 4444.0)], \
+    assert [(r["sha"], _ops(r)[0]) for r in runs] == [(first, 2222.0), (second, 4444.0)], (
         "a result was stored under another commit"
+    )
     assert farm.query("SELECT sha, revision FROM runs ORDER BY id") == [(first, first), (second, second)]
     # the failed checkout's build left no result behind it, and its stale file was never ingested
     failed = [b for b in _complete_builds(farm) if b["results"] == 2 and b["number"] > 2]
@@ -135,8 +143,12 @@ def test_a_master_killed_after_storing_a_result_does_not_store_it_twice(farm):
         sha = repo.bench_commit(f"killed after store {attempt}", 5000 + attempt)
         # SIGKILL the moment the run is in the database: the build is still in its ingest step (detection,
         # alerts and the site come after the store), so Buildbot retries the request after the restart
-        row = wait_until(lambda sha=sha: farm.query("SELECT build_id FROM runs WHERE sha = ?", (sha,)), 120,
-                         "the run to be stored", interval=0.02)
+        row = wait_until(
+            lambda sha=sha: farm.query("SELECT build_id FROM runs WHERE sha = ?", (sha,)),
+            120,
+            "the run to be stored",
+            interval=0.02,
+        )
         farm.stop_master(signal.SIGKILL)
         if not _build_complete_in_db(farm, row[0][0]):
             hit = sha
@@ -145,11 +157,15 @@ def test_a_master_killed_after_storing_a_result_does_not_store_it_twice(farm):
         if hit:
             break
     assert hit, "never managed to kill the master between the store and the end of the build"
-    wait_until(lambda: _idle(farm) and len([b for b in _complete_builds(farm)]) >= 2, 180,
-               "the retried build to finish")
+    wait_until(
+        lambda: _idle(farm) and len([b for b in _complete_builds(farm)]) >= 2, 180, "the retried build to finish"
+    )
     time.sleep(3 * farm.settings.reconcile_interval)
     runs = [r for r in farm.runs() if r["sha"] == hit]
     assert len(runs) == 1, f"the commit was stored {len(runs)} times"
-    retried = [b for b in _complete_builds(farm) if b["buildid"] != runs[0]["build_id"]
-               and "stored already" in farm.step_log(b["buildid"], "ingest", "ingest")]
+    retried = [
+        b
+        for b in _complete_builds(farm)
+        if b["buildid"] != runs[0]["build_id"] and "stored already" in farm.step_log(b["buildid"], "ingest", "ingest")
+    ]
     assert retried, "the retried build should have found its result stored"

@@ -30,8 +30,18 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "pg-source-repo.sh"
 WORK = Path(os.environ.get("PF_TEST_PG_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg")
 RECIPE_WORK = checkout_layout(WORK)[1]  # the runner's --work, as `perffarm compare --work WORK` lays it out
-FAST = ["--option", "samples=2", "--option", "duration_s=1", "--option", "warmup_s=0", "--option", "scale=1",
-        "--option", "instruction_samples=2"]
+FAST = [
+    "--option",
+    "samples=2",
+    "--option",
+    "duration_s=1",
+    "--option",
+    "warmup_s=0",
+    "--option",
+    "scale=1",
+    "--option",
+    "instruction_samples=2",
+]
 
 
 @dataclass(frozen=True)
@@ -60,11 +70,30 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Pg:
     return Pg(repo, src, sha, install)
 
 
-def runner(phase: str, pg: Pg, tmp: Path, *extra: str, sha: str | None = None,
-           popen: bool = False) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "recipes", phase, "--recipe", "pg-quick", "--src", str(pg.src),
-            "--work", str(RECIPE_WORK), "--state", str(tmp / "state"), "--sha", sha or pg.sha, "--ref", "compare",
-            "--result", str(tmp / "result.json"), *extra]
+def runner(
+    phase: str, pg: Pg, tmp: Path, *extra: str, sha: str | None = None, popen: bool = False
+) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "recipes",
+        phase,
+        "--recipe",
+        "pg-quick",
+        "--src",
+        str(pg.src),
+        "--work",
+        str(RECIPE_WORK),
+        "--state",
+        str(tmp / "state"),
+        "--sha",
+        sha or pg.sha,
+        "--ref",
+        "compare",
+        "--result",
+        str(tmp / "result.json"),
+        *extra,
+    ]
     if popen:
         return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
@@ -92,8 +121,13 @@ def test_quick_profile_runs_through_the_runner(pg: Pg, tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "result.json").read_text())
     assert doc["status"] == "ok"
     by_name = {w["name"]: {m["name"]: m for m in w["metrics"]} for w in doc["workloads"]}
-    for name in ("pgbench-ro-prepared-c1", "pgbench-ro-prepared-c2", "pgbench-ro-simple-c1",
-                 "pgbench-rw-prepared-c1", "pgbench-rw-simple-c1"):
+    for name in (
+        "pgbench-ro-prepared-c1",
+        "pgbench-ro-prepared-c2",
+        "pgbench-ro-simple-c1",
+        "pgbench-rw-prepared-c1",
+        "pgbench-rw-simple-c1",
+    ):
         metrics = by_name[name]
         assert len(metrics["tps"]["samples"]) == 2 and min(metrics["tps"]["samples"]) > 0
         for m in ("latency_avg", "latency_p95", "latency_p99", "cpu_per_tx", "ctx_switches_per_tx"):
@@ -104,8 +138,10 @@ def test_quick_profile_runs_through_the_runner(pg: Pg, tmp_path: Path) -> None:
         assert len(s) == 2 and s[0] > 10_000
         assert abs(s[0] - s[1]) / s[0] < 1e-4, f"{name}: instruction counts not repeatable: {s}"
     # Prepared statements skip parse/plan: fewer instructions per query than the simple protocol.
-    assert by_name["instr-point-select-prepared"]["instructions"]["samples"][0] < \
-        by_name["instr-point-select"]["instructions"]["samples"][0]
+    assert (
+        by_name["instr-point-select-prepared"]["instructions"]["samples"][0]
+        < by_name["instr-point-select"]["instructions"]["samples"][0]
+    )
     assert doc["host_checks"]["noisy"] in (True, False)
     assert processes_running(pg.install.prefix) == []
     assert list((tmp_path / "pgdata").glob("pf-*")) == []
@@ -114,9 +150,24 @@ def test_quick_profile_runs_through_the_runner(pg: Pg, tmp_path: Path) -> None:
 def test_server_crash_is_a_bench_failed_result(pg: Pg, tmp_path: Path) -> None:
     assert runner("build", pg, tmp_path).returncode == 0
     pgdata = tmp_path / "pgdata"
-    proc = runner("bench", pg, tmp_path, "--option", "samples=100", "--option", "duration_s=1",
-                  "--option", "warmup_s=0", "--option", "scale=1", "--option", "workloads=pgbench-ro-simple-c1",
-                  "--option", f"pgdata={pgdata}", popen=True)
+    proc = runner(
+        "bench",
+        pg,
+        tmp_path,
+        "--option",
+        "samples=100",
+        "--option",
+        "duration_s=1",
+        "--option",
+        "warmup_s=0",
+        "--option",
+        "scale=1",
+        "--option",
+        "workloads=pgbench-ro-simple-c1",
+        "--option",
+        f"pgdata={pgdata}",
+        popen=True,
+    )
     assert isinstance(proc, subprocess.Popen)
     try:
         deadline = time.monotonic() + 120
@@ -149,19 +200,46 @@ def test_server_crash_is_a_bench_failed_result(pg: Pg, tmp_path: Path) -> None:
 def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> None:
     patch = tmp_path / "busy.patch"
     patch.write_text(busy_loop_patch(pg.src, 2000))
-    opts = ["--option", "workloads=instr-point-select,pgbench-ro-prepared-c1", "--option", "samples=3",
-            "--option", "duration_s=1", "--option", "warmup_s=0", "--option", "scale=1",
-            "--option", "instruction_samples=2"]
+    opts = [
+        "--option",
+        "workloads=instr-point-select,pgbench-ro-prepared-c1",
+        "--option",
+        "samples=3",
+        "--option",
+        "duration_s=1",
+        "--option",
+        "warmup_s=0",
+        "--option",
+        "scale=1",
+        "--option",
+        "instruction_samples=2",
+    ]
     same, slower = tmp_path / "aa.json", tmp_path / "ab.json"
-    assert compare.main(["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, *opts,
-                         "--json", str(same)]) == 0
-    assert compare.main(["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, "--patch", str(patch), *opts,
-                         "--json", str(slower)]) == 0
+    assert compare.main(["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, *opts, "--json", str(same)]) == 0
+    assert (
+        compare.main(
+            [
+                "--repo",
+                str(pg.repo),
+                "--work",
+                str(WORK),
+                pg.sha,
+                pg.sha,
+                "--patch",
+                str(patch),
+                *opts,
+                "--json",
+                str(slower),
+            ]
+        )
+        == 0
+    )
 
     def instr(path: Path) -> dict:
         doc = json.loads(path.read_text())
-        return next(c for c in doc["comparisons"]
-                    if c["workload"] == "instr-point-select" and c["metric"] == "instructions")
+        return next(
+            c for c in doc["comparisons"] if c["workload"] == "instr-point-select" and c["metric"] == "instructions"
+        )
 
     aa, ab = instr(same), instr(slower)
     assert aa["ratio"] == pytest.approx(1.0, abs=1e-4) and aa["verdict"] == "same"
@@ -182,8 +260,14 @@ def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: P
     profile = dict(load_profile("quick"))
     profile.update(samples=2, duration_s=2, warmup_s=0, scale=1, pgdata=str(tmp_path / "pgdata"), ab_slices=2)
     (tmp_path / "state").mkdir()
-    ctx = Context(src_dir=pg.src, work_dir=tmp_path, state_dir=tmp_path / "state", sha=pg.sha, ref="t",
-                  options={"workloads": "pgbench-ro-prepared-c1,pgbench-ro-prepared-c2"})
+    ctx = Context(
+        src_dir=pg.src,
+        work_dir=tmp_path,
+        state_dir=tmp_path / "state",
+        sha=pg.sha,
+        ref="t",
+        options={"workloads": "pgbench-ro-prepared-c1,pgbench-ro-prepared-c2"},
+    )
     clients: dict[int, tuple[str, str, set[int]]] = {}  # pgbench pid -> (PGPORT, its -c, CPUs it may use)
     backend_cpus: dict[int, set[int]] = {}
     postmasters: set[int] = set()
@@ -203,8 +287,9 @@ def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: P
                     exe = os.readlink(f"/proc/{pid}/exe")
                     cpus = set(os.sched_getaffinity(pid))
                     if exe.endswith("/pgbench") and pid not in clients:
-                        env = dict(x.split("=", 1) for x in
-                                   Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in x)
+                        env = dict(
+                            x.split("=", 1) for x in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in x
+                        )
                         argv = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
                         clients[pid] = (env["PGPORT"], argv[argv.index("-c") + 1], cpus)
                     elif "postgres: postgres postgres" in Path(f"/proc/{pid}/cmdline").read_text():
@@ -227,7 +312,7 @@ def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: P
     assert all(r[2] == set(allowed[-2:]) for r in two), two  # 2 clients on a 2-CPU worker: every CPU
     ports = [r[0] for r in one]
     # each slice runs both sides, and the order alternates: AB then BA (or BA then AB)
-    pairs = [ports[i:i + 2] for i in range(0, len(ports), 2)]
+    pairs = [ports[i : i + 2] for i in range(0, len(ports), 2)]
     assert all(len(set(p)) == 2 for p in pairs), ports
     assert any(pairs[i] != pairs[i + 1] for i in range(len(pairs) - 1)), "the order never alternated"
     assert {allowed[-1]} in backend_cpus.values()
@@ -276,25 +361,64 @@ def test_full_profile_kinds_run_at_small_sizes(pg: Pg, tmp_path: Path) -> None:
     small = dict(load_profile("full"))
     small.update(samples=1, scale=1, warmup_s=0, duration_s=1, pgdata=str(tmp_path / "pgdata"))
     small["workloads"] = [
-        {"name": "txid-contention", "kind": "pgbench", "script": "txid.sql", "args": ["-M", "prepared"],
-         "clients": [4], "metric": "tps", "unit": "tx/s", "direction": "higher"},
-        {"name": "connect-rate", "kind": "pgbench", "args": ["-C", "-S"], "clients": [2],
-         "metric": "connections", "unit": "conn/s", "direction": "higher"},
-        {"name": "ib", "kind": "insert-benchmark", "rows": 20000, "load_batch": 1000, "l_i1_rows": 2000,
-         "l_i2_rows": 500, "query_seconds": 3, "rates": [50, 1000000], "sla": 0.95,
-         "metric": "qps", "unit": "queries/s", "direction": "higher"},
-        {"name": "memory-probe", "kind": "memory-probe", "rows": 2000, "queries": 400,
-         "metric": "rss_growth", "unit": "KiB", "direction": "lower"},
+        {
+            "name": "txid-contention",
+            "kind": "pgbench",
+            "script": "txid.sql",
+            "args": ["-M", "prepared"],
+            "clients": [4],
+            "metric": "tps",
+            "unit": "tx/s",
+            "direction": "higher",
+        },
+        {
+            "name": "connect-rate",
+            "kind": "pgbench",
+            "args": ["-C", "-S"],
+            "clients": [2],
+            "metric": "connections",
+            "unit": "conn/s",
+            "direction": "higher",
+        },
+        {
+            "name": "ib",
+            "kind": "insert-benchmark",
+            "rows": 20000,
+            "load_batch": 1000,
+            "l_i1_rows": 2000,
+            "l_i2_rows": 500,
+            "query_seconds": 3,
+            "rates": [50, 1000000],
+            "sla": 0.95,
+            "metric": "qps",
+            "unit": "queries/s",
+            "direction": "higher",
+        },
+        {
+            "name": "memory-probe",
+            "kind": "memory-probe",
+            "rows": 2000,
+            "queries": 400,
+            "metric": "rss_growth",
+            "unit": "KiB",
+            "direction": "lower",
+        },
     ]
     (tmp_path / "state").mkdir()
-    ctx = Context(src_dir=pg.src, work_dir=tmp_path, state_dir=tmp_path / "state", sha=pg.sha, ref="t",
-                  options={})
+    ctx = Context(src_dir=pg.src, work_dir=tmp_path, state_dir=tmp_path / "state", sha=pg.sha, ref="t", options={})
     res = {w.name: w for w in run_bench(ctx, small, {"x": pg.install})["x"]}
     metric = {(w, m.name): m.samples[0] for w, r in res.items() for m in r.metrics}
     assert metric[("txid-contention-c4", "tps")] > 0
     assert metric[("connect-rate-c2", "connections")] > 0
-    for step, m in (("l.i0", "inserts"), ("l.x", "indexed"), ("l.i1", "inserts"), ("l.i2", "inserts"),
-                    ("qr50", "qps"), ("qp50", "qps"), ("qr50", "background_inserts")):
+    for step, m in (
+        ("l.i0", "inserts"),
+        ("l.x", "indexed"),
+        ("l.i1", "inserts"),
+        ("l.i2", "inserts"),
+        ("qr50", "qps"),
+        ("qp50", "qps"),
+        ("qr50", "background_inserts"),
+    ):
         assert metric[(f"ib-{step}", m)] > 0, (step, m)
     assert any(f.startswith("sla-miss") for f in res["ib-qr1000000"].flags), "an impossible rate must be flagged"
     assert metric[("memory-probe", "rss_peak")] > 1000
@@ -322,8 +446,10 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
     repo = tmp_path / "repo"
     subprocess.run(["git", "clone", "--quiet", str(pg.repo), str(repo)], check=True)
     baseline = [pg.sha, *doc_commits(repo, 4)]  # 5 good commits the farm measures first
-    env = {"PERFFARM_MASTER_QUEUED": "newest",
-           "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={BISECT_WORKLOAD} pg-quick:instruction_samples=4"}
+    env = {
+        "PERFFARM_MASTER_QUEUED": "newest",
+        "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={BISECT_WORKLOAD} pg-quick:instruction_samples=4",
+    }
     farm = Farm(tmp_path / "data", str(repo), recipes=("pg-quick",), reconcile_interval=5, env=env)
     farm.start()  # the first poll records the head and builds nothing
     try:
@@ -337,23 +463,34 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
         # the push: 16 commits at once, commit 11 adds the busy loop
         shas = make_history(repo, 16, culprit=11, iterations=iterations)
         t_push = time.monotonic()
-        wait_until(lambda: farm.query("SELECT 1 FROM runs WHERE sha = ?", (shas[16],)), 900,
-                   "the farm to measure the newest commit of the push")
+        wait_until(
+            lambda: farm.query("SELECT 1 FROM runs WHERE sha = ?", (shas[16],)),
+            900,
+            "the farm to measure the newest commit of the push",
+        )
         measured = {r[0] for r in farm.query("SELECT sha FROM runs")}
         untested = [s for s in shas[1:16] if s not in measured]
         assert len(untested) >= 14, "queued commits of the push should collapse into the newest"
         # one more commit arrives; the gate wants two commits past the change
         after = doc_commits(repo, 1, first=2000)[0]
-        bisection = wait_until(lambda: farm.query("SELECT id, good, bad, change_point_id FROM bisections"), 900,
-                               "a change point spanning the untested commits to start a bisection")[0]
+        bisection = wait_until(
+            lambda: farm.query("SELECT id, good, bad, change_point_id FROM bisections"),
+            900,
+            "a change point spanning the untested commits to start a bisection",
+        )[0]
         assert bisection[3] is not None  # started by detection, not by hand
         t_detect = time.monotonic() - t_push
         # the good end is the last commit measured before the change: the push's first commits may have been
         # built before the rest was queued, or collapsed too
         assert bisection[2] == shas[16] and bisection[1] in shas[:11]
-        done = wait_until(lambda: farm.query("SELECT state, culprit, probes, rounds, samples, ratio, ci_low, ci_high, "
-                                             "log FROM bisections WHERE state != 'running'"), 1800,
-                          "the bisection to end")[0]
+        done = wait_until(
+            lambda: farm.query(
+                "SELECT state, culprit, probes, rounds, samples, ratio, ci_low, ci_high, "
+                "log FROM bisections WHERE state != 'running'"
+            ),
+            1800,
+            "the bisection to end",
+        )[0]
         t_culprit = time.monotonic() - t_push
         state_, culprit, probes, rounds, samples, ratio, lo, hi, log = done
         assert state_ == "culprit" and culprit == shas[11], log
@@ -363,8 +500,10 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
         assert subject and "more work per query" in subject[0][0]
         # the culprit's rQPS is reported, not just its sha; never blamed: a commit outside the range
         span = len(json.loads(farm.query("SELECT commits FROM bisections")[0][0])) - 1
-        print(f"\n(e) iterations={iterations} range={span} "
-              f"probes={probes} rounds={rounds} samples={samples} ratio={ratio:.4f} [{lo:.4f}, {hi:.4f}] "
-              f"baseline {t_base:.0f} s, push -> bisection started {t_detect:.0f} s, push -> culprit {t_culprit:.0f} s")
+        print(
+            f"\n(e) iterations={iterations} range={span} "
+            f"probes={probes} rounds={rounds} samples={samples} ratio={ratio:.4f} [{lo:.4f}, {hi:.4f}] "
+            f"baseline {t_base:.0f} s, push -> bisection started {t_detect:.0f} s, push -> culprit {t_culprit:.0f} s"
+        )
     finally:
         farm.stop()

@@ -108,11 +108,15 @@ def _check_redacted(tmp_path: Path, leaky: str) -> None:
 
 def test_perffarm_run_never_shows_a_token_from_the_url(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
-    env.update(PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"),
-               PERFFARM_REPOSITORY_URL=f"http://{USER}:{TOKEN}@127.0.0.1:9/postgresql.git",
-               PERFFARM_MASTER_WEB_PORT=str(free_port()), PERFFARM_MASTER_WORKER_PORT=str(free_port()))
-    proc = subprocess.run([*PERFFARM, "run"], env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=60)
+    env.update(
+        PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"),
+        PERFFARM_REPOSITORY_URL=f"http://{USER}:{TOKEN}@127.0.0.1:9/postgresql.git",
+        PERFFARM_MASTER_WEB_PORT=str(free_port()),
+        PERFFARM_MASTER_WORKER_PORT=str(free_port()),
+    )
+    proc = subprocess.run(
+        [*PERFFARM, "run"], env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and TOKEN not in proc.stdout + proc.stderr
     assert f"http://{USER}:***@127.0.0.1:9/postgresql.git" in proc.stderr
     assert not (tmp_path / "data" / "master").exists(), "nothing should be started"
@@ -121,11 +125,17 @@ def test_perffarm_run_never_shows_a_token_from_the_url(tmp_path: Path) -> None:
 def test_perffarm_run_names_a_missing_password_secret(tmp_path: Path, served) -> None:
     _, _, server = served
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
-    env.update(PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"), PERFFARM_REPOSITORY_URL=server.url("pg"),
-               PERFFARM_REPOSITORY_USER=USER, PERFFARM_REPOSITORY_PASSWORD_SECRET="repository-token",
-               PERFFARM_MASTER_WEB_PORT=str(free_port()), PERFFARM_MASTER_WORKER_PORT=str(free_port()))
-    proc = subprocess.run([*PERFFARM, "run"], env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=60)
+    env.update(
+        PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"),
+        PERFFARM_REPOSITORY_URL=server.url("pg"),
+        PERFFARM_REPOSITORY_USER=USER,
+        PERFFARM_REPOSITORY_PASSWORD_SECRET="repository-token",
+        PERFFARM_MASTER_WEB_PORT=str(free_port()),
+        PERFFARM_MASTER_WORKER_PORT=str(free_port()),
+    )
+    proc = subprocess.run(
+        [*PERFFARM, "run"], env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert "the secret 'repository-token' does not exist" in proc.stderr
     assert str(tmp_path / "data" / "secrets" / "repository-token") in proc.stderr
@@ -134,9 +144,15 @@ def test_perffarm_run_names_a_missing_password_secret(tmp_path: Path, served) ->
 def test_a_farm_on_a_password_protected_repository_never_shows_the_token(tmp_path: Path, served) -> None:
     repo, bare, server = served
     home = _isolated_git_home(tmp_path)
-    farm = Farm(tmp_path / "data", server.url("pg"), env={
-        "PERFFARM_REPOSITORY_USER": USER, "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token", "HOME": str(home),
-    })
+    farm = Farm(
+        tmp_path / "data",
+        server.url("pg"),
+        env={
+            "PERFFARM_REPOSITORY_USER": USER,
+            "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token",
+            "HOME": str(home),
+        },
+    )
     secret = farm.settings.secrets_dir / "repository-token"
     secret.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     secret.write_text(TOKEN + "\n")
@@ -155,8 +171,11 @@ def test_a_farm_on_a_password_protected_repository_never_shows_the_token(tmp_pat
     finally:
         farm.stop()
     assert USER in {r.user for r in server.requests} and all(TOKEN not in r.path for r in server.requests)
-    texts = [farm.master_log(), (farm.settings.worker_dir("local") / "twistd.log").read_text(errors="replace"),
-             *build_logs]
+    texts = [
+        farm.master_log(),
+        (farm.settings.worker_dir("local") / "twistd.log").read_text(errors="replace"),
+        *build_logs,
+    ]
     for db in (farm.settings.master_dir / "state.sqlite", farm.settings.results_db):  # changes, steps, results
         conn = sqlite3.connect(db)
         try:
@@ -171,9 +190,19 @@ def test_a_farm_on_a_password_protected_repository_never_shows_the_token(tmp_pat
 
 def test_checkconfig_passes_with_a_password_secret_that_does_not_exist_yet(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
-    env.update(PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"),
-               PERFFARM_REPOSITORY_URL="https://git.example.org/pg.git", PERFFARM_REPOSITORY_USER=USER,
-               PERFFARM_REPOSITORY_PASSWORD_SECRET="repository-token", PERFFARM_RECIPES_ENABLED="fixture")
-    proc = subprocess.run([str(Path(sys.executable).parent / "buildbot"), "checkconfig", str(ROOT / "buildbot.cfg")],
-                          env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    env.update(
+        PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"),
+        PERFFARM_REPOSITORY_URL="https://git.example.org/pg.git",
+        PERFFARM_REPOSITORY_USER=USER,
+        PERFFARM_REPOSITORY_PASSWORD_SECRET="repository-token",
+        PERFFARM_RECIPES_ENABLED="fixture",
+    )
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "buildbot"), "checkconfig", str(ROOT / "buildbot.cfg")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "Config file is good!" in proc.stdout, proc.stdout + proc.stderr

@@ -21,10 +21,15 @@ PERFFARM = str(Path(sys.executable).parent / "perffarm")
 
 def farm_env(tmp_path, repo_url):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
-    env.update(PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"), PERFFARM_REPOSITORY_URL=repo_url,
-               PERFFARM_MASTER_WEB_PORT=str(free_port()), PERFFARM_MASTER_WORKER_PORT=str(free_port()),
-               PERFFARM_SITE_PORT=str(free_port()),
-               PERFFARM_REPOSITORY_POLL_INTERVAL="1", PERFFARM_RECIPES_ENABLED="fixture")
+    env.update(
+        PERFFARM_MASTER_DATA_DIR=str(tmp_path / "data"),
+        PERFFARM_REPOSITORY_URL=repo_url,
+        PERFFARM_MASTER_WEB_PORT=str(free_port()),
+        PERFFARM_MASTER_WORKER_PORT=str(free_port()),
+        PERFFARM_SITE_PORT=str(free_port()),
+        PERFFARM_REPOSITORY_POLL_INTERVAL="1",
+        PERFFARM_RECIPES_ENABLED="fixture",
+    )
     return env
 
 
@@ -36,8 +41,11 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
     proc = subprocess.Popen([PERFFARM, "run"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     pids: list[int] = []
     try:
-        wait_until(lambda: "Ctrl-C stops it" in Path(log.name).read_text() or proc.poll() is not None, 120,
-                   "perffarm run to be ready")
+        wait_until(
+            lambda: "Ctrl-C stops it" in Path(log.name).read_text() or proc.poll() is not None,
+            120,
+            "perffarm run to be ready",
+        )
         pids = _children(proc.pid)  # taken now: once `perffarm run` is gone they are no longer its children
         out = Path(log.name).read_text()
         assert proc.poll() is None, out
@@ -55,11 +63,20 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
         wait_until(lambda: (tmp_path / "data/master/state.sqlite").exists(), 30, "state db")
         time.sleep(3)  # first poll
         sha = repo.bench_commit("measured by make run", 4242)
-        wait_until(lambda: sha[:12] in subprocess.run([PERFFARM, "results", "list"], env=env, capture_output=True,
-                                                      text=True).stdout, 120, "the commit's result")
+        wait_until(
+            lambda: (
+                sha[:12]
+                in subprocess.run([PERFFARM, "results", "list"], env=env, capture_output=True, text=True).stdout
+            ),
+            120,
+            "the commit's result",
+        )
         # the master's after-ingest pipeline re-published the site with it (master/pipeline.py, incremental)
-        wait_until(lambda: requests.get(f"{site}data/commits/{sha}.js", timeout=5).status_code == 200, 60,
-                   "the commit on the served site")
+        wait_until(
+            lambda: requests.get(f"{site}data/commits/{sha}.js", timeout=5).status_code == 200,
+            60,
+            "the commit on the served site",
+        )
         assert pids, "master and worker should be child processes"
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         assert proc.wait(timeout=90) == 0
@@ -115,8 +132,14 @@ def test_unreachable_repository_is_reported_within_seconds(tmp_path, url):
 
 def test_checkconfig_passes_without_secrets(tmp_path):
     env = farm_env(tmp_path, "https://git.postgresql.org/git/postgresql.git")
-    proc = subprocess.run([str(Path(sys.executable).parent / "buildbot"), "checkconfig", str(ROOT / "buildbot.cfg")],
-                          env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "buildbot"), "checkconfig", str(ROOT / "buildbot.cfg")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Config file is good!" in proc.stdout
     assert list((tmp_path / "data" / "secrets").iterdir()) == []
@@ -125,7 +148,13 @@ def test_checkconfig_passes_without_secrets(tmp_path):
 def test_checkconfig_names_a_bad_setting(tmp_path):
     env = farm_env(tmp_path, "/x")
     env["PERFFARM_RECIPES_ENABLED"] = "no-such-recipe"
-    proc = subprocess.run([str(Path(sys.executable).parent / "buildbot"), "checkconfig", str(ROOT / "buildbot.cfg")],
-                          env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "buildbot"), "checkconfig", str(ROOT / "buildbot.cfg")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "recipes.enabled" in proc.stdout + proc.stderr and "no-such-recipe" in proc.stdout + proc.stderr

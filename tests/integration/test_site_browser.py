@@ -21,12 +21,21 @@ from tests.site_support import XSS_IMG, XSS_SCRIPT, build_farm
 pytestmark = pytest.mark.integration
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-playwright = pytest.importorskip("playwright.sync_api",
-                                 reason="playwright is in the test extra (pip install -e '.[test]')")
+playwright = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is in the test extra (pip install -e '.[test]')"
+)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 NOW = 1_800_000_000.0
 
 
@@ -61,8 +70,9 @@ class Page:
         self.base = base
         self.errors: list[str] = []
         self.dialogs: list[str] = []
-        self.page.on("console",
-                     lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        self.page.on(
+            "console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None
+        )
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
         self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
         self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
@@ -85,10 +95,16 @@ def test_every_page_loads_without_errors(site, browser, artifacts_dir, scheme):
     base = dict(bases(site))[scheme]
     _, out, _ = site
     p = Page(browser, base)
-    pages = ["index.html", "releases.html", "compare.html", "alerts.html", "health.html",
-             *sorted(str(x.relative_to(out)) for x in out.glob("alerts/*.html")),
-             *sorted(str(x.relative_to(out)) for x in out.glob("series/*.html"))[:1],
-             *sorted(str(x.relative_to(out)) for x in out.glob("releases/*.html"))[:1]]
+    pages = [
+        "index.html",
+        "releases.html",
+        "compare.html",
+        "alerts.html",
+        "health.html",
+        *sorted(str(x.relative_to(out)) for x in out.glob("alerts/*.html")),
+        *sorted(str(x.relative_to(out)) for x in out.glob("series/*.html"))[:1],
+        *sorted(str(x.relative_to(out)) for x in out.glob("releases/*.html"))[:1],
+    ]
     for rel in pages:
         page = p.open(rel)
         assert page.locator("main h1").count() == 1, rel
@@ -98,7 +114,7 @@ def test_every_page_loads_without_errors(site, browser, artifacts_dir, scheme):
 
 def test_chart_renders_and_hover_shows_the_commit(site, browser, artifacts_dir):
     farm, out, url = site
-    sid = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs("):-3])
+    sid = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
     series = next(s for s, v in sid["series"].items() if v["label"].startswith("pgbench"))
     p = Page(browser, url)
     page = p.open(f"series/{series}.html")
@@ -142,7 +158,7 @@ def test_compare_page_computes_the_ratio_from_the_published_data(site, browser, 
 
     def medians(sha):
         text = (out / f"data/commits/{sha}.js").read_text()
-        d = json.loads(text[text.index(",") + 1:-3])
+        d = json.loads(text[text.index(",") + 1 : -3])
         return {r[0]: r[1] for r in d["rows"]}
 
     base, new = medians(farm.shas[4]), medians(head)  # REL_1_0 is commit 4

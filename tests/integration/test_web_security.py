@@ -23,10 +23,18 @@ pytestmark = pytest.mark.integration
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        # DNS rebinding, simulated: the attacker's host name resolves to this machine's loopback
-        "--host-resolver-rules=MAP rebind.test 127.0.0.1"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    # DNS rebinding, simulated: the attacker's host name resolves to this machine's loopback
+    "--host-resolver-rules=MAP rebind.test 127.0.0.1",
+]
 BUILDER = "fixture@local"
 
 
@@ -57,8 +65,14 @@ def browser():
 
 def _ws_handshake(port: int, host: str, origin: str | None) -> str:
     """The status line a WebSocket upgrade of /ws gets (no library: the raw HTTP a browser sends)."""
-    lines = ["GET /ws HTTP/1.1", f"Host: {host}", "Upgrade: websocket", "Connection: Upgrade",
-             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"]
+    lines = [
+        "GET /ws HTTP/1.1",
+        f"Host: {host}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+    ]
     if origin:
         lines.append(f"Origin: {origin}")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
@@ -130,13 +144,17 @@ def test_a_page_of_another_site_cannot_force_a_build_or_read_the_farm(farm, brow
     import json
 
     builds_before = len(farm.builds())
-    page_url, server = _serve(ATTACK % {"port": farm.settings.web_port,
-                                        "repo": json.dumps(farm.settings.repository_url)})
+    page_url, server = _serve(
+        ATTACK % {"port": farm.settings.web_port, "repo": json.dumps(farm.settings.repository_url)}
+    )
     page = browser.new_page()
     try:
         page.goto(page_url, wait_until="load")
-        report = wait_until(lambda: (r := page.evaluate("window.report")) and "pending" not in r.values() and r,
-                            20, "the attacker page's attempts to finish")
+        report = wait_until(
+            lambda: (r := page.evaluate("window.report")) and "pending" not in r.values() and r,
+            20,
+            "the attacker page's attempts to finish",
+        )
         time.sleep(2)  # a WebSocket that opened would have received events by now
         report = page.evaluate("window.report")
     finally:

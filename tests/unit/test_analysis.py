@@ -27,8 +27,10 @@ def conn(tmp_path):
 
 
 def add_commits(conn, n, start=0):
-    commits = [CommitInfo(sha(i), f"commit {i}", "A <a@x>", 1_700_000_000 + i, 1_700_000_000 + i,
-                          (sha(i - 1),) if i else ()) for i in range(start, start + n)]
+    commits = [
+        CommitInfo(sha(i), f"commit {i}", "A <a@x>", 1_700_000_000 + i, 1_700_000_000 + i, (sha(i - 1),) if i else ())
+        for i in range(start, start + n)
+    ]
     with store.transaction(conn):
         store.append_branch(conn, "master", commits, start)
 

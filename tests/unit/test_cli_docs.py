@@ -51,8 +51,12 @@ def test_every_setting_is_documented_in_perffarm_toml():
 
 
 def test_invalid_setting_exits_2_naming_the_key():
-    proc = subprocess.run([sys.executable, "-m", "master.cli", "settings"], capture_output=True, text=True,
-                          env={"PERFFARM_MASTER_WEB_PORT": "x", "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "master.cli", "settings"],
+        capture_output=True,
+        text=True,
+        env={"PERFFARM_MASTER_WEB_PORT": "x", "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 2 and "master.web_port" in proc.stderr
 
 

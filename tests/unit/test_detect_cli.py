@@ -140,9 +140,15 @@ def test_perffarm_detect_on_a_binary_file_prints_no_traceback(tmp_path: Path) ->
 
     path = tmp_path / "bin.csv"
     path.write_bytes(b"commit,value\nc1,1\n\xc3\x28 broken\n")
-    proc = subprocess.run([sys.executable, "-m", "master.cli", "detect", str(path)], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[2], timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "master.cli", "detect", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"perffarm detect: {path}: line 3: not UTF-8 text (byte 0xc3 at column 1); save the file as UTF-8 "
-        "(a CSV with columns commit,value)"]
+        "(a CSV with columns commit,value)"
+    ]

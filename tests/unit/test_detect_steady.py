@@ -42,11 +42,14 @@ def test_a_short_baseline_is_enough():
     assert steady.detect(counts([BASE] * 2 + [BASE * 0.98] * 2), Direction.LOWER) == []  # baseline too short
 
 
-@pytest.mark.parametrize("levels", [
-    [BASE] * 10 + [BASE * 1.05] + [BASE] * 5,    # a one-commit spike (a reverted commit)
-    [BASE] * 10 + [BASE * 1.004] * 6,             # below the 0.5% minimum effect
-    [BASE] * 10 + [BASE * 1.05],                  # one commit past the step: not yet
-])
+@pytest.mark.parametrize(
+    "levels",
+    [
+        [BASE] * 10 + [BASE * 1.05] + [BASE] * 5,  # a one-commit spike (a reverted commit)
+        [BASE] * 10 + [BASE * 1.004] * 6,  # below the 0.5% minimum effect
+        [BASE] * 10 + [BASE * 1.05],  # one commit past the step: not yet
+    ],
+)
 def test_no_change(levels):
     assert steady.detect(counts(levels), Direction.LOWER) == []
 

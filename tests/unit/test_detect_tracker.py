@@ -58,8 +58,9 @@ def test_a_real_change_that_the_list_misses_for_a_round_still_holds() -> None:
     cp = ChangePoint("41", 41, 0.9, Kind.REGRESSION, 1e-9)  # reported one commit late, then moved
     report = Reported("s", "41", cp)
     assert still_holds(series, report, [], Direction.HIGHER)
-    assert not still_holds(series, Reported("s", "41", ChangePoint("41", 41, 1.1, Kind.IMPROVEMENT, 1e-9)), [],
-                           Direction.HIGHER)
+    assert not still_holds(
+        series, Reported("s", "41", ChangePoint("41", 41, 1.1, Kind.IMPROVEMENT, 1e-9)), [], Direction.HIGHER
+    )
 
 
 def test_reconcile_reactivates_a_withdrawn_report_even_when_unchanged() -> None:

@@ -33,7 +33,11 @@ def test_defaults_are_todays_constants_so_nothing_changes():
     assert Policy.configured(d) == Policy()
     tracker, default = Tracker.configured("s", Direction.HIGHER, d), Tracker("s")
     assert (tracker.offline_settings, tracker.online_settings, tracker.steady_settings, tracker.keep_alpha) == (
-        default.offline_settings, default.online_settings, default.steady_settings, default.keep_alpha)
+        default.offline_settings,
+        default.online_settings,
+        default.steady_settings,
+        default.keep_alpha,
+    )
 
 
 def test_file_and_environment_set_the_section_and_settings_shows_where_from(tmp_path):
@@ -52,20 +56,38 @@ def test_perffarm_settings_prints_the_section_with_its_effective_values(monkeypa
     assert cli.main(["settings"]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     assert [k for k in lines if k.startswith("detection.")] == KEYS
-    assert "0.02" in lines["detection.min_effect"] and "(env PERFFARM_DETECTION_MIN_EFFECT)" in lines[
-        "detection.min_effect"]
+    assert (
+        "0.02" in lines["detection.min_effect"]
+        and "(env PERFFARM_DETECTION_MIN_EFFECT)" in lines["detection.min_effect"]
+    )
     assert "0.01" in lines["detection.fdr"] and "(default)" in lines["detection.fdr"]
     assert cli.main(["settings", "--format", "json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert {k: shown[k] for k in KEYS} == {"detection.min_effect": 0.02, "detection.fdr": 0.01,
-                                           "detection.keep_alpha": 0.01, "detection.bisect_min_effect": 0.01}
+    assert {k: shown[k] for k in KEYS} == {
+        "detection.min_effect": 0.02,
+        "detection.fdr": 0.01,
+        "detection.keep_alpha": 0.01,
+        "detection.bisect_min_effect": 0.01,
+    }
 
 
-@pytest.mark.parametrize("key, text", [
-    ("min_effect", "0"), ("min_effect", "1"), ("min_effect", "1.5"), ("min_effect", "-0.01"),
-    ("min_effect", "half"), ("min_effect", "nan"), ("min_effect", "inf"),
-    ("fdr", "0"), ("fdr", "1"), ("keep_alpha", "1"), ("bisect_min_effect", "0"), ("bisect_min_effect", "2"),
-])
+@pytest.mark.parametrize(
+    "key, text",
+    [
+        ("min_effect", "0"),
+        ("min_effect", "1"),
+        ("min_effect", "1.5"),
+        ("min_effect", "-0.01"),
+        ("min_effect", "half"),
+        ("min_effect", "nan"),
+        ("min_effect", "inf"),
+        ("fdr", "0"),
+        ("fdr", "1"),
+        ("keep_alpha", "1"),
+        ("bisect_min_effect", "0"),
+        ("bisect_min_effect", "2"),
+    ],
+)
 def test_an_invalid_value_names_the_key_and_the_allowed_range(key, text):
     with pytest.raises(SettingsError) as e:
         load_settings(environ={f"PERFFARM_DETECTION_{key.upper()}": text})
@@ -137,8 +159,9 @@ def test_the_min_effect_reaches_the_steady_rule_and_perffarm_detect(tmp_path, mo
     assert [cp.index for cp in default.detections(series)] == [20]
     assert Tracker.configured("s", Direction.LOWER, DetectionSettings(min_effect=0.02)).detections(series) == []
     csv = tmp_path / "s.csv"
-    csv.write_text("commit,value\n" + "".join(f"c{i},{v}\n" for i in range(len(series))
-                                              for v in series.samples(i, i + 1)))
+    csv.write_text(
+        "commit,value\n" + "".join(f"c{i},{v}\n" for i in range(len(series)) for v in series.samples(i, i + 1))
+    )
     assert detect_cli.main([str(csv), "--format", "json", "--direction", "lower"]) == 0
     assert [cp["index"] for cp in json.loads(capsys.readouterr().out)["change_points"]] == [20]
     monkeypatch.setenv("PERFFARM_DETECTION_MIN_EFFECT", "0.02")

@@ -15,10 +15,13 @@ TOKEN = "glpat-S3CRET-t0ken"
 
 
 def _settings(tmp_path: Path):
-    return load_settings(environ={
-        "PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"), "PERFFARM_REPOSITORY_USER": "alice",
-        "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token",
-    })
+    return load_settings(
+        environ={
+            "PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
+            "PERFFARM_REPOSITORY_USER": "alice",
+            "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token",
+        }
+    )
 
 
 def test_credentials_come_from_the_secret_file_and_hide_in_repr(tmp_path: Path) -> None:
@@ -49,9 +52,19 @@ def test_the_helper_answers_git_and_no_other_helper_is_asked(tmp_path: Path) -> 
     env = {**os.environ, "HOME": str(home), "GIT_TERMINAL_PROMPT": "0", **creds.env()}
     proc = subprocess.run(
         ["git", *creds.config_args(), "credential", "fill"],
-        input="protocol=https\nhost=git.example.org\n\n", env=env, capture_output=True, text=True, check=True,
+        input="protocol=https\nhost=git.example.org\n\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert f"username=alice\npassword={TOKEN}\n" in proc.stdout
-    subprocess.run(["git", *creds.config_args(), "credential", "approve"], input=proc.stdout, env=env, check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        ["git", *creds.config_args(), "credential", "approve"],
+        input=proc.stdout,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     assert TOKEN not in (home / ".git-credentials").read_text(), "the user's store helper was fed the token"

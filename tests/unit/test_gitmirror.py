@@ -27,16 +27,22 @@ def hostile_commit(repo: GitRepo, subject: bytes | str, author: str = HOSTILE_AU
     msg.write_bytes(subject if isinstance(subject, bytes) else subject.encode())
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_AUTHOR_NAME=author, GIT_AUTHOR_EMAIL="m@example.org")
-    subprocess.run(["git", "commit", "--quiet", "--cleanup=verbatim", "-F", str(msg)], cwd=repo.path, env=env,
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "commit", "--quiet", "--cleanup=verbatim", "-F", str(msg)],
+        cwd=repo.path,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return repo.head()
 
 
 @pytest.fixture
 def env(tmp_path):
     repo = make_repo(tmp_path / "repo")
-    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
-                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings = load_settings(
+        environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"), "PERFFARM_REPOSITORY_URL": str(repo.path)}
+    )
     settings.incoming_dir.mkdir(parents=True)
     return repo, settings
 
@@ -50,8 +56,7 @@ def result_for(sha: str) -> dict:
 def ingest_one(settings, sha: str, build_id: int) -> ingest.IngestOutcome:
     path = settings.incoming_dir / f"b-{build_id}.json"
     path.write_text(json.dumps(result_for(sha)))
-    ctx = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=build_id,
-                           got_revision=sha)
+    ctx = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=build_id, got_revision=sha)
     return ingest.ingest_file(settings, path, ctx, "fixture")
 
 
@@ -72,10 +77,21 @@ def test_hostile_commit_text_is_read_back_exactly(tmp_path):
 def raw_commit(repo: GitRepo, author: bytes, message: bytes) -> str:
     """Write a commit object byte for byte (`git commit` would re-encode invalid UTF-8 as Latin-1) onto HEAD."""
     tree, parent = repo.git("rev-parse", "HEAD^{tree}"), repo.head()
-    body = (f"tree {tree}\nparent {parent}\n".encode() + b"author " + author + b" <e@x> 1700000000 +0000\n"
-            b"committer C <c@x> 1700000001 +0000\n\n" + message)
-    sha = subprocess.run(["git", "hash-object", "-t", "commit", "-w", "--stdin"], cwd=repo.path, input=body,
-                         check=True, capture_output=True).stdout.decode().strip()
+    body = (
+        f"tree {tree}\nparent {parent}\n".encode() + b"author " + author + b" <e@x> 1700000000 +0000\n"
+        b"committer C <c@x> 1700000001 +0000\n\n" + message
+    )
+    sha = (
+        subprocess.run(
+            ["git", "hash-object", "-t", "commit", "-w", "--stdin"],
+            cwd=repo.path,
+            input=body,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
     repo.git("update-ref", "HEAD", sha)
     return sha
 
@@ -99,8 +115,10 @@ def test_an_empty_message_is_an_empty_subject(tmp_path):
     mirror = gitmirror.Mirror(str(repo.path), tmp_path / "mirror")
     mirror.fetch()
     chain = mirror.first_parent(repo.head())
-    assert [(c.sha, c.subject) for c in chain] == [(repo.git("rev-parse", "HEAD~1"), "initial commit"),
-                                                     (repo.head(), "")]
+    assert [(c.sha, c.subject) for c in chain] == [
+        (repo.git("rev-parse", "HEAD~1"), "initial commit"),
+        (repo.head(), ""),
+    ]
     assert gitmirror.check_reachable(str(repo.path)) is None
     assert "does not appear to be a git repository" in gitmirror.check_reachable(str(tmp_path / "nothing"))
 
@@ -118,8 +136,9 @@ def test_one_hostile_commit_does_not_stop_ingest_on_any_branch(env):
     conn = store.connect(settings.results_db)
     row = conn.execute("SELECT subject, author FROM commits WHERE sha = ?", (evil,)).fetchone()
     assert tuple(row) == (HOSTILE_SUBJECT, HOSTILE_AUTHOR + " <m@example.org>")
-    order = [r[0] for r in conn.execute(
-        "SELECT sha FROM branch_commits WHERE branch = 'REL_17_STABLE' ORDER BY position")]
+    order = [
+        r[0] for r in conn.execute("SELECT sha FROM branch_commits WHERE branch = 'REL_17_STABLE' ORDER BY position")
+    ]
     assert order == [base, evil]
     # and the hostile commit itself is measured and stored like any other
     assert ingest_one(settings, evil, 2).status == "ok"

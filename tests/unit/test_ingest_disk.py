@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def env(tmp_path):
     repo = make_repo(tmp_path / "repo")
-    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
-                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings = load_settings(
+        environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"), "PERFFARM_REPOSITORY_URL": str(repo.path)}
+    )
     settings.incoming_dir.mkdir(parents=True)
     return repo, settings
 
@@ -41,8 +42,19 @@ def defer(settings, repo, tmp_path, sha, name, build_id):
         moved.rename(repo.path)
 
 
-@pytest.mark.parametrize("content", [b"", b"   \n", b"{\"run\": {\"builder\": ", b"[]", b"{\"run\": {\"bogus\": 1}}",
-                                     b"{\"run\": {}, \"recipe\": 5}", b"\xff\xfe\x00garbage", b"[" * 100_000])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"   \n",
+        b'{"run": {"builder": ',
+        b"[]",
+        b'{"run": {"bogus": 1}}',
+        b'{"run": {}, "recipe": 5}',
+        b"\xff\xfe\x00garbage",
+        b"[" * 100_000,
+    ],
+)
 def test_a_bad_context_file_is_quarantined_and_the_pass_goes_on(env, tmp_path, content):
     repo, settings = env
     a, b = repo.head(), repo.bench_commit("b", 2000)
@@ -88,10 +100,19 @@ def test_perffarm_status_survives_an_unreadable_reconcile_report(env):
     _, settings = env
     (settings.data_dir / "reconcile.json").write_bytes(b"")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
-    environ.update(PERFFARM_MASTER_DATA_DIR=str(settings.data_dir), PERFFARM_REPOSITORY_URL=settings.repository_url,
-                   PERFFARM_MASTER_WEB_PORT="9")  # nothing listens there: "master not running"
-    proc = subprocess.run([sys.executable, "-m", "master.cli", "status"], cwd=ROOT, env=environ, capture_output=True,
-                          text=True, timeout=120)
+    environ.update(
+        PERFFARM_MASTER_DATA_DIR=str(settings.data_dir),
+        PERFFARM_REPOSITORY_URL=settings.repository_url,
+        PERFFARM_MASTER_WEB_PORT="9",
+    )  # nothing listens there: "master not running"
+    proc = subprocess.run(
+        [sys.executable, "-m", "master.cli", "status"],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "reconcile.json" in proc.stdout and "unreadable" in proc.stdout
 
@@ -104,8 +125,9 @@ def small_fs(tmp_path):
     """A 4 MiB tmpfs at tmp_path/data (skipped where mounting is not permitted)."""
     where = tmp_path / "data"
     where.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs to fill (needs root or CAP_SYS_ADMIN): {proc.stderr.strip()}")
     try:
@@ -128,8 +150,9 @@ def fill(directory: Path) -> Path:
 
 def test_a_full_disk_while_deferring_leaves_no_empty_context(small_fs, tmp_path):
     repo = make_repo(tmp_path / "repo")
-    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(small_fs),
-                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings = load_settings(
+        environ={"PERFFARM_MASTER_DATA_DIR": str(small_fs), "PERFFARM_REPOSITORY_URL": str(repo.path)}
+    )
     settings.incoming_dir.mkdir(parents=True)
     first = repo.head()
     ingest.ingest_file(settings, put(settings, result_for(first), "a-1.json"), run_ctx(1, first), "fixture")

@@ -78,15 +78,26 @@ def test_every_workload_is_well_formed(name: str) -> None:
 
 def test_quick_profile_has_what_the_issue_asks_for() -> None:
     names = {w.name for w in workloads(load_profile("quick"))}
-    for needed in ("pgbench-ro-prepared-c1", "pgbench-ro-simple-c1", "pgbench-rw-prepared-c1",
-                   "pgbench-rw-simple-c1", "instr-point-select"):
+    for needed in (
+        "pgbench-ro-prepared-c1",
+        "pgbench-ro-simple-c1",
+        "pgbench-rw-prepared-c1",
+        "pgbench-rw-simple-c1",
+        "instr-point-select",
+    ):
         assert needed in names
 
 
 def test_full_profile_has_matrix_contention_connections_insert_benchmark_and_memory() -> None:
     wls = {w.name: w for w in workloads(load_profile("full"), max_threads=8)}
-    assert {"pgbench-ro-prepared-c64", "pgbench-rw-simple-c1", "txid-contention-c1024", "connect-rate-c4",
-            "insert-benchmark", "memory-probe"} <= set(wls)
+    assert {
+        "pgbench-ro-prepared-c64",
+        "pgbench-rw-simple-c1",
+        "txid-contention-c1024",
+        "connect-rate-c4",
+        "insert-benchmark",
+        "memory-probe",
+    } <= set(wls)
     assert wls["txid-contention-c1024"].args[-4:] == ("-c", "1024", "-j", "8")
     assert "-C" in wls["connect-rate-c4"].args
     assert wls["insert-benchmark"].spec["sla"] == 0.95
@@ -99,10 +110,15 @@ def test_unknown_kind_is_rejected_with_its_name() -> None:
 
 def test_a_new_workload_kind_is_one_table_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     # a kind that runs one step per phase of its own script: loading, identity and step naming follow the table
-    monkeypatch.setitem(WORKLOAD_KINDS, "vacuum-probe", WorkloadKind(
-        "vacuum-probe", "wall", lambda _e: ("txid.sql",), stepped=True, run=lambda server, spec: {}))
-    profile = {"conf": "quick.conf", "workloads": [{"name": "vac", "kind": "vacuum-probe", "metric": "s",
-                                                     "unit": "s", "direction": "lower"}]}
+    monkeypatch.setitem(
+        WORKLOAD_KINDS,
+        "vacuum-probe",
+        WorkloadKind("vacuum-probe", "wall", lambda _e: ("txid.sql",), stepped=True, run=lambda server, spec: {}),
+    )
+    profile = {
+        "conf": "quick.conf",
+        "workloads": [{"name": "vac", "kind": "vacuum-probe", "metric": "s", "unit": "s", "direction": "lower"}],
+    }
     (w,) = workloads(profile)
     assert (w.kind, w.direction) == ("vacuum-probe", "lower")
     assert pgprofile.workload_files(profile["workloads"][0]) == ["sql/txid.sql"]
@@ -165,7 +181,9 @@ def test_build_keys_and_names() -> None:
     assert "/" not in weird and " " not in weird and ";" not in weird
     assert build.safe_name("a/b") != build.safe_name("a_b")
     assert build._meson_flags(("-O2", "-fno-omit-frame-pointer")) == [
-        "-Doptimization=2", "-Dc_args=-fno-omit-frame-pointer"]
+        "-Doptimization=2",
+        "-Dc_args=-fno-omit-frame-pointer",
+    ]
 
 
 def test_dependency_check_names_debian_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,8 +215,14 @@ def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None
         "print(json.dumps({'conf': conf_text(p, 18), 'hash': registry.get('pg-quick').config_hash(),\n"
         f"                  'workloads': {{w: full.workload_hash(w) for w in {SCRIPTED!r}}}}}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(pyz)}, capture_output=True,
-                         text=True, cwd=tmp_path, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(pyz)},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout
     doc = json.loads(out)
     assert "io_method" in doc["conf"]
     assert doc["hash"] == registry.get("pg-quick").config_hash()
@@ -208,8 +232,9 @@ def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None
 
 def _slice(tx: int, tps: float, lat_ms: float, lats: list[int], srv: float, cli: float, rss: int) -> pgbench.Sample:
     out = pgbench.PgbenchOutput(tps=tps, latency_avg_ms=lat_ms, transactions=tx, failed=0)
-    usage = procstat.Usage(server_cpu_s=srv, client_cpu_s=cli, context_switches=int(tx / 10), peak_backend_rss_kib=rss,
-                           wall_s=tx / tps)
+    usage = procstat.Usage(
+        server_cpu_s=srv, client_cpu_s=cli, context_switches=int(tx / 10), peak_backend_rss_kib=rss, wall_s=tx / tps
+    )
     return pgbench._sample(out, lats, usage)
 
 

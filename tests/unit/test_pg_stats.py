@@ -83,7 +83,7 @@ def test_bootstrap_is_reproducible_for_a_seed() -> None:
 def test_interleaved_order_alternates_who_goes_first() -> None:
     assert interleaved_order(4) == ["A", "B", "B", "A", "A", "B", "B", "A"]
     three = interleaved_order(5, ("x", "y", "z"))
-    assert len(three) == 15 and all(sorted(three[i:i + 3]) == ["x", "y", "z"] for i in range(0, 15, 3))
+    assert len(three) == 15 and all(sorted(three[i : i + 3]) == ["x", "y", "z"] for i in range(0, 15, 3))
 
 
 def test_ab_verdicts_follow_direction_and_ignore_tiny_exact_changes() -> None:
@@ -91,8 +91,11 @@ def test_ab_verdicts_follow_direction_and_ignore_tiny_exact_changes() -> None:
     from recipes.pg.ab import compare
 
     def run(tps: list[float], instr: list[float]) -> list[WorkloadResult]:
-        return [WorkloadResult("w", (Metric("tps", "tx/s", "higher", tuple(tps)),
-                                     Metric("instructions", "i/q", "lower", tuple(instr))))]
+        return [
+            WorkloadResult(
+                "w", (Metric("tps", "tx/s", "higher", tuple(tps)), Metric("instructions", "i/q", "lower", tuple(instr)))
+            )
+        ]
 
     a = run([100, 101, 99, 100, 100], [50_000] * 5)
     slower = {c.metric: c for c in compare(a, run([90, 91, 89, 90, 90], [50_003] * 5))}

@@ -13,8 +13,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_creates_worker_and_secret_that_agree(tmp_path: Path) -> None:
-    rc = create_worker.main(["w1", "--master", "127.0.0.1:9989", "--basedir", str(tmp_path / "w1"),
-                             "--secrets-dir", str(tmp_path / "secrets")])
+    rc = create_worker.main(
+        [
+            "w1",
+            "--master",
+            "127.0.0.1:9989",
+            "--basedir",
+            str(tmp_path / "w1"),
+            "--secrets-dir",
+            str(tmp_path / "secrets"),
+        ]
+    )
     assert rc == 0
     secret = tmp_path / "secrets" / "worker-w1"
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600
@@ -24,8 +33,20 @@ def test_creates_worker_and_secret_that_agree(tmp_path: Path) -> None:
     assert "perffarm machine" in (tmp_path / "w1" / "info" / "host").read_text()
     # A second run keeps the existing password (the master's secret stays valid).
     before = secret.read_text()
-    assert create_worker.main(["w1", "--master", "127.0.0.1:9989", "--basedir", str(tmp_path / "w1"),
-                               "--secrets-dir", str(tmp_path / "secrets")]) == 0
+    assert (
+        create_worker.main(
+            [
+                "w1",
+                "--master",
+                "127.0.0.1:9989",
+                "--basedir",
+                str(tmp_path / "w1"),
+                "--secrets-dir",
+                str(tmp_path / "secrets"),
+            ]
+        )
+        == 0
+    )
     assert secret.read_text() == before
 
 
@@ -36,6 +57,19 @@ def test_rejects_bad_names_and_addresses(tmp_path: Path) -> None:
 
 
 def test_check_only_prints_host_checks_without_the_venv() -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "workers/create_worker.py"), "x", "--master", "h:1",
-                          "--basedir", "/nonexistent", "--check"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "workers/create_worker.py"),
+            "x",
+            "--master",
+            "h:1",
+            "--basedir",
+            "/nonexistent",
+            "--check",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert '"host_checks"' in out.stdout and '"machine_id"' in out.stdout

@@ -41,8 +41,9 @@ def farm(farm_template, tmp_path):
     dst = tmp_path / "farm"
     shutil.copytree(src, dst, symlinks=True)
     f = farm_template
-    return type(f)(f.repo.__class__(dst / "repo"), settings_for(dst / "data", dst / "repo"), list(f.shas), f.culprit,
-                   f.builds)
+    return type(f)(
+        f.repo.__class__(dst / "repo"), settings_for(dst / "data", dst / "repo"), list(f.shas), f.culprit, f.builds
+    )
 
 
 def files(root: Path) -> dict[str, Path]:
@@ -82,7 +83,7 @@ def test_untrusted_text_is_escaped_in_every_page_and_data_file(farm, tmp_path):
 def test_js_call_cannot_break_out_of_a_script_element():
     text = js_call("commit", "abc", {"subject": XSS_SCRIPT + "\u2028&"})
     assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
-    assert json.loads(text[len("perffarm.commit("):-3].split(",", 1)[1])["subject"] == XSS_SCRIPT + "\u2028&"
+    assert json.loads(text[len("perffarm.commit(") : -3].split(",", 1)[1])["subject"] == XSS_SCRIPT + "\u2028&"
     with pytest.raises(ValueError, match="not an identifier"):
         js_call("x);alert(1", 1)
 
@@ -92,13 +93,17 @@ def test_templates_autoescape_and_undefined_names_are_errors():
     assert env.autoescape is True and env.undefined is jinja2.StrictUndefined
     with pytest.raises(jinja2.UndefinedError):
         render("commit.html", root="", title="t")  # `bands` missing
-    assert "&lt;b&gt;" in render("health.html", root="", title="<b>", branches=[], workers=[], noisy=[], now=0,
-                                 channels=[])
+    assert "&lt;b&gt;" in render(
+        "health.html", root="", title="<b>", branches=[], workers=[], noisy=[], now=0, channels=[]
+    )
 
 
-@pytest.mark.parametrize("names", [
-    ["../evil", "..", ".", "", "a/b", "a_b", "a_b-" + "0" * 8, "REL_17_5", "/etc/passwd", "x\\y", "é", "a" * 200],
-])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["../evil", "..", ".", "", "a/b", "a_b", "a_b-" + "0" * 8, "REL_17_5", "/etc/passwd", "x\\y", "é", "a" * 200],
+    ],
+)
 def test_ref_file_names_are_safe_and_distinct(names):
     got = [safe_name(n) for n in names]
     assert len(set(got)) == len(got), got
@@ -110,8 +115,9 @@ def test_ref_file_names_are_safe_and_distinct(names):
         commit_name("../../etc/passwd")
 
 
-@pytest.mark.parametrize("rel", ["../x.js", "/etc/x.js", "a/../../x.js", "a//b.js", "a/./b.js", "a\\..\\x.js", "",
-                                 "a/"])
+@pytest.mark.parametrize(
+    "rel", ["../x.js", "/etc/x.js", "a/../../x.js", "a//b.js", "a/./b.js", "a\\..\\x.js", "", "a/"]
+)
 def test_the_writer_refuses_paths_that_leave_the_new_version(tmp_path, rel):
     w = SiteWriter(tmp_path / "site", incremental=False)
     try:
@@ -133,7 +139,7 @@ def test_hostile_tag_names_from_the_database_stay_inside_the_site(farm, tmp_path
     publish_all(farm.settings, out, now=NOW)
     assert sorted(p.name for p in (tmp_path / "www").iterdir()) == [".site.lock", ".site.versions", "site"]
     releases = [k for k in files(out) if k.startswith("releases/")]
-    assert len(releases) == 5 and all("/" not in k[len("releases/"):] for k in releases)
+    assert len(releases) == 5 and all("/" not in k[len("releases/") :] for k in releases)
     assert "../../escaped" in text_of(out, "releases.html")  # shown as text, only the file name is sanitised
 
 
@@ -162,7 +168,7 @@ def test_incremental_publish_after_a_new_run_equals_a_full_publish(farm, tmp_pat
     assert different == []
     assert f"data/commits/{sha}.js" in a
     if where != "new head commit":
-        assert len(json.loads(text_of(full, f"data/commits/{sha}.js")[len("perffarm.commit(") + 43:-3])["runs"]) == 2
+        assert len(json.loads(text_of(full, f"data/commits/{sha}.js")[len("perffarm.commit(") + 43 : -3])["runs"]) == 2
 
 
 def test_the_next_incremental_publish_shows_a_run_whose_own_publish_failed(farm, tmp_path):
@@ -189,6 +195,7 @@ def test_the_next_incremental_publish_shows_a_run_whose_own_publish_failed(farm,
 
 def test_too_many_runs_missing_from_the_site_make_one_full_publish(farm, tmp_path, monkeypatch):
     from master.publish import publisher
+
     inc = tmp_path / "inc"
     publish_all(farm.settings, inc, now=NOW)
     monkeypatch.setattr(publisher, "CATCH_UP_RUNS", 1)
@@ -202,8 +209,9 @@ def test_too_many_runs_missing_from_the_site_make_one_full_publish(farm, tmp_pat
     assert said and "2 runs are not shown yet" in said[0]
 
 
-@pytest.mark.parametrize("change", ["release tag on the measured head", "tag on an old commit",
-                                    "tag moved and one removed"])
+@pytest.mark.parametrize(
+    "change", ["release tag on the measured head", "tag on an old commit", "tag moved and one removed"]
+)
 def test_incremental_publish_after_a_tag_change_equals_a_full_publish(farm, tmp_path, change):
     # a tag reaches the master with the next ingest (the mirror sync stores it); that publish stays incremental
     inc, full = tmp_path / "inc", tmp_path / "full"
@@ -211,8 +219,11 @@ def test_incremental_publish_after_a_tag_change_equals_a_full_publish(farm, tmp_
         farm.shas.append(farm.repo.bench_commit("measured, then tagged", 4300))
         farm.ingest(len(farm.shas) - 1, 850.0, seed=500)
     publish_all(farm.settings, inc, now=NOW)
-    tagged = {"release tag on the measured head": farm.shas[-1], "tag on an old commit": farm.shas[10],
-              "tag moved and one removed": farm.shas[6]}[change]
+    tagged = {
+        "release tag on the measured head": farm.shas[-1],
+        "tag on an old commit": farm.shas[10],
+        "tag moved and one removed": farm.shas[6],
+    }[change]
     if change == "tag moved and one removed":
         farm.repo.git("tag", "-f", "-a", "REL_1_0", "-m", "moved", tagged)
         farm.repo.git("tag", "-d", "REL_2_0")
@@ -310,8 +321,10 @@ def test_the_versions_directory_asks_ext4_to_spread_new_versions(tmp_path):
             pytest.skip("this file system has no inode flags (the hint is for ext4)")
     finally:
         os.close(fd)
-    if subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True, text=True).stdout.strip() \
-            not in ("ext2/ext3", "ext4"):
+    if subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True, text=True).stdout.strip() not in (
+        "ext2/ext3",
+        "ext4",
+    ):
         pytest.skip("not ext4: the top-directory hint means nothing here")
     assert flags[0] & writer._FS_TOPDIR_FL
 
@@ -322,8 +335,9 @@ def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path
     conn = store.connect(farm.settings.results_db)
     stored = {}
     for sha, w, samples in conn.execute(
-            "SELECT r.sha, m.workload, m.samples FROM runs r JOIN measurements m ON m.run_id = r.id "
-            "WHERE r.status = 'ok' AND r.source = 'poll'"):
+        "SELECT r.sha, m.workload, m.samples FROM runs r JOIN measurements m ON m.run_id = r.id "
+        "WHERE r.status = 'ok' AND r.source = 'poll'"
+    ):
         stored[(sha, w)] = json.loads(samples)
     indexes = [k for k in files(out) if re.fullmatch(r"data/series/[0-9a-f]{12}/index\.json", k)]
     assert len(indexes) == 2
@@ -386,19 +400,30 @@ def test_alerts_show_triage_state_culprit_bisection_log_and_failing_channels(far
     assert "tester" in detail and "acknowledged" in detail
 
 
-@pytest.mark.parametrize("ratio, direction, colour, arrow", [
-    (0.9699, "higher", "red", " ▼"), (0.97, "higher", "red", " ▼"), (0.9701, "higher", "grey", ""),
-    (1.0299, "higher", "grey", ""), (1.03, "higher", "green", " ▲"), (1.2, "higher", "green", " ▲"),
-    (1.04, "lower", "red", " ▼"), (0.96, "lower", "green", " ▲"),
-])
+@pytest.mark.parametrize(
+    "ratio, direction, colour, arrow",
+    [
+        (0.9699, "higher", "red", " ▼"),
+        (0.97, "higher", "red", " ▼"),
+        (0.9701, "higher", "grey", ""),
+        (1.0299, "higher", "grey", ""),
+        (1.03, "higher", "green", " ▲"),
+        (1.2, "higher", "green", " ▲"),
+        (1.04, "lower", "red", " ▼"),
+        (0.96, "lower", "green", " ▲"),
+    ],
+)
 def test_rqps_colour_bands_and_the_number_is_always_printed(ratio, direction, colour, arrow):
     from master.detect.rqps import Bands
     from master.publish.ratios import RatioCache
 
     got = RatioCache(None, Bands(0.97, 1.03))._ratio(ratio, 0.9, 1.1, direction)
     assert got.colour == colour
-    html = environment().from_string('{% from "macros.html" import ratio %}{{ ratio(r) }}').render(
-        r=RatioView.of(got, "REL_1_0"))
+    html = (
+        environment()
+        .from_string('{% from "macros.html" import ratio %}{{ ratio(r) }}')
+        .render(r=RatioView.of(got, "REL_1_0"))
+    )
     assert f'class="rq {colour}"' in html and f"{ratio:.3f}{arrow}</span>" in html
 
 
@@ -427,23 +452,29 @@ def test_works_from_disk_relative_links_no_network(farm, tmp_path):
             if target and url != "data:,":  # the empty inline favicon: no request at all
                 assert (path.parent / target).resolve().exists(), f"{name}: {url} does not exist"
         assert "http://" not in text.replace("http://www.w3.org", "") or name.endswith(".atom"), name
-    assert not re.search(r"https?://", "".join(p.read_text() for k, p in all_files.items()
-                                                if k.startswith("static/")))
+    assert not re.search(r"https?://", "".join(p.read_text() for k, p in all_files.items() if k.startswith("static/")))
 
 
 def test_publish_cli(farm, tmp_path):
     out = tmp_path / "cli-site"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
     env.update(PERFFARM_MASTER_DATA_DIR=str(farm.settings.data_dir))
-    proc = subprocess.run([sys.executable, "-m", "master.cli", "publish", "--out", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "master.cli", "publish", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "publish: loading the samples" in proc.stdout
     assert f"open {out / 'index.html'} (works from disk)" in proc.stdout
     assert (out / "index.html").exists()
     env.update(PERFFARM_MASTER_DATA_DIR=str(tmp_path / "empty"))
-    proc = subprocess.run([sys.executable, "-m", "master.cli", "publish"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "master.cli", "publish"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 1 and "no results database" in proc.stderr
 
 
@@ -458,10 +489,14 @@ def test_a_failing_publish_never_loses_the_ingest(farm, tmp_path):
 
     path = farm.settings.incoming_dir / "late.json"
     from tests.site_support import result_doc
+
     path.write_text(json.dumps(result_doc(sha, {"pgbench": [850.0, 851.0]})))
-    out = ingest.ingest_file(farm.settings, path, store.RunContext(builder="fixture@local", worker="local",
-                                                                   source="poll", build_id=10_000,
-                                                                   got_revision=sha), "fixture")
+    out = ingest.ingest_file(
+        farm.settings,
+        path,
+        store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=10_000, got_revision=sha),
+        "fixture",
+    )
     after = pipeline.after_ingest(farm.settings, out.run_id)
     assert after.failed == ["publish"]
     assert any("site publish failed" in m and "perffarm publish" in m for m in after.messages)
@@ -513,11 +548,12 @@ def test_one_or_two_processes_write_the_same_site(farm, tmp_path, monkeypatch):
 
 def test_float_columns_write_what_the_json_encoder_writes():
     rng = np.random.default_rng(3)
-    for values, decimals in [(np.round(rng.normal(1.0, 0.05, 3000), 6), 6),
-                             (np.round(rng.uniform(0.01, 1e6, 3000) * rng.choice([-1, 1], 3000), 2), 2),
-                             (np.array([1.0, 2.5, 1e-4, 123456.0, 4503599627370495.0, 0.3]),
-                              np.array([0, 1, 4, 0, 0, 1])),
-                             (np.round(rng.uniform(0.5, 2.0, 3000), 6), np.full(3000, 6))]:
+    for values, decimals in [
+        (np.round(rng.normal(1.0, 0.05, 3000), 6), 6),
+        (np.round(rng.uniform(0.01, 1e6, 3000) * rng.choice([-1, 1], 3000), 2), 2),
+        (np.array([1.0, 2.5, 1e-4, 123456.0, 4503599627370495.0, 0.3]), np.array([0, 1, 4, 0, 0, 1])),
+        (np.round(rng.uniform(0.5, 2.0, 3000), 6), np.full(3000, 6)),
+    ]:
         values = np.where(rng.random(len(values)) < 0.05, np.nan, values)
         blob, off = join_columns([float_column(values, decimals, nan=True), literal_column(",", len(values))])
         assert blob.decode().split(",")[:-1] == [json.dumps(None if np.isnan(x) else x) for x in values.tolist()]
@@ -532,10 +568,12 @@ def test_float_columns_write_what_the_json_encoder_writes():
 def test_the_column_texts_equal_the_encoders_output(farm, tmp_path, monkeypatch):
     import master.publish.commits as commits_module
     import master.publish.pages.series_data as series_data_module
+
     proven = []
     for module in (commits_module, series_data_module):
-        monkeypatch.setattr(module, "float_column", lambda *a, f=module.float_column, **k: proven.append(f(*a, **k))
-                            or proven[-1])
+        monkeypatch.setattr(
+            module, "float_column", lambda *a, f=module.float_column, **k: proven.append(f(*a, **k)) or proven[-1]
+        )
     fast = publish_all(farm.settings, tmp_path / "fast", now=NOW, jobs=1)  # one process: `proven` sees all
     assert proven and all(c is not None for c in proven)  # this history takes the column path everywhere
     for module in (commits_module, series_data_module):  # every float column unproven: all through the encoders

@@ -26,13 +26,16 @@ def decoded(cols: list[np.ndarray]) -> list[list[float | None]]:
     return [[None if x is None else x / scale for x in c] for c in ints]
 
 
-@pytest.mark.parametrize("values", [
-    [1e308, 2.5],  # wrapped to -9223372036854775808 before
-    [1e19, -3e19, 12.25],
-    [2.0**53, 1.0],
-    [9.007199254740991e15, 4.0],  # just below 2**53: still integers
-    [1234.5, 0.0001, 0.0],  # the ordinary case stays integers
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1e308, 2.5],  # wrapped to -9223372036854775808 before
+        [1e19, -3e19, 12.25],
+        [2.0**53, 1.0],
+        [9.007199254740991e15, 4.0],  # just below 2**53: still integers
+        [1234.5, 0.0001, 0.0],  # the ordinary case stays integers
+    ],
+)
 def test_fixed_is_exact_or_falls_back_to_floats(values):
     col = np.array(values)
     (got,) = decoded([col])
@@ -57,8 +60,9 @@ def test_an_implausible_sample_is_rejected_at_validation():
 
 def test_huge_plausible_samples_reach_the_chart_exactly(tmp_path):
     repo = make_repo(tmp_path / "repo")
-    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
-                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings = load_settings(
+        environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"), "PERFFARM_REPOSITORY_URL": str(repo.path)}
+    )
     settings.incoming_dir.mkdir(parents=True)
     shas = [repo.head(), repo.bench_commit("b", 2), repo.bench_commit("c", 3)]
     levels = [1e20, 1.25e20, 3e299]

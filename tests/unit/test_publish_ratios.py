@@ -25,15 +25,18 @@ def test_the_resampled_median_distribution_is_exact(n):
 def test_ratio_is_median_ratio_and_bounds_are_bootstrap_percentiles():
     rng = random.Random(3)
     gen = np.random.default_rng(4)
-    pairs = [([rng.gauss(1000, 25) for _ in range(nb)], [rng.gauss(980, 25) for _ in range(nx)])
-             for nb, nx in [(5, 5), (3, 8), (10, 4), (2, 2), (7, 5), (6, 6)]]
+    pairs = [
+        ([rng.gauss(1000, 25) for _ in range(nb)], [rng.gauss(980, 25) for _ in range(nx)])
+        for nb, nx in [(5, 5), (3, 8), (10, 4), (2, 2), (7, 5), (6, 6)]
+    ]
     got = median_ratio_many(pairs)
     for (b, x), (r, lo, hi) in zip(pairs, got):
         assert r == median_ratio(b, x).ratio
         # the bounds are the 2.5% / 97.5% points of the bootstrap distribution (checked by resampling a lot)
         bb, xx = np.array(b), np.array(x)
-        boot = (np.median(xx[gen.integers(0, len(xx), (100_000, len(xx)))], axis=1)
-                / np.median(bb[gen.integers(0, len(bb), (100_000, len(bb)))], axis=1))
+        boot = np.median(xx[gen.integers(0, len(xx), (100_000, len(xx)))], axis=1) / np.median(
+            bb[gen.integers(0, len(bb), (100_000, len(bb)))], axis=1
+        )
         for bound, level in ((lo, 0.025), (hi, 0.975)):
             assert np.mean(boot <= bound + 1e-12) >= level - 0.003
             assert np.mean(boot < bound - 1e-12) <= level + 0.003

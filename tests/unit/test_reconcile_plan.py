@@ -40,11 +40,19 @@ def test_each_builder_decides_separately():
 
 
 def test_newest_only_leaves_commits_a_newer_measured_commit_covers():
-    changes = [{"revision": r, "branch": b} for r, b in
-               (("r1", "master"), ("r2", "master"), ("s1", "REL_17_STABLE"), ("r3", "master"), ("s2", "REL_17_STABLE"))]
+    changes = [
+        {"revision": r, "branch": b}
+        for r, b in (
+            ("r1", "master"),
+            ("r2", "master"),
+            ("s1", "REL_17_STABLE"),
+            ("r3", "master"),
+            ("s2", "REL_17_STABLE"),
+        )
+    ]
     seen = {("fixture@local", r) for r in ("r1", "r2", "r3", "s1", "s2")}
     have = {"fixture@local": {"r3"}}  # the push r1..r3 was measured at its newest commit only
-    pending = {(1, "s1")}              # s1 is queued; s2, newer on its branch, has nothing yet
+    pending = {(1, "s1")}  # s1 is queued; s2, newer on its branch, has nothing yet
     requeue, _, missing = plan_requeues(changes, BUILDERS, have, pending, {}, seen, 3, newest_only=True)
     assert [c["revision"] for c, _ in requeue] == ["s2"]
     assert missing == {("fixture@local", "s2")}

@@ -99,12 +99,18 @@ def test_credentials_settings_go_together_and_only_for_http() -> None:
     with pytest.raises(SettingsError, match=r"^repository\.password_secret: .*go together"):
         load_settings(environ={"PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token"})
     with pytest.raises(SettingsError, match=r"^repository\.password_secret: credentials apply to http"):
-        load_settings(environ={"PERFFARM_REPOSITORY_URL": "/srv/pg.git", "PERFFARM_REPOSITORY_USER": "alice",
-                               "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token"})
+        load_settings(
+            environ={
+                "PERFFARM_REPOSITORY_URL": "/srv/pg.git",
+                "PERFFARM_REPOSITORY_USER": "alice",
+                "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token",
+            }
+        )
     with pytest.raises(SettingsError, match=r"^repository\.password_secret: expected a secret name"):
         load_settings(environ={"PERFFARM_REPOSITORY_PASSWORD_SECRET": "../etc/passwd"})
-    s = load_settings(environ={"PERFFARM_REPOSITORY_USER": "alice",
-                               "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token"})
+    s = load_settings(
+        environ={"PERFFARM_REPOSITORY_USER": "alice", "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token"}
+    )
     rows = {k: v for k, v, _ in describe(s)}
     assert rows["repository.user"] == "alice" and rows["repository.password_secret"] == "repository-token"
 
@@ -113,7 +119,11 @@ def _perffarm(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Complete
     base = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
     return subprocess.run(
         [sys.executable, "-m", "master.cli", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60, env={**base, "PYTHONPATH": str(ROOT), **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "PYTHONPATH": str(ROOT), **env},
     )
 
 
@@ -127,8 +137,11 @@ def _perffarm(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Complete
 )
 @pytest.mark.parametrize("verb", [["settings"], ["settings", "--format", "json"], ["status"]])
 def test_perffarm_never_prints_a_token_from_the_url(tmp_path: Path, url: str, verb: list[str]) -> None:
-    env = {"PERFFARM_REPOSITORY_URL": url, "PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
-           "PERFFARM_MASTER_WEB_PORT": "9"}
+    env = {
+        "PERFFARM_REPOSITORY_URL": url,
+        "PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
+        "PERFFARM_MASTER_WEB_PORT": "9",
+    }
     proc = _perffarm(*verb, env=env, cwd=tmp_path)
     assert TOKEN not in proc.stdout + proc.stderr
     assert proc.returncode == 2 and "repository.url: https://" in proc.stderr and "***" in proc.stderr
@@ -138,9 +151,12 @@ def test_perffarm_settings_shows_the_secret_name_never_its_value(tmp_path: Path)
     secrets = tmp_path / "data" / "secrets"
     secrets.mkdir(parents=True)
     (secrets / "repository-token").write_text(TOKEN + "\n")
-    env = {"PERFFARM_REPOSITORY_URL": "https://git.example.org/pg.git", "PERFFARM_REPOSITORY_USER": "alice",
-           "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token",
-           "PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data")}
+    env = {
+        "PERFFARM_REPOSITORY_URL": "https://git.example.org/pg.git",
+        "PERFFARM_REPOSITORY_USER": "alice",
+        "PERFFARM_REPOSITORY_PASSWORD_SECRET": "repository-token",
+        "PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
+    }
     proc = _perffarm("settings", "--format", "json", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     shown = json.loads(proc.stdout)

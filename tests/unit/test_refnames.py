@@ -11,10 +11,46 @@ from master import refnames
 from master.steps import end_of_options, single_branch
 
 NAMES = [
-    "master", "REL_17_STABLE", "REL_17_5", "refs/tags/REL_1_0", "feature/x", "a.b", "x@y", "ü-branch", "a{b}",
-    "--upload-pack=touch${IFS}/tmp/x;git-upload-pack", "-x", "-", "a..b", "a b", "a\tb", "a~1", "a^", "a:b",
-    "a?", "a*", "a[b", "a\\b", ".hidden", "a/.b", "a.lock", "a/b.lock/c", "a/", "/a", "a//b", "a.", "@", "a@{1}",
-    "a\x1b[31m", "a\x7f", "a\x00b", "x" * 256, "refs/heads/-x", "HEAD", "@{-1}", "a/-b",
+    "master",
+    "REL_17_STABLE",
+    "REL_17_5",
+    "refs/tags/REL_1_0",
+    "feature/x",
+    "a.b",
+    "x@y",
+    "ü-branch",
+    "a{b}",
+    "--upload-pack=touch${IFS}/tmp/x;git-upload-pack",
+    "-x",
+    "-",
+    "a..b",
+    "a b",
+    "a\tb",
+    "a~1",
+    "a^",
+    "a:b",
+    "a?",
+    "a*",
+    "a[b",
+    "a\\b",
+    ".hidden",
+    "a/.b",
+    "a.lock",
+    "a/b.lock/c",
+    "a/",
+    "/a",
+    "a//b",
+    "a.",
+    "@",
+    "a@{1}",
+    "a\x1b[31m",
+    "a\x7f",
+    "a\x00b",
+    "x" * 256,
+    "refs/heads/-x",
+    "HEAD",
+    "@{-1}",
+    "a/-b",
 ]
 
 
@@ -61,19 +97,43 @@ def test_error_messages_show_control_characters_escaped_and_cut():
 def test_git_step_commands_get_end_of_options_where_git_takes_it():
     url = "/srv/postgres.git"
     assert end_of_options(["fetch", "-f", "--progress", url, "master"], url) == [
-        "fetch", "-f", "--progress", "--end-of-options", url, "master"]
+        "fetch",
+        "-f",
+        "--progress",
+        "--end-of-options",
+        url,
+        "master",
+    ]
     assert end_of_options(["cat-file", "-e", "abc"], url) == ["cat-file", "-e", "--end-of-options", "abc"]
     assert end_of_options(["checkout", "-f", "abc"], url) == ["checkout", "-f", "abc"]
 
 
 def test_git_accepts_the_end_of_options_shapes(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q",
-                    "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tmp_path),
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
     for cmd in (["fetch", "-f", "--end-of-options", ".", "HEAD"], ["cat-file", "-e", "--end-of-options", "HEAD"]):
         subprocess.run(["git", "-C", str(tmp_path), *cmd], check=True, capture_output=True)
-    proc = subprocess.run(["git", "-C", str(tmp_path), "fetch", "-f", "--end-of-options", ".", "--upload-pack=x"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(tmp_path), "fetch", "-f", "--end-of-options", ".", "--upload-pack=x"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and "upload-pack" not in proc.stderr.split("fatal:")[0]
 
 

@@ -23,8 +23,10 @@ def good() -> dict:
         "status": "ok",
         "log_excerpt": "",
         "workloads": [
-            {"name": "loop", "metrics": [{"name": "throughput", "unit": "ops/s", "direction": "higher",
-                                          "samples": [1.0, 2, 3.5]}]}
+            {
+                "name": "loop",
+                "metrics": [{"name": "throughput", "unit": "ops/s", "direction": "higher", "samples": [1.0, 2, 3.5]}],
+            }
         ],
     }
 
@@ -114,52 +116,52 @@ def _deep(levels: int) -> dict:
 
 
 BOUNDED = [
-        (SAMPLES, [1.0, 10**400], "$.workloads[0].metrics[0].samples[1]"),  # OverflowError in math.isfinite
-        (SAMPLES, [2**63], "$.workloads[0].metrics[0].samples[0]"),
-        (SAMPLES, [-(2**63) - 1], "$.workloads[0].metrics[0].samples[0]"),
-        (SAMPLES, [1e308], "$.workloads[0].metrics[0].samples[0]"),  # not a plausible measurement
-        (SAMPLES, [1.0, -1e301], "$.workloads[0].metrics[0].samples[1]"),
-        (SAMPLES, [None], "$.workloads[0].metrics[0].samples[0]"),
-        (SAMPLES, [[1.0]], "$.workloads[0].metrics[0].samples[0]"),
-        (["started_at"], {"at": 1}, "$.started_at"),
-        (["started_at"], "2026-11-22T03:04:12+00:00" + " " * 100, "$.started_at"),
-        (["finished_at"], "yesterday", "$.finished_at"),
-        (["finished_at"], 1700000000, "$.finished_at"),
-        (["recipe", "version"], 2**63, "$.recipe.version"),
-        (["recipe", "version"], 10**400, "$.recipe.version"),
-        (["machine", "fingerprint", "memory_bytes"], 2**64, "$.machine.fingerprint.memory_bytes"),
-        (["commit", "ref"], "master\ud800", "$.commit.ref"),  # a lone surrogate: SQLite cannot store it
-        (["commit", "ref"], "mas\x00ter", "$.commit.ref"),
-        (["commit", "ref"], "r" * 256, "$.commit.ref"),
-        (["machine", "id"], "m" * 129, "$.machine.id"),
-        (["machine", "id"], "\udfff", "$.machine.id"),
-        (["recipe", "config_hash"], "h" * 129, "$.recipe.config_hash"),
-        (["recipe", "config_hash"], "a\x1eb", "$.recipe.config_hash"),  # part of each series' key on the site
-        (["workloads", 0, "config_hash"], "h" * 129, "$.workloads[0].config_hash"),
-        (["workloads", 0, "config_hash"], "a\x1fb", "$.workloads[0].config_hash"),
-        (["workloads", 0, "config_hash"], "", "$.workloads[0].config_hash"),
-        (["workloads", 0, "config_hash"], 7, "$.workloads[0].config_hash"),
-        (["workloads", 0, "metrics", 0, "unit"], "u" * 129, "$.workloads[0].metrics[0].unit"),
-        (["workloads", 0, "metrics", 0, "unit"], "ms\ud83d", "$.workloads[0].metrics[0].unit"),
-        (["log_excerpt"], "error \ud800", "$.log_excerpt"),
-        (["machine", "fingerprint", "kernel"], "k" * 1025, "$.machine.fingerprint.kernel"),
-        (["machine", "fingerprint", "extra"], ["x"] * 257, "$.machine.fingerprint.extra"),
-        (["host_checks"], {"k": "x" * 1025}, "$.host_checks.k"),
-        (["host_checks"], {"k": 2**70}, "$.host_checks.k"),
-        (["host_checks"], {"k": [1, "\x00"]}, "$.host_checks.k[1]"),
-        (["host_checks"], {"\ud800": 1}, '$.host_checks["\\ud800"]'),
-        (["host_checks"], {f"k{i}": i for i in range(65)}, "$.host_checks"),
-        (["host_checks"], _deep(40), "$.host_checks.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x"),
-        (["host_checks"], {"noisy": "yes"}, "$.host_checks.noisy"),
-        (["host_checks"], {"noisy_reasons": "SMT"}, "$.host_checks.noisy_reasons"),
-        (["recipe", "options"], {"samples": 3}, "$.recipe.options.samples"),
-        (["recipe", "options"], {"a b": "x" * 1025}, '$.recipe.options["a b"]'),
-        (["timings"], {"build_seconds": "1 s"}, "$.timings.build_seconds"),
-        (["workloads", 0, "flags"], ["f" * 129], "$.workloads[0].flags[0]"),
-        (["workloads", 0, "flags"], ["sla-miss"] * 65, "$.workloads[0].flags"),
-        (["workloads", 0, "flags"], [""], "$.workloads[0].flags[0]"),
-        (["unknown"], "\ud800", "$.unknown"),  # fields the schema does not name are stored too (the raw result)
-        (["unknown"], [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]], "$.unknown[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]"),
+    (SAMPLES, [1.0, 10**400], "$.workloads[0].metrics[0].samples[1]"),  # OverflowError in math.isfinite
+    (SAMPLES, [2**63], "$.workloads[0].metrics[0].samples[0]"),
+    (SAMPLES, [-(2**63) - 1], "$.workloads[0].metrics[0].samples[0]"),
+    (SAMPLES, [1e308], "$.workloads[0].metrics[0].samples[0]"),  # not a plausible measurement
+    (SAMPLES, [1.0, -1e301], "$.workloads[0].metrics[0].samples[1]"),
+    (SAMPLES, [None], "$.workloads[0].metrics[0].samples[0]"),
+    (SAMPLES, [[1.0]], "$.workloads[0].metrics[0].samples[0]"),
+    (["started_at"], {"at": 1}, "$.started_at"),
+    (["started_at"], "2026-11-22T03:04:12+00:00" + " " * 100, "$.started_at"),
+    (["finished_at"], "yesterday", "$.finished_at"),
+    (["finished_at"], 1700000000, "$.finished_at"),
+    (["recipe", "version"], 2**63, "$.recipe.version"),
+    (["recipe", "version"], 10**400, "$.recipe.version"),
+    (["machine", "fingerprint", "memory_bytes"], 2**64, "$.machine.fingerprint.memory_bytes"),
+    (["commit", "ref"], "master\ud800", "$.commit.ref"),  # a lone surrogate: SQLite cannot store it
+    (["commit", "ref"], "mas\x00ter", "$.commit.ref"),
+    (["commit", "ref"], "r" * 256, "$.commit.ref"),
+    (["machine", "id"], "m" * 129, "$.machine.id"),
+    (["machine", "id"], "\udfff", "$.machine.id"),
+    (["recipe", "config_hash"], "h" * 129, "$.recipe.config_hash"),
+    (["recipe", "config_hash"], "a\x1eb", "$.recipe.config_hash"),  # part of each series' key on the site
+    (["workloads", 0, "config_hash"], "h" * 129, "$.workloads[0].config_hash"),
+    (["workloads", 0, "config_hash"], "a\x1fb", "$.workloads[0].config_hash"),
+    (["workloads", 0, "config_hash"], "", "$.workloads[0].config_hash"),
+    (["workloads", 0, "config_hash"], 7, "$.workloads[0].config_hash"),
+    (["workloads", 0, "metrics", 0, "unit"], "u" * 129, "$.workloads[0].metrics[0].unit"),
+    (["workloads", 0, "metrics", 0, "unit"], "ms\ud83d", "$.workloads[0].metrics[0].unit"),
+    (["log_excerpt"], "error \ud800", "$.log_excerpt"),
+    (["machine", "fingerprint", "kernel"], "k" * 1025, "$.machine.fingerprint.kernel"),
+    (["machine", "fingerprint", "extra"], ["x"] * 257, "$.machine.fingerprint.extra"),
+    (["host_checks"], {"k": "x" * 1025}, "$.host_checks.k"),
+    (["host_checks"], {"k": 2**70}, "$.host_checks.k"),
+    (["host_checks"], {"k": [1, "\x00"]}, "$.host_checks.k[1]"),
+    (["host_checks"], {"\ud800": 1}, '$.host_checks["\\ud800"]'),
+    (["host_checks"], {f"k{i}": i for i in range(65)}, "$.host_checks"),
+    (["host_checks"], _deep(40), "$.host_checks.x.x.x.x.x.x.x.x.x.x.x.x.x.x.x"),
+    (["host_checks"], {"noisy": "yes"}, "$.host_checks.noisy"),
+    (["host_checks"], {"noisy_reasons": "SMT"}, "$.host_checks.noisy_reasons"),
+    (["recipe", "options"], {"samples": 3}, "$.recipe.options.samples"),
+    (["recipe", "options"], {"a b": "x" * 1025}, '$.recipe.options["a b"]'),
+    (["timings"], {"build_seconds": "1 s"}, "$.timings.build_seconds"),
+    (["workloads", 0, "flags"], ["f" * 129], "$.workloads[0].flags[0]"),
+    (["workloads", 0, "flags"], ["sla-miss"] * 65, "$.workloads[0].flags"),
+    (["workloads", 0, "flags"], [""], "$.workloads[0].flags[0]"),
+    (["unknown"], "\ud800", "$.unknown"),  # fields the schema does not name are stored too (the raw result)
+    (["unknown"], [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]], "$.unknown[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]"),
 ]
 
 
@@ -178,8 +180,9 @@ def test_the_total_number_of_samples_is_bounded():
     metrics = [{"name": f"m{j}", "unit": "ops/s", "direction": "higher", "samples": [1.0] * per} for j in range(10)]
     doc["workloads"] = [{"name": "a", "metrics": metrics}]
     validate(doc)  # 1,000,000 in all: the largest allowed result
-    doc["workloads"].append({"name": "b", "metrics": [{"name": "m", "unit": "s", "direction": "lower",
-                                                        "samples": [1.0]}]})
+    doc["workloads"].append(
+        {"name": "b", "metrics": [{"name": "m", "unit": "s", "direction": "lower", "samples": [1.0]}]}
+    )
     with pytest.raises(ResultError, match=r"^\$\.workloads: more than 1000000 samples in all"):
         validate(doc)
 
@@ -187,11 +190,23 @@ def test_the_total_number_of_samples_is_bounded():
 def test_plausible_extremes_and_a_realistic_result_pass():
     doc = good()
     doc["workloads"][0]["metrics"][0]["samples"] = [0, -1.5, 1e300, -1e300, 2**63 - 1, 5e-324]
-    doc.update(started_at="2026-11-22T03:04:12+00:00", finished_at="2026-11-22T03:04:13.5+00:00",
-               timings={"build_seconds": 0.2, "bench_seconds": 1})
-    doc["host_checks"] = {"aslr": 2, "cpu_governor": ["ondemand", "performance"], "load_1min": 0.3, "noisy": True,
-                          "noisy_reasons": ["ASLR is on (randomize_va_space != 0)"], "smt_active": None,
-                          "swap_bytes": 0, "transparent_hugepages": "madvise", "turbo": None, "virtualized": "kvm"}
+    doc.update(
+        started_at="2026-11-22T03:04:12+00:00",
+        finished_at="2026-11-22T03:04:13.5+00:00",
+        timings={"build_seconds": 0.2, "bench_seconds": 1},
+    )
+    doc["host_checks"] = {
+        "aslr": 2,
+        "cpu_governor": ["ondemand", "performance"],
+        "load_1min": 0.3,
+        "noisy": True,
+        "noisy_reasons": ["ASLR is on (randomize_va_space != 0)"],
+        "smt_active": None,
+        "swap_bytes": 0,
+        "transparent_hugepages": "madvise",
+        "turbo": None,
+        "virtualized": "kvm",
+    }
     doc["recipe"]["options"] = {"workloads": "a,b", "samples": "3"}
     doc["commit"]["ref"] = "refs/tags/REL_17_5"
     doc["machine"]["fingerprint"]["cpu_model"] = "Intel\u00ae Xeon\u00ae \x1b[0m"  # odd but storable text

@@ -24,10 +24,29 @@ def pyz(tmp_path_factory):
 
 def run_phase(pyz, phase, tmp_path, *extra):
     return subprocess.run(
-        [sys.executable, str(pyz), phase, "--recipe", "fixture", "--src", str(tmp_path / "src"),
-         "--work", str(tmp_path / "work"), "--state", str(tmp_path / "state"), "--sha", SHA, "--ref", "master",
-         "--result", str(tmp_path / "result.json"), *extra],
-        capture_output=True, text=True, cwd=tmp_path,
+        [
+            sys.executable,
+            str(pyz),
+            phase,
+            "--recipe",
+            "fixture",
+            "--src",
+            str(tmp_path / "src"),
+            "--work",
+            str(tmp_path / "work"),
+            "--state",
+            str(tmp_path / "state"),
+            "--sha",
+            SHA,
+            "--ref",
+            "master",
+            "--result",
+            str(tmp_path / "result.json"),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
 
 
@@ -42,8 +61,11 @@ def test_zipapp_is_deterministic_and_self_contained(tmp_path, pyz):
     names = zipfile.ZipFile(pyz).namelist()
     assert "__main__.py" in names and "recipes/runner.py" in names and "workers/hostinfo.py" in names
     assert not any("__pycache__" in n for n in names)
-    listed = json.loads(subprocess.run([sys.executable, "-I", str(pyz), "list"], capture_output=True,
-                                       text=True, check=True, cwd=tmp_path).stdout)
+    listed = json.loads(
+        subprocess.run(
+            [sys.executable, "-I", str(pyz), "list"], capture_output=True, text=True, check=True, cwd=tmp_path
+        ).stdout
+    )
     assert {r["name"] for r in listed} == set(registry.discover())
 
 
@@ -82,7 +104,7 @@ def test_bench_without_a_build_is_a_usage_error(tmp_path, pyz):
 
 
 def test_crashing_benchmark_is_a_bench_failed_result(tmp_path, pyz):
-    write_src(tmp_path, '#include <stdlib.h>\nint main(void){ abort(); }\n')
+    write_src(tmp_path, "#include <stdlib.h>\nint main(void){ abort(); }\n")
     assert run_phase(pyz, "build", tmp_path).returncode == 0
     bench = run_phase(pyz, "bench", tmp_path)
     assert bench.returncode == 3
@@ -92,8 +114,9 @@ def test_crashing_benchmark_is_a_bench_failed_result(tmp_path, pyz):
 
 def test_a_log_with_nul_bytes_is_a_result_the_master_accepts(tmp_path, pyz):
     # the excerpt is the program's output: NUL (which the master refuses to store as text) becomes U+FFFD
-    write_src(tmp_path, '#include <stdio.h>\nint main(void){ fwrite("bad\\0line \\377\\n", 1, 11, stdout); '
-                        'return 0; }\n')
+    write_src(
+        tmp_path, '#include <stdio.h>\nint main(void){ fwrite("bad\\0line \\377\\n", 1, 11, stdout); return 0; }\n'
+    )
     assert run_phase(pyz, "build", tmp_path).returncode == 0
     assert run_phase(pyz, "bench", tmp_path).returncode == 3
     doc = validate(json.loads((tmp_path / "result.json").read_text()))
@@ -101,9 +124,30 @@ def test_a_log_with_nul_bytes_is_a_result_the_master_accepts(tmp_path, pyz):
 
 
 def test_unknown_recipe_is_named(tmp_path, pyz):
-    proc = subprocess.run([sys.executable, str(pyz), "build", "--recipe", "nope", "--src", ".", "--work", "w",
-                           "--state", "s", "--sha", SHA, "--ref", "m", "--result", "r.json"],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(pyz),
+            "build",
+            "--recipe",
+            "nope",
+            "--src",
+            ".",
+            "--work",
+            "w",
+            "--state",
+            "s",
+            "--sha",
+            SHA,
+            "--ref",
+            "m",
+            "--result",
+            "r.json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2 and "no recipe named 'nope'" in proc.stderr and "fixture" in proc.stderr
 
 

@@ -40,8 +40,13 @@ def test_default_ref_filter(ref, watched):
 def test_environment_overrides_file_overrides_default(tmp_path):
     cfg = tmp_path / "farm.toml"
     cfg.write_text('[master]\nweb_port = 8123\ndata_dir = "state"\n[recipes]\nenabled = ["fixture"]\n')
-    s = load_settings(environ={"PERFFARM_CONFIG": str(cfg), "PERFFARM_MASTER_WEB_PORT": "8200",
-                               "PERFFARM_REPOSITORY_BRANCHES": "master, REL_18_STABLE"})
+    s = load_settings(
+        environ={
+            "PERFFARM_CONFIG": str(cfg),
+            "PERFFARM_MASTER_WEB_PORT": "8200",
+            "PERFFARM_REPOSITORY_BRANCHES": "master, REL_18_STABLE",
+        }
+    )
     assert s.web_port == 8200
     assert s.data_dir == (tmp_path / "state").resolve()  # relative to the file that set it
     assert s.branches == ("master", "REL_18_STABLE")
@@ -105,21 +110,32 @@ def test_site_defaults_overrides_and_port_clash(tmp_path):
 
 
 def test_queued_mode_and_recipe_options_from_the_environment():
-    s = load_settings(environ={"PERFFARM_MASTER_QUEUED": "newest", "PERFFARM_RECIPES_ENABLED": "pg-quick,fixture",
-                               "PERFFARM_RECIPES_OPTIONS": "pg-quick:workloads=a,b  pg-quick:instruction_samples=3"})
+    s = load_settings(
+        environ={
+            "PERFFARM_MASTER_QUEUED": "newest",
+            "PERFFARM_RECIPES_ENABLED": "pg-quick,fixture",
+            "PERFFARM_RECIPES_OPTIONS": "pg-quick:workloads=a,b  pg-quick:instruction_samples=3",
+        }
+    )
     assert s.queued == "newest"
     assert s.recipe_options == {"pg-quick": ("workloads=a,b", "instruction_samples=3")}
-    assert ("recipes.options", ["pg-quick:workloads=a,b", "pg-quick:instruction_samples=3"],
-            "env PERFFARM_RECIPES_OPTIONS") in describe(s)
+    assert (
+        "recipes.options",
+        ["pg-quick:workloads=a,b", "pg-quick:instruction_samples=3"],
+        "env PERFFARM_RECIPES_OPTIONS",
+    ) in describe(s)
     assert load_settings(environ={}).queued == "every" and load_settings(environ={}).recipe_options == {}
 
 
-@pytest.mark.parametrize("env, key", [
-    ({"PERFFARM_MASTER_QUEUED": "oldest"}, "master.queued"),
-    ({"PERFFARM_RECIPES_OPTIONS": "workloads=a"}, "recipes.options"),
-    ({"PERFFARM_RECIPES_OPTIONS": "pg-quick:Bad Key=1"}, "recipes.options"),
-    ({"PERFFARM_RECIPES_OPTIONS": "pg-full:samples=3"}, "recipes.options"),  # not an enabled recipe
-])
+@pytest.mark.parametrize(
+    "env, key",
+    [
+        ({"PERFFARM_MASTER_QUEUED": "oldest"}, "master.queued"),
+        ({"PERFFARM_RECIPES_OPTIONS": "workloads=a"}, "recipes.options"),
+        ({"PERFFARM_RECIPES_OPTIONS": "pg-quick:Bad Key=1"}, "recipes.options"),
+        ({"PERFFARM_RECIPES_OPTIONS": "pg-full:samples=3"}, "recipes.options"),  # not an enabled recipe
+    ],
+)
 def test_queued_and_options_errors_name_the_key(env, key):
     with pytest.raises(SettingsError, match=key.replace(".", r"\.")):
         load_settings(environ=env)
@@ -129,8 +145,13 @@ def test_queued_and_options_errors_name_the_key(env, key):
 def test_a_web_ui_beyond_loopback_without_users_is_refused(host):
     with pytest.raises(SettingsError, match=r"master.web_host: .*no login.*web_users.*SSH tunnel"):
         load_settings(environ={"PERFFARM_MASTER_WEB_HOST": host})
-    s = load_settings(environ={"PERFFARM_MASTER_WEB_HOST": host, "PERFFARM_MASTER_WEB_USERS": "alice,bob",
-                               "PERFFARM_MASTER_WEB_URL": "https://perf.example.org"})
+    s = load_settings(
+        environ={
+            "PERFFARM_MASTER_WEB_HOST": host,
+            "PERFFARM_MASTER_WEB_USERS": "alice,bob",
+            "PERFFARM_MASTER_WEB_URL": "https://perf.example.org",
+        }
+    )
     assert s.web_exposed and s.web_users == ("alice", "bob") and s.web_url == "https://perf.example.org/"
 
 
@@ -156,8 +177,17 @@ def test_perffarm_run_refuses_a_web_user_without_a_password_secret(tmp_path, cap
     assert not s.master_dir.exists(), "nothing may start before the secrets are there"
 
 
-@pytest.mark.parametrize("ref", ["refs/heads/-x1", "refs/heads/--upload-pack=touch", "refs/tags/-x",
-                                 "refs/heads/a b", "refs/heads/a..b", "refs/heads/x.lock"])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "refs/heads/-x1",
+        "refs/heads/--upload-pack=touch",
+        "refs/tags/-x",
+        "refs/heads/a b",
+        "refs/heads/a..b",
+        "refs/heads/x.lock",
+    ],
+)
 def test_a_ref_git_would_not_create_is_never_watched_even_by_a_wide_filter(ref):
     # one such ref in the repository made the poller's single `git fetch` fail on every poll (chaos suite)
     s = load_settings(environ={"PERFFARM_REPOSITORY_BRANCHES": ".*", "PERFFARM_REPOSITORY_TAGS": ".*"})

@@ -43,13 +43,13 @@ class StepTestCase(TestBuildStepMixin, TestReactorMixin, unittest.TestCase):
         self.tmp = Path(tempfile.mkdtemp(prefix="perffarm-steps-"))
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.repo = make_repo(self.tmp / "repo")
-        self.settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": f"{self.tmp}/data",
-                                               "PERFFARM_REPOSITORY_URL": str(self.repo.path)})
+        self.settings = load_settings(
+            environ={"PERFFARM_MASTER_DATA_DIR": f"{self.tmp}/data", "PERFFARM_REPOSITORY_URL": str(self.repo.path)}
+        )
         return self.setup_test_build_step()
 
 
 class CheckSourceTest(StepTestCase):
-
     def _check(self, branch, revision):
         self.setup_step(CheckSource(self.settings))
         self.get_nth_step(0).build.sources[""] = SimpleNamespace(branch=branch, revision=revision)
@@ -59,9 +59,11 @@ class CheckSourceTest(StepTestCase):
         self.expect_outcome(result=FAILURE, state_string="refused: unsafe branch or revision (failure)")
         self.expect_property(SOURCE_REFUSED, True, "CheckSource")
         self.expect_log_file_stderr(
-            "check", "REFUSED, nothing was run on the worker: branch '--upload-pack=touch${IFS}/tmp/x;sh' starts "
+            "check",
+            "REFUSED, nothing was run on the worker: branch '--upload-pack=touch${IFS}/tmp/x;sh' starts "
             "with '-' (git would read it as an option).\nGive a branch or tag name as `git check-ref-format "
-            "--branch` accepts it and a commit sha.\n")
+            "--branch` accepts it and a commit sha.\n",
+        )
         return self._check("--upload-pack=touch${IFS}/tmp/x;sh", None)
 
     def test_a_revision_that_is_an_option_is_refused(self):
@@ -165,8 +167,9 @@ class RecordAttemptTest(StepTestCase):
         path = self.settings.incoming_dir / "r.json"
         path.write_text(json.dumps(result_for(sha)))
         key = f"{master_instance(self.settings)}/{request_id}"
-        run = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=1, got_revision=sha,
-                               request_key=key)
+        run = store.RunContext(
+            builder="fixture@local", worker="local", source="poll", build_id=1, got_revision=sha, request_key=key
+        )
         return ingest.ingest_file(self.settings, path, run, "fixture").run_id
 
     @defer.inlineCallbacks

@@ -18,19 +18,26 @@ SQL = re.compile(r"\.(execute|executemany|executescript)\(|\bsqlite3\.connect\("
 
 
 def outside_the_store() -> list[tuple[str, Path]]:
-    return [(p.relative_to(MASTER).as_posix(), p) for p in sorted(MASTER.rglob("*.py"))
-            if not p.relative_to(MASTER).as_posix().startswith("store/")]
+    return [
+        (p.relative_to(MASTER).as_posix(), p)
+        for p in sorted(MASTER.rglob("*.py"))
+        if not p.relative_to(MASTER).as_posix().startswith("store/")
+    ]
 
 
 def test_only_the_store_runs_sql() -> None:
     found = [
         f"master/{rel}:{n}: {line.strip()}"
-        for rel, path in outside_the_store() if rel not in ALLOWED
-        for n, line in enumerate(path.read_text().splitlines(), 1) if SQL.search(line)
+        for rel, path in outside_the_store()
+        if rel not in ALLOWED
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if SQL.search(line)
     ]
-    assert not found, ("SQL outside master/store/: move it into the store as a function that returns records "
-                       "(or, for another database than results.sqlite, add the module to ALLOWED with the "
-                       "reason):\n" + "\n".join(found))
+    assert not found, (
+        "SQL outside master/store/: move it into the store as a function that returns records "
+        "(or, for another database than results.sqlite, add the module to ALLOWED with the "
+        "reason):\n" + "\n".join(found)
+    )
 
 
 def test_every_allowed_module_still_needs_it() -> None:
@@ -42,7 +49,11 @@ def test_the_store_returns_records_not_rows() -> None:
     found = []
     for path in sorted((MASTER / "store").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and node.returns is not None
-                    and "sqlite3.Row" in ast.unparse(node.returns)):
+            if (
+                isinstance(node, ast.FunctionDef)
+                and not node.name.startswith("_")
+                and node.returns is not None
+                and "sqlite3.Row" in ast.unparse(node.returns)
+            ):
                 found.append(f"master/store/{path.name}:{node.lineno}: {node.name} -> {ast.unparse(node.returns)}")
     assert not found, "public store functions return sqlite3.Row; give them a record type:\n" + "\n".join(found)

@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def env(tmp_path):
     repo = make_repo(tmp_path / "repo")
-    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
-                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings = load_settings(
+        environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"), "PERFFARM_REPOSITORY_URL": str(repo.path)}
+    )
     settings.incoming_dir.mkdir(parents=True)
     return repo, settings
 
@@ -41,8 +42,9 @@ def result_for(sha, ref="master", samples=(1.0, 2.0)):
 
 
 def run_ctx(build_id=1, sha=None, revision=None):
-    return store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=build_id,
-                            got_revision=sha, revision=revision)
+    return store.RunContext(
+        builder="fixture@local", worker="local", source="poll", build_id=build_id, got_revision=sha, revision=revision
+    )
 
 
 def test_migrations_wal_and_version(tmp_path):
@@ -61,8 +63,12 @@ def test_processes_opening_a_new_database_at_once_migrate_it_once(tmp_path):
     # for the first migration instead of replaying it ("table machines already exists" before the fix).
     path = tmp_path / "r.sqlite"
     code = "import sys; from master import store; store.connect(sys.argv[1]).close(); print('ok')"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(8)
+    ]
     outs = [p.communicate(timeout=60) for p in procs]
     assert [(p.returncode, o.strip()) for p, (o, _) in zip(procs, outs)] == [(0, "ok")] * 8, [e for _, e in outs]
     conn = store.connect(path)
@@ -110,8 +116,9 @@ def test_annotated_tag_maps_to_its_commit(env):
     repo.tag("REL_15_1")
     tag_object = repo.git("rev-parse", "REL_15_1")
     assert tag_object != sha
-    ingest.ingest_file(settings, put(settings, result_for(sha, "refs/tags/REL_15_1")),
-                       run_ctx(1, sha, revision=tag_object), "fixture")
+    ingest.ingest_file(
+        settings, put(settings, result_for(sha, "refs/tags/REL_15_1")), run_ctx(1, sha, revision=tag_object), "fixture"
+    )
     conn = store.connect(settings.results_db)
     assert conn.execute("SELECT sha FROM tags WHERE name = 'REL_15_1'").fetchone()[0] == sha
     assert tuple(conn.execute("SELECT ref, revision FROM runs").fetchone()) == ("REL_15_1", tag_object)
@@ -217,8 +224,15 @@ def test_a_result_without_a_checked_out_revision_is_never_stored(env):
 def test_a_checkout_of_another_commit_than_resolved_is_no_result(env):
     repo, settings = env
     old, new = repo.head(), repo.bench_commit("new", 2000)
-    ctx = store.RunContext(builder="fixture@local", worker="local", source="force", build_id=1, got_revision=old,
-                           revision="master", expected_sha=new)
+    ctx = store.RunContext(
+        builder="fixture@local",
+        worker="local",
+        source="force",
+        build_id=1,
+        got_revision=old,
+        revision="master",
+        expected_sha=new,
+    )
     with pytest.raises(ingest.NoResult, match=f"checked out {old[:12]}.*resolved .* to {new[:12]}"):
         ingest.ingest_file(settings, put(settings, result_for(old)), ctx, "fixture")
 
@@ -226,8 +240,9 @@ def test_a_checkout_of_another_commit_than_resolved_is_no_result(env):
 def test_the_run_ref_is_the_masters_not_the_workers(env):
     repo, settings = env
     sha = repo.head()
-    ctx = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=1, got_revision=sha,
-                           ref="master")
+    ctx = store.RunContext(
+        builder="fixture@local", worker="local", source="poll", build_id=1, got_revision=sha, ref="master"
+    )
     ingest.ingest_file(settings, put(settings, result_for(sha, ref="--upload-pack=evil")), ctx, "fixture")
     conn = store.connect(settings.results_db)
     assert [tuple(r) for r in conn.execute("SELECT ref FROM runs")] == [("master",)]
@@ -237,18 +252,21 @@ def test_a_retried_build_request_is_stored_once(env):
     # Buildbot retries a request under a new build id after the master was killed: the key is the request
     repo, settings = env
     sha = repo.head()
-    first = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=7, got_revision=sha,
-                             request_key="abc/3")
+    first = store.RunContext(
+        builder="fixture@local", worker="local", source="poll", build_id=7, got_revision=sha, request_key="abc/3"
+    )
     out = ingest.ingest_file(settings, put(settings, result_for(sha), "b-7.json"), first, "fixture")
-    retried = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=8,
-                               got_revision=sha, request_key="abc/3")
+    retried = store.RunContext(
+        builder="fixture@local", worker="local", source="poll", build_id=8, got_revision=sha, request_key="abc/3"
+    )
     path = put(settings, result_for(sha), "b-8.json")
     with pytest.raises(store.AlreadyStored) as info:
         ingest.ingest_file(settings, path, retried, "fixture")
     assert info.value.run_id == out.run_id and not path.exists()
     # a new master directory restarts Buildbot's ids: the same numbers from another instance are a new request
-    other = store.RunContext(builder="fixture@local", worker="local", source="poll", build_id=7, got_revision=sha,
-                             request_key="def/3")
+    other = store.RunContext(
+        builder="fixture@local", worker="local", source="poll", build_id=7, got_revision=sha, request_key="def/3"
+    )
     assert ingest.ingest_file(settings, put(settings, result_for(sha), "c-7.json"), other, "fixture").run_id
     conn = store.connect(settings.results_db)
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
@@ -263,23 +281,29 @@ def test_migration_5_keeps_old_runs_and_frees_build_ids(tmp_path):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version={version}")
     conn.execute("INSERT INTO machines VALUES ('m', '{}', 0)")
-    conn.execute("INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
-                 "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, result) "
-                 "VALUES ('a', 'a', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', 5, '', '{}', 0, 0, '{}')")
+    conn.execute(
+        "INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
+        "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, result) "
+        "VALUES ('a', 'a', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', 5, '', '{}', 0, 0, '{}')"
+    )
     conn.commit()
     conn.close()
     conn = store.connect(path)
     assert [tuple(r) for r in conn.execute("SELECT build_id, request_key FROM runs")] == [(5, None)]
     # build ids are no longer unique keys: a recreated Buildbot database numbers its builds from 1 again
-    conn.execute("INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
-                 "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, result, "
-                 "request_key) VALUES ('b', 'b', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', 5, '', '{}', "
-                 "0, 0, '{}', 'new/1')")
+    conn.execute(
+        "INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
+        "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, result, "
+        "request_key) VALUES ('b', 'b', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', 5, '', '{}', "
+        "0, 0, '{}', 'new/1')"
+    )
     with pytest.raises(sqlite3.IntegrityError):
-        conn.execute("INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
-                     "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, "
-                     "result, request_key) VALUES ('c', 'c', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', "
-                     "6, '', '{}', 0, 0, '{}', 'new/1')")
+        conn.execute(
+            "INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
+            "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, "
+            "result, request_key) VALUES ('c', 'c', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', "
+            "6, '', '{}', 0, 0, '{}', 'new/1')"
+        )
 
 
 def test_migration_6_keeps_stored_measurements_in_their_series(tmp_path):
@@ -294,19 +318,26 @@ def test_migration_6_keeps_stored_measurements_in_their_series(tmp_path):
         conn.execute(f"PRAGMA user_version={version}")
     conn.execute("INSERT INTO machines VALUES ('m1', '{}', 0)")
     for run_id, config_hash in ((1, "h-one"), (2, "h-two")):
-        conn.execute("INSERT INTO runs (id, sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
-                     "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, result) "
-                     f"VALUES ({run_id}, 'a', 'a', 'master', 'b', 'w', 'm1', 'fixture', 1, ?, 'ok', 'poll', "
-                     f"{run_id}, '', '{{}}', 0, 0, '{{}}')", (config_hash,))
+        conn.execute(
+            "INSERT INTO runs (id, sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
+            "config_hash, status, source, build_id, log_excerpt, host_checks, noisy, ingested_at, result) "
+            f"VALUES ({run_id}, 'a', 'a', 'master', 'b', 'w', 'm1', 'fixture', 1, ?, 'ok', 'poll', "
+            f"{run_id}, '', '{{}}', 0, 0, '{{}}')",
+            (config_hash,),
+        )
         for workload in ("loop", "other"):
-            conn.execute("INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
-                         "VALUES (?, ?, 'throughput', 'ops/s', 'higher', '[1.0]', '[]')", (run_id, workload))
+            conn.execute(
+                "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
+                "VALUES (?, ?, 'throughput', 'ops/s', 'higher', '[1.0]', '[]')",
+                (run_id, workload),
+            )
     conn.commit()
     conn.close()
     conn = store.connect(path)
-    assert [tuple(r) for r in conn.execute("SELECT run_id, workload, config_hash FROM measurements "
-                                           "ORDER BY run_id, workload")] == [
-        (1, "loop", "h-one"), (1, "other", "h-one"), (2, "loop", "h-two"), (2, "other", "h-two")]
+    assert [
+        tuple(r)
+        for r in conn.execute("SELECT run_id, workload, config_hash FROM measurements ORDER BY run_id, workload")
+    ] == [(1, "loop", "h-one"), (1, "other", "h-one"), (2, "loop", "h-two"), (2, "other", "h-two")]
     # a later result of a recipe without per-workload hashes, under the same config, joins the same measure key
     doc = good()
     doc["recipe"]["config_hash"] = "h-two"
@@ -324,11 +355,15 @@ def test_migration_7_renames_the_alert_message_version_and_keeps_it(tmp_path):
         for statement in store.connection._statements(script):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version={version}")
-    conn.execute("INSERT INTO alerts (id, branch, kind, severity, sha, position, revision, signature, changes, "
-                 "created_at, updated_at) VALUES ('a-1', 'master', 'regression', 'warn', 's', 3, 4, '{}', "
-                 "'[[4, \"new line\"]]', 1, 2)")
-    conn.execute("INSERT INTO alert_outbox (alert_id, channel, event, revision, idempotency_key, payload, "
-                 "available_at, created_at) VALUES ('a-1', 'chat', 'updated', 4, 'a-1/chat/r4', '{}', 0, 0)")
+    conn.execute(
+        "INSERT INTO alerts (id, branch, kind, severity, sha, position, revision, signature, changes, "
+        "created_at, updated_at) VALUES ('a-1', 'master', 'regression', 'warn', 's', 3, 4, '{}', "
+        "'[[4, \"new line\"]]', 1, 2)"
+    )
+    conn.execute(
+        "INSERT INTO alert_outbox (alert_id, channel, event, revision, idempotency_key, payload, "
+        "available_at, created_at) VALUES ('a-1', 'chat', 'updated', 4, 'a-1/chat/r4', '{}', 0, 0)"
+    )
     conn.commit()
     conn.close()
     conn = store.connect(path)
@@ -363,12 +398,12 @@ def _raw(sha: str, **replace: str) -> str:
         ({"workloads.0.metrics.0.samples": "[1.0, 1" + "0" * 400 + "]"}, "$.workloads[0].metrics[0].samples[1]"),
         ({"workloads.0.metrics.0.samples": "[1" + "0" * 5000 + "]"}, "not valid JSON"),  # Python's 4,300 digits
         ({"host_checks": "[" * 100_000 + "]" * 100_000}, "nested too deeply"),  # RecursionError in json.loads
-        ({"host_checks": "{\"a\":" * 50 + "1" + "}" * 50}, "$.host_checks.a.a.a"),
-        ({"started_at": "{\"t\": 1}"}, "$.started_at"),  # SQLite cannot bind an object: deferred forever before
+        ({"host_checks": '{"a":' * 50 + "1" + "}" * 50}, "$.host_checks.a.a.a"),
+        ({"started_at": '{"t": 1}'}, "$.started_at"),  # SQLite cannot bind an object: deferred forever before
         ({"recipe.version": str(2**63)}, "$.recipe.version"),  # SQLite INTEGER overflow: deferred forever before
-        ({"commit.ref": "\"master\\ud800\""}, "$.commit.ref"),  # a lone surrogate: deferred forever before
-        ({"machine.id": "\"m\\u0000\""}, "$.machine.id"),
-        ({"log_excerpt": "\"\\udc80\""}, "$.log_excerpt"),
+        ({"commit.ref": '"master\\ud800"'}, "$.commit.ref"),  # a lone surrogate: deferred forever before
+        ({"machine.id": '"m\\u0000"'}, "$.machine.id"),
+        ({"log_excerpt": '"\\udc80"'}, "$.log_excerpt"),
     ],
 )
 def test_malformed_values_are_rejected_once_with_their_path(env, members, where):

@@ -24,8 +24,9 @@ RAW = ("\x1b", "\x07", "\x9b", "\r", "\u202e", "\u202c", "\u2066", "\u2069", "\u
 
 
 def test_visible_shows_controls_and_bidi_as_escapes():
-    assert visible(SUBJECT) == ("fix \\x1b[2J\\x1b]0;pwned\\x07 \\x9b31m \\rgone \\u202eevil\\u202c \\u2066iso\\u2069 "
-                                "\\u200fmark zw\\u200bsp").replace("\\rgone", "\\x0dgone")
+    assert visible(SUBJECT) == (
+        "fix \\x1b[2J\\x1b]0;pwned\\x07 \\x9b31m \\rgone \\u202eevil\\u202c \\u2066iso\\u2069 \\u200fmark zw\\u200bsp"
+    ).replace("\\rgone", "\\x0dgone")
     assert visible("tab\there\nnew\x7fdel\x00nul\ud800") == "tab\\x09here\\x0anew\\x7fdel\\x00nul\\ud800"
     assert visible("\U000e0041tag") == "\\U000e0041tag"
     for ok in ("plain ASCII", "caf\u00e9 na\u00efve \u65e5\u672c \U0001f600", "a\\x1b literal backslash", ""):
@@ -85,8 +86,11 @@ def test_bisect_status_shows_the_culprits_subject_and_author_as_escapes(farm, ca
     conn = store.connect(settings.results_db)
     with store.transaction(conn):
         bid = state.create(conn, good=base, bad=evil, workload="loop")
-        conn.execute("UPDATE bisections SET state = 'culprit', culprit = ?, parent = ?, ratio = 0.9, ci_low = 0.88, "
-                     "ci_high = 0.92, reason = ? WHERE id = ?", (evil, base, "slower \x1b[5mblink", bid))
+        conn.execute(
+            "UPDATE bisections SET state = 'culprit', culprit = ?, parent = ?, ratio = 0.9, ci_low = 0.88, "
+            "ci_high = 0.92, reason = ? WHERE id = ?",
+            (evil, base, "slower \x1b[5mblink", bid),
+        )
     assert main(["bisect", "--status", str(bid)]) == 0
     out = capsys.readouterr().out
     assert_inert(out)
@@ -116,15 +120,20 @@ def test_the_site_shows_controls_and_bidi_as_escapes(farm, tmp_path):
 
     settings, base, evil = farm
     failed = result_for(evil)
-    failed.update(status="build-failed", workloads=[],
-                  log_excerpt="cc: error \x1b[31mred\x1b[0m\n\u202eevil\u202c\tend")
-    ctx = store.RunContext(builder="fixture@local", worker="local", source="force", build_id=3, got_revision=evil,
-                           ref="REL_\u202e1")
+    failed.update(
+        status="build-failed", workloads=[], log_excerpt="cc: error \x1b[31mred\x1b[0m\n\u202eevil\u202c\tend"
+    )
+    ctx = store.RunContext(
+        builder="fixture@local", worker="local", source="force", build_id=3, got_revision=evil, ref="REL_\u202e1"
+    )
     ingest.ingest_file(settings, put(settings, failed, "b-3.json"), ctx, "fixture")
     out = tmp_path / "site"
     publish_all(settings, out, now=1_800_000_000.0, jobs=1)
-    texts = {p.relative_to(out).as_posix(): p.read_text(encoding="utf-8")
-             for p in out.rglob("*") if p.is_file() and p.suffix in (".html", ".js", ".json", ".atom")}
+    texts = {
+        p.relative_to(out).as_posix(): p.read_text(encoding="utf-8")
+        for p in out.rglob("*")
+        if p.is_file() and p.suffix in (".html", ".js", ".json", ".atom")
+    }
     assert any(k.startswith("data/commits/") for k in texts)
     for name, text in texts.items():
         for ch in RAW:
@@ -140,8 +149,16 @@ def test_the_site_shows_controls_and_bidi_as_escapes(farm, tmp_path):
 def test_templates_show_controls_and_bidi_as_escapes():
     from master.publish.render import render
 
-    page = render("health.html", root="", title=SUBJECT, now=0, branches=[], workers=[], channels=[],
-                  noisy=[{"machine": "m\u202e1", "last": 0, "reasons": ["load \x1b[5m high", "two\nlines"]}])
+    page = render(
+        "health.html",
+        root="",
+        title=SUBJECT,
+        now=0,
+        branches=[],
+        workers=[],
+        channels=[],
+        noisy=[{"machine": "m\u202e1", "last": 0, "reasons": ["load \x1b[5m high", "two\nlines"]}],
+    )
     assert_inert(page)
     assert "fix \\x1b[2J" in page and "m\\u202e1" in page and "load \\x1b[5m high" in page
     assert "two\nlines" in page  # newlines stay: harmless in HTML

@@ -58,8 +58,9 @@ def recipes_copy(tmp_path: Path) -> Path:
 def hashes(root: Path) -> dict[str, dict]:
     """Run and workload hashes of the pg recipes as the recipes package under `root` computes them."""
     code = f"import sys; sys.path.insert(0, {str(root)!r})\n" + _HASHES
-    out = subprocess.run([sys.executable, "-I", "-c", code, *RECIPES], capture_output=True, text=True, cwd=root,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code, *RECIPES], capture_output=True, text=True, cwd=root, check=True
+    ).stdout
     return json.loads(out)
 
 
@@ -79,16 +80,28 @@ def test_adding_a_workload_leaves_every_other_workloads_series_identity_unchange
     before = hashes(recipes_copy)
     quick = recipes_copy / "recipes/pg/profiles/quick.json"
     profile = json.loads(quick.read_text())
-    profile["workloads"].append({"name": "txid-contention", "kind": "pgbench", "script": "txid.sql",
-                                 "args": ["-M", "prepared"], "clients": [1, 2], "duration_s": 5,
-                                 "metric": "tps", "unit": "tx/s", "direction": "higher"})
+    profile["workloads"].append(
+        {
+            "name": "txid-contention",
+            "kind": "pgbench",
+            "script": "txid.sql",
+            "args": ["-M", "prepared"],
+            "clients": [1, 2],
+            "duration_s": 5,
+            "metric": "tps",
+            "unit": "tx/s",
+            "direction": "higher",
+        }
+    )
     profile["description"] += " Plus a txid_current() contention sweep."
     quick.write_text(json.dumps(profile, indent=1))
     after = hashes(recipes_copy)
     assert after["pg-quick"]["run"] != before["pg-quick"]["run"]  # the whole recipe did change...
     assert changed(before, after, "pg-quick") == set()  # ...but no existing workload's series did
     assert set(after["pg-quick"]["workloads"]) - set(before["pg-quick"]["workloads"]) == {
-        "txid-contention-c1", "txid-contention-c2"}
+        "txid-contention-c1",
+        "txid-contention-c2",
+    }
     assert after["pg-full"] == before["pg-full"]
     # a client count added to a workload's `clients` list is a new workload too: the other counts keep theirs
     profile["workloads"][0]["clients"].append(4)
@@ -106,8 +119,9 @@ def test_changing_one_workloads_sql_script_changes_only_that_workloads_series_id
     assert after["pg-quick"]["workloads"] == before["pg-quick"]["workloads"]  # pg-quick runs no script
     edit(recipes_copy / "recipes/pg/sql/ib-point.sql", "SELECT", "SELECT /* point */")
     again = hashes(recipes_copy)
-    assert changed(after, again, "pg-full") == {w for w in before["pg-full"]["workloads"]
-                                                if w.startswith("insert-benchmark")}
+    assert changed(after, again, "pg-full") == {
+        w for w in before["pg-full"]["workloads"] if w.startswith("insert-benchmark")
+    }
     edit(recipes_copy / "recipes/pg/sql/jit-leak.sql", "SELECT", "SELECT /* probe */")
     assert changed(again, hashes(recipes_copy), "pg-full") == {"memory-probe"}
 
@@ -126,8 +140,11 @@ def test_changing_one_workloads_entry_changes_only_that_workload(recipes_copy: P
 def test_what_every_workload_shares_changes_every_workloads_series_identity(recipes_copy: Path, what: str) -> None:
     before = hashes(recipes_copy)
     if what == "build flags":
-        edit(recipes_copy / "recipes/pg/build.py", '("-O2", "-fno-omit-frame-pointer")',
-             '("-O3", "-fno-omit-frame-pointer")')
+        edit(
+            recipes_copy / "recipes/pg/build.py",
+            '("-O2", "-fno-omit-frame-pointer")',
+            '("-O3", "-fno-omit-frame-pointer")',
+        )
     elif what == "postgresql.conf":
         edit(recipes_copy / "recipes/pg/conf/quick.conf", "\n", "\n# tuned\n")
     else:
@@ -168,17 +185,27 @@ def test_a_recipe_without_workload_identities_keeps_the_whole_config_as_identity
 
     plain = Recipe("plain", 1, "d", {"workloads": [{"name": "a"}, {"name": "b"}]}, nothing, nothing)
     assert plain.workload_hash("a") == plain.workload_hash("b") == plain.config_hash()
-    listed = Recipe("plain", 1, "d", {"cc": "gcc", "workloads": [{"name": "a"}, {"name": "b"}]}, nothing, nothing,
-                    workload_identity=listed_workloads({"cc": "gcc", "workloads": [{"name": "a"}, {"name": "b"}]}))
+    listed = Recipe(
+        "plain",
+        1,
+        "d",
+        {"cc": "gcc", "workloads": [{"name": "a"}, {"name": "b"}]},
+        nothing,
+        nothing,
+        workload_identity=listed_workloads({"cc": "gcc", "workloads": [{"name": "a"}, {"name": "b"}]}),
+    )
     more = listed_workloads({"cc": "gcc", "workloads": [{"name": "a"}, {"name": "b"}, {"name": "c"}]})
     assert listed.workload_hash("a") != listed.workload_hash("b")
-    assert Recipe("plain", 1, "d", {}, nothing, nothing, workload_identity=more).workload_hash("a") == \
-        listed.workload_hash("a")
+    assert Recipe("plain", 1, "d", {}, nothing, nothing, workload_identity=more).workload_hash(
+        "a"
+    ) == listed.workload_hash("a")
     other_cc = listed_workloads({"cc": "clang", "workloads": [{"name": "a"}]})
-    assert Recipe("plain", 1, "d", {}, nothing, nothing, workload_identity=other_cc).workload_hash("a") != \
-        listed.workload_hash("a")
-    assert Recipe("plain", 2, "d", {}, nothing, nothing, workload_identity=more).workload_hash("a") != \
-        listed.workload_hash("a")
+    assert Recipe("plain", 1, "d", {}, nothing, nothing, workload_identity=other_cc).workload_hash(
+        "a"
+    ) != listed.workload_hash("a")
+    assert Recipe("plain", 2, "d", {}, nothing, nothing, workload_identity=more).workload_hash(
+        "a"
+    ) != listed.workload_hash("a")
 
 
 # ------------------------------------------------------------------------------------------------ the master
@@ -200,8 +227,15 @@ def _result(recipe: Recipe, sha: str, values: dict[str, float], per_workload: bo
     doc = good()
     doc["commit"] = {"sha": sha, "ref": "master"}
     doc["recipe"]["config_hash"] = recipe.config_hash()
-    doc["workloads"] = [{"name": w, "metrics": [{"name": "throughput", "unit": "ops/s", "direction": "higher",
-                                                 "samples": [v, v * 1.001, v * 0.999]}]} for w, v in values.items()]
+    doc["workloads"] = [
+        {
+            "name": w,
+            "metrics": [
+                {"name": "throughput", "unit": "ops/s", "direction": "higher", "samples": [v, v * 1.001, v * 0.999]}
+            ],
+        }
+        for w, v in values.items()
+    ]
     if per_workload:
         for w in doc["workloads"]:
             w["config_hash"] = recipe.workload_hash(w["name"])
@@ -211,8 +245,9 @@ def _result(recipe: Recipe, sha: str, values: dict[str, float], per_workload: bo
 @pytest.fixture
 def farm(tmp_path):
     repo = make_repo(tmp_path / "repo")
-    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"),
-                                      "PERFFARM_REPOSITORY_URL": str(repo.path)})
+    settings = load_settings(
+        environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data"), "PERFFARM_REPOSITORY_URL": str(repo.path)}
+    )
     settings.incoming_dir.mkdir(parents=True)
     return repo, settings
 
@@ -249,22 +284,29 @@ def test_a_workload_added_to_the_recipe_keeps_the_other_workloads_in_their_serie
     assert [r["config_hash"] for r in series["pgbench"]] == [before.workload_hash("pgbench")]
     assert analysis.load_series(conn, series["pgbench"][0]["id"]).series.commits == tuple(shas)
     # select1: what it measures changed at commit 3, so a new series starts there; txid starts with its first run
-    assert [r["config_hash"] for r in series["select1"]] == [before.workload_hash("select1"),
-                                                            after.workload_hash("select1")]
-    assert [analysis.load_series(conn, r["id"]).series.commits for r in series["select1"]] == [tuple(shas[:3]),
-                                                                                               tuple(shas[3:])]
+    assert [r["config_hash"] for r in series["select1"]] == [
+        before.workload_hash("select1"),
+        after.workload_hash("select1"),
+    ]
+    assert [analysis.load_series(conn, r["id"]).series.commits for r in series["select1"]] == [
+        tuple(shas[:3]),
+        tuple(shas[3:]),
+    ]
     assert len(series["txid"]) == 1
     # the run keeps the whole recipe's hash (shown with the run)
     assert [r[0] for r in conn.execute("SELECT DISTINCT config_hash FROM runs ORDER BY id")] == [
-        before.config_hash(), after.config_hash()]
+        before.config_hash(),
+        after.config_hash(),
+    ]
     conn.close()
     # the site: pgbench is one series with no break; select1's break is marked in its own series only
     out = tmp_path / "site"
     publish_all(settings, out, now=NOW)
 
     def page(workload: str, recipe: Recipe) -> dict:
-        key = SeriesRef(MeasureKey("m1", "fixture", 1, recipe.workload_hash(workload), workload, "throughput"),
-                        "master")
+        key = SeriesRef(
+            MeasureKey("m1", "fixture", 1, recipe.workload_hash(workload), workload, "throughput"), "master"
+        )
         return json.loads((out / f"data/series/{key.sid}/index.json").read_text())
 
     pg = page("pgbench", before)
@@ -284,7 +326,8 @@ def test_results_without_per_workload_hashes_still_ingest_under_the_recipes_hash
     _store(settings, _result(recipe, b, {"pgbench": 1000.0}, per_workload=False), 2)
     conn = store.connect(settings.results_db)
     assert [tuple(r) for r in conn.execute("SELECT DISTINCT config_hash FROM measurements")] == [
-        (recipe.config_hash(),)]
+        (recipe.config_hash(),)
+    ]
     [sid] = [r[0] for r in conn.execute("SELECT id FROM series")]
     assert analysis.load_series(conn, sid).series.commits == (a, b)
 
@@ -305,11 +348,14 @@ def test_upgrading_to_per_workload_hashes_keeps_the_stored_history_in_its_series
     inc, full = tmp_path / "inc", tmp_path / "full"
     publish_all(settings, inc, now=NOW)
     run_id = _store(settings, _result(recipe, shas[3], {"pgbench": 1000.0, "select1": 500.0}), 4)
-    after = {r["workload"]: (r["id"], r["config_hash"]) for r in conn.execute("SELECT id, workload, config_hash "
-                                                                               "FROM series")}
+    after = {
+        r["workload"]: (r["id"], r["config_hash"]) for r in conn.execute("SELECT id, workload, config_hash FROM series")
+    }
     assert after == {w: (before[w], recipe.workload_hash(w)) for w in ("pgbench", "select1")}  # same series rows
-    assert conn.execute("SELECT COUNT(*) FROM measurements WHERE config_hash = ?",
-                        (recipe.config_hash(),)).fetchone()[0] == 0
+    assert (
+        conn.execute("SELECT COUNT(*) FROM measurements WHERE config_hash = ?", (recipe.config_hash(),)).fetchone()[0]
+        == 0
+    )
     assert analysis.load_series(conn, before["pgbench"]).series.commits == tuple(shas[:4])
     # the site: the moved series' old pages go, so the incremental publish is a full one, equal to a fresh one
     report = publish_incremental(settings, run_id, inc, now=NOW)

@@ -17,6 +17,14 @@ def write_static(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
 
 
 def write_manifest(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    w.write("manifest.json", json_document("site", {
-        "published_at": dt.datetime.fromtimestamp(ctx.now, dt.UTC).isoformat(), "series": len(summaries),
-        "chunk_size": CHUNK}))
+    w.write(
+        "manifest.json",
+        json_document(
+            "site",
+            {
+                "published_at": dt.datetime.fromtimestamp(ctx.now, dt.UTC).isoformat(),
+                "series": len(summaries),
+                "chunk_size": CHUNK,
+            },
+        ),
+    )

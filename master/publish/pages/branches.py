@@ -20,8 +20,12 @@ def view(ctx: Context, order: list[tuple[int, str]]) -> dict[int, list[Any]]:
         k = pos // CHUNK
         rows = by_chunk.setdefault(k, [None] * CHUNK)
         c = ctx.commits.get(sha)
-        rows[pos - k * CHUNK] = [sha, c.subject if c else "", author_name(c.author) if c else "",
-                                 c.authored_at if c else 0]
+        rows[pos - k * CHUNK] = [
+            sha,
+            c.subject if c else "",
+            author_name(c.author) if c else "",
+            c.authored_at if c else 0,
+        ]
     for rows in by_chunk.values():
         while rows and rows[-1] is None:
             rows.pop()

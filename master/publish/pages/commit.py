@@ -16,9 +16,27 @@ def write(w: SiteWriter, ctx: Context, sha: str, rows: str, runs: list[RunView])
     js_call's sorted-key encoding, assembled around the rows."""
     name = commit_name(sha)
     c = ctx.commits.get(sha)
-    runs_json = js_literal([[r.id, r.status, r.ref, r.builder, r.worker, r.source, r.ingested_at, r.build_url,
-                             r.log_excerpt if r.status != "ok" else ""] for r in runs])
-    w.write(f"data/commits/{name}.js", (
-        f'perffarm.commit({js_literal(name)},{{"author":{js_literal(author_name(c.author) if c else "")},'
-        f'"authored_at":{js_literal(c.authored_at if c else 0)},"rows":{rows},"runs":{runs_json},'
-        f'"subject":{js_literal(c.subject if c else "")},"tags":{js_literal(sorted(ctx.tag_at.get(sha, [])))}}});\n'))
+    runs_json = js_literal(
+        [
+            [
+                r.id,
+                r.status,
+                r.ref,
+                r.builder,
+                r.worker,
+                r.source,
+                r.ingested_at,
+                r.build_url,
+                r.log_excerpt if r.status != "ok" else "",
+            ]
+            for r in runs
+        ]
+    )
+    w.write(
+        f"data/commits/{name}.js",
+        (
+            f'perffarm.commit({js_literal(name)},{{"author":{js_literal(author_name(c.author) if c else "")},'
+            f'"authored_at":{js_literal(c.authored_at if c else 0)},"rows":{rows},"runs":{runs_json},'
+            f'"subject":{js_literal(c.subject if c else "")},"tags":{js_literal(sorted(ctx.tag_at.get(sha, [])))}}});\n'
+        ),
+    )

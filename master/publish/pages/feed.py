@@ -24,11 +24,19 @@ def entry_id(alert: AlertPage) -> str:
 def view(alerts: Sequence[AlertPage]) -> dict[str, Any]:
     entries = sorted(alerts, key=lambda a: (a.updated or 0, a.id), reverse=True)[:200]
     updated = max((a.updated or 0 for a in entries), default=0) or 0
-    return {"updated": iso(updated), "entries": [
-        {"id": entry_id(a), "title": f"[{a.state}] {a.title}", "updated": iso(a.updated),
-         "link": f"alerts/{a.file}.html",
-         "summary": f"{a.kind} {a.sha or ''} state {a.state}" + (f", culprit {a.culprit}" if a.culprit else "")}
-        for a in entries]}
+    return {
+        "updated": iso(updated),
+        "entries": [
+            {
+                "id": entry_id(a),
+                "title": f"[{a.state}] {a.title}",
+                "updated": iso(a.updated),
+                "link": f"alerts/{a.file}.html",
+                "summary": f"{a.kind} {a.sha or ''} state {a.state}" + (f", culprit {a.culprit}" if a.culprit else ""),
+            }
+            for a in entries
+        ],
+    }
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:

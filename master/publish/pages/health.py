@@ -18,9 +18,17 @@ def view(ctx: Context) -> dict[str, Any]:
     now = ctx.now
     last = store.runs.last_result_per_branch(ctx.conn)
     missing = store.runs.untested_counts(ctx.conn)
-    branches = [{"branch": b, "age": now - t if t else None, "head": head, "tested": tested,
-                 "missing": missing.get(b, 0), "last": t}
-                for b, (t, head, tested) in sorted(last.items())]
+    branches = [
+        {
+            "branch": b,
+            "age": now - t if t else None,
+            "head": head,
+            "tested": tested,
+            "missing": missing.get(b, 0),
+            "last": t,
+        }
+        for b, (t, head, tested) in sorted(last.items())
+    ]
     workers = [dataclasses.asdict(r) for r in store.runs.run_health(ctx.conn)]
     for wk in workers:
         wk["age"] = now - wk["last"] if wk["last"] else None
@@ -32,8 +40,13 @@ def view(ctx: Context) -> dict[str, Any]:
                 reasons = json.loads(row.host_checks).get("noisy_reasons", [])
             except (ValueError, AttributeError):
                 reasons = []
-            noisy.append({"machine": mid, "reasons": [str(r) for r in reasons] if isinstance(reasons, list) else [],
-                          "last": row.ingested_at})
+            noisy.append(
+                {
+                    "machine": mid,
+                    "reasons": [str(r) for r in reasons] if isinstance(reasons, list) else [],
+                    "last": row.ingested_at,
+                }
+            )
     return {"branches": branches, "workers": workers, "noisy": noisy, "now": now, "channels": ctx.channels()}
 
 

@@ -26,8 +26,9 @@ def view(ctx: Context) -> list[ReleaseTable]:
     authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(ctx.tags.values())).items()}
     tags = tag_order(ctx.tags, authored)
     files = {t: f"releases/{safe_name(t)}.html" for t in tags}
-    keys = sorted(tag_samples, key=lambda k: (k.workload, k.metric, k.machine_id, k.recipe, k.recipe_version,
-                                              k.config_hash))
+    keys = sorted(
+        tag_samples, key=lambda k: (k.workload, k.metric, k.machine_id, k.recipe, k.recipe_version, k.config_hash)
+    )
     sids = {key: "release:" + SeriesRef(key, "").sid for key in keys}
     wants = []  # every (release, base release) pair at once: one pass over the ratio cache
     for key in keys:
@@ -37,8 +38,18 @@ def view(ctx: Context) -> list[ReleaseTable]:
             for t in tags if b is not None else ():
                 x = per.get(ctx.tags[t])
                 if x is not None:
-                    wants.append(Want(sids[key], x.sha, b.sha, ",".join(map(str, x.run_ids)),
-                                      ",".join(map(str, b.run_ids)), x.samples, b.samples, x.direction))
+                    wants.append(
+                        Want(
+                            sids[key],
+                            x.sha,
+                            b.sha,
+                            ",".join(map(str, x.run_ids)),
+                            ",".join(map(str, b.run_ids)),
+                            x.samples,
+                            b.samples,
+                            x.direction,
+                        )
+                    )
     got = ctx.cache.resolve(wants)
     tables = []
     for base in tags:
@@ -63,8 +74,9 @@ def view(ctx: Context) -> list[ReleaseTable]:
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     if not ctx.tags:
-        w.write("releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands,
-                                        values=""))
+        w.write(
+            "releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands, values="")
+        )
         w.keep_only("releases", set())
         return
     tables = view(ctx)
@@ -72,9 +84,20 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     for table in tables:
         if values is None:  # the absolute values do not depend on the base: rendered once, escaped there
             values = Markup(render("release_values.html", table=table))
-        w.write(table.base_file, render("releases.html", root="../", title=f"Releases vs {table.base}",
-                                        table=table, bands=ctx.bands, values=values))
+        w.write(
+            table.base_file,
+            render(
+                "releases.html",
+                root="../",
+                title=f"Releases vs {table.base}",
+                table=table,
+                bands=ctx.bands,
+                values=values,
+            ),
+        )
         if table is tables[0]:
-            w.write("releases.html", render("releases.html", root="", title="Releases", table=table,
-                                            bands=ctx.bands, values=values))
+            w.write(
+                "releases.html",
+                render("releases.html", root="", title="Releases", table=table, bands=ctx.bands, values=values),
+            )
     w.keep_only("releases", {t.base_file for t in tables})

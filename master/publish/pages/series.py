@@ -22,22 +22,46 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         pos = ctx.tag_positions.get(summ.branch, {}).get(sha)
         if pos is not None and summ.first_position <= pos <= summ.last_position:
             tag_marks.append(Marker(pos, "tag", name))
-    config_marks = [Marker(o.first_position, "config",
-                           f"{o.machine_id} {o.recipe} v{o.recipe_version} {o.config_hash[:8]} starts")
-                    for o in siblings if o.sid != summ.sid and o.first_position > summ.first_position]
+    config_marks = [
+        Marker(o.first_position, "config", f"{o.machine_id} {o.recipe} v{o.recipe_version} {o.config_hash[:8]} starts")
+        for o in siblings
+        if o.sid != summ.sid and o.first_position > summ.first_position
+    ]
     change_marks = [Marker(c.position, c.kind, f"{c.kind} ×{c.ratio:.3f}") for c in changes if c.state == "active"]
     markers = sorted(tag_marks + config_marks + change_marks, key=lambda m: (m.position, m.kind, m.label))
     chunks = list(range(summ.first_position // CHUNK, summ.last_position // CHUNK + 1))
-    meta = {"sid": summ.sid, "chunks": chunks, "chunk_size": CHUNK, "branch_dir": safe_name(summ.branch),
-            "unit": summ.unit, "direction": summ.direction,
-            "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers]}
-    return {"s": summ, "changes": changes, "markers": markers, "meta": meta, "chunks": chunks,
-            "siblings": [o for o in siblings if o.sid != summ.sid]}
+    meta = {
+        "sid": summ.sid,
+        "chunks": chunks,
+        "chunk_size": CHUNK,
+        "branch_dir": safe_name(summ.branch),
+        "unit": summ.unit,
+        "direction": summ.direction,
+        "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers],
+    }
+    return {
+        "s": summ,
+        "changes": changes,
+        "markers": markers,
+        "meta": meta,
+        "chunks": chunks,
+        "siblings": [o for o in siblings if o.sid != summ.sid],
+    }
 
 
 def write(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
     v = view(ctx, summ, siblings)
     w.write(f"series/{summ.sid}.html", render("series.html", root="../", title=f"{summ.label} · {summ.branch}", **v))
-    w.write(f"data/series/{summ.sid}/index.json", json_document("series", {
-        "series": summ.to_json(), "chunks": v["chunks"], "chunk_size": CHUNK,
-        "change_points": [c.__dict__ for c in v["changes"]], "markers": v["meta"]["markers"]}))
+    w.write(
+        f"data/series/{summ.sid}/index.json",
+        json_document(
+            "series",
+            {
+                "series": summ.to_json(),
+                "chunks": v["chunks"],
+                "chunk_size": CHUNK,
+                "change_points": [c.__dict__ for c in v["changes"]],
+                "markers": v["meta"]["markers"],
+            },
+        ),
+    )

@@ -38,32 +38,72 @@ def write(w: SiteWriter, ctx: Context, s: SiteSeries, lo_chunk: int, hi_chunk: i
         n = t.n[a:b].tolist() if b > a else []
         flags = ((t.noisy[a:b].astype(np.int64)) | (t.sla[a:b].astype(np.int64) * 2)).tolist() if b > a else []
         scale, ints = fixed(ctx.med_r[a:b], ctx.lo_r[a:b], ctx.hi_r[a:b])
-        w.write(f"{base}/{k}.js", js_call("points", s.sid, k, {"pos": pos, "scale": scale, "med": ints[0],
-                                                                "lo": ints[1], "hi": ints[2], "n": n, "flag": flags}))
+        w.write(
+            f"{base}/{k}.js",
+            js_call(
+                "points",
+                s.sid,
+                k,
+                {"pos": pos, "scale": scale, "med": ints[0], "lo": ints[1], "hi": ints[2], "n": n, "flag": flags},
+            ),
+        )
         samples = "[" + ",".join(t.text[a:b] if b > a else []) + "]"
         sha, runs = t.sha[a:b] if b > a else [], t.runs[a:b] if b > a else []
         noisy, sla = t.noisy[a:b].tolist() if b > a else [], t.sla[a:b].tolist() if b > a else []
         if floats is not None:  # json_document's bytes, assembled from encoded members
             med, ratio, low, high = (f.array(a, b) for f in floats)
-            text = json_object({
-                "chunk": enc(k), "chunk_size": enc(CHUNK), "direction": enc(s.direction),
-                "format": enc("perffarm-series-chunk"), "median": med, "noisy": enc(noisy), "position": enc(pos),
-                "runs": enc(runs), "samples": samples, "series": enc(s.sid), "sha": enc(sha),
-                "sla_miss": enc(sla), "unit": enc(s.unit), "version": enc(FORMAT_VERSION),
-                "vs_previous": json_object({"ci_high": high, "ci_low": low, "ratio": ratio})}) + "\n"
+            text = (
+                json_object(
+                    {
+                        "chunk": enc(k),
+                        "chunk_size": enc(CHUNK),
+                        "direction": enc(s.direction),
+                        "format": enc("perffarm-series-chunk"),
+                        "median": med,
+                        "noisy": enc(noisy),
+                        "position": enc(pos),
+                        "runs": enc(runs),
+                        "samples": samples,
+                        "series": enc(s.sid),
+                        "sha": enc(sha),
+                        "sla_miss": enc(sla),
+                        "unit": enc(s.unit),
+                        "version": enc(FORMAT_VERSION),
+                        "vs_previous": json_object({"ci_high": high, "ci_low": low, "ratio": ratio}),
+                    }
+                )
+                + "\n"
+            )
         else:
-            text = json_document("series-chunk", {
-                "series": s.sid, "chunk": k, "chunk_size": CHUNK, "unit": s.unit, "direction": s.direction,
-                "position": pos, "sha": sha, "median": ctx.med_r[a:b].tolist() if b > a else [],
-                "samples": _SAMPLES, "runs": runs, "noisy": noisy, "sla_miss": sla,
-                "vs_previous": {"ratio": nums(ctx.prev_ratio[a:b], 6) if b > a else [],
-                                "ci_low": nums(ctx.prev_low[a:b], 6) if b > a else [],
-                                "ci_high": nums(ctx.prev_high[a:b], 6) if b > a else []},
-            }, clean=False).replace(json.dumps(_SAMPLES), samples, 1)
+            text = json_document(
+                "series-chunk",
+                {
+                    "series": s.sid,
+                    "chunk": k,
+                    "chunk_size": CHUNK,
+                    "unit": s.unit,
+                    "direction": s.direction,
+                    "position": pos,
+                    "sha": sha,
+                    "median": ctx.med_r[a:b].tolist() if b > a else [],
+                    "samples": _SAMPLES,
+                    "runs": runs,
+                    "noisy": noisy,
+                    "sla_miss": sla,
+                    "vs_previous": {
+                        "ratio": nums(ctx.prev_ratio[a:b], 6) if b > a else [],
+                        "ci_low": nums(ctx.prev_low[a:b], 6) if b > a else [],
+                        "ci_high": nums(ctx.prev_high[a:b], 6) if b > a else [],
+                    },
+                },
+                clean=False,
+            ).replace(json.dumps(_SAMPLES), samples, 1)
         w.write(f"{base}/{k}.json", text)
         # raw samples on demand (the chart's "Samples" button): positions and the stored sample arrays only
-        w.write(f"{base}/{k}.samples.js", wrap_js("samples", s.sid, k, f'{{"position":{json.dumps(pos)},'
-                                                                         f'"samples":{samples}}}'))
+        w.write(
+            f"{base}/{k}.samples.js",
+            wrap_js("samples", s.sid, k, f'{{"position":{json.dumps(pos)},"samples":{samples}}}'),
+        )
 
 
 def _float_lists(ctx: Context, a: int, b: int) -> list[FloatText] | None:
