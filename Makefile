@@ -13,8 +13,8 @@ help:
 	@echo "make run          install everything, start the master and a local worker (Ctrl-C stops)"
 	@echo "make test         install everything and run the whole test suite (lint tier first)"
 	@echo "make test-unit    the fast tier: lint and unit tests, no real processes (about a minute)"
-	@echo "make lint         ruff check and mypy"
-	@echo "make fix          apply ruff's safe fixes"
+	@echo "make lint         ruff check, ruff format --check and mypy"
+	@echo "make fix          apply ruff's safe fixes and ruff format"
 	@echo "make demo         offline tour: a local PostgreSQL repo from Debian's source, measured by the farm"
 	@echo "make eval-detect  rerun the change-detection evaluation against Apache Otava and MongoDB's detector"
 	@echo "make checkconfig  buildbot checkconfig on buildbot.cfg (no secrets needed)"
@@ -29,10 +29,10 @@ test-unit: setup
 	scripts/run-tests.sh -m "not integration and not slow"
 
 lint: setup
-	.venv/bin/ruff check . && .venv/bin/mypy
+	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy
 
 fix: setup
-	.venv/bin/ruff check --fix .
+	.venv/bin/ruff check --fix . && .venv/bin/ruff format .
 
 setup: apt $(STAMP)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite as `make test` runs it: the lint tier (ruff check, mypy; seconds), then
+# The test suite as `make test` runs it: the lint tier (ruff check, ruff format --check, mypy; seconds), then
 # pytest. Both always run; either failing fails the suite. pytest's exit code 5 (no tests collected) is a failure.
 # Arguments go to pytest (`make test-unit` passes -m "not integration and not slow"). LINT=0 skips the lint tier.
 set -uo pipefail
@@ -9,9 +9,10 @@ lint_rc=0
 if [ "${LINT:-1}" != 0 ]; then
     start=$(date +%s)
     .venv/bin/ruff check . || lint_rc=1
+    .venv/bin/ruff format --check . || lint_rc=1
     .venv/bin/mypy || lint_rc=1
     if [ $lint_rc -ne 0 ]; then
-        echo "make test: LINT FAILED (see above; \`make fix\` applies ruff's safe fixes)" >&2
+        echo "make test: LINT FAILED (see above; \`make fix\` applies ruff's safe fixes and formats)" >&2
     else
         echo "make test: lint passed in $(( $(date +%s) - start )) s"
     fi
