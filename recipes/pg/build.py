@@ -235,6 +235,16 @@ def _compile(ctx: Context, spec: BuildSpec, src: Path, build_dir: Path, dest: Pa
         )
 
 
+def cached_install(ctx: Context, spec: BuildSpec, sha: str) -> Install | None:
+    """The cached install of `sha` built with `spec`, marked as just used (so pruning keeps it), or None."""
+    slot = install_cache(ctx) / f"{sha}-{spec.key()}"
+    if not (slot / INSTALL_MARKER).exists():
+        return None
+    os.utime(slot / INSTALL_MARKER)
+    major, version = postgres_version(ctx, slot)
+    return Install(slot, sha, major, version, "reused")
+
+
 def build_install(
     ctx: Context, spec: BuildSpec, src: Path | None = None, sha: str | None = None, ref: str | None = None
 ) -> Install:
@@ -242,14 +252,13 @@ def build_install(
     src = (src or ctx.src_dir).resolve()
     sha = sha or ctx.sha
     ref = ref or ctx.ref
+    cached = cached_install(ctx, spec, sha)
+    if cached is not None:
+        ctx.log(f"reusing the cached install of {sha[:12]} in {cached.prefix}")
+        return cached
     cache = install_cache(ctx)
     cache.mkdir(parents=True, exist_ok=True)
     slot = cache / f"{sha}-{spec.key()}"
-    if (slot / INSTALL_MARKER).exists():
-        os.utime(slot / INSTALL_MARKER)
-        major, version = postgres_version(ctx, slot)
-        ctx.log(f"reusing the cached install of {sha[:12]} in {slot}")
-        return Install(slot, sha, major, version, "reused")
     use_meson = (src / "meson.build").exists()
     if not use_meson and not (src / "configure").exists():
         raise BuildFailed(f"{src} has neither meson.build nor configure: is this a PostgreSQL tree?")

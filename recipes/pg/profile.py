@@ -15,7 +15,7 @@ import json
 import os
 import random
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -377,7 +377,11 @@ def workload_cpus(w: Workload, mode: str, allowed: Sequence[int]) -> list[int] |
 
 
 def run_bench(
-    ctx: Context, profile: Mapping[str, Any], installs: Mapping[str, Install], threads: int = 2
+    ctx: Context,
+    profile: Mapping[str, Any],
+    installs: Mapping[str, Install],
+    threads: int = 2,
+    count_instructions: Collection[str] | None = None,
 ) -> dict[str, list[WorkloadResult]]:
     """Run the profile on every install (interleaved), returning each label's workload results.
 
@@ -385,6 +389,8 @@ def run_bench(
     alternating between the sides (AB BA AB ...), so a neighbour's burst of load lands on both sides; the servers
     restart between rounds so that no side keeps one memory layout for the whole job. With
     `pin` = auto, a workload with fewer clients than CPUs runs pinned, server and client, to that many CPUs.
+    Instruction counts run on the labels in `count_instructions` (default: every install); they are exact, so a
+    reference measured only for paired throughput need not be counted.
     """
     tun = tunables(profile, ctx.options)
     samples, scale = int(tun.get("samples", 5)), int(tun.get("scale", 1))
@@ -408,7 +414,8 @@ def run_bench(
             srv = stack.enter_context(Server(ctx, inst, conf_text(profile, inst.major), root, name=label))
             targets.append(Target(label, inst, srv))
             targets[-1].collected.order.extend(w.name for w in wls)  # results in profile order
-            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr))
+            counted = count_instructions is None or label in count_instructions
+            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted)
 
         def pinned(w: Workload) -> list[int] | None:
             cpus = workload_cpus(w, pin, allowed)
@@ -461,7 +468,8 @@ def run_bench(
             n = int(tun.get("instruction_samples", 2))
             for w in instr:
                 for t in targets:
-                    _instruction_samples(ctx, t, w, n, scale, root)
+                    if count_instructions is None or t.label in count_instructions:
+                        _instruction_samples(ctx, t, w, n, scale, root)
     return {t.label: t.collected.results() for t in targets}
 
 

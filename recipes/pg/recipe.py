@@ -11,7 +11,7 @@ from typing import Any
 
 from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
 from recipes.pg import build as pgbuild
-from recipes.pg import deps
+from recipes.pg import deps, paired
 from recipes.pg.profile import WORKLOAD_KINDS, identities, identity_of, load_profile, run_bench, workloads
 
 
@@ -49,16 +49,25 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     def build(ctx: Context) -> None:
         wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
         deps.check_bench(need_valgrind and (not wanted or any(w.startswith("instr") for w in wanted)))
+        reference = paired.requested(ctx)
         install = pgbuild.build_install(ctx, spec)
         pgbuild.save_install(ctx, install)
+        if reference is not None:
+            pgbuild.save_install(ctx, paired.build_reference(ctx, spec, reference, install), paired.STATE_FILE)
 
     def bench(ctx: Context) -> list[WorkloadResult]:
         install = pgbuild.load_install(ctx)
+        installs = {"run": install}
+        if paired.requested(ctx) is not None:
+            # the reference first: it takes round 0's first slot, the commit the second (then they alternate)
+            installs = {"reference": pgbuild.load_install(ctx, paired.STATE_FILE), "run": install}
         previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            results = run_bench(ctx, profile, {"run": install}, threads=os.cpu_count() or 2)
+            results = run_bench(ctx, profile, installs, threads=os.cpu_count() or 2, count_instructions={"run"})
         finally:
             signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+        if "reference" in results:
+            return paired.merge(results["run"], results["reference"])
         return results["run"]
 
     return Recipe(

@@ -338,6 +338,54 @@ def test_build_failure_is_a_build_failed_result(pg: Pg, tmp_path: Path) -> None:
         target.write_text(original)
 
 
+def test_paired_bench_measures_the_commit_against_a_reference_build(pg: Pg, tmp_path: Path) -> None:
+    """`reference=SHA`: the reference (the release tag, two commits back) is built once and cached, the
+    wall-clock workloads run interleaved on both installs, and the result carries the reference's samples and
+    the per-round rQPS; instruction counts run on the commit only."""
+    reference = git(pg.repo, "rev-parse", "HEAD~2")
+    build = runner("build", pg, tmp_path, "--option", f"reference={reference}")
+    assert build.returncode == 0, build.stdout[-5000:] + build.stderr[-3000:]
+    assert f"reference {reference[:12]}" in build.stdout
+    again = runner("build", pg, tmp_path, "--option", f"reference={reference}")
+    assert again.returncode == 0 and "reusing the cached install" in again.stdout, again.stdout[-3000:]
+    bench = runner(
+        "bench",
+        pg,
+        tmp_path,
+        *FAST,
+        "--option",
+        f"reference={reference}",
+        "--option",
+        "workloads=pgbench-ro-prepared-c1,instr-point-select",
+        "--option",
+        f"pgdata={tmp_path / 'pgd'}",
+    )
+    assert bench.returncode == 0, bench.stdout[-5000:] + bench.stderr[-3000:]
+    assert "A/B: every pgbench sample is 6 slices alternating between reference, run" in bench.stdout
+    doc = json.loads((tmp_path / "result.json").read_text())
+    by_name = {w["name"]: {m["name"]: m for m in w["metrics"]} for w in doc["workloads"]}
+    tps = by_name["pgbench-ro-prepared-c1"]
+    run, ref, rqps = tps["tps"]["samples"], tps["tps.reference"]["samples"], tps["tps.rqps"]["samples"]
+    assert len(run) == len(ref) == len(rqps) == 2 and min(run + ref) > 0
+    assert rqps == pytest.approx([b / a for a, b in zip(ref, run)])
+    assert tps["tps.rqps"]["unit"] == "ratio" and tps["tps.rqps"]["direction"] == "higher"
+    assert "latency_avg.reference" not in tps  # rQPS is for throughput; latencies stay the commit's own
+    assert set(by_name["instr-point-select"]) == {"instructions"}
+    assert bench.stdout.count("instr-point-select sample") == 2  # counted on the commit, not the reference
+    assert processes_running(pg.install.prefix) == []
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [("REL_15_0", "expected the reference commit's full 40-hex sha"), ("ab" * 20, "is not in this worker's clone")],
+)
+def test_a_bad_reference_is_a_build_failed_result_that_says_why(pg: Pg, tmp_path: Path, value: str, says: str) -> None:
+    res = runner("build", pg, tmp_path, "--option", f"reference={value}")
+    assert res.returncode == 3, res.stdout[-3000:]
+    doc = json.loads((tmp_path / "result.json").read_text())
+    assert doc["status"] == "build-failed" and says in doc["log_excerpt"], doc["log_excerpt"][-2000:]
+
+
 def test_pg_quick_end_to_end_through_the_farm(pg: Pg, tmp_path: Path) -> None:
     from tests.harness import Farm
 
