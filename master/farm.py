@@ -19,8 +19,9 @@ from twisted.internet import defer
 from master import health, refnames, shipping, web
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
+from master.config_values import OPTION_RE
 from master.reconcile import Reconciler
-from master.settings import OPTION_RE, Settings
+from master.settings import Settings
 from master.steps import (
     Checkout,
     CheckSource,

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from master import refnames
-from master.alerts.config import AlertConfigError, AlertSettings
+from master.alerts.config import ALERT_KEYS, AlertConfigError, AlertSettings
+from master.config_values import NAME_RE, ConfigError, check, from_env
 from master.detect.config import DetectionSettings
 from master.detect.offline import OfflineSettings
 from master.redact import credentials_problem, redact_url
@@ -27,13 +27,10 @@ from master.redact import credentials_problem, redact_url
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS_FILE = REPO_ROOT / "perffarm.toml"
 ENV_PREFIX = "PERFFARM_"
-WORKER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-# A recipe option as a build passes it to the runner (--option KEY=VALUE).
-OPTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,40}=[^\x00\n]{0,400}$")
-QUEUED_MODES = ("every", "newest")
+WORKER_NAME_RE = NAME_RE
 
 
-class SettingsError(ValueError):
+class SettingsError(ConfigError):
     """A setting is missing, unknown or has an invalid value; the message names the key."""
 
 
@@ -173,6 +170,10 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("detection", "keep_alpha"): ("fraction", "detection.keep_alpha"),
     ("detection", "bisect_min_effect"): ("fraction", "detection.bisect_min_effect"),
 }
+# [alerts]: its scalar keys are settings like any other (env overrides, sources, `perffarm settings`), checked by
+# the same kinds; they are collected with its arrays of tables (overrides, channels) into AlertSettings.
+_SCHEMA.update({("alerts", key): (kind, f"alerts.{attr}") for key, (kind, attr) in ALERT_KEYS.items()})
+_ALERT_ARRAYS = ("overrides", "channels")
 # Nested settings records: the attribute's group -> the frozen dataclass its fields are collected into.
 _GROUPS = {"detection": DetectionSettings}
 
@@ -206,128 +207,6 @@ def _env_name(section: str, key: str) -> str:
     return f"{ENV_PREFIX}{section}_{key}".upper()
 
 
-def _from_env(kind: str, text: str) -> Any:
-    if kind in ("regex_list", "name_list", "host_map"):
-        return [part.strip() for part in text.split(",") if part.strip()]
-    if kind == "option_map":  # values may hold commas (workloads=A,B): whitespace-separated
-        return text.split()
-    if kind in ("pos_int", "port"):
-        try:
-            return int(text)
-        except ValueError:
-            return text  # reported by _convert with the key's name
-    if kind == "fraction":
-        try:
-            return float(text)
-        except ValueError:
-            return text
-    if kind == "bool":
-        low = text.strip().lower()
-        if low in ("1", "true", "yes", "on"):
-            return True
-        if low in ("0", "false", "no", "off"):
-            return False
-        return text
-    return text
-
-
-def _convert(name: str, kind: str, value: Any, base: Path) -> Any:
-    """Check one value against its kind; raise SettingsError naming the key."""
-    if kind == "str":
-        if not isinstance(value, str) or not value.strip():
-            raise SettingsError(f"{name}: expected a non-empty string, got {value!r}")
-        return value.strip()
-    if kind == "opt_url":
-        if not isinstance(value, str):
-            raise SettingsError(f'{name}: expected a URL (or "" for the default), got {value!r}')
-        value = value.strip()
-        if not value:
-            return ""
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.username or parts.password:
-            raise SettingsError(
-                f"{name}: {redact_url(value)!r} should look like https://perf.example.org/ (http or "
-                "https, a host, no user or password)"
-            )
-        return value if value.endswith("/") else value + "/"
-    if kind == "opt_text":
-        if not isinstance(value, str) or not value.isprintable():
-            raise SettingsError(f'{name}: expected a string without control characters (or "")')
-        return value.strip()
-    if kind == "opt_name":
-        if not isinstance(value, str) or (value.strip() and not WORKER_NAME_RE.match(value.strip())):
-            raise SettingsError(f"{name}: expected a secret name (letters, digits, '.', '_', '-'; at most 63) or \"\"")
-        return value.strip()
-    if kind == "opt_path":
-        if not isinstance(value, str):
-            raise SettingsError(f'{name}: expected a path (or "" for the default), got {value!r}')
-        if not value.strip():
-            return None
-        kind = "path"
-    if kind == "path":
-        if not isinstance(value, str) or not value.strip():
-            raise SettingsError(f"{name}: expected a path, got {value!r}")
-        p = Path(value).expanduser()
-        return (p if p.is_absolute() else base / p).resolve()
-    if kind in ("pos_int", "port"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SettingsError(f"{name}: expected an integer, got {value!r}")
-        lo, hi = (1, 65535) if kind == "port" else (1, 10**9)
-        if not lo <= value <= hi:
-            raise SettingsError(f"{name}: {value} is out of range {lo}..{hi}")
-        return value
-    if kind == "fraction":  # a share, a level or a relative change: strictly between 0 and 1
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SettingsError(f"{name}: expected a number in (0, 1), got {value!r}")
-        if not 0.0 < value < 1.0:  # NaN fails too
-            raise SettingsError(f"{name}: {value!r} is out of range: expected a number in (0, 1), both ends excluded")
-        return float(value)
-    if kind == "queued":
-        if value not in QUEUED_MODES:
-            raise SettingsError(f"{name}: expected one of {', '.join(QUEUED_MODES)}, got {value!r}")
-        return value
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise SettingsError(f"{name}: expected true or false, got {value!r}")
-        return value
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise SettingsError(f"{name}: expected a list of strings, got {value!r}")
-    if kind == "regex_list":
-        for v in value:
-            try:
-                re.compile(v)
-            except re.error as e:
-                raise SettingsError(f"{name}: {v!r} is not a valid regular expression: {e}") from None
-        return tuple(value)
-    if kind == "name_list":
-        for v in value:
-            if not WORKER_NAME_RE.match(v):
-                raise SettingsError(f"{name}: {v!r} is not a valid name (letters, digits, '.', '_', '-'; at most 63)")
-        if len(set(value)) != len(value):
-            raise SettingsError(f"{name}: duplicate entries in {value!r}")
-        return tuple(value)
-    if kind == "host_map":
-        hosts: dict[str, str] = {}
-        for v in value:
-            worker, sep, host = v.partition("=")
-            if not sep or not WORKER_NAME_RE.match(worker.strip()) or not host.strip():
-                raise SettingsError(f"{name}: {v!r} should look like 'worker=host'")
-            hosts[worker.strip()] = host.strip()
-        return hosts
-    if kind == "option_map":
-        options: dict[str, list[str]] = {}
-        for v in value:
-            recipe, sep, option = v.partition(":")
-            if not sep or not WORKER_NAME_RE.match(recipe.strip()) or not OPTION_RE.match(option.strip()):
-                raise SettingsError(
-                    f"{name}: {v!r} should look like 'RECIPE:KEY=VALUE' (e.g. "
-                    "'pg-quick:workloads=instr-point-select-prepared')"
-                )
-            options.setdefault(recipe.strip(), []).append(option.strip())
-        return {r: tuple(o) for r, o in options.items()}
-    raise AssertionError(f"unknown setting kind {kind}")  # a bug in _SCHEMA, not user input
-
-
 def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Load defaults, then the file named by PERFFARM_CONFIG (or `path`), then environment overrides."""
     env = os.environ if environ is None else environ
@@ -340,14 +219,12 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
         if user_path != DEFAULTS_FILE:
             user = _read_toml(user_path)
 
-    known_sections = {s for s, _ in _SCHEMA} | {"alerts"}
+    known_sections = {s for s, _ in _SCHEMA}
     for section, table in user.items():
-        if section == "alerts":
-            continue  # a structured section, checked by AlertSettings.from_mapping
         if section not in known_sections or not isinstance(table, dict):
             raise SettingsError(f"{section}: unknown section in {user_path} (known: {sorted(known_sections)})")
         for key in table:
-            if (section, key) not in _SCHEMA:
+            if (section, key) not in _SCHEMA and not (section == "alerts" and key in _ALERT_ARRAYS):
                 raise SettingsError(f"{section}.{key}: unknown setting in {user_path}")
     for var in env:
         if var.startswith(ENV_PREFIX) and var != ENV_PREFIX + "CONFIG":
@@ -356,12 +233,13 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
 
     values: dict[str, Any] = {}
     groups: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
+    alert_table: dict[str, Any] = {}
     source_of: dict[str, str] = {}
     for (section, key), (kind, attr) in _SCHEMA.items():
         name = f"{section}.{key}"
         base = DEFAULTS_FILE.parent
         if _env_name(section, key) in env:
-            raw, src = _from_env(kind, env[_env_name(section, key)]), f"env {_env_name(section, key)}"
+            raw, src = from_env(kind, env[_env_name(section, key)]), f"env {_env_name(section, key)}"
             base = Path.cwd()
         elif key in user.get(section, {}):
             raw, src = user[section][key], str(user_path)
@@ -371,17 +249,23 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
         else:
             raise SettingsError(f"{name}: missing from {DEFAULTS_FILE}")
         group, dot, field_name = attr.partition(".")
-        if dot:
-            groups[group][field_name] = _convert(name, kind, raw, base)
+        if section == "alerts":
+            alert_table[key] = check(name, kind, raw, base, SettingsError)
+        elif dot:
+            groups[group][field_name] = check(name, kind, raw, base, SettingsError)
         else:
-            values[attr] = _convert(name, kind, raw, base)
+            values[attr] = check(name, kind, raw, base, SettingsError)
         source_of[name] = src
 
     try:
-        alerts = AlertSettings.from_mapping({**defaults.get("alerts", {}), **user.get("alerts", {})})
+        for key in _ALERT_ARRAYS:
+            table = user.get("alerts", {}) if key in user.get("alerts", {}) else defaults.get("alerts", {})
+            if key in table:
+                alert_table[key] = table[key]
+                source_of[f"alerts.{key}"] = str(user_path) if table is user.get("alerts") else "default"
+        alerts = AlertSettings.from_mapping(alert_table)
     except AlertConfigError as e:
         raise SettingsError(str(e) if str(e).startswith("alerts") else f"alerts: {e}") from None
-    source_of["alerts"] = str(user_path) if "alerts" in user else "default"
     values.update({group: _GROUPS[group](**fields) for group, fields in groups.items()})
     settings = Settings(**values, alerts=alerts, source_of=source_of)
     _check_repository(settings)

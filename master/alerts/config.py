@@ -7,19 +7,21 @@ webhook URL or password: the settings file never holds the value itself.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from master.config_values import ConfigError, check
 
 SEVERITIES = ("warn", "critical")
 KINDS = ("regression", "improvement")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
-class AlertConfigError(ValueError):
+class AlertConfigError(ConfigError):
     """An `[alerts]` setting is missing or invalid; the message names the key."""
 
 
@@ -174,36 +176,32 @@ class AlertSettings:
 
 # --------------------------------------------------------------------------------------------- parsing
 
-_TOP = {
-    "enabled",
-    "warn",
-    "critical",
-    "improvement_warn",
-    "improvement_critical",
-    "max_pvalue",
-    "band_red",
-    "band_green",
-    "site_url",
-    "link_template",
-    "settle_seconds",
-    "poll_interval",
-    "retry_base_delay",
-    "retry_max_delay",
-    "retry_factor",
-    "failing_after",
-    "lease_seconds",
-    "send_timeout",
-    "overrides",
-    "channels",
+# The scalar keys of `[alerts]`: key -> (kind, where the value goes). The kinds are those of every section
+# (master/config_values.py); the records' __post_init__ checks the constraints between keys (warn <= critical).
+ALERT_KEYS: dict[str, tuple[str, str]] = {
+    "enabled": ("bool", "enabled"),
+    "warn": ("number", "thresholds.warn"),
+    "critical": ("number", "thresholds.critical"),
+    "improvement_warn": ("number", "improvement_thresholds.warn"),
+    "improvement_critical": ("number", "improvement_thresholds.critical"),
+    "max_pvalue": ("number", "max_pvalue"),
+    "band_red": ("number", "band_red"),
+    "band_green": ("number", "band_green"),
+    "site_url": ("str", "site_url"),
+    "link_template": ("str", "link_template"),
+    "settle_seconds": ("number", "settle_seconds"),
+    "poll_interval": ("number", "poll_interval"),
+    "retry_base_delay": ("number", "retry.base_delay"),
+    "retry_max_delay": ("number", "retry.max_delay"),
+    "retry_factor": ("number", "retry.factor"),
+    "failing_after": ("pos_int", "retry.failing_after"),
+    "lease_seconds": ("number", "retry.lease_seconds"),
+    "send_timeout": ("number", "retry.timeout"),
 }
+_TOP = {*ALERT_KEYS, "overrides", "channels"}
+_NESTED = ("thresholds", "improvement_thresholds", "retry")
 _CHANNEL_KEYS = {f.name for f in fields(ChannelConfig)}
 _SECRETISH = re.compile(r"(^url$|password$|token$|webhook$)")
-
-
-def _num(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise AlertConfigError(f"{name}: expected a number, got {value!r}")
-    return float(value)
 
 
 def _parse(d: dict[str, Any]) -> AlertSettings:
@@ -212,36 +210,19 @@ def _parse(d: dict[str, Any]) -> AlertSettings:
         raise AlertConfigError(f"alerts.{unknown[0]}: unknown setting (known: {sorted(_TOP)})")
     base = AlertSettings()
     kw: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {group: {} for group in _NESTED}
+    for key, (kind, attr) in ALERT_KEYS.items():
+        if key not in d:
+            continue
+        value = check(f"alerts.{key}", kind, d[key], error=AlertConfigError)
+        group, dot, name = attr.partition(".")
+        if dot:
+            nested[group][name] = value
+        else:
+            kw[attr] = value
     try:
-        if "enabled" in d:
-            if not isinstance(d["enabled"], bool):
-                raise AlertConfigError(f"alerts.enabled: expected true or false, got {d['enabled']!r}")
-            kw["enabled"] = d["enabled"]
-        kw["thresholds"] = Thresholds(
-            _num("alerts.warn", d.get("warn", base.thresholds.warn)),
-            _num("alerts.critical", d.get("critical", base.thresholds.critical)),
-        )
-        kw["improvement_thresholds"] = Thresholds(
-            _num("alerts.improvement_warn", d.get("improvement_warn", base.improvement_thresholds.warn)),
-            _num("alerts.improvement_critical", d.get("improvement_critical", base.improvement_thresholds.critical)),
-        )
-        for key in ("max_pvalue", "band_red", "band_green", "settle_seconds", "poll_interval"):
-            if key in d:
-                kw[key] = _num(f"alerts.{key}", d[key])
-        for key in ("site_url", "link_template"):
-            if key in d:
-                if not isinstance(d[key], str) or not d[key].strip():
-                    raise AlertConfigError(f"alerts.{key}: expected a non-empty string, got {d[key]!r}")
-                kw[key] = d[key].strip()
-        r = base.retry
-        kw["retry"] = RetryPolicy(
-            base_delay=_num("alerts.retry_base_delay", d.get("retry_base_delay", r.base_delay)),
-            max_delay=_num("alerts.retry_max_delay", d.get("retry_max_delay", r.max_delay)),
-            factor=_num("alerts.retry_factor", d.get("retry_factor", r.factor)),
-            failing_after=int(_num("alerts.failing_after", d.get("failing_after", r.failing_after))),
-            lease_seconds=_num("alerts.lease_seconds", d.get("lease_seconds", r.lease_seconds)),
-            timeout=_num("alerts.send_timeout", d.get("send_timeout", r.timeout)),
-        )
+        for group in _NESTED:  # thresholds and the retry policy: the given keys over the defaults
+            kw[group] = dataclasses.replace(getattr(base, group), **nested[group])
         kw["overrides"] = tuple(_override(i, o) for i, o in enumerate(_list("alerts.overrides", d.get("overrides"))))
         kw["channels"] = tuple(_channel(i, c) for i, c in enumerate(_list("alerts.channels", d.get("channels"))))
         return AlertSettings(**kw)
@@ -270,7 +251,10 @@ def _override(i: int, o: dict[str, Any]) -> Override:
     if "warn" not in o or "critical" not in o:
         raise AlertConfigError(f"{where}: needs both warn and critical")
     try:
-        th = Thresholds(_num(f"{where}.warn", o["warn"]), _num(f"{where}.critical", o["critical"]))
+        th = Thresholds(
+            check(f"{where}.warn", "number", o["warn"], error=AlertConfigError),
+            check(f"{where}.critical", "number", o["critical"], error=AlertConfigError),
+        )
     except AlertConfigError as e:
         raise AlertConfigError(f"{where}: {e}") from None
     return Override(o["workload"], th, kind)
@@ -291,13 +275,7 @@ def _channel(i: int, c: dict[str, Any]) -> ChannelConfig:
         if not isinstance(c.get(key), str):
             raise AlertConfigError(f"{where}.{key}: required string")
     kw = dict(c)
-    for key in ("mail_to", "kinds"):
+    for key, kind in (("mail_to", "str_list"), ("kinds", "str_list"), ("smtp_port", "port"), ("smtp_starttls", "bool")):
         if key in kw:
-            if not isinstance(kw[key], list) or not all(isinstance(v, str) for v in kw[key]):
-                raise AlertConfigError(f"{where}.{key}: expected a list of strings")
-            kw[key] = tuple(kw[key])
-    if "smtp_port" in kw and (
-        isinstance(kw["smtp_port"], bool) or not isinstance(kw["smtp_port"], int) or not 1 <= kw["smtp_port"] <= 65535
-    ):
-        raise AlertConfigError(f"{where}.smtp_port: expected a port number, got {kw['smtp_port']!r}")
+            kw[key] = check(f"{where}.{key}", kind, kw[key], error=AlertConfigError)
     return ChannelConfig(**kw)

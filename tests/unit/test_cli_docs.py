@@ -46,7 +46,8 @@ def test_every_setting_is_documented_in_perffarm_toml():
     text = (ROOT / "perffarm.toml").read_text()
     for section, key in _SCHEMA:
         block = text.split(f"[{section}]", 1)[1]
-        m = re.search(rf"((?:^#.*\n)+)^{key} = ", block, re.M)
+        # a comment block above the key, or above the group of keys it belongs to (warn and critical)
+        m = re.search(rf"((?:^#.*\n)+)(?:^\w+ = .*\n)*^{key} = ", block, re.M)
         assert m, f"{section}.{key} has no comment above it in perffarm.toml"
 
 
