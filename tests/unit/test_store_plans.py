@@ -1,0 +1,24 @@
+"""Query plans the store relies on for speed (figures: docs/site.md, tests.benchmarks.site_figures). A plan is
+deterministic for a schema, so these hold without a large database; the benchmarks show what each is worth."""
+
+from __future__ import annotations
+
+from master import store
+from master.store.series import MeasureKey
+
+
+def plan_of(conn, call) -> list[str]:
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    call()
+    conn.set_trace_callback(None)
+    (sql,) = [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+    return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+
+
+def test_the_previous_point_walks_the_branch_back_instead_of_reading_the_whole_series(tmp_path):
+    conn = store.connect(tmp_path / "r.sqlite")
+    key = MeasureKey("m1", "fixture", 1, "cfg", "loop", "throughput")
+    steps = plan_of(conn, lambda: store.series.prev_point_position(conn, key, "master", 100))
+    assert steps[0].startswith("SEARCH bc USING") and "position<?" in steps[0], steps
+    assert not any("measurements_series" in s for s in steps), steps
