@@ -272,14 +272,20 @@ def test_a_retried_build_request_is_stored_once(env):
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
 
 
-def test_migration_5_keeps_old_runs_and_frees_build_ids(tmp_path):
-    path = tmp_path / "r.sqlite"
+def db_at_schema(path: Path, version: int) -> sqlite3.Connection:
+    """A results DB as a release at schema `version` left it (the migrations up to it, nothing later)."""
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA foreign_keys=ON")
-    for version, script in enumerate(store.MIGRATIONS[:4], start=1):
+    for number, script in enumerate(store.MIGRATIONS[:version], start=1):
         for statement in store.connection._statements(script):
             conn.execute(statement)
-        conn.execute(f"PRAGMA user_version={version}")
+        conn.execute(f"PRAGMA user_version={number}")
+    return conn
+
+
+def test_migration_5_keeps_old_runs_and_frees_build_ids(tmp_path):
+    path = tmp_path / "r.sqlite"
+    conn = db_at_schema(path, 4)
     conn.execute("INSERT INTO machines VALUES ('m', '{}', 0)")
     conn.execute(
         "INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
@@ -310,12 +316,7 @@ def test_migration_6_keeps_stored_measurements_in_their_series(tmp_path):
     # series identity moved from the run's config hash to each measurement's: stored rows take their run's hash,
     # so a series (and its change points, alerts and bisections) keeps every point it had
     path = tmp_path / "r.sqlite"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA foreign_keys=ON")
-    for version, script in enumerate(store.MIGRATIONS[:5], start=1):
-        for statement in store.connection._statements(script):
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version={version}")
+    conn = db_at_schema(path, 5)
     conn.execute("INSERT INTO machines VALUES ('m1', '{}', 0)")
     for run_id, config_hash in ((1, "h-one"), (2, "h-two")):
         conn.execute(
@@ -349,12 +350,7 @@ def test_migration_6_keeps_stored_measurements_in_their_series(tmp_path):
 def test_migration_7_renames_the_alert_message_version_and_keeps_it(tmp_path):
     # "revision" is what a build checks out; an alert's message number is its message version (docs/glossary.md)
     path = tmp_path / "r.sqlite"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA foreign_keys=ON")
-    for version, script in enumerate(store.MIGRATIONS[:6], start=1):
-        for statement in store.connection._statements(script):
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version={version}")
+    conn = db_at_schema(path, 6)
     conn.execute(
         "INSERT INTO alerts (id, branch, kind, severity, sha, position, revision, signature, changes, "
         "created_at, updated_at) VALUES ('a-1', 'master', 'regression', 'warn', 's', 3, 4, '{}', "
