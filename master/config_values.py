@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from master import refnames
 from master.redact import redact_url
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")  # worker, user, recipe, channel and secret names
@@ -29,7 +30,7 @@ class ConfigError(ValueError):
 def from_env(kind: str, text: str) -> Any:
     """An environment variable's text as the value a TOML file would give for a setting of this kind (what it
     cannot parse is returned as text, for `check` to report with the setting's name)."""
-    if kind in ("regex_list", "name_list", "host_map", "str_list"):
+    if kind in ("regex_list", "name_list", "host_map", "str_list", "ref_map"):
         return [part.strip() for part in text.split(",") if part.strip()]
     if kind == "option_map":  # values may hold commas (workloads=A,B): whitespace-separated
         return text.split()
@@ -145,6 +146,16 @@ def check(name: str, kind: str, value: Any, base: Path | None = None, error: typ
                 raise error(f"{name}: {v!r} should look like 'worker=host'")
             hosts[worker.strip()] = host.strip()
         return hosts
+    if kind == "ref_map":  # BRANCH=REVISION: the reference each branch's throughput is paired with
+        refs: dict[str, str] = {}
+        for v in value:
+            branch, sep, revision = (part.strip() for part in v.partition("="))
+            problem = refnames.ref_problem(branch) if sep else "has no '='"
+            problem = problem or refnames.revision_problem(revision)
+            if problem:
+                raise error(f"{name}: {v!r} should look like 'BRANCH=REVISION' (e.g. 'master=REL_17_0'): {problem}")
+            refs[branch] = revision
+        return refs
     if kind == "option_map":
         options: dict[str, list[str]] = {}
         for v in value:

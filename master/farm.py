@@ -23,6 +23,7 @@ from master.config_values import OPTION_RE
 from master.reconcile import Reconciler
 from master.settings import Settings
 from master.steps import (
+    REFERENCE,
     Checkout,
     CheckSource,
     IngestResult,
@@ -59,7 +60,8 @@ def runner_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
         options = props.getProperty("perffarm_options") or []
         if isinstance(options, str):  # the force form's text field: space-separated KEY=VALUE
             options = options.split()
-        options = [*defaults, *options]
+        reference = props.getProperty(REFERENCE)
+        options = [*defaults, *([f"reference={reference}"] if reference else []), *options]
         bad = [o for o in options if not isinstance(o, str) or not OPTION_RE.match(o)]
         if bad:
             raise ValueError(f"perffarm_options: {bad!r} are not KEY=VALUE options")

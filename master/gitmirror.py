@@ -36,6 +36,9 @@ class GitError(RuntimeError):
     """A git command failed; the message carries git's own words, every URL in them redacted."""
 
 
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
 def git(
     args: list[str],
     cwd: Path | None = None,
@@ -209,6 +212,16 @@ class Mirror:
         except GitError:
             return None
         return out.strip() or None
+
+    def is_ancestor(self, ancestor: str, sha: str) -> bool:
+        """Whether commit `ancestor` is `sha` or one of its ancestors (both full shas of this mirror)."""
+        if not (_FULL_SHA.match(ancestor) and _FULL_SHA.match(sha)):
+            raise ValueError(f"is_ancestor takes full shas, got {ancestor!r} and {sha!r}")
+        try:
+            git(["merge-base", "--is-ancestor", ancestor, sha], cwd=self.path, timeout=60)
+        except GitError:
+            return False
+        return True
 
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
         """(branches, tags): name -> commit sha (annotated tags peeled to their commit)."""

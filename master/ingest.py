@@ -148,6 +148,29 @@ def resolve_commit(settings: Settings, revision: str) -> str:
     return sha
 
 
+def reference_for(settings: Settings, branch: str | None, sha: str) -> tuple[str | None, str]:
+    """The reference commit a build of `branch` at `sha` is measured against (`throughput.references`), with a
+    line for the build log; (None, why) when the build runs unpaired. A reference that does not resolve, or is
+    not an ancestor of the commit (the worker clones only its branch), is reported and the build measured
+    unpaired: a misconfigured reference never costs a measurement."""
+    name = (branch or "").removeprefix("refs/heads/")
+    revision = settings.throughput_references.get(name)
+    if revision is None:
+        return None, ""
+    where = f"throughput.references: {name}={revision}"
+    try:
+        ref_sha = resolve_commit(settings, revision)
+    except gitmirror.GitError as e:
+        return None, f"{where}: {e}; this build is measured unpaired"
+    with _mirror_lock:
+        if not gitmirror.Mirror(settings.repository_url, settings.mirror_dir).is_ancestor(ref_sha, sha):
+            return None, (
+                f"{where}: {ref_sha[:12]} is not an ancestor of {sha[:12]} (a reference must be on the "
+                "branch, at or before the commit); this build is measured unpaired"
+            )
+    return ref_sha, f"paired with the reference {revision} ({ref_sha[:12]})"
+
+
 def _not_this_build(run: store.RunContext) -> str | None:
     """Why a result file cannot be this build's own (the checkout did not give the commit asked for), or None."""
     if not run.got_revision:

@@ -62,6 +62,7 @@ class Settings:
     recipe_options: Mapping[str, tuple[str, ...]]  # recipe -> KEY=VALUE options for every build of it
     site_out_dir: Path | None  # None: <data_dir>/site (see the site_dir property)
     site_port: int
+    throughput_references: Mapping[str, str]  # branch -> revision its throughput is paired with (docs/throughput.md)
     alerts: AlertSettings = field(default_factory=AlertSettings)
     detection: DetectionSettings = field(default_factory=DetectionSettings)  # passed down to analysis, bisection
     source_of: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -165,6 +166,7 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("recipes", "options"): ("option_map", "recipe_options"),
     ("site", "out_dir"): ("opt_path", "site_out_dir"),
     ("site", "port"): ("port", "site_port"),
+    ("throughput", "references"): ("ref_map", "throughput_references"),
     ("detection", "min_effect"): ("fraction", "detection.min_effect"),
     ("detection", "fdr"): ("fraction", "detection.fdr"),
     ("detection", "keep_alpha"): ("fraction", "detection.keep_alpha"),
@@ -345,6 +347,8 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
             value = ""
         elif isinstance(value, tuple):
             value = list(value)
+        elif isinstance(value, Mapping) and attr == "throughput_references":
+            value = [f"{k}={v}" for k, v in value.items()]
         elif isinstance(value, Mapping) and attr == "recipe_options":
             value = [f"{k}:{o}" for k, opts in value.items() for o in opts]
         elif isinstance(value, Mapping):

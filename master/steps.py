@@ -70,6 +70,7 @@ def request_key(settings: Settings, step: BuildStep) -> str | None:
 
 STORED_RUN = "perffarm_stored_run"  # build property: this build request's result is already stored (run id)
 COMMIT = "perffarm_commit"  # build property: the commit the master resolved the requested revision to
+REFERENCE = "perffarm_reference"  # build property: the reference commit its throughput is paired with, if any
 
 
 def not_stored_yet(step: BuildStep) -> bool:
@@ -220,6 +221,11 @@ class CheckSource(BuildStep):
                 return FAILURE
             self.setProperty(COMMIT, sha, "CheckSource")
             await log.addStdout(f"revision {revision} is commit {sha}\n")
+            reference, note = await threads.deferToThread(ingest.reference_for, self.settings, branch, sha)
+            if reference is not None:
+                self.setProperty(REFERENCE, reference, "CheckSource")
+            if note:
+                await (log.addStdout if reference else log.addStderr)(note + "\n")
         await log.finish()
         return SUCCESS
 

@@ -102,3 +102,30 @@ def test_a_channel_port_is_checked_like_every_other_port():
         AlertSettings.from_mapping(
             {"channels": [{"name": "m", "kind": "email", "mail_from": "a@b", "mail_to": ["c@d"], "smtp_port": 70000}]}
         )
+
+
+def test_branch_references_are_settings_with_safe_names():
+    s = load_settings(environ={"PERFFARM_THROUGHPUT_REFERENCES": "master=REL_17_0, REL_16_STABLE=REL_16_0"})
+    assert dict(s.throughput_references) == {"master": "REL_17_0", "REL_16_STABLE": "REL_16_0"}
+    rows = {name: value for name, value, _ in describe(s)}
+    assert rows["throughput.references"] == ["master=REL_17_0", "REL_16_STABLE=REL_16_0"]
+    assert dict(load_settings(environ={}).throughput_references) == {}  # default: every build unpaired
+    for bad in ("master", "--upload-pack=x=REL_1", "master=--output=/tmp/x"):
+        with pytest.raises(SettingsError, match=r"throughput\.references: .* should look like 'BRANCH=REVISION'"):
+            load_settings(environ={"PERFFARM_THROUGHPUT_REFERENCES": bad})
+
+
+def test_a_build_with_a_reference_passes_it_to_the_recipe_before_its_own_options():
+    from buildbot.process.properties import Properties
+
+    from master.farm import runner_command
+    from master.steps import REFERENCE
+
+    props = Properties()
+    props.setProperty("got_revision", "a" * 40, "test")
+    props.setProperty(REFERENCE, "b" * 40, "test")
+    props.setProperty("perffarm_options", ["reference=" + "c" * 40], "test")  # a forced build's own choice wins
+    rendered: list = []
+    runner_command("bench", "pg-quick", ("pin=auto",)).getRenderingFor(props).addBoth(rendered.append)
+    options = [a for a in rendered[0] if a.startswith("--option=")]
+    assert options == ["--option=pin=auto", "--option=reference=" + "b" * 40, "--option=reference=" + "c" * 40]

@@ -7,6 +7,7 @@ RecordAttempt run against the real store, ingest and git mirror on a temp dir; o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -23,6 +24,7 @@ from master import ingest, store
 from master.settings import load_settings
 from master.steps import (
     COMMIT,
+    REFERENCE,
     SOURCE_REFUSED,
     STORED_RUN,
     CheckSource,
@@ -79,6 +81,49 @@ class CheckSourceTest(StepTestCase):
         self.expect_outcome(result=SUCCESS)
         self.expect_property(COMMIT, self.repo.head(), "CheckSource")
         return self._check("refs/tags/REL_1_0", "REL_1_0")
+
+
+class CheckSourceReferenceTest(StepTestCase):
+    """throughput.references: the master resolves a branch's reference and the build measures against it."""
+
+    def _check(self, references, revision):
+        self.settings = dataclasses.replace(self.settings, throughput_references=references)
+        self.setup_step(CheckSource(self.settings))
+        self.get_nth_step(0).build.sources[""] = SimpleNamespace(branch="master", revision=revision)
+        return self.run_step()
+
+    def test_a_reference_on_the_branch_is_resolved_and_passed_to_the_build(self):
+        self.repo.tag("REL_1_0")
+        release = self.repo.head()
+        head = self.repo.commit("later", allow_empty=True)
+        self.expect_outcome(result=SUCCESS)
+        self.expect_property(REFERENCE, release, "CheckSource")
+        self.expect_log_file(
+            "check", f"revision {head} is commit {head}\npaired with the reference REL_1_0 ({release[:12]})\n"
+        )
+        return self._check({"master": "REL_1_0"}, head)
+
+    def test_a_reference_after_the_commit_runs_the_build_unpaired_and_says_why(self):
+        old = self.repo.head()
+        newer = self.repo.commit("newer", allow_empty=True)
+        self.expect_outcome(result=SUCCESS)
+        self.expect_no_property(REFERENCE)
+        self.expect_log_file_stderr(
+            "check",
+            f"throughput.references: master={newer}: {newer[:12]} is not an ancestor of {old[:12]} (a reference "
+            "must be on the branch, at or before the commit); this build is measured unpaired\n",
+        )
+        return self._check({"master": newer}, old)
+
+    def test_an_unknown_reference_runs_the_build_unpaired(self):
+        self.expect_outcome(result=SUCCESS)
+        self.expect_no_property(REFERENCE)
+        return self._check({"master": "REL_9_9"}, self.repo.head())
+
+    def test_a_branch_without_a_reference_is_unpaired_and_quiet(self):
+        self.expect_outcome(result=SUCCESS)
+        self.expect_no_property(REFERENCE)
+        return self._check({"other": "REL_9_9"}, self.repo.head())
 
 
 class IngestResultTest(StepTestCase):
