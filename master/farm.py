@@ -23,12 +23,12 @@ from master.config_values import OPTION_RE
 from master.reconcile import Reconciler
 from master.settings import Settings
 from master.steps import (
-    REFERENCE,
     Checkout,
     CheckSource,
     IngestResult,
     RecordAttempt,
     StartBisection,
+    build_options,
     checkout_failed,
     not_stored_yet,
     result_dest,
@@ -57,11 +57,7 @@ def runner_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
 
     @util.renderer
     def render(props):
-        options = props.getProperty("perffarm_options") or []
-        if isinstance(options, str):  # the force form's text field: space-separated KEY=VALUE
-            options = options.split()
-        reference = props.getProperty(REFERENCE)
-        options = [*defaults, *([f"reference={reference}"] if reference else []), *options]
+        options = build_options(props, defaults)
         bad = [o for o in options if not isinstance(o, str) or not OPTION_RE.match(o)]
         if bad:
             raise ValueError(f"perffarm_options: {bad!r} are not KEY=VALUE options")

@@ -88,6 +88,41 @@ def _check_belongs(doc: dict[str, Any], run: store.RunContext, recipe: str | Non
         )
     if recipe and doc["recipe"]["name"] != recipe:
         raise IngestRejected(f"$.recipe.name: result is from recipe {doc['recipe']['name']!r}, builder runs {recipe!r}")
+    _check_reference(doc, run)
+
+
+def requested_reference(options: list) -> str | None:
+    """The reference the master asked the worker to pair with (the last `reference=` option), or None."""
+    value = None
+    for option in options:
+        if isinstance(option, str) and option.startswith("reference="):
+            value = option.removeprefix("reference=").strip() or None
+    return value
+
+
+PAIRED_SUFFIXES = (".reference", ".rqps")  # recipes/pg/paired.py: metrics that exist only in a paired run
+
+
+def _check_reference(doc: dict[str, Any], run: store.RunContext) -> None:
+    """A paired result must be paired with the reference the master asked for, and an unpaired one must not
+    carry paired metrics: `.rqps` samples are ratios to the reference, so a result that names another reference
+    (or none) would store one commit's ratios under another reference's series."""
+    claimed = doc["recipe"].get("options", {}).get("reference") or None
+    if claimed != run.reference:
+        asked = run.reference[:12] if run.reference else "none (an unpaired run)"
+        got = claimed[:12] if claimed else "none"
+        raise IngestRejected(
+            f"$.recipe.options.reference: the result was measured against reference {got} but the master asked "
+            f"for {asked}; nothing stored (check throughput.references and the forced build's options)"
+        )
+    if run.reference is None:
+        for w in doc["workloads"]:
+            for m in w["metrics"]:
+                if m["name"].endswith(PAIRED_SUFFIXES):
+                    raise IngestRejected(
+                        f"$.workloads[{w['name']!r}].metrics[{m['name']!r}]: a paired metric in a run the master "
+                        "did not pair with a reference; nothing stored"
+                    )
 
 
 def _fetch(settings: Settings, mirror: gitmirror.Mirror) -> None:

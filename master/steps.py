@@ -73,6 +73,17 @@ COMMIT = "perffarm_commit"  # build property: the commit the master resolved the
 REFERENCE = "perffarm_reference"  # build property: the reference commit its throughput is paired with, if any
 
 
+def build_options(props, defaults: tuple[str, ...] = ()) -> list:
+    """The recipe options a build runs with, in order (a later KEY wins): the farm's `recipes.options` for the
+    recipe (`defaults`), `reference=<sha>` when the branch is paired (property REFERENCE), then the build
+    property `perffarm_options` (a forced build's own options; bisection probes measure one workload)."""
+    options = props.getProperty("perffarm_options") or []
+    if isinstance(options, str):  # the force form's text field: space-separated KEY=VALUE
+        options = options.split()
+    reference = props.getProperty(REFERENCE)
+    return [*defaults, *([f"reference={reference}"] if reference else []), *options]
+
+
 def not_stored_yet(step: BuildStep) -> bool:
     """doStepIf for the checkout, build and bench steps: skip them when a retried build's result is stored."""
     return not step.getProperty(STORED_RUN)
@@ -265,6 +276,9 @@ class IngestResult(BuildStep):
             request_key=await threads.deferToThread(request_key, self.settings, self),
             ref=store.short_ref(_requested_branch(self) or "HEAD"),
             expected_sha=self.getProperty(COMMIT),
+            reference=ingest.requested_reference(
+                build_options(self.build.getProperties(), self.settings.recipe_options.get(self.recipe, ()))
+            ),
         )
         try:
             outcome = await threads.deferToThread(ingest.ingest_file, self.settings, path, run, self.recipe)

@@ -86,6 +86,7 @@ def measure_commit(
             got_revision=sha,
             revision=sha,
             bisection_id=bisection_id,
+            reference=ingest.requested_reference(list(options)),
         )
         settings.incoming_dir.mkdir(parents=True, exist_ok=True)
         incoming = Path(tempfile.mkstemp(prefix=f"{source}-{sha[:12]}-", suffix=".json", dir=settings.incoming_dir)[1])

@@ -257,4 +257,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE alerts RENAME COLUMN revision TO message_version;
     ALTER TABLE alert_outbox RENAME COLUMN revision TO message_version
     """,
+    # 8: paired throughput (docs/throughput.md): the reference commit a run's throughput was measured against, as
+    # the master asked for it (checked against the result at ingest). A run's `.rqps` samples are ratios to this
+    # commit, so they compare only with runs of the same reference: a series of them is segmented where it changes
+    # (a rebase), never read as a change of the code. Stored runs take what their result's options say.
+    """
+    ALTER TABLE runs ADD COLUMN reference TEXT;
+    UPDATE runs SET reference = json_extract(result, '$.recipe.options.reference')
+        WHERE json_type(result, '$.recipe.options.reference') = 'text'
+    """,
 ]

@@ -37,6 +37,7 @@ class RunContext:
     request_key: str | None = None  # "<master instance>/<build request id>": the measurement's idempotency key
     ref: str | None = None  # the branch or tag the master asked for (validated); the worker's word is not used
     expected_sha: str | None = None  # the commit the master resolved the requested revision to in its mirror
+    reference: str | None = None  # the reference commit the master asked the worker to pair with (None: unpaired)
 
 
 def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -> int:
@@ -63,7 +64,8 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
     cur = conn.execute(
         "INSERT INTO runs (sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, config_hash, "
         "status, source, build_id, build_url, log_excerpt, host_checks, noisy, started_at, finished_at, "
-        "ingested_at, result, request_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "ingested_at, result, request_key, reference) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             doc["commit"]["sha"],
             run.revision or doc["commit"]["sha"],
@@ -86,6 +88,7 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             time.time(),
             json.dumps(doc, sort_keys=True),
             run.request_key,
+            run.reference,
         ),
     )
     run_id = cur.lastrowid

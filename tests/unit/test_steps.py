@@ -177,6 +177,48 @@ class IngestResultTest(StepTestCase):
         self.assertIn("$.commit.sha: result is for", self.get_nth_step(0).logs["ingest"].stderr)
         self.assertEqual(self._runs(), [])
 
+    def _paired(self, sha, reference):
+        doc = result_for(sha)
+        doc["recipe"]["options"] = {"reference": reference}
+        doc["workloads"][0]["metrics"].append(
+            {"name": "throughput.rqps", "unit": "ratio", "direction": "higher", "samples": [1.0, 1.01]}
+        )
+        return doc
+
+    def _references(self):
+        conn = store.connect(self.settings.results_db)
+        try:
+            return [r[0] for r in conn.execute("SELECT reference FROM runs")]
+        finally:
+            conn.close()
+
+    @defer.inlineCallbacks
+    def test_a_paired_result_is_stored_with_the_reference_the_master_asked_for(self):
+        sha, ref = self.repo.head(), "1" * 40
+        self.expect_outcome(result=SUCCESS, state_string="stored run 1")
+        yield self._ingest(self._paired(sha, ref), got_revision=sha, perffarm_reference=ref)
+        self.assertEqual(self._references(), [ref])
+
+    @defer.inlineCallbacks
+    def test_a_forced_reference_option_is_what_the_master_asked_for(self):
+        sha, ref, forced = self.repo.head(), "1" * 40, "2" * 40
+        self.expect_outcome(result=SUCCESS, state_string="stored run 1")
+        yield self._ingest(
+            self._paired(sha, forced),
+            got_revision=sha,
+            perffarm_reference=ref,
+            perffarm_options=[f"reference={forced}"],
+        )
+        self.assertEqual(self._references(), [forced])
+
+    @defer.inlineCallbacks
+    def test_a_result_paired_with_another_reference_is_rejected(self):
+        sha = self.repo.head()
+        self.expect_outcome(result=FAILURE, state_string="result rejected (failure)")
+        yield self._ingest(self._paired(sha, "3" * 40), got_revision=sha, perffarm_reference="1" * 40)
+        self.assertIn("measured against reference 333333333333", self.get_nth_step(0).logs["ingest"].stderr)
+        self.assertEqual(self._runs(), [])
+
     @defer.inlineCallbacks
     def test_a_build_whose_checkout_failed_has_no_result(self):
         self.expect_outcome(result=FAILURE, state_string="no result (failure)")
