@@ -32,6 +32,8 @@ from master.detect.tracker import Tracker, review_unmatched
 from master.store.changes import Placement
 from master.store.series import SeriesKey
 
+REFERENCE_SUFFIX = ".reference"  # recipes/pg/paired.py: the reference's raw samples in a paired run
+
 IDENTITY_WINDOW = 5  # commits: a re-detection this close (same kind) is the same change moved by data
 
 
@@ -45,6 +47,7 @@ class LoadedSeries:
     unit: str
     series: Series
     positions: tuple[int, ...]
+    rebases: tuple[int, ...] = ()  # indices where a ratio series' reference changes: segments, never changes
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ def load_series(conn: sqlite3.Connection, series_id: int) -> LoadedSeries:
         s.unit,
         Series.from_samples(points.samples, points.commits),
         tuple(points.positions),
+        tuple(points.rebases()) if store.series.is_ratio_to_reference(s.key.metric) else (),
     )
 
 
@@ -94,10 +98,12 @@ def _nan(value: float | None) -> float:
 
 
 def _with_ci(data: LoadedSeries, cp: ChangePoint, next_index: int | None) -> ChangePoint:
-    """Ratio after/before with a bootstrap CI, from the segments on both sides of the change point."""
+    """Ratio after/before with a bootstrap CI, from the segments on both sides of the change point (never across
+    a rebase)."""
     s = data.series
-    lo = max(0, cp.index - 50)
-    hi = min(len(s), next_index if next_index is not None else len(s), cp.index + 50)
+    lo = max([0, cp.index - 50, *(b for b in data.rebases if b <= cp.index)])
+    ends = [len(s), cp.index + 50, *(b for b in data.rebases if b > cp.index)]
+    hi = min([*ends, next_index] if next_index is not None else ends)
     before, after = s.samples(lo, cp.index), s.samples(cp.index, hi)
     try:
         est = rqps.median_ratio(before, after)
@@ -114,18 +120,36 @@ class Proposal:
     result: Reconciliation
 
 
+def not_searched(conn: sqlite3.Connection, key: SeriesKey) -> str | None:
+    """Why a series is kept and shown but not searched for changes, or None when it is (docs/throughput.md).
+
+    A paired run stores the reference's own throughput (``<metric>.reference``): its moves are the machine's
+    drift, not the code. Its absolute throughput is as unpaired as before; changes are searched on the ratio
+    series (``<metric>.rqps``) the run also stores, which is what pairing is for.
+    """
+    if key.metric.endswith(REFERENCE_SUFFIX):
+        return "the reference build's own throughput (a paired run's other side): its moves are the machine's"
+    if not store.series.is_ratio_to_reference(key.metric) and store.series.exists(
+        conn, replace(key, metric=key.metric + store.series.RATIO_SUFFIX)
+    ):
+        return f"measured paired: changes are searched on {key.metric + store.series.RATIO_SUFFIX}"
+    return None
+
+
 def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettings) -> Proposal:
     """Detect on one series and reconcile with its stored change points, without writing anything."""
     data = load_series(conn, series_id)
+    if not_searched(conn, data.key) is not None:
+        return Proposal(data, Reconciliation(tuple(_reported(conn, data)), (), (), ()))
     tracker = Tracker.configured(str(series_id), data.direction, detection, window=IDENTITY_WINDOW)
-    detected = tracker.detections(data.series) if len(data.series) else []
+    detected = tracker.detections(data.series, data.rebases) if len(data.series) else []
     detected = [
         _with_ci(data, cp, detected[i + 1].index if i + 1 < len(detected) else None) for i, cp in enumerate(detected)
     ]
     result = reconcile(str(series_id), _reported(conn, data), detected, IDENTITY_WINDOW)
     if len(data.series):
         result = review_unmatched(
-            data.series, result, detected, data.direction, tracker.offline_settings, tracker.keep_alpha
+            data.series, result, detected, data.direction, tracker.offline_settings, tracker.keep_alpha, data.rebases
         )
     return Proposal(data, result)
 

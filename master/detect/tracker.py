@@ -39,16 +39,17 @@ def still_holds(
     direction: Direction,
     settings: offline.OfflineSettings | None = None,
     keep_alpha: float = KEEP_ALPHA,
+    boundaries: Sequence[int] = (),
 ) -> bool:
     """Whether a reported change the detector stopped listing is still there, tested at its own commit.
 
-    The split at the reported commit, between the nearest current detections, must still be
-    significant at ``keep_alpha`` and point the same way.
+    The split at the reported commit, between the nearest current detections (and segment ``boundaries``),
+    must still be significant at ``keep_alpha`` and point the same way.
     """
     cp = report.current
     if not 0 < cp.index < len(series):
         return True  # outside the data we have: nothing to judge it by
-    p, ratio = offline.support(series, cp.index, [d.index for d in detections], settings)
+    p, ratio = offline.support(series, cp.index, [*(d.index for d in detections), *boundaries], settings)
     return p <= keep_alpha and Kind.of(ratio, direction) is cp.kind
 
 
@@ -59,12 +60,13 @@ def review_unmatched(
     direction: Direction,
     settings: offline.OfflineSettings | None = None,
     keep_alpha: float = KEEP_ALPHA,
+    boundaries: Sequence[int] = (),
 ) -> Reconciliation:
     """Move active reports that no longer hold from ``unmatched_old`` to ``withdrawn`` (inactive)."""
     kept: list[Reported] = []
     withdrawn: list[Reported] = []
     for r in result.unmatched_old:
-        if r.active and not still_holds(series, r, detections, direction, settings, keep_alpha):
+        if r.active and not still_holds(series, r, detections, direction, settings, keep_alpha, boundaries):
             withdrawn.append(replace(r, active=False))
         else:
             kept.append(r)
@@ -92,13 +94,30 @@ class Tracker:
         off, on, st = detector_settings(detection)
         return cls(series_key, direction, off, on, st, window=window, keep_alpha=detection.keep_alpha)
 
-    def detections(self, series: Series) -> list[ChangePoint]:
+    def detections(self, series: Series, boundaries: Sequence[int] = ()) -> list[ChangePoint]:
         """Retrospective change points plus the gate's verdict on the newest commits (for a steady series —
-        instruction counts that repeat exactly — the magnitude rule of ``steady`` instead)."""
+        instruction counts that repeat exactly — the magnitude rule of ``steady`` instead).
+
+        ``boundaries`` cut the series into segments searched on their own (the commits where a paired series'
+        reference changed: a rebase is a new baseline, never a change); the gate judges the newest segment.
+        """
+        cuts = sorted({b for b in boundaries if 0 < b < len(series)})
+        if not cuts:
+            return self._detections(series, gate=True)
+        found: list[ChangePoint] = []
+        edges = [0, *cuts, len(series)]
+        for lo, hi in zip(edges, edges[1:]):
+            part = self._detections(series.window(lo, hi), gate=hi == len(series))
+            found.extend(replace(cp, index=cp.index + lo) for cp in part if cp.index > 0)
+        return found
+
+    def _detections(self, series: Series, gate: bool) -> list[ChangePoint]:
         found_steady = steady.detect_if_steady(series, self.direction, self.steady_settings)
         if found_steady is not None:
             return found_steady
         found = offline.detect(series, self.direction, self.offline_settings)
+        if not gate:
+            return found
         verdict = online.gate_with_history(series, self.direction, self.online_settings, [cp.index for cp in found])
         change = verdict.change
         if change is not None and not any(
@@ -108,10 +127,12 @@ class Tracker:
             found.sort(key=lambda cp: cp.index)
         return found
 
-    def observe(self, series: Series) -> Reconciliation:
+    def observe(self, series: Series, boundaries: Sequence[int] = ()) -> Reconciliation:
         """Run one round on the series as it is now and remember the reconciled reports."""
-        detected = self.detections(series)
+        detected = self.detections(series, boundaries)
         result = reconcile(self.series_key, self.reported, detected, self.window)
-        result = review_unmatched(series, result, detected, self.direction, self.offline_settings, self.keep_alpha)
+        result = review_unmatched(
+            series, result, detected, self.direction, self.offline_settings, self.keep_alpha, boundaries
+        )
         self.reported = list(result.all)
         return result

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from master.store.connection import columns
+from master.store.series import is_ratio_to_reference
 
 
 @dataclass(frozen=True)
@@ -224,30 +225,44 @@ def newest_builder(
     return row[0] if row else None
 
 
-def samples(conn: sqlite3.Connection, b: Bisection) -> dict[str, list[float]]:
-    """Every ok sample of the bisection's commits on its machine and recipe config (any source: history, forced
-    runs, other bisections), per commit."""
+def _measured(conn: sqlite3.Connection, b: Bisection) -> list[tuple[int, str, str, str | None]]:
+    """(run id, commit, samples JSON, reference) of every ok measurement of the bisection's commits on its machine
+    and recipe config (any source: history, forced runs, other bisections), oldest first."""
     marks = ",".join("?" * len(b.commits))
-    out: dict[str, list[float]] = {c: [] for c in b.commits}
-    for sha, raw in conn.execute(
-        f"SELECT r.sha, m.samples FROM runs r JOIN measurements m ON m.run_id = r.id "
+    return conn.execute(
+        f"SELECT r.id, r.sha, m.samples, r.reference FROM runs r JOIN measurements m ON m.run_id = r.id "
         f"WHERE r.machine_id = ? AND r.recipe = ? AND m.config_hash = ? AND r.status = 'ok' "
         f"AND m.workload = ? AND m.metric = ? AND r.sha IN ({marks}) ORDER BY r.id",
         (b.machine_id, b.recipe, b.config_hash, b.workload, b.metric, *b.commits),
-    ):
+    ).fetchall()
+
+
+def _comparable(b: Bisection, rows: list) -> list:
+    """The rows whose samples compare with each other: for a ratio metric (``.rqps``, docs/throughput.md) only
+    those measured against the reference of the newest measurement, so a rebase during a bisection re-measures
+    its ends and probes against the new reference instead of mixing ratios to two different builds."""
+    if not b.metric or not is_ratio_to_reference(b.metric) or not rows:
+        return rows
+    newest = rows[-1][3]
+    return [row for row in rows if row[3] == newest]
+
+
+def samples(conn: sqlite3.Connection, b: Bisection) -> dict[str, list[float]]:
+    """Every comparable ok sample of the bisection's commits (``_measured``, ``_comparable``), per commit."""
+    out: dict[str, list[float]] = {c: [] for c in b.commits}
+    for _, sha, raw, _ in _comparable(b, _measured(conn, b)):
         out[sha].extend(json.loads(raw))
     return out
 
 
-def fresh_rounds(conn: sqlite3.Connection, bisection_id: int) -> dict[str, int]:
-    """commit -> ok runs this bisection made of it (its probes)."""
-    return dict(
-        conn.execute(
-            "SELECT r.sha, COUNT(*) FROM bisection_runs br JOIN runs r ON r.id = br.run_id "
-            "WHERE br.bisection_id = ? AND r.status = 'ok' GROUP BY r.sha",
-            (bisection_id,),
-        ).fetchall()
-    )
+def fresh_rounds(conn: sqlite3.Connection, b: Bisection) -> dict[str, int]:
+    """commit -> ok runs this bisection made of it (its probes), counting only comparable measurements."""
+    ours = {r[0] for r in conn.execute("SELECT run_id FROM bisection_runs WHERE bisection_id = ?", (b.id,))}
+    counts: dict[str, int] = {}
+    for run_id, sha, _, _ in _comparable(b, _measured(conn, b)):
+        if run_id in ours:
+            counts[sha] = counts.get(sha, 0) + 1
+    return counts
 
 
 def failed_commits(conn: sqlite3.Connection, b: Bisection) -> set[str]:

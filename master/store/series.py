@@ -57,6 +57,19 @@ class BranchSamples:
     commits: list[str]
     positions: list[int]
     samples: list[list[float]]  # per commit, every sample of every ok run, in run order
+    references: list[str | None]  # per commit, the reference its throughput was paired with (None: unpaired)
+
+    def rebases(self) -> list[int]:
+        """Indices of the commits measured against another reference than the commit before (a rebase)."""
+        return [i for i in range(1, len(self.references)) if self.references[i] != self.references[i - 1]]
+
+
+RATIO_SUFFIX = ".rqps"  # recipes/pg/paired.py: per-round ratios to the run's reference
+
+
+def is_ratio_to_reference(metric: str) -> bool:
+    """Whether a metric's samples are ratios to the run's reference (compare only under one reference)."""
+    return metric.endswith(RATIO_SUFFIX)
 
 
 def ensure_for_run(conn: sqlite3.Connection, run_id: int) -> list[int]:
@@ -115,9 +128,14 @@ def get(conn: sqlite3.Connection, series_id: int) -> StoredSeries | None:
 
 
 def branch_samples(conn: sqlite3.Connection, key: SeriesKey) -> BranchSamples:
-    """Every ok sample of a series, grouped per commit in first-parent order."""
+    """Every ok sample of a series, grouped per commit in first-parent order.
+
+    A commit's reference is that of its first run. For a ratio metric (``.rqps``) only the runs measured
+    against that reference count: a commit measured again after a rebase (a bisection probe, a forced run)
+    keeps its place in the segment it was first measured in."""
+    ratio = is_ratio_to_reference(key.metric)
     rows = conn.execute(
-        "SELECT bc.position, bc.sha, m.samples FROM branch_commits bc "
+        "SELECT bc.position, bc.sha, m.samples, r.reference FROM branch_commits bc "
         "JOIN runs r ON r.sha = bc.sha JOIN measurements m ON m.run_id = r.id "
         "WHERE bc.branch = ? AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? "
         "AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
@@ -127,13 +145,29 @@ def branch_samples(conn: sqlite3.Connection, key: SeriesKey) -> BranchSamples:
     commits: list[str] = []
     positions: list[int] = []
     groups: list[list[float]] = []
-    for position, sha, samples in rows:
+    references: list[str | None] = []
+    for position, sha, samples, reference in rows:
         if not commits or commits[-1] != sha:
             commits.append(sha)
             positions.append(position)
             groups.append([])
+            references.append(reference)
+        elif ratio and reference != references[-1]:
+            continue
         groups[-1].extend(json.loads(samples))
-    return BranchSamples(commits, positions, groups)
+    return BranchSamples(commits, positions, groups, references)
+
+
+def exists(conn: sqlite3.Connection, key: SeriesKey) -> bool:
+    """Whether the farm has seen this series."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM series WHERE machine_id=? AND recipe=? AND recipe_version=? AND config_hash=? "
+            "AND workload=? AND metric=? AND branch=?",
+            (key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric, key.branch),
+        ).fetchone()
+        is not None
+    )
 
 
 def count(conn: sqlite3.Connection) -> int:

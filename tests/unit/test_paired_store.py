@@ -1,0 +1,208 @@
+"""Paired throughput in the store (issue #14): the run's reference is the master's word, checked against the
+result; ratio series are segmented where the reference changes; the reference's own samples and a paired run's
+absolute throughput are kept but not searched for changes. Real SQLite files and a real git repository."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from master import analysis, ingest, store
+from master.detect.config import DetectionSettings
+from master.store import RunContext
+from tests.unit.test_analysis import add_commits, sha
+from tests.unit.test_result_schema import good
+from tests.unit.test_store_ingest import db_at_schema, env, put, result_for  # noqa: F401 - env is a fixture
+
+DEFAULTS = DetectionSettings()
+REF_A, REF_B = "a" * 40, "b" * 40
+
+
+def paired_doc(sha_: str, reference: str | None, tps: list[float], rqps: list[float]) -> dict:
+    doc = good()
+    doc["commit"] = {"sha": sha_, "ref": "master"}
+    if reference is not None:
+        doc["recipe"]["options"] = {"reference": reference}
+    metrics = [{"name": "tps", "unit": "tx/s", "direction": "higher", "samples": tps}]
+    if rqps:
+        reference_tps = [t / r for t, r in zip(tps, rqps)]
+        metrics += [
+            {"name": "tps.reference", "unit": "tx/s", "direction": "higher", "samples": reference_tps},
+            {"name": "tps.rqps", "unit": "ratio", "direction": "higher", "samples": rqps},
+        ]
+    doc["workloads"] = [{"name": "ro", "metrics": metrics}]
+    return doc
+
+
+def ctx(build_id: int, sha_: str | None = None, reference: str | None = None) -> RunContext:
+    return RunContext("fixture@local", "local", "poll", build_id, got_revision=sha_, reference=reference)
+
+
+@pytest.mark.parametrize(
+    ("claimed", "asked", "says"),
+    [
+        (REF_B, REF_A, "measured against reference bbbbbbbbbbbb but the master asked for aaaaaaaaaaaa"),
+        (REF_A, None, "but the master asked for none (an unpaired run)"),
+        (None, REF_A, "measured against reference none but the master asked for aaaaaaaaaaaa"),
+    ],
+)
+def test_a_result_paired_with_another_reference_than_asked_is_rejected(env, claimed, asked, says):  # noqa: F811
+    repo, settings = env
+    head = repo.head()
+    path = put(settings, paired_doc(head, claimed, [100.0, 101.0], [1.0, 1.01] if claimed else []))
+    with pytest.raises(ingest.IngestRejected, match=re.escape(says)):
+        ingest.ingest_file(settings, path, ctx(3, head, asked), "fixture")
+    conn = store.connect(settings.results_db)
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+
+
+def test_paired_metrics_in_a_run_nobody_paired_are_rejected(env):  # noqa: F811
+    repo, settings = env
+    head = repo.head()
+    doc = paired_doc(head, None, [100.0, 101.0], [1.0, 1.01])  # ratios, but no reference anywhere
+    with pytest.raises(ingest.IngestRejected, match=r"tps.reference.*did not pair with a reference"):
+        ingest.ingest_file(settings, put(settings, doc), ctx(4, head), "fixture")
+
+
+def test_the_reference_the_master_asked_for_is_stored_with_the_run(env):  # noqa: F811
+    repo, settings = env
+    head = repo.head()
+    ingest.ingest_file(settings, put(settings, paired_doc(head, REF_A, [100.0], [1.0])), ctx(5, head, REF_A), "fixture")
+    conn = store.connect(settings.results_db)
+    assert [tuple(r) for r in conn.execute("SELECT sha, reference FROM runs")] == [(head, REF_A)]
+
+
+def test_migration_8_takes_each_stored_runs_reference_from_its_result(tmp_path):
+    path = tmp_path / "r.sqlite"
+    conn = db_at_schema(path, 7)
+    conn.execute("INSERT INTO machines VALUES ('m', '{}', 0)")
+    for run_id, result in ((1, paired_doc("c" * 40, REF_A, [1.0], [1.0])), (2, good()), (3, {"recipe": {}})):
+        conn.execute(
+            "INSERT INTO runs (id, sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, "
+            "config_hash, status, source, log_excerpt, host_checks, noisy, ingested_at, result) "
+            "VALUES (?, 'c', 'c', 'master', 'b', 'w', 'm', 'r', 1, 'h', 'ok', 'poll', '', '{}', 0, 0, ?)",
+            (run_id, json.dumps(result)),
+        )
+    conn.commit()
+    conn.close()
+    conn = store.connect(path)
+    assert [tuple(r) for r in conn.execute("SELECT id, reference FROM runs ORDER BY id")] == [
+        (1, REF_A),
+        (2, None),
+        (3, None),
+    ]
+
+
+@pytest.fixture
+def conn(tmp_path):
+    c = store.connect(tmp_path / "r.sqlite")
+    yield c
+    c.close()
+
+
+def add_paired(conn, i: int, reference: str, level: float, build_id: int, rng: random.Random, tps: float = 1000.0):
+    rqps = [level * (1 + rng.gauss(0, 0.005)) for _ in range(5)]
+    doc = paired_doc(sha(i), reference, [tps * r for r in rqps], rqps)
+    with store.transaction(conn):
+        return store.insert_run(conn, doc, ctx(build_id, reference=reference))
+
+
+def series_id(conn, metric: str) -> int:
+    with store.transaction(conn):
+        for (run_id,) in conn.execute("SELECT id FROM runs").fetchall():
+            store.series.ensure_for_run(conn, run_id)
+    return conn.execute("SELECT id FROM series WHERE metric = ?", (metric,)).fetchone()[0]
+
+
+def test_a_rebase_is_a_segment_boundary_not_a_change(conn):
+    # 40 commits against reference A at rQPS 1.00, then the branch is rebased onto reference B, against which
+    # the same code is 8% slower: the ratio series jumps at the rebase, and that is not the code's change
+    rng = random.Random(3)
+    add_commits(conn, 80)
+    for i in range(40):
+        run_id = add_paired(conn, i, REF_A, 1.0, i + 1, rng)
+    for i in range(40, 80):
+        run_id = add_paired(conn, i, REF_B, 0.92, i + 1, rng)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
+    assert events == []
+    data = analysis.load_series(conn, series_id(conn, "tps.rqps"))
+    assert data.rebases == (40,)
+    # without the boundary the same samples are a change at the rebase: the test can fail
+    tracker = analysis.Tracker.configured("x", data.direction, DEFAULTS)
+    assert [cp.index for cp in tracker.detections(data.series)] == [40]
+
+
+def test_a_real_step_inside_a_segment_is_found_at_its_commit(conn):
+    rng = random.Random(5)
+    add_commits(conn, 90)
+    for i in range(30):
+        add_paired(conn, i, REF_A, 1.0, i + 1, rng)
+    for i in range(30, 90):  # rebased at 30; the code regresses 4% at 60
+        run_id = add_paired(conn, i, REF_B, 0.95 if i < 60 else 0.95 * 0.96, i + 1, rng)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
+    sid = series_id(conn, "tps.rqps")
+    assert [(e.series_id, e.action, e.kind, e.sha) for e in events] == [(sid, "new", "regression", sha(60))]
+    row = conn.execute("SELECT ratio, ci_low, ci_high FROM change_points").fetchone()
+    assert 0.95 < row["ci_low"] <= row["ratio"] <= row["ci_high"] < 0.97  # measured within the segment
+
+
+def test_a_commit_measured_again_after_a_rebase_keeps_its_first_references_samples(conn):
+    rng = random.Random(9)
+    add_commits(conn, 3)
+    add_paired(conn, 0, REF_A, 1.0, 1, rng)
+    add_paired(conn, 1, REF_A, 1.0, 2, rng)
+    add_paired(conn, 1, REF_B, 0.5, 3, rng)  # a probe of commit 1 against the new reference
+    add_paired(conn, 2, REF_B, 0.5, 4, rng)
+    points = store.series.branch_samples(conn, analysis.load_series(conn, series_id(conn, "tps.rqps")).key)
+    assert points.references == [REF_A, REF_A, REF_B]
+    assert [len(s) for s in points.samples] == [5, 5, 5] and max(points.samples[1]) < 1.1
+    # the absolute throughput of commit 1 keeps both runs' samples: it does not depend on the reference
+    tps = store.series.branch_samples(conn, analysis.load_series(conn, series_id(conn, "tps")).key)
+    assert [len(s) for s in tps.samples] == [5, 10, 5]
+
+
+def test_a_paired_runs_reference_and_absolute_series_are_kept_but_not_searched(conn):
+    # the machine drifts 10% down half way: the absolute and reference series move, the ratio does not
+    rng = random.Random(11)
+    add_commits(conn, 60)
+    for i in range(60):
+        run_id = add_paired(conn, i, REF_A, 1.0, i + 1, rng, tps=1000.0 if i < 30 else 900.0)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
+    assert events == []
+    for metric in ("tps", "tps.reference"):
+        data = analysis.load_series(conn, series_id(conn, metric))
+        assert analysis.not_searched(conn, data.key) is not None
+        tracker = analysis.Tracker.configured("x", data.direction, DEFAULTS)
+        assert [cp.index for cp in tracker.detections(data.series)] == [30]  # what searching them would report
+    assert analysis.not_searched(conn, analysis.load_series(conn, series_id(conn, "tps.rqps")).key) is None
+
+
+def test_a_bisection_of_a_ratio_series_compares_only_ratios_to_one_reference(conn):
+    from master.bisection import state
+
+    rng = random.Random(13)
+    add_commits(conn, 5)
+    with store.transaction(conn):
+        store.upsert_commits(
+            conn,
+            [store.CommitInfo(sha(i), f"c{i}", "A <a@x>", 1, 1, (sha(i - 1),) if i else ()) for i in range(5)],
+        )
+    add_paired(conn, 0, REF_A, 1.0, 1, rng)
+    add_paired(conn, 4, REF_A, 0.9, 2, rng)
+    with store.transaction(conn):
+        bid = state.create(conn, good=sha(0), bad=sha(4), workload="ro", metric="tps.rqps")
+    b = state.get(conn, bid)
+    obs = state.observations(conn, b)
+    assert [len(obs.samples[sha(i)]) for i in range(5)] == [5, 0, 0, 0, 5]
+    # the branch is rebased mid-bisection: a probe of commit 2 is measured against reference B
+    probe = add_paired(conn, 2, REF_B, 0.5, 3, rng)
+    with store.transaction(conn):
+        conn.execute("INSERT INTO bisection_runs (bisection_id, run_id) VALUES (?, ?)", (bid, probe))
+    obs = state.observations(conn, b)
+    # the ends' ratios to A no longer count: they are measured again against B, never mixed with the probe's
+    assert [len(obs.samples[sha(i)]) for i in range(5)] == [0, 0, 5, 0, 0]
+    assert dict(obs.fresh_rounds) == {sha(2): 1}
+    assert isinstance(state.decide(b.commits, obs, state.Policy()), state.Measure)
