@@ -120,7 +120,7 @@ def check(name: str, kind: str, value: Any, base: Path | None = None, error: typ
         if not isinstance(value, bool):
             raise error(f"{name}: expected true or false, got {value!r}")
         return value
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):  # a tuple: checked once
         raise error(f"{name}: expected a list of strings, got {value!r}")
     if kind == "str_list":
         return tuple(value)

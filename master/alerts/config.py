@@ -17,6 +17,7 @@ from typing import Any
 from master.config_values import ConfigError, check
 
 SEVERITIES = ("warn", "critical")
+PAIRED_SUFFIX = ".rqps"  # recipes/pg/paired.py: per-round ratios to the run's reference
 KINDS = ("regression", "improvement")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -127,6 +128,11 @@ class AlertSettings:
     enabled: bool = True
     thresholds: Thresholds = field(default_factory=Thresholds)
     improvement_thresholds: Thresholds = field(default_factory=lambda: Thresholds(0.05, 0.15))
+    # Regressions per metric kind (metric_kind): deterministic counts alert from the detection floor, paired
+    # throughput from its measured minimum detectable effect; wall-clock throughput measured alone keeps `thresholds`
+    steady_thresholds: Thresholds = field(default_factory=lambda: Thresholds(0.005, 0.05))
+    paired_thresholds: Thresholds = field(default_factory=lambda: Thresholds(0.02, 0.10))
+    steady_units: tuple[str, ...] = ("instructions/*",)
     overrides: tuple[Override, ...] = ()
     max_pvalue: float = 0.01
     band_red: float = 0.97
@@ -155,12 +161,29 @@ class AlertSettings:
                 f"alerts.link_template: only {{site_url}} and {{alert_id}} are known ({e})"
             ) from None
 
-    def thresholds_for(self, workload: str, kind: str) -> Thresholds:
-        """The thresholds that apply to one workload and kind (first matching override, else the default)."""
+    def metric_kind(self, metric: str, unit: str) -> str:
+        """How a series is measured, which decides how small a regression alerts: ``paired`` (a ratio to the
+        reference measured interleaved in the same run, ``<metric>.rqps``), ``steady`` (a deterministic count:
+        its unit matches ``steady_units``) or ``unpaired`` (wall-clock, measured alone)."""
+        if metric.endswith(PAIRED_SUFFIX):
+            return "paired"
+        if any(fnmatch.fnmatchcase(unit, pattern) for pattern in self.steady_units):
+            return "steady"
+        return "unpaired"
+
+    def thresholds_for(self, workload: str, kind: str, metric: str = "", unit: str = "") -> Thresholds:
+        """The thresholds that apply to one series and kind: the first matching override, else for a regression
+        those of its metric kind (``metric_kind``), for an improvement the improvement tiers."""
         for o in self.overrides:
             if o.matches(workload, kind):
                 return o.thresholds
-        return self.thresholds if kind == "regression" else self.improvement_thresholds
+        if kind != "regression":
+            return self.improvement_thresholds
+        return {
+            "paired": self.paired_thresholds,
+            "steady": self.steady_thresholds,
+            "unpaired": self.thresholds,
+        }[self.metric_kind(metric, unit)]
 
     def channel(self, name: str) -> ChannelConfig | None:
         return next((c for c in self.channels if c.name == name), None)
@@ -184,6 +207,11 @@ ALERT_KEYS: dict[str, tuple[str, str]] = {
     "critical": ("number", "thresholds.critical"),
     "improvement_warn": ("number", "improvement_thresholds.warn"),
     "improvement_critical": ("number", "improvement_thresholds.critical"),
+    "steady_warn": ("number", "steady_thresholds.warn"),
+    "steady_critical": ("number", "steady_thresholds.critical"),
+    "steady_units": ("str_list", "steady_units"),
+    "paired_warn": ("number", "paired_thresholds.warn"),
+    "paired_critical": ("number", "paired_thresholds.critical"),
     "max_pvalue": ("number", "max_pvalue"),
     "band_red": ("number", "band_red"),
     "band_green": ("number", "band_green"),
@@ -199,7 +227,7 @@ ALERT_KEYS: dict[str, tuple[str, str]] = {
     "send_timeout": ("number", "retry.timeout"),
 }
 _TOP = {*ALERT_KEYS, "overrides", "channels"}
-_NESTED = ("thresholds", "improvement_thresholds", "retry")
+_NESTED = ("thresholds", "improvement_thresholds", "steady_thresholds", "paired_thresholds", "retry")
 _CHANNEL_KEYS = {f.name for f in fields(ChannelConfig)}
 _SECRETISH = re.compile(r"(^url$|password$|token$|webhook$)")
 

@@ -72,7 +72,7 @@ def severity(line: Line, settings: AlertSettings) -> str | None:
         return None  # the stored kind disagrees with the numbers: do not guess
     if not significant(line, settings.max_pvalue):
         return None
-    th = settings.thresholds_for(line.workload, line.kind)
+    th = settings.thresholds_for(line.workload, line.kind, line.metric, line.unit)
     if line.change >= th.critical:
         return "critical"
     if line.change >= th.warn:

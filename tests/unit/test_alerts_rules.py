@@ -22,6 +22,8 @@ def mk(
     branch: str = "master",
     series: str = "s1",
     active: bool = True,
+    metric: str = "tps",
+    unit: str = "tps",
 ) -> rules.Line:
     if kind is None:
         worse = ratio < 1 if direction == "higher" else ratio > 1
@@ -32,9 +34,9 @@ def mk(
         "m-1",
         "pg",
         workload,
-        "tps",
+        metric,
         branch,
-        "tps",
+        unit,
         direction,
         kind,
         f"sha{pos}",
@@ -175,6 +177,46 @@ def test_settings_parse_channels_and_retry_policy() -> None:
     assert [s.retry.delay(n) for n in (1, 2, 3, 4, 5, 6)] == [5, 10, 20, 40, 60, 60]
     with pytest.raises(AlertConfigError):
         RetryPolicy(timeout=200, lease_seconds=100)
+
+
+# the case: a +1.27% instructions/query regression, bisected to its culprit, raised no alert at warn = 3%
+@pytest.mark.parametrize(
+    ("metric", "unit", "direction", "ratio", "expected"),
+    [
+        ("instructions", "instructions/query", "lower", 1.0127, "warn"),  # steady: alerts from the detection floor
+        ("instructions", "instructions/query", "lower", 1.004, None),  # below the floor
+        ("instructions", "instructions/query", "lower", 1.06, "critical"),
+        ("tps.rqps", "ratio", "higher", 0.975, "warn"),  # paired: from its minimum detectable effect
+        ("tps.rqps", "ratio", "higher", 0.985, None),
+        ("tps", "tx/s", "higher", 0.975, None),  # the same step measured alone does not alert
+        ("tps", "tx/s", "higher", 0.965, "warn"),
+    ],
+)
+def test_regression_thresholds_follow_the_metric_kind(metric, unit, direction, ratio, expected) -> None:
+    line = mk(metric=metric, unit=unit, direction=direction, ratio=ratio, ci=(ratio - 0.001, ratio + 0.001))
+    assert rules.severity(line, S) == expected
+
+
+def test_metric_kinds_and_overrides() -> None:
+    s = AlertSettings.from_mapping(
+        {
+            "steady_warn": 0.01,
+            "paired_warn": 0.03,
+            "steady_units": ["instructions/*", "bytes"],
+            "overrides": [{"workload": "noisy-*", "warn": 0.2, "critical": 0.3}],
+        }
+    )
+    assert [s.metric_kind(m, u) for m, u in (("tps.rqps", "ratio"), ("rss", "bytes"), ("tps", "tx/s"))] == [
+        "paired",
+        "steady",
+        "unpaired",
+    ]
+    assert s.thresholds_for("ro", "regression", "instructions", "instructions/tx").warn == 0.01
+    assert s.thresholds_for("ro", "regression", "tps.rqps", "ratio").warn == 0.03
+    assert s.thresholds_for("noisy-1", "regression", "tps.rqps", "ratio").warn == 0.2  # an override still wins
+    assert s.thresholds_for("ro", "improvement", "tps.rqps", "ratio") == s.improvement_thresholds
+    with pytest.raises(AlertConfigError, match="warn <= critical"):
+        AlertSettings.from_mapping({"paired_warn": 0.2})
 
 
 def test_lifecycle() -> None:
