@@ -62,6 +62,7 @@ class Context:
             self.changes.setdefault(c.sid, []).append(
                 ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue, c.state)
             )
+        self.rebases, self.ratio_of = source.paired(conn)  # paired throughput: rebases, absolute -> ratio series
         rows = source.alert_rows(conn)
         facts = {
             sha: (c.subject, author_name(c.author))

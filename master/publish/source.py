@@ -8,6 +8,7 @@ later migration adds (`series`, `change_points`, `alerts`, ...) when it has not 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sqlite3
 from collections.abc import Iterable
@@ -103,6 +104,24 @@ def change_points(conn: sqlite3.Connection) -> list[ChangePointRow]:
         )
         for c in store.changes.change_points(conn)
     ]
+
+
+def paired(conn: sqlite3.Connection) -> tuple[dict[str, list[tuple[int, str]]], dict[str, str]]:
+    """Paired throughput (docs/throughput.md): per ratio series (sid) its rebases, (position, new reference), and
+    per absolute throughput series that is measured paired, the sid of its ratio series."""
+    if not has_table(conn, "series") or "reference" not in store.connection.table_columns(conn, "runs"):
+        return {}, {}
+    rebases: dict[str, list[tuple[int, str]]] = {}
+    ratio_of: dict[str, str] = {}
+    for key, points in store.series.references(conn).items():
+        sid = sid_of(key)
+        rebases[sid] = [
+            (pos, ref or "") for (pos, ref), (_, before) in zip(points[1:], points[:-1], strict=True) if ref != before
+        ]
+        plain = key.metric.removesuffix(store.series.RATIO_SUFFIX)
+        for metric in (plain, plain + ".reference"):
+            ratio_of[sid_of(dataclasses.replace(key, metric=metric))] = sid
+    return rebases, ratio_of
 
 
 # ------------------------------------------------------------------------------------------------ alerts

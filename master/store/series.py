@@ -158,6 +158,27 @@ def branch_samples(conn: sqlite3.Connection, key: SeriesKey) -> BranchSamples:
     return BranchSamples(commits, positions, groups, references)
 
 
+def references(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, str | None]]]:
+    """Per ratio series (``.rqps``): (branch position, reference) of each tested commit in first-parent order, the
+    reference of the commit's first run (as ``branch_samples`` counts it). The site marks where it changes."""
+    out: dict[SeriesKey, list[tuple[int, str | None]]] = {}
+    rows = conn.execute(
+        "SELECT s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.workload, s.metric, s.branch, "
+        "bc.position, r.reference FROM series s "
+        "JOIN runs r ON r.machine_id = s.machine_id AND r.recipe = s.recipe AND r.recipe_version = s.recipe_version "
+        "JOIN measurements m ON m.run_id = r.id AND m.config_hash = s.config_hash AND m.workload = s.workload "
+        "AND m.metric = s.metric "
+        "JOIN branch_commits bc ON bc.branch = s.branch AND bc.sha = r.sha "
+        "WHERE s.metric LIKE ? AND r.status = 'ok' ORDER BY s.id, bc.position, r.id",
+        ("%" + RATIO_SUFFIX,),
+    )
+    for *key, position, reference in rows:
+        points = out.setdefault(SeriesKey(*key), [])
+        if not points or points[-1][0] != position:
+            points.append((position, reference))
+    return out
+
+
 def exists(conn: sqlite3.Connection, key: SeriesKey) -> bool:
     """Whether the farm has seen this series."""
     return (

@@ -206,3 +206,35 @@ def test_a_bisection_of_a_ratio_series_compares_only_ratios_to_one_reference(con
     assert [len(obs.samples[sha(i)]) for i in range(5)] == [0, 0, 5, 0, 0]
     assert dict(obs.fresh_rounds) == {sha(2): 1}
     assert isinstance(state.decide(b.commits, obs, state.Policy()), state.Measure)
+
+
+def test_the_site_marks_rebases_and_says_which_series_is_searched(tmp_path):
+    from master.publish import publish_all
+    from master.publish.source import sid_of
+    from tests.site_support import settings_for
+
+    settings = settings_for(tmp_path / "data", tmp_path / "no-repo")
+    conn = store.connect(settings.results_db)
+    rng = random.Random(17)
+    add_commits(conn, 12)
+    for i in range(12):
+        add_paired(conn, i, REF_A if i < 7 else REF_B, 1.0, i + 1, rng)
+    with store.transaction(conn):
+        for (run_id,) in conn.execute("SELECT id FROM runs").fetchall():
+            store.series.ensure_for_run(conn, run_id)
+    keys = {s.key.metric: s.key for s in (store.series.get(conn, i) for i in range(1, 4))}
+    conn.close()
+    publish_all(settings, now=1_800_000_000.0)
+    page = {m: (settings.site_dir / "series" / f"{sid_of(k)}.html").read_text() for m, k in keys.items()}
+    meta = json.loads(re.search(r'<script type="application/json" id="meta">(.*?)</script>', page["tps.rqps"]).group(1))
+    assert [m for m in meta["markers"] if m["kind"] == "rebase"] == [
+        {"pos": 7, "kind": "rebase", "label": "rebased onto bbbbbbbbbbbb"}
+    ]
+    assert "Change detection searches this series" in page["tps.rqps"]
+    ratio_link = f'<a href="{sid_of(keys["tps.rqps"])}.html">rQPS series</a>'
+    assert "Unpaired: this commit" in page["tps"] and ratio_link in page["tps"]
+    assert "The reference build's own throughput" in page["tps.reference"] and ratio_link in page["tps.reference"]
+    assert not any(
+        m["kind"] == "rebase"
+        for m in json.loads(re.search(r'id="meta">(.*?)</script>', page["tps"]).group(1))["markers"]
+    )

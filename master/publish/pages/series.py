@@ -28,7 +28,14 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         if o.sid != summ.sid and o.first_position > summ.first_position
     ]
     change_marks = [Marker(c.position, c.kind, f"{c.kind} ×{c.ratio:.3f}") for c in changes if c.state == "active"]
-    markers = sorted(tag_marks + config_marks + change_marks, key=lambda m: (m.position, m.kind, m.label))
+    rebase_marks = [
+        Marker(pos, "rebase", f"rebased onto {ref[:12] or 'no reference'}")
+        for pos, ref in ctx.rebases.get(summ.sid, [])
+        if summ.first_position <= pos <= summ.last_position
+    ]
+    markers = sorted(
+        tag_marks + config_marks + change_marks + rebase_marks, key=lambda m: (m.position, m.kind, m.label)
+    )
     chunks = list(range(summ.first_position // CHUNK, summ.last_position // CHUNK + 1))
     meta = {
         "sid": summ.sid,
@@ -41,12 +48,23 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
     }
     return {
         "s": summ,
+        "pairing": _pairing(ctx, summ),
         "changes": changes,
         "markers": markers,
         "meta": meta,
         "chunks": chunks,
         "siblings": [o for o in siblings if o.sid != summ.sid],
     }
+
+
+def _pairing(ctx: Context, summ: Summary) -> dict[str, str] | None:
+    """How a paired workload's series relate (docs/throughput.md): which one is searched for changes."""
+    if summ.sid in ctx.rebases:
+        return {"role": "ratio"}
+    ratio = ctx.ratio_of.get(summ.sid)
+    if ratio is None:
+        return None
+    return {"role": "reference" if summ.metric.endswith(".reference") else "unpaired", "ratio_sid": ratio}
 
 
 def write(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
