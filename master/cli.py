@@ -313,9 +313,10 @@ MOUNTED = [
     (
         "compare",
         "master.compare",
-        "A/B-measure two PostgreSQL commits (or a commit and a patch) locally",
-        "Build A and B, interleave their samples in one job and print B/A median ratios with bootstrap 95% "
-        "confidence intervals. No master needed.",
+        "measure 2-8 PostgreSQL commits (or a commit and a patch) side by side locally",
+        "Build A, B (C, ...), interleave their samples in one job and print each one's median ratio to A with a "
+        "bootstrap 95% confidence interval: an A/B test, or release archaeology with every version measured under "
+        "the same conditions. No master needed.",
     ),
     (
         "publish",

@@ -1,10 +1,12 @@
-"""`perffarm compare --repo PATH A B [--patch FILE] [--profile quick]`: A/B-measure two commits locally.
+"""`perffarm compare --repo PATH A B [C ...] [--patch FILE] [--profile quick]`: measure commits side by side.
 
-Builds both commits (or commit A and commit B with a patch applied) with the PostgreSQL recipes' build code,
-runs the profile's workloads with A and B samples interleaved in one job, and prints each workload's B/A median
-ratio with a bootstrap 95% confidence interval. No master needed. The commits are checked out in a private clone
-under --work, never in the user's repository, so one persistent build directory rebuilds incrementally between
-A and B and the install cache makes a repeated comparison start at once.
+Builds every commit (or, with --patch, the last one with the patch applied) with the PostgreSQL recipes' build
+code, runs the profile's workloads on all of them interleaved in one job, and prints each workload's median ratio
+to the first (B/A, C/A, ...: rQPS for throughput) with a bootstrap 95% confidence interval. With three or more
+revisions this is release archaeology as Vondra and Callaghan do it: every version measured under the same
+conditions, in one session, not N runs at different times (docs/releases.md). No master needed. The commits are
+checked out in a private clone under --work, never in the user's repository, so one persistent build directory
+rebuilds incrementally between them and the install cache makes a repeated comparison start at once.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from recipes.pg import build as pgbuild
 from recipes.pg.profile import load_profile, selected_names
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MAX_REVISIONS = 8  # each side is a running server for the whole job; more would not fit a small box's memory
+LABELS = "ABCDEFGH"
 
 
 def default_work_dir() -> Path:
@@ -31,10 +35,15 @@ def default_work_dir() -> Path:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("a", metavar="A", help="base commit (sha, branch or tag)")
-    p.add_argument("b", metavar="B", help="candidate commit (use the same as A with --patch to test a patch)")
+    p.add_argument(
+        "revisions",
+        nargs="+",
+        metavar="REV",
+        help=f"2 to {MAX_REVISIONS} commits (sha, branch or tag): the first is the base every other is measured "
+        "against (A B: B/A; A B C: B/A and C/A). Use the same commit twice with --patch to test a patch",
+    )
     p.add_argument("--repo", required=True, help="path (or URL) of a PostgreSQL git repository")
-    p.add_argument("--patch", help="a patch file applied on top of B (git apply)")
+    p.add_argument("--patch", help="a patch file applied on top of the last revision (git apply)")
     p.add_argument("--profile", default="quick", choices=["quick", "full"], help="workload profile (default quick)")
     p.add_argument(
         "--work",
@@ -92,27 +101,36 @@ def run(args: argparse.Namespace) -> int:
             print(f"perffarm compare: --option {item!r}: expected KEY=VALUE", file=sys.stderr)
             return EXIT_USAGE
         options[key] = value
+    revisions = list(args.revisions)
+    if not 2 <= len(revisions) <= MAX_REVISIONS:
+        print(
+            f"perffarm compare: give 2 to {MAX_REVISIONS} revisions (got {len(revisions)}): the first is the base",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     work = Path(args.work).resolve()
     patch = Path(args.patch).resolve() if args.patch else None
     if patch is not None and not patch.is_file():
         print(f"perffarm compare: no such patch file: {patch}", file=sys.stderr)
         return EXIT_USAGE
     profile = load_profile(args.profile)
+    labels = LABELS[: len(revisions)]
     try:
-        sha_a, sha_b = _resolve(args.repo, args.a), _resolve(args.repo, args.b)
+        shas = [_resolve(args.repo, rev) for rev in revisions]
         src = _clone(args.repo, work)
         ctx = Context(
             src_dir=src,
             work_dir=checkout_layout(work)[1],
             state_dir=work / "state",
-            sha=sha_b,
+            sha=shas[-1],
             ref="compare",
             options=options,
         )
         ctx.state_dir.mkdir(parents=True, exist_ok=True)
         spec = pgbuild.BuildSpec()
         installs = {}
-        for label, sha, p in (("A", sha_a, None), ("B", sha_b, patch)):
+        for i, (label, sha) in enumerate(zip(labels, shas)):
+            p = patch if i == len(shas) - 1 else None
             key = sha if p is None else f"{sha}-p{hashlib.sha256(p.read_bytes()).hexdigest()[:12]}"
             slot = pgbuild.install_cache(ctx) / f"{key}-{spec.key()}"
             if not (slot / pgbuild.INSTALL_MARKER).exists():
@@ -120,24 +138,48 @@ def run(args: argparse.Namespace) -> int:
             ctx.log(f"{label}: {sha[:12]}" + (f" + {p.name}" if p else ""))
             installs[label] = pgbuild.build_install(ctx, spec, src=src, sha=key, ref="compare")
         ctx.log(f"comparing with profile {args.profile}: " + ", ".join(selected_names(profile, options)))
-        comparisons = ab.run_ab(ctx, profile, installs["A"], installs["B"])
+        results = ab.run_all(ctx, profile, installs)
     except RecipeFailure as e:
         print(f"perffarm compare: {e.message}", file=sys.stderr)
         if e.log_excerpt:
             print(e.log_excerpt[-4000:], file=sys.stderr)
         return EXIT_FAILED
+    vs_base = {label: ab.compare(results[labels[0]], results[label]) for label in labels[1:]}
+    names = [
+        f"{label} = {rev} ({sha[:12]})" + (f" + {patch.name}" if patch and i == len(shas) - 1 else "")
+        for i, (label, rev, sha) in enumerate(zip(labels, revisions, shas))
+    ]
+    metrics = None if args.all_metrics else ["tps"]
     print()
-    print(f"A = {args.a} ({sha_a[:12]})   B = {args.b} ({sha_b[:12]})" + (f" + {patch.name}" if patch else ""))
-    print("B/A is the median of paired ratios (rQPS for throughput); the CI is a 95% bootstrap interval.")
-    print(ab.format_table(comparisons, None if args.all_metrics else ["tps"]))
+    print("   ".join(names))
+    if len(labels) == 2:
+        print("B/A is the median of paired ratios (rQPS for throughput); the CI is a 95% bootstrap interval.")
+        print(ab.format_table(vs_base["B"], metrics))
+    else:
+        print(
+            "Each row is one version's median ratio to A, all measured interleaved in one job (rQPS for "
+            "throughput); the CI is a 95% bootstrap interval."
+        )
+        print(ab.format_versions(labels, installs, vs_base, metrics))
     if args.json_out:
-        doc = {
-            "a": sha_a,
-            "b": sha_b,
+        doc: dict[str, object] = {
+            "a": shas[0],
+            "b": shas[1],
             "patch": str(patch) if patch else None,
             "profile": args.profile,
             "options": options,
-            "comparisons": [c.to_json() for c in comparisons],
+            "comparisons": [c.to_json() for c in vs_base["B"]],
+            "versions": [
+                {
+                    "label": label,
+                    "revision": rev,
+                    "sha": sha,
+                    "major": installs[label].major,
+                    "version": installs[label].version,
+                }
+                for label, rev, sha in zip(labels, revisions, shas)
+            ],
+            "vs_first": {label: [c.to_json() for c in cs] for label, cs in vs_base.items()},
         }
         Path(args.json_out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return EXIT_OK

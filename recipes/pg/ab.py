@@ -83,8 +83,77 @@ def compare(a: Sequence[WorkloadResult], b: Sequence[WorkloadResult], seed: int 
 
 def run_ab(ctx: Context, profile: Mapping[str, Any], a: Install, b: Install) -> list[Comparison]:
     """Measure A and B interleaved in one job and compare them."""
-    results = run_bench(ctx, profile, {"A": a, "B": b}, threads=os.cpu_count() or 2)
+    results = run_all(ctx, profile, {"A": a, "B": b})
     return compare(results["A"], results["B"])
+
+
+def run_all(
+    ctx: Context, profile: Mapping[str, Any], installs: Mapping[str, Install]
+) -> dict[str, list[WorkloadResult]]:
+    """Measure every install interleaved in one job (slices and rounds alternate their order); results per label."""
+    return run_bench(ctx, profile, installs, threads=os.cpu_count() or 2)
+
+
+def format_versions(
+    labels: Sequence[str],
+    installs: Mapping[str, Install],
+    vs_first: Mapping[str, Sequence[Comparison]],
+    metrics: Sequence[str] | None = None,
+) -> str:
+    """A plain-text table of N versions: per (workload, metric), one row per version with its median, its ratio to
+    the first version (1 for the first itself), the 95% CI and the verdict."""
+    rows = [("workload", "metric", "version", "median", "ratio to A", "95% CI", "+-", "verdict")]
+    first = labels[0]
+    keys: list[tuple[str, str]] = []
+    by: dict[tuple[str, str], dict[str, Comparison]] = {}
+    for label in labels[1:]:
+        for c in vs_first.get(label, ()):
+            k = (c.workload, c.metric)
+            if k not in by:
+                keys.append(k)
+            by.setdefault(k, {})[label] = c
+    for k in keys:
+        cs = by[k]
+        any_c = next(iter(cs.values()))
+        if (
+            metrics
+            and any_c.metric not in metrics
+            and any_c.metric not in ("tps", "instructions", "connections", "qps")
+        ):
+            continue
+        name = f"{any_c.metric} ({any_c.unit})"
+        rows.append(
+            (
+                any_c.workload,
+                name,
+                f"{first} {installs[first].version}",
+                f"{statistics.median(any_c.a):,.1f}",
+                "1",
+                "",
+                "",
+                "base",
+            )
+        )
+        for label in labels[1:]:
+            c = cs.get(label)
+            if c is None:
+                rows.append(("", "", f"{label} {installs[label].version}", "-", "-", "", "", "not measured"))
+                continue
+            e = c.estimate
+            rows.append(
+                (
+                    "",
+                    "",
+                    f"{label} {installs[label].version}",
+                    f"{statistics.median(c.b):,.1f}",
+                    f"{e.ratio:.4f}",
+                    f"[{e.low:.4f}, {e.high:.4f}]",
+                    f"{e.half_width:.2%}",
+                    c.verdict,
+                )
+            )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
 
 
 def format_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | None = None) -> str:

@@ -1,0 +1,85 @@
+"""Every major the recipes support, on real release trees: an autoconf-only major (13) and a meson major (18).
+
+The module fixture makes a repository with one commit per real release from Debian's source packages
+(scripts/pg-releases-repo.sh: REL_13_16 from bullseye, REL_18_6 from sid), and one three-way `perffarm compare`
+builds both and runs the whole quick profile on them, interleaved in one job, with a third side (18 plus an
+injected busy loop in the executor) that shows each ratio is to the first version. Builds are cached like the
+other PostgreSQL tests' (install cache by sha, ccache), so a rerun on the same machine starts warm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from master import compare
+from recipes.pg.profile import load_profile, workloads
+from tests.benchmarks.pg_inject import busy_loop_patch
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "pg-releases-repo.sh"
+WORK = Path(os.environ.get("PF_TEST_PG_RELEASES_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg-releases")
+RELEASES = ("13:bullseye", "18:sid")
+QUICK_FAST = [
+    *("--option", "samples=2"),
+    *("--option", "duration_s=1"),
+    *("--option", "warmup_s=0"),
+    *("--option", "scale=1"),
+    *("--option", "ab_slices=2"),
+    *("--option", "instruction_samples=2"),
+]
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("releases") / "repo"
+    subprocess.run(
+        [str(SCRIPT), str(repo), str(Path.home() / ".cache" / "perffarm" / "pg-source"), *RELEASES],
+        check=True,
+        timeout=1200,
+    )
+    tags = subprocess.run(["git", "-C", str(repo), "tag", "--list", "REL_*"], capture_output=True, text=True)
+    assert tags.stdout.split() == ["REL_13_16", "REL_18_6"], tags.stdout
+    return repo
+
+
+@pytest.mark.timeout(3600)  # two cold builds (~4 + 5 min on 2 cores) and a three-way quick profile
+def test_an_autoconf_and_a_meson_major_build_and_run_the_quick_profile_in_one_nway_compare(
+    releases: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the third side is 18 plus a per-query busy loop: its instructions go up against 13 by more than 18's own
+    subprocess.run(["git", "-C", str(releases), "checkout", "--quiet", "REL_18_6"], check=True)
+    patch = tmp_path / "busy.patch"
+    patch.write_text(busy_loop_patch(releases, 2000))
+    out = tmp_path / "releases.json"
+    argv = ["--repo", str(releases), "--work", str(WORK), "REL_13_16", "REL_18_6", "REL_18_6", "--patch", str(patch)]
+    assert compare.main([*argv, *QUICK_FAST, "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    versions = [(v["label"], v["major"], v["version"]) for v in doc["versions"]]
+    assert versions == [("A", 13, "13.16"), ("B", 18, "18.6"), ("C", 18, "18.6")]
+    assert "A 13.16" in printed and "C 18.6" in printed and "ratio to A" in printed
+    quick = {w.name for w in workloads(load_profile("quick"))}
+    for label in ("B", "C"):
+        measured = {c["workload"] for c in doc["vs_first"][label]}
+        assert measured == quick, f"{label}: missing {sorted(quick - measured)}"
+        for c in doc["vs_first"][label]:
+            assert len(c["a"]) == len(c["b"]) > 0 and c["ci_low"] <= c["ratio"] <= c["ci_high"], c
+
+    def instructions(label: str) -> float:
+        return next(
+            c["ratio"]
+            for c in doc["vs_first"][label]
+            if c["workload"] == "instr-point-select" and c["metric"] == "instructions"
+        )
+
+    assert instructions("C") > instructions("B") * 1.02  # the injected loop, measured against 13 like the rest
+    print(
+        f"\n18.6 / 13.16 instructions per point select: {instructions('B'):.4f}; with the loop {instructions('C'):.4f}"
+    )
