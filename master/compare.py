@@ -23,7 +23,7 @@ from pathlib import Path
 from recipes.api import Context, RecipeFailure, checkout_layout
 from recipes.pg import ab
 from recipes.pg import build as pgbuild
-from recipes.pg.profile import load_profile, selected_names
+from recipes.pg.profile import load_profile, profile_names, selected_names
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_REVISIONS = 8  # each side is a running server for the whole job; more would not fit a small box's memory
@@ -44,7 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--repo", required=True, help="path (or URL) of a PostgreSQL git repository")
     p.add_argument("--patch", help="a patch file applied on top of the last revision (git apply)")
-    p.add_argument("--profile", default="quick", choices=["quick", "full"], help="workload profile (default quick)")
+    p.add_argument(
+        "--profile",
+        default="quick",
+        choices=profile_names(),
+        help="workload profile (default quick; sweeps: the seeds' client-count sweeps for release archaeology)",
+    )
     p.add_argument(
         "--work",
         default=str(default_work_dir()),

@@ -19,10 +19,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from recipes.api import DIRECTIONS, LOWER, BenchFailed, Context, Metric, WorkloadResult
-from recipes.pg import insertbench, instructions, memprobe, pgbench
+from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
+from recipes.pg import idle, insertbench, instructions, memprobe, pgbench
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
@@ -60,6 +60,12 @@ WORKLOAD_KINDS: dict[str, WorkloadKind] = {
     )
 }
 TUNABLE = ("samples", "duration_s", "warmup_s", "scale", "instruction_samples", "seed", "ab_slices")
+
+
+def profile_names() -> list[str]:
+    """The profiles shipped in recipes/pg/profiles (quick, full, sweeps, ...)."""
+    folder = resources.files("recipes.pg").joinpath("profiles")
+    return sorted(f.name.removesuffix(".json") for f in folder.iterdir() if f.name.endswith(".json"))
 
 
 def load_profile(name: str) -> dict[str, Any]:
@@ -107,8 +113,13 @@ def workloads(profile: Mapping[str, Any], max_threads: int = 2) -> list[Workload
             )
         if entry.get("direction", "higher") not in DIRECTIONS:
             raise ValueError(f"workload {entry['name']!r}: direction must be one of {DIRECTIONS}")
-        for name, c in _variants(entry):
+        if entry.get("idle") is not None and not WORKLOAD_KINDS[kind].pgbench:
+            raise ValueError(f"workload {entry['name']!r}: `idle` applies to pgbench workloads only")
+        for name, c, m in _variants(entry):
             extra = ["-c", str(c), "-j", str(max(1, min(c, max_threads)))] if c is not None else []
+            spec = {k: v for k, v in entry.items() if k not in ("name", "kind", "args", "clients", "idle")}
+            if m is not None:
+                spec["idle_connections"] = int(m)
             out.append(
                 Workload(
                     name=name,
@@ -119,7 +130,7 @@ def workloads(profile: Mapping[str, Any], max_threads: int = 2) -> list[Workload
                     args=tuple(entry.get("args", ())) + tuple(extra),
                     script=entry.get("script"),
                     duration_s=entry.get("duration_s"),
-                    spec={k: v for k, v in entry.items() if k not in ("name", "kind", "args", "clients")},
+                    spec=spec,
                 )
             )
     names = [w.name for w in out]
@@ -128,10 +139,26 @@ def workloads(profile: Mapping[str, Any], max_threads: int = 2) -> list[Workload
     return out
 
 
-def _variants(entry: Mapping[str, Any]) -> list[tuple[str, int | None]]:
-    """(workload name, client count or None) of each workload an entry makes: one per entry of `clients`."""
-    clients = entry.get("clients")
-    return [(f"{entry['name']}-c{c}", c) for c in clients] if clients else [(entry["name"], None)]
+class Variant(NamedTuple):
+    """One workload an entry makes: its name, client count (None: the entry's args decide) and idle connections
+    held open while it is measured (None: no `idle` list; recipes/pg/idle.py)."""
+
+    name: str
+    clients: int | None
+    idle: int | None
+
+
+def _variants(entry: Mapping[str, Any]) -> list[Variant]:
+    """The workloads an entry makes: one per entry of `clients` (`<name>-c<N>`) times one per entry of `idle`
+    (`-i<M>`)."""
+    clients: list[int | None] = list(entry.get("clients") or [None])
+    idle: list[int | None] = list(entry.get("idle") or [None])
+    out = []
+    for c in clients:
+        for m in idle:
+            name = entry["name"] + (f"-c{c}" if c is not None else "") + (f"-i{m}" if m is not None else "")
+            out.append(Variant(name, c, m))
+    return out
 
 
 def workload_files(entry: Mapping[str, Any]) -> list[str]:
@@ -158,10 +185,12 @@ def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str
     }
     out = {}
     for entry in profile["workloads"]:
-        for name, c in _variants(entry):
-            own = {k: v for k, v in entry.items() if k != "clients"}
+        for name, c, m in _variants(entry):
+            own = {k: v for k, v in entry.items() if k not in ("clients", "idle")}
             if c is not None:
                 own["clients"] = c
+            if m is not None:
+                own["idle"] = m
             out[name] = {"shared": shared, "workload": own, "files": {f: file_hash(f) for f in workload_files(entry)}}
     return out
 
@@ -173,7 +202,7 @@ def identity_of(profile: Mapping[str, Any], found: Mapping[str, Any], name: str)
         return found[name]
     for entry in profile["workloads"]:
         if WORKLOAD_KINDS[entry["kind"]].stepped:
-            for base, _ in _variants(entry):
+            for base, _, _ in _variants(entry):
                 if name.startswith(base + "-"):
                     return found[base]
     return None
@@ -282,12 +311,22 @@ def _script(t: Target, w: Workload) -> Path | None:
     return script
 
 
+def _idle(w: Workload) -> int:
+    return int(w.spec.get("idle_connections", 0))
+
+
+def _active(w: Workload) -> int:
+    args = list(w.args)
+    return int(args[args.index("-c") + 1]) if "-c" in args[:-1] else 1
+
+
 def _pgbench_sample(t: Target, w: Workload, duration: float, cpus: Sequence[int] | None, record: bool = True) -> None:
-    s = pgbench.run(
-        t.server, list(w.args), w.duration_s or duration, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
-    )
+    with idle.held(t.server, _idle(w) if record else 0, _active(w)) as held:
+        s = pgbench.run(
+            t.server, list(w.args), w.duration_s or duration, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
+        )
     if record:
-        _record(t, w, s)
+        _record(t, w, s, held)
 
 
 def _sliced_samples(
@@ -297,20 +336,26 @@ def _sliced_samples(
     side's slices summed: a neighbour's burst of load lands on both sides instead of on one whole sample."""
     per_slice = max(1.0, (w.duration_s or duration) / max(1, slices))
     got: dict[str, list[pgbench.Sample]] = {t.label: [] for t in targets}
-    for k in range(max(1, slices)):
-        for t in targets if (first + k) % 2 == 0 else list(reversed(targets)):
-            got[t.label].append(
-                pgbench.run(
-                    t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
+    held: dict[str, int] = {}
+    with contextlib.ExitStack() as stack:
+        for t in targets:  # every side holds its idle connections for the whole sample, as it would alone
+            held[t.label] = stack.enter_context(idle.held(t.server, _idle(w), _active(w)))
+        for k in range(max(1, slices)):
+            for t in targets if (first + k) % 2 == 0 else list(reversed(targets)):
+                got[t.label].append(
+                    pgbench.run(
+                        t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
+                    )
                 )
-            )
     for t in targets:
-        _record(t, w, pgbench.combine(got[t.label]))
+        _record(t, w, pgbench.combine(got[t.label]), held[t.label])
 
 
-def _record(t: Target, w: Workload, s: pgbench.Sample) -> None:
+def _record(t: Target, w: Workload, s: pgbench.Sample, idle_held: int = 0) -> None:
     c = t.collected
     c.add(w.name, w.metric, w.unit, w.direction, s.out.tps)
+    if _idle(w):  # how many idle connections the sample really had open next to it (recipes/pg/idle.py)
+        c.add(w.name, "idle_connections", "connections", HIGHER, float(idle_held))
     if s.out.latency_avg_ms is not None:
         c.add(w.name, "latency_avg", "ms", LOWER, s.out.latency_avg_ms)
     if s.p95_ms is not None and s.p99_ms is not None:

@@ -83,3 +83,32 @@ def test_an_autoconf_and_a_meson_major_build_and_run_the_quick_profile_in_one_nw
     print(
         f"\n18.6 / 13.16 instructions per point select: {instructions('B'):.4f}; with the loop {instructions('C'):.4f}"
     )
+
+
+@pytest.mark.timeout(1800)
+def test_idle_connections_are_held_open_next_to_the_measured_client_on_both_majors(
+    releases: Path, tmp_path: Path
+) -> None:
+    # seed 003: one active client next to 1,000 idle connections, 13 against 18 in one job (builds cached above)
+    out = tmp_path / "idle.json"
+    argv = ["--repo", str(releases), "--work", str(WORK), "REL_13_16", "REL_18_6", "--profile", "sweeps"]
+    opts = [
+        *("--option", "workloads=idle-connections-c1-i0,idle-connections-c1-i1000"),
+        *("--option", "samples=2"),
+        *("--option", "duration_s=2"),
+        *("--option", "warmup_s=0"),
+        *("--option", "scale=1"),
+    ]
+    assert compare.main([*argv, *opts, "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    by = {(c["workload"], c["metric"]): c for c in doc["comparisons"]}
+    held = by[("idle-connections-c1-i1000", "idle_connections")]
+    assert held["a"] == held["b"] == [1000.0, 1000.0]  # every sample of both sides had all 1,000 connected
+    assert ("idle-connections-c1-i0", "idle_connections") not in by  # none held: not recorded
+    tps = {w: by[(w, "tps")] for w in ("idle-connections-c1-i0", "idle-connections-c1-i1000")}
+    for c in tps.values():
+        assert len(c["a"]) == len(c["b"]) == 2 and min(c["a"] + c["b"]) > 0
+    print(
+        "\nidle connections, tps of one active client: "
+        + "; ".join(f"{w}: 13.16 {c['a']} / 18.6 {c['b']} (18/13 {c['ratio']:.3f})" for w, c in tps.items())
+    )

@@ -1,0 +1,50 @@
+"""The idle-connections workloads (seed 003) and the sweeps profile, as data: names, identities, room to connect.
+The workload itself runs on real PostgreSQL in tests/integration/test_pg_releases.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from recipes.pg import idle
+from recipes.pg.profile import conf_text, identities, load_profile, profile_names, workloads
+
+
+def test_an_idle_list_makes_one_workload_per_count_each_with_its_own_identity():
+    entry = {"name": "idle-connections", "kind": "pgbench", "args": ["-S"], "clients": [1], "idle": [0, 100, 1000]}
+    profile = {**load_profile("quick"), "workloads": [entry]}
+    made = workloads(profile)
+    assert [(w.name, w.spec["idle_connections"], w.args[-4:]) for w in made] == [
+        ("idle-connections-c1-i0", 0, ("-c", "1", "-j", "1")),
+        ("idle-connections-c1-i100", 100, ("-c", "1", "-j", "1")),
+        ("idle-connections-c1-i1000", 1000, ("-c", "1", "-j", "1")),
+    ]
+    found = identities(profile, {})
+    assert [found[w.name]["workload"]["idle"] for w in made] == [0, 100, 1000]
+    assert found["idle-connections-c1-i0"] != found["idle-connections-c1-i100"]  # series of their own
+
+
+def test_idle_applies_to_pgbench_workloads_only():
+    entry = {"name": "x", "kind": "instructions", "queries": "point-select", "idle": [10]}
+    with pytest.raises(ValueError, match="`idle` applies to pgbench workloads only"):
+        workloads({**load_profile("quick"), "workloads": [entry]})
+
+
+@pytest.mark.parametrize("name", ["sweeps", "full"])
+def test_every_profile_with_idle_connections_leaves_room_for_them(name):
+    profile = load_profile(name)
+    limit = int(re.findall(r"^max_connections = (\d+)", conf_text(profile, 18), re.M)[-1])
+    need = max(
+        w.spec.get("idle_connections", 0) + int(dict(zip(w.args, w.args[1:])).get("-c", 1)) + idle.HEADROOM
+        for w in workloads(profile)
+    )
+    assert need <= limit, f"{name}: max_connections {limit} < {need}"
+
+
+def test_the_sweeps_profile_has_the_seeds_sweeps():
+    assert "sweeps" in profile_names()
+    names = {w.name for w in workloads(load_profile("sweeps"))}
+    assert {f"txid-contention-c{c}" for c in (1, 2, 4, 8, 16, 32, 64, 128)} <= names  # seed 000 (quick variant)
+    assert {f"select-only-c{c}" for c in (1, 2, 4, 8, 16, 64, 256, 1000)} <= names  # seeds 003 (active), 004
+    assert {f"idle-connections-c1-i{m}" for m in (0, 100, 1000)} <= names  # seed 003 (idle)
