@@ -131,3 +131,41 @@ def build_farm(tmp: Path, *, bisect: bool = True) -> SiteFarm:
         conn.close()
     farm.settings = settings_for(tmp / "data", repo.path)  # without the channel: it is now "not configured"
     return farm
+
+
+ARCHAEOLOGY_TAGS = ("REL_13_16", "REL_15_18", 'REL_18_6"><img src=x onerror=alert(1)>')
+# median tps per release: select-only loses at 1000 clients on 13 (the seed 003 shape), idle too; ro gains
+ARCHAEOLOGY = {
+    "select-only-c1": (10_000.0, 11_000.0, 12_000.0),
+    "select-only-c16": (30_000.0, 33_000.0, 36_000.0),
+    "select-only-c1000": (5_000.0, 15_000.0, 20_000.0),
+    "idle-connections-c1-i0": (10_000.0, 10_500.0, 11_000.0),
+    "idle-connections-c1-i1000": (6_000.0, 10_000.0, 10_800.0),
+    "pgbench-ro-prepared-c1": (50_000.0, 55_000.0, 60_000.0),  # one count only: a bar chart, not a sweep
+}
+
+
+def build_archaeology(data_dir: Path) -> Settings:
+    """A results DB with three release tags, each measured with the seeds' sweeps (tps, three samples each), for
+    the archaeology page; the last tag's name is hostile (it must render as text)."""
+    from master.store import CommitInfo, RunContext
+
+    settings = settings_for(data_dir, data_dir.parent / "no-repo")
+    conn = store.connect(settings.results_db)
+    shas = [f"{i + 1:040x}" for i in range(len(ARCHAEOLOGY_TAGS))]
+    commits = [
+        CommitInfo(sha, f"release {i}", "A <a@x>", 1_700_000_000 + i, 1_700_000_000 + i, (shas[i - 1],) if i else ())
+        for i, sha in enumerate(shas)
+    ]
+    with store.transaction(conn):
+        store.append_branch(conn, "master", commits, 0)
+        store.upsert_commits(conn, commits)
+        store.set_tags(conn, dict(zip(ARCHAEOLOGY_TAGS, shas)))
+    for i, sha in enumerate(shas):
+        doc = result_doc(sha, {w: [v[i] * f for f in (0.99, 1.0, 1.01)] for w, v in ARCHAEOLOGY.items()})
+        for w in doc["workloads"]:
+            w["metrics"][0].update(name="tps", unit="tx/s")
+        with store.transaction(conn):
+            store.insert_run(conn, doc, RunContext("fixture@local", "local", "poll", 100 + i))
+    conn.close()
+    return settings

@@ -16,7 +16,7 @@ import pytest
 
 from master.publish import publish_all
 from master.publish.serve import serve
-from tests.site_support import XSS_IMG, XSS_SCRIPT, build_farm
+from tests.site_support import ARCHAEOLOGY_TAGS, XSS_IMG, XSS_SCRIPT, build_archaeology, build_farm
 
 pytestmark = pytest.mark.integration
 
@@ -98,6 +98,7 @@ def test_every_page_loads_without_errors(site, browser, artifacts_dir, scheme):
     pages = [
         "index.html",
         "releases.html",
+        "archaeology.html",
         "compare.html",
         "alerts.html",
         "health.html",
@@ -205,3 +206,26 @@ def test_hostile_commit_subjects_render_as_text(site, browser, artifacts_dir, sc
     assert "make it slower " + XSS_IMG in page.inner_text("#alerts")
     page.wait_for_timeout(200)  # an onerror handler would have fired by now
     assert p.dialogs == [] and p.errors == []
+
+
+def test_archaeology_charts_draw_every_release_and_the_picker_hides_one(browser, artifacts_dir, tmp_path):
+    settings = build_archaeology(tmp_path / "data")
+    publish_all(settings, tmp_path / "www", now=NOW)
+    p = Page(browser, (tmp_path / "www").resolve().as_uri() + "/")
+    page = p.open("archaeology.html")
+    sweep = page.locator("figure.sweep").filter(has_text="select-only")
+    assert sweep.locator("g.release").count() == 3
+    box = sweep.locator("svg").bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 150
+    assert all(sweep.locator("g.release path").nth(i).is_visible() for i in range(3))
+    p.shot(artifacts_dir, "archaeology-all")
+    # the hostile tag name is a label's text, never markup
+    assert ARCHAEOLOGY_TAGS[2] in page.inner_text("#pick") and page.locator("#pick img").count() == 0
+    page.locator('input[data-release="r1"]').uncheck()
+    hidden = page.locator('g.release[data-release="r1"]')
+    assert hidden.count() >= 3 and all(not hidden.nth(i).is_visible() for i in range(hidden.count()))
+    assert page.locator('g.release[data-release="r0"]').first.is_visible()
+    bars = page.locator("figure.bars").filter(has_text="pgbench-ro-prepared-c1")
+    assert bars.locator("rect:visible").count() == 2  # REL_15_18's bar hidden with its lines
+    p.shot(artifacts_dir, "archaeology-picked")
+    assert p.errors == [] and p.dialogs == []

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from master.publish.pages import (
     alerts,
+    archaeology,
     assets,
     branches,
     commit,
@@ -78,6 +79,7 @@ PAGES: tuple[Page, ...] = (
     Page("overview", SITE, overview.write),
     Page("compare", SITE, compare.write),
     Page("releases", SITE, releases.write, when=TAGS),
+    Page("release archaeology", SITE, archaeology.write, when=TAGS),
     Page("alerts", SITE, alerts.write),
     Page("alerts feed", SITE, feed.write),
     Page("health", SITE, health.write),
