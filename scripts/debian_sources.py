@@ -20,6 +20,7 @@ says what to configure when there is none.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -148,6 +149,8 @@ def main(argv: list[str]) -> int:
         f"-oDir::Cache={root / 'cache'}",
         "-oDebug::NoLocking=1",
     ]
+    if os.geteuid() == 0:  # root's private cache is not readable by apt's sandbox user: download as root, quietly
+        options.append("-oAPT::Sandbox::User=root")
     print("\n".join(options))
     return 0
 
