@@ -23,7 +23,7 @@ from pathlib import Path
 from recipes.api import Context, RecipeFailure, checkout_layout
 from recipes.pg import ab
 from recipes.pg import build as pgbuild
-from recipes.pg.profile import load_profile, profile_names, selected_names
+from recipes.pg.profile import conf_text, load_profile, overlays_for, profile_names, selected_names
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_REVISIONS = 8  # each side is a running server for the whole job; more would not fit a small box's memory
@@ -61,6 +61,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="profile overrides, e.g. samples=20, duration_s=5, workloads=pgbench-ro-prepared-c1",
+    )
+    p.add_argument(
+        "--overlay-effects",
+        action="store_true",
+        help="also measure the last revision without each per-major conf overlay that applies to it (e.g. "
+        "since-18.conf), in the same job, and print what each overlay changes, so a release table never blames "
+        "the code for a setting",
     )
     p.add_argument("--json", dest="json_out", help="also write every raw sample and estimate to this JSON file")
     p.add_argument("--all-metrics", action="store_true", help="show latency/CPU metrics too, not just the primary")
@@ -142,8 +149,26 @@ def run(args: argparse.Namespace) -> int:
                 _checkout(src, sha, p)
             ctx.log(f"{label}: {sha[:12]}" + (f" + {p.name}" if p else ""))
             installs[label] = pgbuild.build_install(ctx, spec, src=src, sha=key, ref="compare")
+        confs, effects = {}, {}
+        if args.overlay_effects:
+            last = installs[labels[-1]]
+            names_ = overlays_for(profile, last.major)
+            if not names_:
+                raise RecipeFailure(
+                    f"--overlay-effects: no conf overlay of profile {args.profile} applies to PostgreSQL {last.major}"
+                )
+            if len(labels) + len(names_) > MAX_REVISIONS:
+                raise RecipeFailure(
+                    f"--overlay-effects adds {len(names_)} sides to {len(labels)}: at most {MAX_REVISIONS} in one job"
+                )
+            for name in names_:
+                label = LABELS[len(installs)]
+                installs[label] = last
+                confs[label] = conf_text(profile, last.major, without={name})
+                effects[name] = label
+                ctx.log(f"{label}: {labels[-1]} without the overlay {name}")
         ctx.log(f"comparing with profile {args.profile}: " + ", ".join(selected_names(profile, options)))
-        results = ab.run_all(ctx, profile, installs)
+        results = ab.run_all(ctx, profile, installs, confs)
     except RecipeFailure as e:
         print(f"perffarm compare: {e.message}", file=sys.stderr)
         if e.log_excerpt:
@@ -166,6 +191,14 @@ def run(args: argparse.Namespace) -> int:
             "throughput); the CI is a 95% bootstrap interval."
         )
         print(ab.format_versions(labels, installs, vs_base, metrics))
+    overlay_effects = {name: ab.compare(results[label], results[labels[-1]]) for name, label in effects.items()}
+    for name, cs in overlay_effects.items():
+        print()
+        print(
+            f"What {name} changes on {labels[-1]} ({installs[labels[-1]].version}): with / without it, measured in "
+            "the same job (without it, its settings are at PostgreSQL's defaults):"
+        )
+        print(ab.format_table(cs, metrics))
     if args.json_out:
         doc: dict[str, object] = {
             "a": shas[0],
@@ -185,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
                 for label, rev, sha in zip(labels, revisions, shas)
             ],
             "vs_first": {label: [c.to_json() for c in cs] for label, cs in vs_base.items()},
+            "overlay_effects": {name: [c.to_json() for c in cs] for name, cs in overlay_effects.items()},
         }
         Path(args.json_out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return EXIT_OK

@@ -88,10 +88,11 @@ def run_ab(ctx: Context, profile: Mapping[str, Any], a: Install, b: Install) -> 
 
 
 def run_all(
-    ctx: Context, profile: Mapping[str, Any], installs: Mapping[str, Install]
+    ctx: Context, profile: Mapping[str, Any], installs: Mapping[str, Install], confs: Mapping[str, str] | None = None
 ) -> dict[str, list[WorkloadResult]]:
-    """Measure every install interleaved in one job (slices and rounds alternate their order); results per label."""
-    return run_bench(ctx, profile, installs, threads=os.cpu_count() or 2)
+    """Measure every install interleaved in one job (slices and rounds alternate their order); results per label.
+    `confs`: a label's own postgresql.conf (the same install measured with and without an overlay)."""
+    return run_bench(ctx, profile, installs, threads=os.cpu_count() or 2, confs=confs)
 
 
 def format_versions(

@@ -78,12 +78,25 @@ def conf_file(name: str) -> str:
     return resources.files("recipes.pg").joinpath("conf", name).read_text()
 
 
-def conf_text(profile: Mapping[str, Any], major: int) -> str:
-    """postgresql.conf for this major: the profile's base file plus every overlay for majors <= `major`."""
+def overlays_for(profile: Mapping[str, Any], major: int) -> list[str]:
+    """The overlay files that apply to this major, oldest first (e.g. since-14.conf, since-18.conf for 18)."""
+    return [
+        name
+        for since, name in sorted(profile.get("overlays", {}).items(), key=lambda kv: int(kv[0]))
+        if major >= int(since)
+    ]
+
+
+def conf_text(profile: Mapping[str, Any], major: int, without: Collection[str] = ()) -> str:
+    """postgresql.conf for this major: the profile's base file plus every overlay for majors <= `major` (except
+    those named in `without`: `perffarm compare --overlay-effects` measures what each one changes)."""
     parts = [conf_file(profile["conf"])]
-    for since, name in sorted(profile.get("overlays", {}).items(), key=lambda kv: int(kv[0])):
-        if major >= int(since):
-            parts.append(f"# overlay {name} (PostgreSQL >= {since})\n" + conf_file(name))
+    since_of = {name: since for since, name in profile.get("overlays", {}).items()}
+    for name in overlays_for(profile, major):
+        if name in without:
+            parts.append(f"# overlay {name} left out: its settings are at PostgreSQL's defaults")
+            continue
+        parts.append(f"# overlay {name} (PostgreSQL >= {since_of[name]})\n" + conf_file(name))
     return "\n".join(parts)
 
 
@@ -427,6 +440,7 @@ def run_bench(
     installs: Mapping[str, Install],
     threads: int = 2,
     count_instructions: Collection[str] | None = None,
+    confs: Mapping[str, str] | None = None,
 ) -> dict[str, list[WorkloadResult]]:
     """Run the profile on every install (interleaved), returning each label's workload results.
 
@@ -435,7 +449,8 @@ def run_bench(
     restart between rounds so that no side keeps one memory layout for the whole job. With
     `pin` = auto, a workload with fewer clients than CPUs runs pinned, server and client, to that many CPUs.
     Instruction counts run on the labels in `count_instructions` (default: every install); they are exact, so a
-    reference measured only for paired throughput need not be counted.
+    reference measured only for paired throughput need not be counted. `confs` gives a label its own
+    postgresql.conf (default: the profile's for the install's major).
     """
     tun = tunables(profile, ctx.options)
     samples, scale = int(tun.get("samples", 5)), int(tun.get("scale", 1))
@@ -456,7 +471,8 @@ def run_bench(
     targets: list[Target] = []
     with contextlib.ExitStack() as stack:
         for label, inst in installs.items():
-            srv = stack.enter_context(Server(ctx, inst, conf_text(profile, inst.major), root, name=label))
+            conf = (confs or {}).get(label) or conf_text(profile, inst.major)
+            srv = stack.enter_context(Server(ctx, inst, conf, root, name=label))
             targets.append(Target(label, inst, srv))
             targets[-1].collected.order.extend(w.name for w in wls)  # results in profile order
             counted = count_instructions is None or label in count_instructions

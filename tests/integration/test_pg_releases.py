@@ -112,3 +112,30 @@ def test_idle_connections_are_held_open_next_to_the_measured_client_on_both_majo
         "\nidle connections, tps of one active client: "
         + "; ".join(f"{w}: 13.16 {c['a']} / 18.6 {c['b']} (18/13 {c['ratio']:.3f})" for w, c in tps.items())
     )
+
+
+@pytest.mark.timeout(1800)
+def test_overlay_effects_are_measured_on_the_newer_release_in_the_same_job(releases: Path, tmp_path: Path) -> None:
+    # 18 runs with since-14.conf (compute_query_id = off) and since-18.conf (io_method = 'sync'); 13 with neither:
+    # the same 18 install also runs without each, so a release table can say what the settings change
+    out = tmp_path / "overlays.json"
+    argv = ["--repo", str(releases), "--work", str(WORK), "REL_13_16", "REL_18_6", "--overlay-effects"]
+    opts = [*("--option", "workloads=instr-point-select-prepared,pgbench-ro-prepared-c1"), *QUICK_FAST]
+    assert compare.main([*argv, *opts, "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    effects = doc["overlay_effects"]
+    assert sorted(effects) == ["since-14.conf", "since-18.conf"]
+    for name, cs in effects.items():
+        got = {(c["workload"], c["metric"]) for c in cs}
+        assert {("instr-point-select-prepared", "instructions"), ("pgbench-ro-prepared-c1", "tps")} <= got, name
+        for c in cs:
+            assert c["ci_low"] <= c["ratio"] <= c["ci_high"], (name, c)
+    print(
+        "\noverlay effects on 18.6 (with / without): "
+        + "; ".join(
+            f"{name} {c['workload']} {c['metric']} {c['ratio']:.4f} [{c['ci_low']:.4f}, {c['ci_high']:.4f}]"
+            for name, cs in effects.items()
+            for c in cs
+            if c["metric"] in ("tps", "instructions")
+        )
+    )

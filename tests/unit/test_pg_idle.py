@@ -48,3 +48,15 @@ def test_the_sweeps_profile_has_the_seeds_sweeps():
     assert {f"txid-contention-c{c}" for c in (1, 2, 4, 8, 16, 32, 64, 128)} <= names  # seed 000 (quick variant)
     assert {f"select-only-c{c}" for c in (1, 2, 4, 8, 16, 64, 256, 1000)} <= names  # seeds 003 (active), 004
     assert {f"idle-connections-c1-i{m}" for m in (0, 100, 1000)} <= names  # seed 003 (idle)
+
+
+def test_an_overlay_can_be_left_out_to_measure_what_it_changes():
+    from recipes.pg.profile import overlays_for
+
+    quick = load_profile("quick")
+    assert overlays_for(quick, 13) == [] and overlays_for(quick, 18) == ["since-14.conf", "since-18.conf"]
+    full = conf_text(quick, 18)
+    assert "compute_query_id = off" in full and "io_method = 'sync'" in full
+    without = conf_text(quick, 18, without={"since-18.conf"})
+    assert "compute_query_id = off" in without and "io_method" not in without
+    assert "overlay since-18.conf left out" in without
