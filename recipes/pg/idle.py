@@ -25,7 +25,11 @@ from collections.abc import Iterator
 from recipes.api import BenchFailed
 from recipes.pg.server import Server
 
-IDLE_SQL = "SELECT 1;\n\\sleep 3600 s\n"
+# 600 s, not longer: pgbench 13 keeps the sleep in microseconds in an int, and 3600 s overflowed it into no sleep
+# at all (measured here: 1,000 "idle" clients running ~170,000 SELECT 1 per second). A sample never lasts that long;
+# a client that wakes runs one SELECT 1 and sleeps again.
+IDLE_SQL = "SELECT 1;\n\\sleep 600 s\n"
+QUIET_BACKENDS = 5  # idle-connection backends that may still look busy a second after connecting
 HEADROOM = 10  # connections kept free for the active clients, psql probes and superuser slots
 CONNECT_TIMEOUT_S = 300.0
 
@@ -94,6 +98,7 @@ def held(srv: Server, count: int, active: int = 1, threads: int = 2) -> Iterator
                     f"{count} idle connections were not all connected after {CONNECT_TIMEOUT_S:.0f} s", srv.log_tail()
                 )
             time.sleep(0.2)
+        _check_quiet(srv, count)
         yield connected - before
         srv.check_alive(f"the sample with {count} idle connections")
     finally:
@@ -101,6 +106,30 @@ def held(srv: Server, count: int, active: int = 1, threads: int = 2) -> Iterator
         deadline = time.monotonic() + 60
         while srv.alive() and _client_backends(srv) > before and time.monotonic() < deadline:
             time.sleep(0.2)  # backends exit once their client is gone: the next sample starts without them
+
+
+def _busy(srv: Server) -> int:
+    """Backends of pgbench clients that are running a query or finished one in the last half second (read from
+    pg_stat_activity, which is live in every version, unlike the cumulative statistics)."""
+    return int(
+        srv.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+            "AND application_name = 'pgbench' AND (state <> 'idle' OR state_change > now() - interval '0.5 s')"
+        )
+        or 0
+    )
+
+
+def _check_quiet(srv: Server, count: int) -> None:
+    """The idle connections must be idle: after their one SELECT 1 they run nothing (a pgbench whose sleep does
+    not sleep would turn them into `count` active clients, and the sample into another workload)."""
+    time.sleep(1.0)  # each client's first SELECT 1 is done
+    busy = max(_busy(srv), _busy(srv))
+    if busy > max(QUIET_BACKENDS, count // 20):
+        raise BenchFailed(
+            f"the {count} idle connections are not idle: {busy} of them ran a query in the last half second, a "
+            "second after they connected (their pgbench does not sleep between queries); nothing was measured"
+        )
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -17,7 +17,11 @@ from pathlib import Path
 import pytest
 
 from master import compare
-from recipes.pg.profile import load_profile, workloads
+from recipes.api import BenchFailed, Context, checkout_layout
+from recipes.pg import idle
+from recipes.pg.build import BuildSpec, build_install
+from recipes.pg.profile import conf_text, load_profile, workloads
+from recipes.pg.server import Server
 from tests.benchmarks.pg_inject import busy_loop_patch
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -139,3 +143,29 @@ def test_overlay_effects_are_measured_on_the_newer_release_in_the_same_job(relea
             if c["metric"] in ("tps", "instructions")
         )
     )
+
+
+def test_idle_connections_that_do_not_sleep_are_refused(
+    releases: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pgbench 13 keeps \sleep in microseconds in an int: 3600 s overflowed into no sleep at all, and 1,000 "idle"
+    # connections ran SELECT 1 flat out. The holder checks that its connections are idle before any measurement.
+    sha = subprocess.run(
+        ["git", "-C", str(releases), "rev-parse", "REL_13_16^{commit}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    src = compare._clone(str(releases), WORK)
+    compare._checkout(src, sha, None)
+    (tmp_path / "state").mkdir()
+    ctx = Context(
+        src_dir=src, work_dir=checkout_layout(WORK)[1], state_dir=tmp_path / "state", sha=sha, ref="compare", options={}
+    )
+    install = build_install(ctx, BuildSpec(), ref="compare")  # cached by the tests above
+    assert install.major == 13
+    with Server(ctx, install, conf_text(load_profile("sweeps"), 13), tmp_path / "run", name="idle") as srv:
+        with idle.held(srv, 50) as held:
+            assert held == 50
+        monkeypatch.setattr(idle, "IDLE_SQL", "SELECT 1;\n\\sleep 3600 s\n")
+        with pytest.raises(BenchFailed, match="idle connections are not idle"):
+            with idle.held(srv, 50):
+                pass
+        assert srv.alive()
