@@ -140,21 +140,10 @@ def format_versions(
             if c is None:
                 rows.append(("", "", f"{label} {installs[label].version}", "-", "-", "", "", "not measured"))
                 continue
-            e = c.estimate
             rows.append(
-                (
-                    "",
-                    "",
-                    f"{label} {installs[label].version}",
-                    f"{statistics.median(c.b):,.1f}",
-                    f"{e.ratio:.4f}",
-                    f"[{e.low:.4f}, {e.high:.4f}]",
-                    f"{e.half_width:.2%}",
-                    c.verdict,
-                )
+                ("", "", f"{label} {installs[label].version}", f"{statistics.median(c.b):,.1f}", *_ratio_cells(c))
             )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
+    return _columns(rows)
 
 
 def format_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | None = None) -> str:
@@ -163,18 +152,18 @@ def format_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | Non
     for c in comparisons:
         if metrics and c.metric not in metrics and c.metric not in ("tps", "instructions", "connections", "qps"):
             continue
-        e = c.estimate
-        rows.append(
-            (
-                c.workload,
-                f"{c.metric} ({c.unit})",
-                f"{statistics.median(c.a):,.1f}",
-                f"{statistics.median(c.b):,.1f}",
-                f"{e.ratio:.4f}",
-                f"[{e.low:.4f}, {e.high:.4f}]",
-                f"{e.half_width:.2%}",
-                c.verdict,
-            )
-        )
+        median_a, median_b = f"{statistics.median(c.a):,.1f}", f"{statistics.median(c.b):,.1f}"
+        rows.append((c.workload, f"{c.metric} ({c.unit})", median_a, median_b, *_ratio_cells(c)))
+    return _columns(rows)
+
+
+def _ratio_cells(c: Comparison) -> tuple[str, ...]:
+    """ratio, 95% CI, relative half-width and verdict, as printed."""
+    e = c.estimate
+    return (f"{e.ratio:.4f}", f"[{e.low:.4f}, {e.high:.4f}]", f"{e.half_width:.2%}", c.verdict)
+
+
+def _columns(rows: Sequence[Sequence[str]]) -> str:
+    """Rows of cells as left-aligned text columns."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
