@@ -141,7 +141,13 @@ def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettin
     data = load_series(conn, series_id)
     if not_searched(conn, data.key) is not None:
         return Proposal(data, Reconciliation(tuple(_reported(conn, data)), (), (), ()))
-    tracker = Tracker.configured(str(series_id), data.direction, detection, window=IDENTITY_WINDOW)
+    tracker = Tracker.configured(
+        str(series_id),
+        data.direction,
+        detection,
+        window=IDENTITY_WINDOW,
+        ratio=store.series.is_ratio_to_reference(data.key.metric),
+    )
     detected = tracker.detections(data.series, data.rebases) if len(data.series) else []
     detected = [
         _with_ci(data, cp, detected[i + 1].index if i + 1 < len(detected) else None) for i, cp in enumerate(detected)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from master.detect import offline, online, steady
+from master.detect import offline, online, paired, steady
 from master.detect.config import KEEP_ALPHA, DetectionSettings
 from master.detect.identity import Reconciliation, Reported, reconcile
 from master.detect.model import ChangePoint, Direction, Kind, Series
@@ -85,14 +85,20 @@ class Tracker:
     window: int = 5
     keep_alpha: float = KEEP_ALPHA
     reported: list[Reported] = field(default_factory=list)
+    # a paired ratio series (rQPS against a pinned reference): the newest commits are judged by the paired gate
+    paired_settings: paired.PairedSettings | None = None
 
     @classmethod
     def configured(
-        cls, series_key: str, direction: Direction, detection: DetectionSettings, window: int = 5
+        cls, series_key: str, direction: Direction, detection: DetectionSettings, window: int = 5, ratio: bool = False
     ) -> Tracker:
-        """A tracker whose detectors and retraction level follow the farm's ``[detection]`` settings."""
+        """A tracker whose detectors and retraction level follow the farm's ``[detection]`` settings; ``ratio``:
+        the series is paired rQPS (``<metric>.rqps``), whose newest commits the paired gate judges."""
         off, on, st = detector_settings(detection)
-        return cls(series_key, direction, off, on, st, window=window, keep_alpha=detection.keep_alpha)
+        pair = paired.PairedSettings(min_effect=detection.min_effect) if ratio else None
+        return cls(
+            series_key, direction, off, on, st, window=window, keep_alpha=detection.keep_alpha, paired_settings=pair
+        )
 
     def detections(self, series: Series, boundaries: Sequence[int] = ()) -> list[ChangePoint]:
         """Retrospective change points plus the gate's verdict on the newest commits (for a steady series —
@@ -118,7 +124,11 @@ class Tracker:
         found = offline.detect(series, self.direction, self.offline_settings)
         if not gate:
             return found
-        verdict = online.gate_with_history(series, self.direction, self.online_settings, [cp.index for cp in found])
+        cuts = [cp.index for cp in found]
+        if self.paired_settings is not None:
+            verdict = paired.gate_with_history(series, self.direction, self.paired_settings, tuple(cuts))
+        else:
+            verdict = online.gate_with_history(series, self.direction, self.online_settings, cuts)
         change = verdict.change
         if change is not None and not any(
             cp.kind is change.kind and abs(cp.index - change.index) <= self.window for cp in found
