@@ -39,6 +39,13 @@ def parse_output(text: str) -> PgbenchOutput:
     """Parse pgbench's summary (PostgreSQL 10+ formats); BenchFailed if there is no tps line."""
     m = TPS_RE.search(text) or TPS_ANY_RE.search(text)
     if not m:
+        if re.search(r"number of transactions actually processed: 0\b", text):
+            raise BenchFailed(
+                "pgbench processed no transaction before its -T time ran out (with many clients, connecting them "
+                "takes seconds on a small machine and the clock runs meanwhile): give the workload a longer "
+                "duration_s in its profile entry",
+                text[-3000:],
+            )
         raise BenchFailed("pgbench printed no 'tps =' line", text[-3000:])
     lat = LAT_RE.search(text)
     tx = TX_RE.search(text)

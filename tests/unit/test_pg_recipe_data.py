@@ -156,6 +156,10 @@ def test_pgbench_output_parsing_across_versions() -> None:
     assert pgbench.parse_output(PGBENCH_12).tps == 812.654321
     with pytest.raises(BenchFailed):
         pgbench.parse_output("connection to server failed\n")
+    # 1000 clients still connecting when -T ran out (seen with the sweeps profile): say what to change
+    zero = "number of clients: 1000\nduration: 2 s\nnumber of transactions actually processed: 0\n"
+    with pytest.raises(BenchFailed, match="longer duration_s"):
+        pgbench.parse_output(zero)
 
 
 def test_pgbench_log_latencies(tmp_path: Path) -> None:
