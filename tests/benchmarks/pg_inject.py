@@ -33,6 +33,46 @@ def busy_loop_patch(src: Path, iterations: int) -> str:
     return "".join(diff)
 
 
+def lock_hold_patch(src: Path) -> str:
+    """A unified diff that makes every query's executor run hold one LWLock exclusively: a real contention
+        regression. Two clients serialise their executor phases (throughput at 2 clients falls) while one client pays
+        only an uncontended acquire and release, a few dozen instructions against tens of thousands per query (within
+        the detection floor of instruction counts). The lock is AutovacuumScheduleLock, which only the autovacuum
+        launcher takes (the quick profile runs with autovacuum off). Only the outermost executor run takes it (a query
+    that runs another inside, a SQL function or a trigger, would otherwise wait for itself); after an ERROR inside a
+    run the lock is released by the abort like any LWLock and the depth stays off by one, so the injection ends
+    there: the quick workloads raise none."""
+    old = (src / FILE).read_text()
+    start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
+    end = old.find("\n}\n", start) if start >= 0 else -1
+    take = "\toldcontext = MemoryContextSwitchTo(estate->es_query_cxt);\n"
+    give = "\tMemoryContextSwitchTo(oldcontext);\n"
+    at_take = old.find(take, start, end) if end >= 0 else -1
+    at_give = old.rfind(give, start, end + 1) if end >= 0 else -1
+    if at_take < 0 or at_give < at_take:
+        raise ValueError(f"{FILE}: anchors not found; this tree's standard_ExecutorRun looks different")
+    hold = (
+        "\n\t/* perffarm test-only injected contention (outermost executor run only: LWLocks do not nest) */\n"
+        "\tif (pf_lock_depth++ == 0)\n\t\tLWLockAcquire(AutovacuumScheduleLock, LW_EXCLUSIVE);\n"
+    )
+    release = "\tif (--pf_lock_depth == 0)\n\t\tLWLockRelease(AutovacuumScheduleLock);\n\n"
+    static = (
+        "\n/* perffarm test-only: executor nesting depth of the injected lock hold */\nstatic int pf_lock_depth = 0;\n"
+    )
+    decl = old.rfind("\nvoid", 0, start)  # the function's return type is on the line before its name
+    new = (
+        old[:decl]
+        + static
+        + old[decl : at_take + len(take)]
+        + hold
+        + old[at_take + len(take) : at_give]
+        + release
+        + old[at_give:]
+    )
+    diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
+    return "".join(diff)
+
+
 # Files the filler commits touch in turn: docs (no rebuild) and comment-only changes in backend sources (an
 # incremental rebuild of one file, as most real commits are), never the file the culprit patches.
 FILLERS = (
