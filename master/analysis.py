@@ -32,8 +32,6 @@ from master.detect.tracker import Tracker, review_unmatched
 from master.store.changes import Placement
 from master.store.series import SeriesKey
 
-REFERENCE_SUFFIX = ".reference"  # recipes/pg/paired.py: the reference's raw samples in a paired run
-
 IDENTITY_WINDOW = 5  # commits: a re-detection this close (same kind) is the same change moved by data
 
 
@@ -127,7 +125,7 @@ def not_searched(conn: sqlite3.Connection, key: SeriesKey) -> str | None:
     drift, not the code. Its absolute throughput is as unpaired as before; changes are searched on the ratio
     series (``<metric>.rqps``) the run also stores, which is what pairing is for.
     """
-    if key.metric.endswith(REFERENCE_SUFFIX):
+    if key.metric.endswith(store.series.REFERENCE_SUFFIX):
         return "the reference build's own throughput (a paired run's other side): its moves are the machine's"
     if not store.series.is_ratio_to_reference(key.metric) and store.series.exists(
         conn, replace(key, metric=key.metric + store.series.RATIO_SUFFIX)

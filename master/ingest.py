@@ -20,6 +20,7 @@ from master import gitauth, gitmirror, store
 from master.atomicfile import move_durably, write_atomic
 from master.redact import redact_text, redact_url
 from master.settings import Settings
+from recipes.pg.paired import REFERENCE_SUFFIX, RQPS_SUFFIX
 from recipes.result import MAX_DEPTH, ResultError, validate
 
 MAX_RESULT_BYTES = 64 * 2**20
@@ -100,7 +101,7 @@ def requested_reference(options: list) -> str | None:
     return value
 
 
-PAIRED_SUFFIXES = (".reference", ".rqps")  # recipes/pg/paired.py: metrics that exist only in a paired run
+PAIRED_SUFFIXES = (REFERENCE_SUFFIX, RQPS_SUFFIX)  # metrics that exist only in a paired run
 
 
 def _check_reference(doc: dict[str, Any], run: store.RunContext) -> None:

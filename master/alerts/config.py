@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from master.config_values import ConfigError, check
+from recipes.pg.paired import RQPS_SUFFIX
 
 SEVERITIES = ("warn", "critical")
-PAIRED_SUFFIX = ".rqps"  # recipes/pg/paired.py: per-round ratios to the run's reference
 KINDS = ("regression", "improvement")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -165,7 +165,7 @@ class AlertSettings:
         """How a series is measured, which decides how small a regression alerts: ``paired`` (a ratio to the
         reference measured interleaved in the same run, ``<metric>.rqps``), ``steady`` (a deterministic count:
         its unit matches ``steady_units``) or ``unpaired`` (wall-clock, measured alone)."""
-        if metric.endswith(PAIRED_SUFFIX):
+        if metric.endswith(RQPS_SUFFIX):
             return "paired"
         if any(fnmatch.fnmatchcase(unit, pattern) for pattern in self.steady_units):
             return "steady"

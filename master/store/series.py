@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from master.store.connection import _chunked
+from recipes.pg.paired import REFERENCE_SUFFIX, RQPS_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,9 @@ class BranchSamples:
         return [i for i in range(1, len(self.references)) if self.references[i] != self.references[i - 1]]
 
 
-RATIO_SUFFIX = ".rqps"  # recipes/pg/paired.py: per-round ratios to the run's reference
+# what a paired run stores beside a throughput metric (recipes/pg/paired.py): per-round ratios to the run's
+# reference, and the reference's own raw samples
+RATIO_SUFFIX, REFERENCE_SUFFIX = RQPS_SUFFIX, REFERENCE_SUFFIX
 
 
 def is_ratio_to_reference(metric: str) -> bool:

@@ -131,6 +131,8 @@ def workloads(profile: Mapping[str, Any], max_threads: int = 2) -> list[Workload
         for name, c, m in _variants(entry):
             extra = ["-c", str(c), "-j", str(max(1, min(c, max_threads)))] if c is not None else []
             spec = {k: v for k, v in entry.items() if k not in ("name", "kind", "args", "clients", "idle")}
+            if c is not None:
+                spec["clients"] = int(c)  # the active clients (also in args): room for them next to idle ones
             if m is not None:
                 spec["idle_connections"] = int(m)
             out.append(
@@ -329,8 +331,7 @@ def _idle(w: Workload) -> int:
 
 
 def _active(w: Workload) -> int:
-    args = list(w.args)
-    return int(args[args.index("-c") + 1]) if "-c" in args[:-1] else 1
+    return int(w.spec.get("clients", 1))
 
 
 def _pgbench_sample(t: Target, w: Workload, duration: float, cpus: Sequence[int] | None, record: bool = True) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from master import store
 from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.render import json_document, render
@@ -64,7 +65,8 @@ def _pairing(ctx: Context, summ: Summary) -> dict[str, str] | None:
     ratio = ctx.ratio_of.get(summ.sid)
     if ratio is None:
         return None
-    return {"role": "reference" if summ.metric.endswith(".reference") else "unpaired", "ratio_sid": ratio}
+    role = "reference" if summ.metric.endswith(store.series.REFERENCE_SUFFIX) else "unpaired"
+    return {"role": role, "ratio_sid": ratio}
 
 
 def write(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
