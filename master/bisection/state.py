@@ -121,8 +121,7 @@ def create(
 def observations(conn: sqlite3.Connection, b: Bisection) -> Observations:
     """Everything measured for the bisection's commits on its machine and recipe config (any source: history,
     forced runs, other bisections), and the rounds this bisection ran itself."""
-    samples = store.bisections.samples(conn, b)
-    fresh = store.bisections.fresh_rounds(conn, b)
+    samples, fresh = store.bisections.samples_and_rounds(conn, b)
     broken = store.bisections.failed_commits(conn, b)
     # builds of a probe that ended with no result at all (crashes): after a few, treat it as broken
     broken |= {sha for sha, lost in store.bisections.lost_builds(conn, b).items() if lost >= MAX_LOST_ATTEMPTS}

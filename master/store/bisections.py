@@ -247,22 +247,17 @@ def _comparable(b: Bisection, rows: list) -> list:
     return [row for row in rows if row[3] == newest]
 
 
-def samples(conn: sqlite3.Connection, b: Bisection) -> dict[str, list[float]]:
-    """Every comparable ok sample of the bisection's commits (``_measured``, ``_comparable``), per commit."""
-    out: dict[str, list[float]] = {c: [] for c in b.commits}
-    for _, sha, raw, _ in _comparable(b, _measured(conn, b)):
-        out[sha].extend(json.loads(raw))
-    return out
-
-
-def fresh_rounds(conn: sqlite3.Connection, b: Bisection) -> dict[str, int]:
-    """commit -> ok runs this bisection made of it (its probes), counting only comparable measurements."""
+def samples_and_rounds(conn: sqlite3.Connection, b: Bisection) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Every comparable ok sample of the bisection's commits per commit (``_measured``, ``_comparable``), and
+    commit -> the comparable ok runs this bisection made of it (its probes), from one read of the measurements."""
     ours = {r[0] for r in conn.execute("SELECT run_id FROM bisection_runs WHERE bisection_id = ?", (b.id,))}
-    counts: dict[str, int] = {}
-    for run_id, sha, _, _ in _comparable(b, _measured(conn, b)):
+    out: dict[str, list[float]] = {c: [] for c in b.commits}
+    rounds: dict[str, int] = {}
+    for run_id, sha, raw, _ in _comparable(b, _measured(conn, b)):
+        out[sha].extend(json.loads(raw))
         if run_id in ours:
-            counts[sha] = counts.get(sha, 0) + 1
-    return counts
+            rounds[sha] = rounds.get(sha, 0) + 1
+    return out, rounds
 
 
 def failed_commits(conn: sqlite3.Connection, b: Bisection) -> set[str]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from master.store.connection import _chunked
-from recipes.pg.paired import REFERENCE_SUFFIX, RQPS_SUFFIX
+from recipes.pg import paired as paired_metrics
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class BranchSamples:
 
 # what a paired run stores beside a throughput metric (recipes/pg/paired.py): per-round ratios to the run's
 # reference, and the reference's own raw samples
-RATIO_SUFFIX, REFERENCE_SUFFIX = RQPS_SUFFIX, REFERENCE_SUFFIX
+RATIO_SUFFIX, REFERENCE_SUFFIX = paired_metrics.RQPS_SUFFIX, paired_metrics.REFERENCE_SUFFIX
 
 
 def is_ratio_to_reference(metric: str) -> bool:
