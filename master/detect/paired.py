@@ -14,9 +14,11 @@ Here each commit counts once, by its median on a log scale. For the newest ``h``
 
 with ``s`` the baseline's robust spread (1.4826 MAD of the log medians, floored at ``min_scale``) over the
 ``n`` commits since the last change; ``t`` is referred to Student's t with n - 1 degrees of freedom and the
-p-value Bonferroni-corrected over the run lengths tried. A change alerts at ``alpha`` and only when the level moved
-by at least ``min_effect``. The spread is the baseline's own, so a noisier workload needs a larger step: the
-minimum detectable effect follows from the data, and tests/benchmarks/min_step.py measures it on real runs.
+p-value Bonferroni-corrected over the run lengths tried. Each of the h commits must lie nearer the new level than
+the baseline's (|log m_i - centre| > |shift| / 2), so the run starts where the level moved. A change alerts at
+``alpha`` and only when the level moved by at least ``min_effect``. The spread is the baseline's own, so a
+noisier workload needs a larger step: the minimum detectable effect follows from the data, and
+tests/benchmarks/min_step.py measures it on real runs.
 """
 
 from __future__ import annotations
@@ -75,6 +77,11 @@ def gate(
             continue
         shift = float(np.mean(new)) - centre
         if abs(shift) < math.log1p(settings.min_effect):
+            continue
+        if not bool(np.all(np.abs(new - centre) > abs(shift) / 2)):
+            # every commit of the run must sit nearer the new level than the old one: a big jump in the newest
+            # commit must not drag an unchanged commit before it (below the median by chance) into the run, or
+            # the change is placed a commit early and its bisection searches the wrong range
             continue
         nb = len(base)
         scale = max(1.4826 * float(np.median(np.abs(base - centre))), settings.min_scale)

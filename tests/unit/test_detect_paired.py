@@ -36,6 +36,18 @@ def test_one_slow_commit_alone_never_alerts():
     assert paired.gate(Series.from_samples([*base, [0.90], [0.90]])).tier is not Tier.NONE  # two in a row do
 
 
+def test_an_unchanged_commit_below_the_median_by_chance_is_not_taken_into_the_change():
+    """Seen on the farm: the commit before a big drop sat just below the baseline median, so the run of two
+    (that commit, the drop) was all below it and significant: the change was placed a commit early and its
+    bisection searched a range with no change in it. Each commit of the run must sit nearer the new level."""
+    base = [[1.0 + (0.005 if i % 2 else -0.005)] for i in range(29)]  # the last baseline commit is below the level
+    chance = [0.999]
+    assert paired.gate(Series.from_samples([*base, chance, [0.94]])).tier is Tier.NONE
+    g = paired.gate(Series.from_samples([*base, chance, [0.94], [0.94]]))
+    assert g.tier is not Tier.NONE and g.change is not None
+    assert g.change.index == 30  # the first slow commit, not the unchanged one before it
+
+
 def test_a_vs_a_false_changes_stay_near_the_level():
     rng = random.Random(2)
     flagged = 0
