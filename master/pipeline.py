@@ -41,14 +41,15 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
                 )
         try:
             for e in out.events:
-                if e.action != "new":
+                if e.action == "retracted":
                     continue
                 with store.transaction(conn):
                     bid = bisection.auto_create(conn, e.change_point_id)
                 if bid is not None:
                     out.bisections_started.append(bid)
+                    moved = " (it moved; no bisection of it covers the new range)" if e.action != "new" else ""
                     out.messages.append(
-                        f"bisection {bid} started: change point {e.change_point_id} spans untested commits"
+                        f"bisection {bid} started: change point {e.change_point_id} spans untested commits{moved}"
                     )
         except Exception as e:
             out.failed.append("bisect")

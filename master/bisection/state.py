@@ -200,11 +200,15 @@ def running(conn: sqlite3.Connection) -> list[int]:
 
 
 def auto_create(conn: sqlite3.Connection, change_point_id: int) -> int | None:
-    """A bisection for a change point whose range holds untested commits (None if nothing to bisect)."""
+    """A bisection for a change point whose range holds untested commits (None if nothing to bisect).
+
+    Called when a change point is new and when it moves: a change point placed by the newest commits may move as
+    more commits are measured, and a bisection of its old range would search commits the change is not in (and
+    end "not reproducible"). A range that an earlier bisection of the change point already covers starts none."""
     cp = store.changes.change_point(conn, change_point_id)
     if cp is None or cp.prev_sha is None or cp.prev_position is None or cp.position - cp.prev_position <= 1:
         return None
-    if store.bisections.exists_for_change_point(conn, change_point_id):
+    if any(cp.prev_sha in b.commits and cp.sha in b.commits for b in store.bisections.of_change_point(conn, cp.id)):
         return None
     k = cp.key
     builder = store.bisections.newest_builder(conn, k.machine_id, k.recipe, k.config_hash, k.workload, cp.sha)
@@ -230,6 +234,8 @@ def report_to_alert(conn: sqlite3.Connection, bisection_id: int, alert_settings)
     b = get(conn, bisection_id)
     if b.change_point_id is None:
         return None
+    if store.bisections.of_change_point(conn, b.change_point_id)[-1].id != b.id:
+        return None  # the change point moved and a newer bisection searches its range: that one speaks for it
     alert_id = store.alerts.alert_for_change_point(conn, b.change_point_id)
     if alert_id is None:
         return None

@@ -97,8 +97,9 @@ def by_change_point(conn: sqlite3.Connection) -> dict[int, Bisection]:
     return out
 
 
-def exists_for_change_point(conn: sqlite3.Connection, change_point_id: int) -> bool:
-    return conn.execute("SELECT 1 FROM bisections WHERE change_point_id = ?", (change_point_id,)).fetchone() is not None
+def of_change_point(conn: sqlite3.Connection, change_point_id: int) -> list[Bisection]:
+    """The bisections detection started for a change point, oldest first (a moved change point may have several)."""
+    return [_bisection(r) for r in conn.execute(_SELECT + " WHERE change_point_id = ? ORDER BY id", (change_point_id,))]
 
 
 def insert(

@@ -266,4 +266,11 @@ MIGRATIONS: list[str] = [
     UPDATE runs SET reference = json_extract(result, '$.recipe.options.reference')
         WHERE json_type(result, '$.recipe.options.reference') = 'text'
     """,
+    # 9: a change point may have more than one bisection: one placed by the newest commits can move when more are
+    # measured, and the range it moved to needs a search of its own (master/bisection/state.py auto_create). The
+    # newest bisection of a change point is the one that speaks for it.
+    """
+    DROP INDEX bisections_change_point;
+    CREATE INDEX bisections_change_point ON bisections(change_point_id) WHERE change_point_id IS NOT NULL
+    """,
 ]

@@ -4,6 +4,7 @@ absolute throughput are kept but not searched for changes. Real SQLite files and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -238,3 +239,30 @@ def test_the_site_marks_rebases_and_says_which_series_is_searched(tmp_path):
         m["kind"] == "rebase"
         for m in json.loads(re.search(r'id="meta">(.*?)</script>', page["tps"]).group(1))["markers"]
     )
+
+
+def test_a_change_point_that_moves_gets_a_bisection_of_its_new_range(conn):
+    """Seen on the farm: a change point first placed a commit early was bisected over a range with no change in it
+    ("not reproducible"), and when more commits moved it to its real place nothing searched the new range."""
+    from master.bisection import state
+
+    rng = random.Random(17)
+    add_commits(conn, 12)
+    for i in (0, 4, 8, 11):
+        add_paired(conn, i, REF_A, 1.0 if i < 8 else 0.9, i + 1, rng)
+    sid = series_id(conn, "tps.rqps")
+    first = store.changes.Placement(sha(4), sha(0), 4, 0, "regression", 0.95, 0.9, 0.99, 1e-4)
+    with store.transaction(conn):
+        cp = store.changes.report(conn, sid, sha(4), first, 1.0)
+        old = state.auto_create(conn, cp)
+    assert old is not None and state.get(conn, old).commits == tuple(sha(i) for i in range(5))
+    with store.transaction(conn):
+        assert state.auto_create(conn, cp) is None  # the same range: already searched
+        store.changes.move(
+            conn, sid, sha(4), dataclasses.replace(first, sha=sha(8), prev_sha=sha(4), position=8, prev_position=4), 2.0
+        )
+        new = state.auto_create(conn, cp)
+        assert new is not None and state.get(conn, new).commits == tuple(sha(i) for i in range(4, 9))
+        assert state.auto_create(conn, cp) is None
+        # only the newest bisection of a change point reports to its alert
+        assert state.report_to_alert(conn, old, None) is None
