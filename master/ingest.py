@@ -20,7 +20,7 @@ from master import gitauth, gitmirror, store
 from master.atomicfile import move_durably, write_atomic
 from master.redact import redact_text, redact_url
 from master.settings import Settings
-from recipes.pg.paired import REFERENCE_SUFFIX, RQPS_SUFFIX
+from recipes.paired import REFERENCE_SUFFIX, RQPS_SUFFIX
 from recipes.result import MAX_DEPTH, ResultError, validate
 
 MAX_RESULT_BYTES = 64 * 2**20

@@ -4,6 +4,10 @@ It exists so the whole farm (poller, scheduler, worker, upload, ingest, detectio
 in seconds on any repository that carries that file: the tests build git repositories with it. The program
 prints lines `KEY VALUE`; each configured workload reads one key per run as a sample, and the recipe times
 each run as well.
+
+With the option ``reference=<sha>`` (recipes/paired.py) it also compiles the reference commit's program and runs
+the two alternately, sample by sample, so the farm's paired path (rQPS series, rebases, bisection on rQPS) runs in
+seconds too.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from pathlib import Path
 
+from recipes import paired
 from recipes.api import (
     HIGHER,
     LOWER,
@@ -36,15 +42,23 @@ CONFIG = {
 }
 
 
-def build(ctx: Context) -> None:
-    src = ctx.src_dir / CONFIG["source"]
+def _compile(ctx: Context, tree: Path, out: Path, what: str) -> None:
+    src = tree / CONFIG["source"]
     if not src.is_file():
-        raise BuildFailed(f"{CONFIG['source']} is not in this commit; the fixture recipe needs it")
+        raise BuildFailed(f"{CONFIG['source']} is not in {what}; the fixture recipe needs it")
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise BuildFailed("no C compiler on this worker: apt-get install gcc")
     # A compile error raises CommandFailed, which the runner stores as build-failed with the log tail.
-    ctx.run([cc, *CONFIG["cflags"], "-o", ctx.state_dir / "bench", src, *CONFIG["ldlibs"]], timeout=120)
+    ctx.run([cc, *CONFIG["cflags"], "-o", out, src, *CONFIG["ldlibs"]], timeout=120)
+
+
+def build(ctx: Context) -> None:
+    _compile(ctx, ctx.src_dir, ctx.state_dir / "bench", "this commit")
+    reference = paired.requested(ctx)
+    if reference is not None:
+        tree = paired.reference_tree(ctx, reference)
+        _compile(ctx, tree, ctx.state_dir / "bench-reference", f"the reference commit {reference[:12]}")
 
 
 def _parse(output: str) -> dict[str, float]:
@@ -59,18 +73,18 @@ def _parse(output: str) -> dict[str, float]:
     return values
 
 
-def bench(ctx: Context) -> list[WorkloadResult]:
-    samples = int(ctx.options.get("samples", CONFIG["samples"]))
-    wanted = [w for w in ctx.options.get("workloads", "").split(",") if w]
-    chosen = [w for w in CONFIG["workloads"] if not wanted or w["name"] in wanted]
-    if not chosen:
-        raise BenchFailed(f"option workloads={','.join(wanted)} names no workload of this recipe")
-    collected: dict[str, list[float]] = {w["name"]: [] for w in chosen}
-    seconds: list[float] = []
-    for i in range(samples):
+class _Side:
+    """One program's samples: per workload, and the wall time of each run."""
+
+    def __init__(self, program: Path, chosen: list[dict]) -> None:
+        self.program = program
+        self.collected: dict[str, list[float]] = {w["name"]: [] for w in chosen}
+        self.seconds: list[float] = []
+
+    def sample(self, ctx: Context, i: int, chosen: list[dict]) -> None:
         t0 = time.perf_counter()
-        proc = ctx.run([ctx.state_dir / "bench"], timeout=CONFIG["timeout_seconds"], capture=True)
-        seconds.append(time.perf_counter() - t0)
+        proc = ctx.run([self.program], timeout=CONFIG["timeout_seconds"], capture=True)
+        self.seconds.append(time.perf_counter() - t0)
         values = _parse(proc.stdout)
         for w in chosen:
             if w["key"] not in values:
@@ -78,18 +92,38 @@ def bench(ctx: Context) -> list[WorkloadResult]:
             value = values[w["key"]]
             if not math.isfinite(value):
                 ctx.log(f"warning: run {i + 1} printed a non-finite {w['key']}: {value}")
-            collected[w["name"]].append(value)
-        ctx.log(f"sample {i + 1}/{samples}: " + ", ".join(f"{k}={v[-1]:g}" for k, v in collected.items()))
-    return [
-        WorkloadResult(
-            name=w["name"],
-            metrics=(
-                Metric(w["metric"], w["unit"], w["direction"], tuple(collected[w["name"]])),
-                Metric("wall", "s", LOWER, tuple(seconds)),
-            ),
-        )
-        for w in chosen
-    ]
+            self.collected[w["name"]].append(value)
+
+    def results(self, chosen: list[dict]) -> list[WorkloadResult]:
+        return [
+            WorkloadResult(
+                name=w["name"],
+                metrics=(
+                    Metric(w["metric"], w["unit"], w["direction"], tuple(self.collected[w["name"]])),
+                    Metric("wall", "s", LOWER, tuple(self.seconds)),
+                ),
+            )
+            for w in chosen
+        ]
+
+
+def bench(ctx: Context) -> list[WorkloadResult]:
+    samples = int(ctx.options.get("samples", CONFIG["samples"]))
+    wanted = [w for w in ctx.options.get("workloads", "").split(",") if w]
+    chosen = [w for w in CONFIG["workloads"] if not wanted or w["name"] in wanted]
+    if not chosen:
+        raise BenchFailed(f"option workloads={','.join(wanted)} names no workload of this recipe")
+    run = _Side(ctx.state_dir / "bench", chosen)
+    reference = _Side(ctx.state_dir / "bench-reference", chosen) if paired.requested(ctx) else None
+    for i in range(samples):
+        # paired: the two programs alternate, and which goes first alternates per round (as perffarm compare does)
+        order = [run] if reference is None else [reference, run] if i % 2 == 0 else [run, reference]
+        for side in order:
+            side.sample(ctx, i, chosen)
+        ctx.log(f"sample {i + 1}/{samples}: " + ", ".join(f"{k}={v[-1]:g}" for k, v in run.collected.items()))
+    if reference is None:
+        return run.results(chosen)
+    return paired.merge(run.results(chosen), reference.results(chosen))
 
 
 RECIPE = Recipe(

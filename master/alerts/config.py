@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from master.config_values import ConfigError, check
-from recipes.pg.paired import RQPS_SUFFIX
+from recipes.paired import RQPS_SUFFIX
 
 SEVERITIES = ("warn", "critical")
 KINDS = ("regression", "improvement")

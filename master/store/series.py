@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from master.store.connection import _chunked
-from recipes.pg import paired as paired_metrics
+from recipes import paired as paired_metrics
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class BranchSamples:
         return [i for i in range(1, len(self.references)) if self.references[i] != self.references[i - 1]]
 
 
-# what a paired run stores beside a throughput metric (recipes/pg/paired.py): per-round ratios to the run's
+# what a paired run stores beside a throughput metric (recipes/paired.py): per-round ratios to the run's
 # reference, and the reference's own raw samples
 RATIO_SUFFIX, REFERENCE_SUFFIX = paired_metrics.RQPS_SUFFIX, paired_metrics.REFERENCE_SUFFIX
 

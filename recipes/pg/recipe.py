@@ -9,6 +9,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from recipes import paired as pairing
 from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
 from recipes.pg import build as pgbuild
 from recipes.pg import deps, paired
@@ -49,7 +50,7 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     def build(ctx: Context) -> None:
         wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
         deps.check_bench(need_valgrind and (not wanted or any(w.startswith("instr") for w in wanted)))
-        reference = paired.requested(ctx)
+        reference = pairing.requested(ctx)
         install = pgbuild.build_install(ctx, spec)
         pgbuild.save_install(ctx, install)
         if reference is not None:
@@ -58,7 +59,7 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     def bench(ctx: Context) -> list[WorkloadResult]:
         install = pgbuild.load_install(ctx)
         installs = {"run": install}
-        if paired.requested(ctx) is not None:
+        if pairing.requested(ctx) is not None:
             # the reference first: it takes round 0's first slot, the commit the second (then they alternate)
             installs = {"reference": pgbuild.load_install(ctx, paired.STATE_FILE), "run": install}
         previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -67,7 +68,7 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         finally:
             signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
         if "reference" in results:
-            return paired.merge(results["run"], results["reference"])
+            return pairing.merge(results["run"], results["reference"])
         return results["run"]
 
     return Recipe(

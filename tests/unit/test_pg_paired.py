@@ -1,5 +1,5 @@
-"""recipes/pg/paired.py: the reference option and how a paired run's result is assembled (no PostgreSQL needed;
-tests/integration/test_postgres_recipes.py runs the paired bench on real servers)."""
+"""recipes/paired.py and recipes/pg/paired.py: the reference option and how a paired run's result is assembled
+(no PostgreSQL needed; tests/integration/test_postgres_recipes.py runs the paired bench on real servers)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from recipes import paired as pairing
 from recipes.api import BuildFailed, Context, Metric, WorkloadResult
 from recipes.pg import paired
 from recipes.pg.build import BuildSpec, Install
@@ -27,18 +28,18 @@ def ctx(tmp_path: Path, **options: str) -> Context:
 
 
 def test_no_reference_is_an_unpaired_run(tmp_path):
-    assert paired.requested(ctx(tmp_path)) is None
-    assert paired.requested(ctx(tmp_path, reference=" ")) is None
+    assert pairing.requested(ctx(tmp_path)) is None
+    assert pairing.requested(ctx(tmp_path, reference=" ")) is None
 
 
 @pytest.mark.parametrize("value", ["REL_17_0", "A" * 40, "a" * 39, "--upload-pack=x", "a" * 40 + "\n" + "b"])
 def test_a_reference_that_is_not_a_full_sha_is_refused(tmp_path, value):
     with pytest.raises(BuildFailed, match="expected the reference commit's full 40-hex sha"):
-        paired.requested(ctx(tmp_path, reference=value))
+        pairing.requested(ctx(tmp_path, reference=value))
 
 
 def test_a_full_sha_is_the_reference(tmp_path):
-    assert paired.requested(ctx(tmp_path, reference="0123456789abcdef" * 2 + "01234567")) == (
+    assert pairing.requested(ctx(tmp_path, reference="0123456789abcdef" * 2 + "01234567")) == (
         "0123456789abcdef" * 2 + "01234567"
     )
 
@@ -55,7 +56,7 @@ def test_merge_adds_the_reference_samples_and_per_round_ratios_of_throughput_onl
     ref = [
         wr("ro-c1", ("tps", "tx/s", "higher", (100.0, 100.0, 100.0)), ("latency_avg", "ms", "lower", (1.0, 1.0, 1.0)))
     ]
-    out = {w.name: {m.name: m for m in w.metrics} for w in paired.merge(run, ref)}
+    out = {w.name: {m.name: m for m in w.metrics} for w in pairing.merge(run, ref)}
     assert list(out["ro-c1"]) == ["tps", "latency_avg", "tps.reference", "tps.rqps"]
     assert out["ro-c1"]["tps.reference"].samples == (100.0, 100.0, 100.0)
     assert out["ro-c1"]["tps.rqps"].samples == pytest.approx((1.10, 0.99, 1.02))
@@ -66,7 +67,7 @@ def test_merge_adds_the_reference_samples_and_per_round_ratios_of_throughput_onl
 def test_merge_pairs_the_first_common_rounds_when_one_side_has_fewer():
     run = [wr("ins", ("inserts", "rows/s", "higher", (200.0, 210.0, 190.0)))]
     ref = [wr("ins", ("inserts", "rows/s", "higher", (100.0, 100.0)))]
-    (w,) = paired.merge(run, ref)
+    (w,) = pairing.merge(run, ref)
     assert {m.name: m.samples for m in w.metrics}["inserts.rqps"] == pytest.approx((2.0, 2.1))
 
 
@@ -74,7 +75,7 @@ def test_merged_metric_names_pass_the_result_schema():
     from recipes.result import NAME_RE
 
     side = [wr("w", ("qps", "queries/s", "higher", (1.0,)))]
-    (w,) = paired.merge(side, side)
+    (w,) = pairing.merge(side, side)
     assert all(NAME_RE.match(m.name) for m in w.metrics)
 
 
@@ -105,7 +106,7 @@ def test_the_reference_tree_is_exported_from_the_workers_clone(tmp_path):
     subprocess.run([*g, "commit", "-qam", "two"], check=True)
     c = ctx(tmp_path)
     c.work_dir.mkdir()
-    tree = paired._reference_tree(c, old)
+    tree = pairing.reference_tree(c, old)
     assert (tree / "configure").read_text() == "old\n"
     assert (src / "configure").read_text() == "new\n"  # the commit's own checkout is untouched
     assert not (c.work_dir / "reference-src.tar").exists()
