@@ -17,7 +17,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from recipes.sides import SideSupport
 
 HIGHER = "higher"  # higher values are better (throughput)
 LOWER = "lower"  # lower values are better (latency, instructions, memory)
@@ -194,6 +197,7 @@ class Recipe:
     build: Callable[[Context], None]
     bench: Callable[[Context], Sequence[WorkloadResult]]
     workload_identity: Callable[[str], Any] | None = None
+    sides: SideSupport | None = None  # jobs of several sides measured interleaved (recipes/sides.py)
 
     def config_hash(self) -> str:
         """A stable hash of the recipe's data (name, version, config): the whole recipe, shown with each run."""

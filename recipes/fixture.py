@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from recipes import paired
@@ -29,6 +30,7 @@ from recipes.api import (
     WorkloadResult,
     listed_workloads,
 )
+from recipes.sides import Side, SideSupport
 
 CONFIG = {
     "source": "perffarm_bench.c",
@@ -73,7 +75,15 @@ def _parse(output: str) -> dict[str, float]:
     return values
 
 
-class _Side:
+def _chosen(ctx: Context) -> list[dict]:
+    wanted = [w for w in ctx.options.get("workloads", "").split(",") if w]
+    chosen = [w for w in CONFIG["workloads"] if not wanted or w["name"] in wanted]
+    if not chosen:
+        raise BenchFailed(f"option workloads={','.join(wanted)} names no workload of this recipe")
+    return chosen
+
+
+class _Program:
     """One program's samples: per workload, and the wall time of each run."""
 
     def __init__(self, program: Path, chosen: list[dict]) -> None:
@@ -109,12 +119,9 @@ class _Side:
 
 def bench(ctx: Context) -> list[WorkloadResult]:
     samples = int(ctx.options.get("samples", CONFIG["samples"]))
-    wanted = [w for w in ctx.options.get("workloads", "").split(",") if w]
-    chosen = [w for w in CONFIG["workloads"] if not wanted or w["name"] in wanted]
-    if not chosen:
-        raise BenchFailed(f"option workloads={','.join(wanted)} names no workload of this recipe")
-    run = _Side(ctx.state_dir / "bench", chosen)
-    reference = _Side(ctx.state_dir / "bench-reference", chosen) if paired.requested(ctx) else None
+    chosen = _chosen(ctx)
+    run = _Program(ctx.state_dir / "bench", chosen)
+    reference = _Program(ctx.state_dir / "bench-reference", chosen) if paired.requested(ctx) else None
     for i in range(samples):
         # paired: the two programs alternate, and which goes first alternates per round (as perffarm compare does)
         order = [run] if reference is None else [reference, run] if i % 2 == 0 else [run, reference]
@@ -126,6 +133,25 @@ def bench(ctx: Context) -> list[WorkloadResult]:
     return paired.merge(run.results(chosen), reference.results(chosen))
 
 
+def build_sides(ctx: Context, sides: Sequence[Side]) -> None:
+    for side in sides:
+        assert side.tree is not None  # prepare() gave it one
+        _compile(ctx, side.tree, ctx.state_dir / f"bench-{side.label}", f"side {side.label}")
+
+
+def bench_sides(ctx: Context, sides: Sequence[Side]) -> dict[str, list[WorkloadResult]]:
+    """Every side's program run in turn, sample by sample, the order rotating per round."""
+    samples = int(ctx.options.get("samples", CONFIG["samples"]))
+    chosen = _chosen(ctx)
+    runs = {s.label: _Program(ctx.state_dir / f"bench-{s.label}", chosen) for s in sides}
+    labels = [s.label for s in sides]
+    for i in range(samples):
+        k = i % len(labels)
+        for label in labels[k:] + labels[:k]:
+            runs[label].sample(ctx, i, chosen)
+    return {label: run.results(chosen) for label, run in runs.items()}
+
+
 RECIPE = Recipe(
     name="fixture",
     version=1,
@@ -134,4 +160,5 @@ RECIPE = Recipe(
     build=build,
     bench=bench,
     workload_identity=listed_workloads(CONFIG),
+    sides=SideSupport(build_sides, bench_sides),
 )

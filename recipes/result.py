@@ -14,6 +14,10 @@ from typing import Any
 
 SCHEMA = "perffarm-result"
 SCHEMA_VERSION = 1
+JOB_SCHEMA = "perffarm-job-result"  # N sides measured interleaved in one job (recipes/sides.py, master/jobs)
+JOB_SCHEMA_VERSION = 1
+SIDE_LABELS = "ABCDEFGH"
+PATCH_ID_RE = re.compile(r"^[0-9a-f]{16}$")
 STATUSES = ("ok", "build-failed", "bench-failed")
 DIRECTIONS = ("higher", "lower")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -202,6 +206,48 @@ def validate(doc: Any) -> dict[str, Any]:
     commit = _obj(root.get("commit"), "$.commit")
     _str(commit, "sha", "$.commit", SHA_RE)
     _str(commit, "ref", "$.commit", limit=MAX_REF)
+    status = _common(root)
+    _workloads(root.get("workloads"), status)
+    return root
+
+
+def validate_job(doc: Any) -> dict[str, Any]:
+    """Check a parsed job result (every side's samples side by side); return it or raise ResultError."""
+    root = _obj(doc, "$")
+    if root.get("schema") != JOB_SCHEMA:
+        raise _fail(
+            "$.schema", f"expected {JOB_SCHEMA!r}, got {_show(root.get('schema'))}; is this a perffarm job result?"
+        )
+    if root.get("schema_version") != JOB_SCHEMA_VERSION:
+        raise _fail(
+            "$.schema_version",
+            f"this master reads job results of version {JOB_SCHEMA_VERSION}, got {_show(root.get('schema_version'))}",
+        )
+    _check_values(root, "$")
+    _int(root, "job", "$")
+    status = _common(root)
+    sides = root.get("sides")
+    if not isinstance(sides, list) or not 2 <= len(sides) <= len(SIDE_LABELS):
+        raise _fail("$.sides", f"expected a list of 2 to {len(SIDE_LABELS)} sides")
+    total = 0
+    for i, side in enumerate(sides):
+        path = f"$.sides[{i}]"
+        side = _obj(side, path)
+        if side.get("label") != SIDE_LABELS[i]:
+            raise _fail(
+                f"{path}.label", f"expected {SIDE_LABELS[i]!r} (sides in label order), got {_show(side.get('label'))}"
+            )
+        _str(side, "sha", path, SHA_RE)
+        if side.get("patch") is not None:
+            _str(side, "patch", path, PATCH_ID_RE)
+        if "version" in side:
+            _str(side, "version", path, limit=MAX_NAME)
+        total = _workloads(side.get("workloads"), status, f"{path}.workloads", total)
+    return root
+
+
+def _common(root: dict[str, Any]) -> str:
+    """The members a run result and a job result share (recipe, machine, status, excerpt, times); the status."""
     recipe = _obj(root.get("recipe"), "$.recipe")
     _str(recipe, "name", "$.recipe", NAME_RE)
     _int(recipe, "version", "$.recipe")
@@ -243,21 +289,20 @@ def validate(doc: Any) -> dict[str, Any]:
                 raise _fail(_member("$.timings", key), f"expected a number of seconds, got {_show(value)}")
     _time(root, "started_at")
     _time(root, "finished_at")
-    _workloads(root.get("workloads"), status)
-    return root
+    return str(status)
 
 
-def _workloads(workloads: Any, status: str) -> None:
+def _workloads(workloads: Any, status: str, path: str = "$.workloads", total: int = 0) -> int:
+    """Check a list of workload results; returns the running count of samples (bounded per whole result)."""
     if not isinstance(workloads, list):
-        raise _fail("$.workloads", "expected a list")
+        raise _fail(path, "expected a list")
     if status == "ok" and not workloads:
-        raise _fail("$.workloads", "an ok result must have at least one workload")
+        raise _fail(path, "an ok result must have at least one workload")
     if len(workloads) > MAX_WORKLOADS:
-        raise _fail("$.workloads", f"{len(workloads)} workloads, more than the {MAX_WORKLOADS} allowed")
+        raise _fail(path, f"{len(workloads)} workloads, more than the {MAX_WORKLOADS} allowed")
     seen: set[str] = set()
-    total = 0
     for i, w in enumerate(workloads):
-        wpath = f"$.workloads[{i}]"
+        wpath = f"{path}[{i}]"
         w = _obj(w, wpath)
         wname = _str(w, "name", wpath, NAME_RE)
         if wname in seen:
@@ -296,8 +341,9 @@ def _workloads(workloads: Any, status: str) -> None:
                 raise _fail(f"{mpath}.samples", f"{len(samples)} samples, more than the {MAX_SAMPLES} allowed")
             total += len(samples)
             if total > MAX_TOTAL_SAMPLES:
-                raise _fail("$.workloads", f"more than {MAX_TOTAL_SAMPLES} samples in all (at {mpath})")
+                raise _fail(path, f"more than {MAX_TOTAL_SAMPLES} samples in all (at {mpath})")
             _samples(samples, f"{mpath}.samples")
+    return total
 
 
 def _samples(samples: list[Any], path: str) -> None:

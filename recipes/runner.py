@@ -15,17 +15,19 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from recipes import registry
 from recipes.api import Context, Recipe, RecipeFailure, WorkloadResult
-from recipes.result import SCHEMA, SCHEMA_VERSION, clean_text, validate
+from recipes.result import JOB_SCHEMA, JOB_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION, clean_text, validate, validate_job
+from recipes.sides import Side, parse_sides, prepare
 from workers import hostinfo
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_RECIPE_FAILED = 0, 1, 2, 3
 BUILD_MARKER = "build-ok.json"
+JOB_BUILD_MARKER = "job-build-ok.json"
 
 
 def _now() -> str:
@@ -150,6 +152,93 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
     return EXIT_OK
 
 
+def job_doc(
+    recipe: Recipe,
+    ctx: Context,
+    job: int,
+    status: str,
+    sides: Sequence[Side],
+    results: Mapping[str, Sequence[WorkloadResult]],
+    log_excerpt: str,
+    timings: dict[str, float],
+    started_at: str,
+) -> dict[str, Any]:
+    """A job result: the run result's header, and every side's workloads side by side (recipes/sides.py)."""
+    doc = result_doc(recipe, ctx, status, [], log_excerpt, timings, started_at)
+    del doc["commit"], doc["workloads"]
+    doc.update(schema=JOB_SCHEMA, schema_version=JOB_SCHEMA_VERSION, job=job)
+    doc["sides"] = [
+        {
+            "label": s.label,
+            "sha": s.sha,
+            "patch": s.patch_id,
+            "workloads": [
+                {**w.to_json(), "config_hash": recipe.workload_hash(w.name)} for w in results.get(s.label, ())
+            ],
+        }
+        for s in sides
+    ]
+    return doc
+
+
+def _job_phase(args: argparse.Namespace, phase: str) -> int:
+    """job-build / job-bench: every side of a job built, then measured interleaved (recipes/sides.py)."""
+    recipe = registry.get(args.recipe)
+    if recipe.sides is None:
+        print(f"recipe {recipe.name} does not measure jobs of several sides", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        sides = parse_sides(args.side, args.patch or [])
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    ctx = _context(args)
+    marker = ctx.state_dir / JOB_BUILD_MARKER
+    result_path = Path(args.result)
+    started_at, t0 = _now(), time.monotonic()
+    timings: dict[str, float] = {}
+    results: Mapping[str, Sequence[WorkloadResult]] = {}
+    if phase == "job-build":
+        marker.unlink(missing_ok=True)
+        result_path.unlink(missing_ok=True)
+    else:
+        if not marker.exists():
+            print(f"no successful job build in {ctx.state_dir}; run the job-build phase first", file=sys.stderr)
+            return EXIT_USAGE
+        prior = json.loads(marker.read_text())
+        timings.update(prior.get("timings", {}))
+        started_at = prior.get("started_at", started_at)
+    listing = ", ".join(f"{s.label}={s.sha[:12]}" + ("+patch" if s.patch else "") for s in sides)
+    ctx.log(f"recipe {recipe.name} v{recipe.version}: {phase} of job {args.job}: {listing}")
+    try:
+        if phase == "job-build":
+            ctx.state_dir.mkdir(parents=True, exist_ok=True)
+            recipe.sides.build(ctx, [prepare(ctx, s) for s in sides])
+        else:
+            results = recipe.sides.bench(ctx, sides)
+    except RecipeFailure as e:
+        status = "build-failed" if phase == "job-build" else "bench-failed"
+        ctx.log(f"{status}: {e.message}")
+        timings[f"{phase.replace('-', '_')}_seconds"] = round(time.monotonic() - t0, 3)
+        excerpt = clean_text(f"{e.message}\n{e.log_excerpt or ctx.tail()}".strip()[-60_000:])
+        doc = job_doc(recipe, ctx, args.job, status, sides, {}, excerpt, timings, started_at)
+        write_json_atomic(result_path, doc)
+        return EXIT_RECIPE_FAILED
+    timings[f"{phase.replace('-', '_')}_seconds"] = round(time.monotonic() - t0, 3)
+    if phase == "job-build":
+        write_json_atomic(marker, {"timings": timings, "started_at": started_at})
+        ctx.log(f"job build done in {timings['job_build_seconds']:.1f} s")
+        return EXIT_OK
+    doc = job_doc(recipe, ctx, args.job, "ok", sides, results, "", timings, started_at)
+    write_json_atomic(result_path, doc)
+    try:
+        validate_job(json.loads(json.dumps(doc)))
+    except ValueError as e:
+        ctx.log(f"warning: this job result will be rejected by the master: {e}")
+    ctx.log(f"job bench done in {timings['job_bench_seconds']:.1f} s; result written to {result_path}")
+    return EXIT_OK
+
+
 def _list(_: argparse.Namespace) -> int:
     rows = [
         {"name": r.name, "version": r.version, "config_hash": r.config_hash(), "description": r.description}
@@ -183,6 +272,20 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--result", required=True, help="where to write the result JSON")
         s.add_argument("--option", action="append", metavar="KEY=VALUE", help="recipe option (repeatable)")
         s.set_defaults(func=lambda a, phase=phase: _phase(a, phase))
+    for phase in ("job-build", "job-bench"):
+        s = sub.add_parser(phase, help=f"the {phase[4:]} phase of a job: 2 to 8 sides measured interleaved")
+        s.add_argument("--recipe", required=True, help="recipe name (see `list`)")
+        s.add_argument("--src", required=True, help="the worker's clone (sides are exported from it)")
+        s.add_argument("--work", required=True, help="persistent directory for this builder (build trees)")
+        s.add_argument("--state", required=True, help="this build's scratch directory")
+        s.add_argument("--sha", required=True, help="the commit checked out in --src")
+        s.add_argument("--ref", default="job", help="a name for logs and build directories (default job)")
+        s.add_argument("--job", required=True, type=int, help="the master's job id (written into the result)")
+        s.add_argument("--side", action="append", required=True, metavar="LABEL=SHA", help="a side (A, B, ...)")
+        s.add_argument("--patch", action="append", metavar="LABEL=FILE", help="a patch applied on top of a side")
+        s.add_argument("--result", required=True, help="where to write the job result JSON")
+        s.add_argument("--option", action="append", metavar="KEY=VALUE", help="recipe option (repeatable)")
+        s.set_defaults(func=lambda a, phase=phase: _job_phase(a, phase))
     sub.add_parser("list", help="list recipes as JSON").set_defaults(func=_list)
     sub.add_parser("fingerprint", help="print this machine's fingerprint and host checks").set_defaults(
         func=_fingerprint

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -14,6 +14,7 @@ from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
 from recipes.pg import build as pgbuild
 from recipes.pg import deps, paired
 from recipes.pg.profile import WORKLOAD_KINDS, identities, identity_of, load_profile, run_bench, workloads
+from recipes.sides import Side, SideSupport
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -71,6 +72,21 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
             return pairing.merge(results["run"], results["reference"])
         return results["run"]
 
+    def build_sides(ctx: Context, sides: Sequence[Side]) -> None:
+        deps.check_bench(need_valgrind)
+        for side in sides:
+            # a build directory per label keeps a job's sides incremental from one job to the next
+            install = pgbuild.build_install(ctx, spec, src=side.tree, sha=side.key, ref=f"job-{side.label}")
+            pgbuild.save_install(ctx, install, f"pg-side-{side.label}.json")
+
+    def bench_sides(ctx: Context, sides: Sequence[Side]) -> dict[str, list[WorkloadResult]]:
+        installs = {s.label: pgbuild.load_install(ctx, f"pg-side-{s.label}.json") for s in sides}
+        previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            return run_bench(ctx, profile, installs, threads=os.cpu_count() or 2)
+        finally:
+            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+
     return Recipe(
         name=name,
         version=version,
@@ -79,4 +95,5 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         build=build,
         bench=bench,
         workload_identity=lambda workload: identity_of(profile, found, workload),
+        sides=SideSupport(build_sides, bench_sides),
     )

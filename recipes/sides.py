@@ -1,0 +1,131 @@
+"""Jobs of several sides: N builds measured interleaved in one job on a worker (release archaeology, try-jobs).
+
+A farm *job* (master/jobs) is not a commit's run: it measures 2 to 8 **sides** together, each a commit of the
+repository, optionally with a patch applied, and its result is the sides' raw samples side by side
+(``perffarm-job-result``, docs/result-schema.md). Every side is measured in the same session, slices and rounds
+alternating between them (Vondra's and Callaghan's method: all versions under the same conditions), never as N
+runs at different times.
+
+The runner's ``job-build`` phase gives each side a tree of its own (exported from the worker's clone with
+``git archive``, fetched by sha when the clone lacks it, the patch checked with ``git apply --check`` and applied)
+and calls the recipe's ``build_sides``; ``job-bench`` calls ``bench_sides``, which returns each side's workload
+results. A recipe that supports jobs sets ``Recipe.sides``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipes.api import BuildFailed, Context, WorkloadResult
+
+LABELS = "ABCDEFGH"
+MAX_SIDES = len(LABELS)  # each side is a running server for the whole job on the PostgreSQL recipes
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+PATCH_LIMIT = 1 << 20  # bytes; the master refuses larger patches before anything is queued
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a job: a commit, maybe patched, and the tree the build uses."""
+
+    label: str
+    sha: str
+    patch: Path | None = None  # a unified diff applied on top of `sha`
+    tree: Path | None = None  # set by prepare(): the side's own source tree
+
+    @property
+    def patch_id(self) -> str | None:
+        """The patch's sha256 (the first 16 hex), which keys its build and names it in the result."""
+        if self.patch is None:
+            return None
+        return hashlib.sha256(self.patch.read_bytes()).hexdigest()[:16]
+
+    @property
+    def key(self) -> str:
+        """What identifies the side's build: the sha, plus the patch's hash when patched."""
+        pid = self.patch_id
+        return self.sha if pid is None else f"{self.sha}-p{pid}"
+
+
+@dataclass(frozen=True)
+class SideSupport:
+    """A recipe's hooks for jobs: build every side (leaving what bench needs in ctx.state_dir), then measure
+    them all interleaved and return each side's results by label."""
+
+    build: Callable[[Context, Sequence[Side]], None]
+    bench: Callable[[Context, Sequence[Side]], Mapping[str, Sequence[WorkloadResult]]]
+
+
+def parse_sides(specs: Sequence[str], patches: Sequence[str]) -> list[Side]:
+    """`LABEL=SHA` and `LABEL=FILE` arguments as sides, in label order; ValueError says what is wrong."""
+    sides: dict[str, Side] = {}
+    for spec in specs:
+        label, _, sha = spec.partition("=")
+        if label not in LABELS or not SHA_RE.match(sha):
+            raise ValueError(f"--side {spec!r}: expected LABEL=SHA with LABEL one of {LABELS} and a full 40-hex sha")
+        if label in sides:
+            raise ValueError(f"--side {label} given twice")
+        sides[label] = Side(label, sha)
+    if not 2 <= len(sides) <= MAX_SIDES:
+        raise ValueError(f"a job has 2 to {MAX_SIDES} sides, got {len(sides)}")
+    for spec in patches:
+        label, _, file = spec.partition("=")
+        if label not in sides or not file:
+            raise ValueError(f"--patch {spec!r}: expected LABEL=FILE for one of the sides {''.join(sides)}")
+        sides[label] = Side(label, sides[label].sha, Path(file))
+    return [sides[k] for k in sorted(sides)]
+
+
+def _have(ctx: Context, sha: str) -> bool:
+    probe = ctx.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=ctx.src_dir, check=False, capture=True)
+    return probe.returncode == 0
+
+
+def prepare(ctx: Context, side: Side) -> Side:
+    """The side with its own tree under the work directory: the commit exported from the worker's clone (fetched
+    by sha from the clone's origin when missing), the patch checked and applied."""
+    if not _have(ctx, side.sha):
+        ctx.log(f"side {side.label}: {side.sha[:12]} is not in this clone; fetching it from origin")
+        ctx.run(
+            ["git", "fetch", "--quiet", "--no-tags", "origin", side.sha], cwd=ctx.src_dir, check=False, timeout=1800
+        )
+        if not _have(ctx, side.sha):
+            raise BuildFailed(
+                f"side {side.label}: commit {side.sha} is neither in this worker's clone nor fetchable from its "
+                "origin; is it a commit of the watched repository?"
+            )
+    tree = ctx.work_dir / "sides" / side.label
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    archive = ctx.work_dir / "sides" / f"{side.label}.tar"
+    try:
+        ctx.run(["git", "archive", "--format=tar", "-o", str(archive), side.sha], cwd=ctx.src_dir, timeout=600)
+        ctx.run(["tar", "-xf", str(archive), "-C", str(tree)], timeout=600)
+    finally:
+        archive.unlink(missing_ok=True)
+    if side.patch is not None:
+        patch = side.patch.resolve()
+        size = patch.stat().st_size
+        if size > PATCH_LIMIT:
+            raise BuildFailed(f"side {side.label}: the patch is {size} bytes, over the {PATCH_LIMIT}-byte limit")
+        # The tree is no repository: git must not find an enclosing one (it would apply paths relative to that
+        # repository's root). --unsafe-paths is never given: git apply refuses paths outside the tree.
+        alone = {"GIT_CEILING_DIRECTORIES": str(tree.parent)}
+        check = ctx.run(
+            ["git", "apply", "--check", "--verbose", str(patch)], cwd=tree, env=alone, check=False, capture=True
+        )
+        if check.returncode != 0:
+            raise BuildFailed(
+                f"side {side.label}: the patch does not apply to {side.sha[:12]}: "
+                + " ".join(check.stdout.split())[-400:]
+            )
+        ctx.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=tree, env=alone)
+        ctx.log(f"side {side.label}: {side.sha[:12]} + patch {side.patch_id}")
+    else:
+        ctx.log(f"side {side.label}: {side.sha[:12]}")
+    return Side(side.label, side.sha, side.patch, tree)

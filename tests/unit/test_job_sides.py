@@ -1,0 +1,135 @@
+"""Jobs of several sides on the worker (recipes/sides.py, the runner's job-build / job-bench phases): real git
+repositories and real compiles of the fixture recipe, through the shipped zipapp as a worker runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from master import shipping
+from recipes.result import ResultError, validate_job
+from recipes.sides import parse_sides
+from tests.harness import BENCH_C, make_repo
+
+
+@pytest.fixture(scope="module")
+def pyz(tmp_path_factory):
+    return shipping.build_zipapp(tmp_path_factory.mktemp("ship"))
+
+
+@pytest.fixture
+def upstream(tmp_path):
+    """An upstream repository with three commits of the fixture program (1000, 900 ops) and a worker clone of
+    only its first commit's branch (over file://, so no objects are shared), so later sides must be fetched."""
+    repo = make_repo(tmp_path / "up", first_value=1000)
+    first = repo.head()
+    slower = repo.bench_commit("slower", 900)
+    subprocess.run(["git", "-C", str(repo.path), "tag", "keep-slower", slower], check=True)  # reachable by a tag
+    subprocess.run(["git", "-C", str(repo.path), "reset", "--quiet", "--hard", first], check=True)
+    clone = tmp_path / "clone"
+    subprocess.run(
+        ["git", "clone", "--quiet", "--single-branch", "--no-tags", f"file://{repo.path}", str(clone)], check=True
+    )
+    return repo, clone, first, slower
+
+
+def job(pyz, tmp_path, clone, sides, *extra, phases=("job-build", "job-bench")):
+    procs = []
+    for phase in phases:
+        argv = [
+            sys.executable,
+            str(pyz),
+            phase,
+            "--recipe",
+            "fixture",
+            "--src",
+            str(clone),
+            "--work",
+            str(tmp_path / "work"),
+            "--state",
+            str(tmp_path / "state"),
+            "--sha",
+            sides[0].split("=")[1],
+            "--job",
+            "7",
+            "--result",
+            str(tmp_path / "job.json"),
+            "--option=samples=4",
+        ]
+        argv += [f"--side={s}" for s in sides] + list(extra)
+        procs.append(subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path))
+        if procs[-1].returncode != 0:
+            break
+    return procs
+
+
+def test_a_job_measures_every_side_interleaved_and_its_result_validates(pyz, tmp_path, upstream):
+    _, clone, first, slower = upstream
+    patch = tmp_path / "faster.patch"  # C = A + a patch that makes it faster, from a real diff
+    src = tmp_path / "p"
+    subprocess.run(["git", "clone", "--quiet", str(clone), str(src)], check=True)
+    (src / "perffarm_bench.c").write_text(BENCH_C.format(value=1100, sleep_us=0))
+    patch.write_text(subprocess.run(["git", "-C", str(src), "diff"], capture_output=True, text=True).stdout)
+    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={slower}", f"C={first}"], f"--patch=C={patch}")
+    assert [p.returncode for p in procs] == [0, 0], procs[-1].stdout + procs[-1].stderr
+    doc = validate_job(json.loads((tmp_path / "job.json").read_text()))
+    assert doc["job"] == 7 and doc["status"] == "ok"
+    ops = {s["label"]: s["workloads"][0]["metrics"][0]["samples"] for s in doc["sides"]}
+    assert ops == {"A": [1000.0] * 4, "B": [900.0] * 4, "C": [1100.0] * 4}
+    assert doc["sides"][2]["patch"] and doc["sides"][0]["patch"] is None
+    assert "fetching it from origin" in procs[0].stdout  # B was not in the clone
+
+
+def test_a_patch_that_does_not_apply_is_a_build_failed_job_result_that_says_so(pyz, tmp_path, upstream):
+    _, clone, first, slower = upstream
+    patch = tmp_path / "bad.patch"
+    patch.write_text("--- a/perffarm_bench.c\n+++ b/perffarm_bench.c\n@@ -1,1 +1,1 @@\n-no such line\n+x\n")
+    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={first}"], f"--patch=B={patch}")
+    assert procs[0].returncode == 3
+    doc = validate_job(json.loads((tmp_path / "job.json").read_text()))
+    assert doc["status"] == "build-failed" and "side B: the patch does not apply" in doc["log_excerpt"]
+
+
+def test_a_patch_cannot_write_outside_its_tree(pyz, tmp_path, upstream):
+    _, clone, first, _ = upstream
+    patch = tmp_path / "escape.patch"
+    patch.write_text("--- /dev/null\n+++ b/../../escaped.txt\n@@ -0,0 +1 @@\n+pwned\n")
+    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={first}"], f"--patch=B={patch}")
+    assert procs[0].returncode == 3
+    assert not list(tmp_path.rglob("escaped.txt"))
+
+
+def test_a_side_that_is_no_commit_of_the_repository_fails_the_build_and_says_why(pyz, tmp_path, upstream):
+    _, clone, first, _ = upstream
+    procs = job(pyz, tmp_path, clone, [f"A={first}", "B=" + "e" * 40])
+    assert procs[0].returncode == 3
+    doc = json.loads((tmp_path / "job.json").read_text())
+    assert "is neither in this worker's clone nor fetchable" in doc["log_excerpt"]
+
+
+@pytest.mark.parametrize(
+    "sides, patches, says",
+    [
+        (["A=" + "a" * 40], [], "2 to 8 sides"),
+        (["A=" + "a" * 40, "A=" + "b" * 40], [], "given twice"),
+        (["A=" + "a" * 40, "Z=" + "b" * 40], [], "LABEL=SHA"),
+        (["A=" + "a" * 40, "B=HEAD"], [], "LABEL=SHA"),
+        (["A=" + "a" * 40, "B=" + "b" * 40], ["C=x.patch"], "one of the sides AB"),
+    ],
+)
+def test_bad_side_arguments_are_refused(sides, patches, says):
+    with pytest.raises(ValueError, match=says):
+        parse_sides(sides, patches)
+
+
+def test_a_job_result_with_sides_out_of_order_is_rejected(pyz, tmp_path, upstream):
+    _, clone, first, slower = upstream
+    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={slower}"])
+    assert [p.returncode for p in procs] == [0, 0]
+    doc = json.loads((tmp_path / "job.json").read_text())
+    doc["sides"].reverse()
+    with pytest.raises(ResultError, match=r"\$\.sides\[0\]\.label"):
+        validate_job(doc)
