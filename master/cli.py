@@ -319,6 +319,22 @@ MOUNTED = [
         "the same conditions. No master needed.",
     ),
     (
+        "releases",
+        "master.jobs.cli",
+        "queue release archaeology on the farm: 2-8 release tags measured interleaved in one job",
+        "Queue a job that builds every release tag matching --tags (oldest first: side A) on a farm worker and "
+        "measures them interleaved in one build, Vondra's and Callaghan's method: each release's ratio to the first "
+        "with a 95% confidence interval, never N runs at different times. The site's release pages show the paired "
+        "numbers. Needs the running master (make run); follow with `perffarm jobs --status ID`.",
+    ),
+    (
+        "jobs",
+        "master.jobs.cli",
+        "list the farm's jobs (release comparisons, try-jobs) or show one with its ratios",
+        "List jobs newest first, or --status ID: the sides, the state (queued, running, done, failed and why) and "
+        "each side's median ratio to side A with its 95% bootstrap CI.",
+    ),
+    (
         "publish",
         "master.publish.cli",
         "render the static history site now (all of it) into [site] out_dir or --out",
@@ -386,8 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module, help_text, description in MOUNTED:
         mod = importlib.import_module(module)
         s = sub.add_parser(name, help=help_text, description=description)
-        mod.add_arguments(s)
-        s.set_defaults(func=mod.run)
+        # a module with several verbs names its functions after them (add_<verb>_arguments, run_<verb>)
+        (getattr(mod, f"add_{name}_arguments", None) or mod.add_arguments)(s)
+        s.set_defaults(func=getattr(mod, f"run_{name}", None) or mod.run)
     return p
 
 

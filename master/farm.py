@@ -14,12 +14,15 @@ from typing import Any
 
 from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
 from buildbot.process.results import FAILURE, SKIPPED, SUCCESS
+from buildbot.util import safeTranslate
 from twisted.internet import defer
 
 from master import health, refnames, shipping, web
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
 from master.config_values import OPTION_RE
+from master.jobs import service as jobs_service
+from master.jobs import steps as job_steps
 from master.reconcile import Reconciler
 from master.settings import Settings
 from master.steps import (
@@ -39,7 +42,7 @@ from recipes import registry
 from recipes.api import SOURCE_DIR, WORK_DIR
 from recipes.result import NAME_RE
 
-PYZ_ON_WORKER = "perffarm-recipes.pyz"
+PYZ_ON_WORKER = shipping.ON_WORKER
 RESULT_ON_WORKER = "result.json"
 BUILD_TIMEOUT = 6 * 3600
 CONTROL_WORKER = "perffarm-control"  # in-process worker for master-only builders (the bisection form)
@@ -109,6 +112,27 @@ def repository_auth(settings: Settings) -> tuple[str, util.Secret] | None:
     return (settings.repository_user, util.Secret(settings.repository_password_secret))
 
 
+def _checkout(settings: Settings, **kwargs: Any) -> Checkout:
+    return Checkout(
+        repourl=settings.repository_url,
+        auth_credentials=repository_auth(settings),
+        workdir=SOURCE_DIR,
+        mode="full",
+        method="clean",
+        retryFetch=True,
+        haltOnFailure=True,
+        **kwargs,
+    )
+
+
+def _job_factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.MasterLock) -> util.BuildFactory:
+    """Jobs (master/jobs): every side of a job built and measured interleaved in one build."""
+    name = jobs_service.job_builder_name(recipe, w)
+    return util.BuildFactory(
+        job_steps.job_steps(settings, recipe, name, _checkout(settings, doStepIf=job_steps.checked), pyz, lock)
+    )
+
+
 def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.MasterLock) -> util.BuildFactory:
     f = util.BuildFactory()
     f.addStep(RecordAttempt(settings))
@@ -117,18 +141,7 @@ def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.Maste
     f.addStep(
         steps.RemoveDirectory(name="remove old result", dir=RESULT_ON_WORKER, doStepIf=not_stored_yet, hideStepIf=True)
     )
-    f.addStep(
-        Checkout(
-            repourl=settings.repository_url,
-            auth_credentials=repository_auth(settings),
-            workdir=SOURCE_DIR,
-            mode="full",
-            method="clean",
-            retryFetch=True,
-            haltOnFailure=True,
-            doStepIf=not_stored_yet,
-        )
-    )
+    f.addStep(_checkout(settings, doStepIf=not_stored_yet))
     f.addStep(
         steps.RemoveDirectory(
             name="discard broken checkout",
@@ -224,20 +237,39 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
         host: util.MasterLock(f"measure@{host}", maxCount=1000)
         for host in {settings.host_of(w) for w in settings.worker_names}
     }
-    builders = []
+    builders, job_builders = [], []
     for recipe in settings.recipes:
         for w in settings.worker_names:
+            # the job builder shares the commit builder's directory on the worker (clone, build trees, install
+            # cache: a job reuses every install the farm built) and its measurement lock; a worker runs one build
+            # at a time (max_builds=1), so the two never use the directory together
+            workdir = safeTranslate(builder_name(recipe, w)).decode()
             builders.append(
                 util.BuilderConfig(
                     name=builder_name(recipe, w),
                     workernames=[w],
+                    workerbuilddir=workdir,
                     factory=_factory(settings, recipe, w, pyz, locks[settings.host_of(w)]),
                     collapseRequests=collapse_queued_commits if settings.queued == "newest" else False,
                     properties={"perffarm_recipe": recipe},
                     tags=[recipe, w],
                 )
             )
+            if known[recipe].sides is not None:
+                job_builders.append(
+                    util.BuilderConfig(
+                        name=jobs_service.job_builder_name(recipe, w),
+                        workernames=[w],
+                        workerbuilddir=workdir,
+                        factory=_job_factory(settings, recipe, w, pyz, locks[settings.host_of(w)]),
+                        collapseRequests=False,
+                        properties={"perffarm_recipe": recipe},
+                        tags=[recipe, w, "jobs"],
+                    )
+                )
     names = [b.name for b in builders]
+    job_names = tuple(b.name for b in job_builders)
+    builders += job_builders
     form = util.BuildFactory()
     form.addStep(StartBisection(settings))
     builders.append(
@@ -301,6 +333,8 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             ),
             # Bisection probes: real builds at a chosen revision, submitted by the bisection service.
             schedulers.Triggerable(name="bisect", builderNames=names),
+            # Jobs (perffarm releases / try): submitted by the job service, one build per job.
+            *([schedulers.Triggerable(name=jobs_service.SCHEDULER, builderNames=list(job_names))] if job_names else []),
             schedulers.ForceScheduler(
                 name="bisect-form",
                 builderNames=[BISECT_FORM_BUILDER],
@@ -355,6 +389,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
         "services": [
             Reconciler(settings=settings, builder_names=names),
             BisectionService(settings=settings),
+            jobs_service.JobService(settings=settings, builders=job_names),
             AlertDelivery(settings=settings.alerts, results_db=str(settings.results_db)),
             web.WebGuard(hosts=web.allowed_hosts(settings.web_url, settings.web_host, settings.web_port)),
             health.StorageWatch(),

@@ -136,6 +136,16 @@ def _fetch(settings: Settings, mirror: gitmirror.Mirror) -> None:
     mirror.fetch()
 
 
+def fresh_mirror(settings: Settings) -> gitmirror.Mirror:
+    """The master's mirror, fetched now (its refs: the watched repository's branches and tags); GitError says
+    why not. Used by commands that name releases by tag (perffarm releases)."""
+    with _mirror_lock:
+        mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir)
+        mirror.ensure()
+        _fetch(settings, mirror)
+    return mirror
+
+
 def _update_mirror(settings: Settings, sha: str) -> gitmirror.Mirror:
     """Fetch the master's mirror (new branches and tags); if the repository is unreachable but the commit is
     already mirrored, carry on with the refs we have. Runs outside any database transaction."""

@@ -88,3 +88,14 @@ def _publish(settings: Settings, run_id: int, out: AfterIngest) -> None:
             f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s "
             f"({'incremental' if report.incremental else 'full'}) at {report.out_dir}"
         )
+
+
+def publish_jobs(settings: Settings) -> str:
+    """Re-render the pages a finished job changes; a message for the build log (the site is derived data)."""
+    from master.publish import publish_jobs as publish
+
+    try:
+        report = publish(settings)
+    except Exception as e:
+        return f"site publish failed: {type(e).__name__}: {e} (`perffarm publish` re-renders the whole site)"
+    return f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s at {report.out_dir}"

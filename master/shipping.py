@@ -15,6 +15,7 @@ from pathlib import Path
 from master.atomicfile import write_atomic
 from master.settings import REPO_ROOT
 
+ON_WORKER = "perffarm-recipes.pyz"  # the name every build downloads the zipapp to, in its builder directory
 _MAIN = b"import sys\nfrom recipes.runner import main\nsys.exit(main())\n"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 

@@ -133,7 +133,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
                     w.write(rel, text)
 
         def write_summaries() -> None:  # they read the database: in this process only
-            for page in pages.of(pages.SITE):
+            for page in pages.of(pages.SITE, full=True):
                 page.write(w, ctx, summaries)
             for b, order in orders.items():
                 for page in pages.of(pages.BRANCH):
@@ -285,6 +285,41 @@ def publish_incremental(
         ratios_computed=sum(r.ratios_computed for r in reports),
         ratios_reused=sum(r.ratios_reused for r in reports),
         seconds=sum(r.seconds for r in reports),
+    )
+
+
+def publish_jobs(settings: Any, out_dir: Path | None = None, *, now: float | None = None) -> PublishReport:
+    """Re-render what a finished job changes (its pages, the release pages: pages.of_jobs) on top of the live
+    version, every other file hard-linked; a full publish when there is no site to build on."""
+    out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
+    now = time.time() if now is None else now
+    with publish_lock(out):
+        if not out.is_symlink():
+            return _publish_all(settings, out, now, None)
+        t0 = time.perf_counter()
+        conn = _open(settings)
+        cache = open_cache(settings)
+        w: SiteWriter | None = None
+        try:
+            cached, state = load_state(cache, out)
+            if state is None:
+                return _publish_all(settings, out, now, None)
+            ctx = Context(conn, cache, bands(settings), settings)
+            ctx.now = now
+            w = SiteWriter(out, incremental=True)
+            for page in pages.of_jobs():
+                page.write(w, ctx, list(cached.values()))
+            final = w.commit()
+            cache.flush()
+        except BaseException:
+            if w is not None:
+                w.abort()
+            raise
+        finally:
+            cache.close()
+            conn.close()
+    return PublishReport(
+        out, final.name, True, len(w.written), 0, 0, cache.computed, cache.reused, time.perf_counter() - t0
     )
 
 

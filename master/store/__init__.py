@@ -16,11 +16,12 @@ does (tests/unit/test_store_boundary.py holds the rest of the code to it).
     changes     change_points
     alerts      alerts, alert_lines, alert_history, alert_outbox
     bisections  bisections, bisection_runs, and what their probes measured
+    jobs        jobs: sides measured interleaved in one build (release archaeology, try-jobs)
 """
 
 from __future__ import annotations
 
-from master.store import alerts, bisections, changes, commits, connection, migrations, runs, series
+from master.store import alerts, bisections, changes, commits, connection, jobs, migrations, runs, series
 from master.store.commits import (
     CommitInfo,
     append_branch,
@@ -73,6 +74,7 @@ __all__ = [
     "connection",
     "counts",
     "insert_run",
+    "jobs",
     "latest_per_ref",
     "list_runs",
     "measurements_for",

@@ -273,4 +273,29 @@ MIGRATIONS: list[str] = [
     DROP INDEX bisections_change_point;
     CREATE INDEX bisections_change_point ON bisections(change_point_id) WHERE change_point_id IS NOT NULL
     """,
+    # 10: jobs (master/jobs, docs/jobs.md): 2-8 sides (commits, the last maybe patched) measured interleaved in one
+    # build: release archaeology and try-jobs. A job's samples never enter a branch's series and never alert;
+    # its result is the validated perffarm-job-result document.
+    """
+    CREATE TABLE jobs (
+        id           INTEGER PRIMARY KEY,
+        kind         TEXT NOT NULL CHECK (kind IN ('releases', 'try')),
+        state        TEXT NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'running', 'done', 'failed')),
+        builder      TEXT NOT NULL,
+        branch       TEXT NOT NULL,
+        sides        TEXT NOT NULL,
+        options      TEXT NOT NULL DEFAULT '[]',
+        patch        TEXT,
+        requested_by TEXT NOT NULL,
+        build_id     INTEGER,
+        build_url    TEXT,
+        machine_id   TEXT,
+        result       TEXT,
+        error        TEXT,
+        created_at   REAL NOT NULL,
+        updated_at   REAL NOT NULL,
+        finished_at  REAL
+    );
+    CREATE INDEX jobs_state ON jobs(state, id)
+    """,
 ]

@@ -23,6 +23,7 @@ SITE and BRANCH writers run in the publishing process and may read the results D
 cache (ctx.cache). SERIES, CHUNKS and COMMIT writers may run in the forked second process of a full publish:
 they use only what the Context loaded. `when=TAGS` (SITE pages only): an incremental publish calls the writer
 only when a tag changed or the run is at a tagged commit; otherwise the live version's files stay (hard-linked).
+`when=JOBS`: written by a full publish and by publish_jobs when a job finishes (with the when=TAGS pages).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from master.publish.pages import (
     compare,
     feed,
     health,
+    jobs,
     overview,
     releases,
     series,
@@ -58,6 +60,7 @@ class Scope(enum.Enum):
 class When(enum.Enum):
     EVERY = "every publish"
     TAGS = "a tag or the samples at a tagged commit changed"
+    JOBS = "a job finished (publish_jobs; also a full publish)"
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class Page:
 
 
 SITE, SERIES, CHUNKS, COMMIT, BRANCH = Scope
-EVERY, TAGS = When
+EVERY, TAGS, JOBS = When
 
 PAGES: tuple[Page, ...] = (
     Page("series chunks", CHUNKS, series_data.write),
@@ -80,6 +83,7 @@ PAGES: tuple[Page, ...] = (
     Page("compare", SITE, compare.write),
     Page("releases", SITE, releases.write, when=TAGS),
     Page("release archaeology", SITE, archaeology.write, when=TAGS),
+    Page("jobs", SITE, jobs.write, when=JOBS),
     Page("alerts", SITE, alerts.write),
     Page("alerts feed", SITE, feed.write),
     Page("health", SITE, health.write),
@@ -88,6 +92,14 @@ PAGES: tuple[Page, ...] = (
 )
 
 
-def of(scope: Scope, tags_changed: bool = True) -> list[Page]:
-    """The pages of a scope, in PAGES order; with tags_changed=False without the when=TAGS ones."""
-    return [p for p in PAGES if p.scope is scope and (tags_changed or p.when is EVERY)]
+def of(scope: Scope, tags_changed: bool = True, full: bool = False) -> list[Page]:
+    """The pages of a scope, in PAGES order: all of them for a full publish; for a run's incremental one without
+    the when=JOBS ones (a run changes no job) and, with tags_changed=False, without the when=TAGS ones."""
+    if full:
+        return [p for p in PAGES if p.scope is scope]
+    return [p for p in PAGES if p.scope is scope and p.when is not JOBS and (tags_changed or p.when is EVERY)]
+
+
+def of_jobs() -> list[Page]:
+    """What a finished job changes: its own pages and the release pages that read jobs' paired numbers."""
+    return [p for p in PAGES if p.scope is SITE and p.when in (TAGS, JOBS)]

@@ -1,0 +1,178 @@
+"""`perffarm releases` (queue release archaeology on the farm) and `perffarm jobs` (list jobs, show one)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from master import gitmirror, ingest, store
+from master.jobs import core
+from master.jobs.service import job_builder_name
+from master.redact import redact_url
+from master.settings import Settings, load_settings
+from master.store.jobs import Job
+from master.textsafe import visible as v
+from recipes import registry
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def job_builders(settings: Settings) -> list[str]:
+    """The builders that run jobs on this farm: each enabled recipe that measures sides, on each worker."""
+    known = registry.discover()
+    return [
+        job_builder_name(r, w)
+        for r in settings.recipes
+        if r in known and known[r].sides is not None
+        for w in settings.worker_names
+    ]
+
+
+def add_releases_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tags",
+        action="append",
+        required=True,
+        metavar="GLOB",
+        help="release tags to measure, as shell patterns (repeatable), e.g. 'REL_1[3-8]_*' or REL_13_16 --tags "
+        "REL_18_6; 2 to 8 tags, oldest release first (side A: every other release's ratio is to it)",
+    )
+    p.add_argument("--recipe", help="the recipe (default: the first enabled one that measures jobs, e.g. pg-quick)")
+    p.add_argument("--worker", help="the worker to measure on (default: the first one)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="recipe options for this job, e.g. samples=7 or workloads=pgbench-ro-prepared-c1,pgbench-ro-prepared-c2",
+    )
+    p.add_argument("--wait", action="store_true", help="wait until the job ends and print its table")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+
+
+def run_releases(args: argparse.Namespace) -> int:
+    settings = load_settings(getattr(args, "config", None))
+    builders = job_builders(settings)
+    if not builders:
+        print(
+            "perffarm releases: no enabled recipe measures jobs (enable pg-quick in recipes.enabled)", file=sys.stderr
+        )
+        return EXIT_USAGE
+    recipe = args.recipe or builders[0].removeprefix("jobs-").split("@")[0]
+    worker = args.worker or settings.worker_names[0]
+    try:
+        mirror = ingest.fresh_mirror(settings)
+    except gitmirror.GitError as e:
+        print(f"perffarm releases: cannot read the tags of {redact_url(settings.repository_url)}: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    _branches, tags = mirror.refs()
+    conn = store.connect(settings.results_db)
+    try:
+        try:
+            job_id = core.create_releases(
+                conn, tags, args.tags, job_builder_name(recipe, worker), builders, args.option, "cli"
+            )
+        except core.JobError as e:
+            print(f"perffarm releases: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        job = core.get(conn, job_id)
+    finally:
+        conn.close()
+    sides = ", ".join(f"{s.label}={s.revision}" for s in job.sides)
+    print(f"job {job_id} queued on {job.builder}: {sides}")
+    print(f"the master starts it within seconds; follow it with: perffarm jobs --status {job_id}")
+    if args.wait:
+        return _wait(settings, job_id, args.format)
+    return EXIT_OK
+
+
+def add_jobs_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--status", type=int, metavar="ID", help="show one job: its sides, state and each side's ratio to A")
+    p.add_argument("--kind", choices=core.store.jobs.KINDS, help="list only jobs of this kind")
+    p.add_argument("--all-metrics", action="store_true", help="with --status: latency and CPU metrics too")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+
+
+def run_jobs(args: argparse.Namespace) -> int:
+    settings = load_settings(getattr(args, "config", None))
+    if not settings.results_db.exists():
+        print(f"perffarm jobs: no results database at {settings.results_db}: nothing queued yet", file=sys.stderr)
+        return EXIT_USAGE
+    if args.status is not None:
+        return _status(settings, args.status, args.format, args.all_metrics)
+    conn = store.connect(settings.results_db)
+    try:
+        jobs = store.jobs.newest_first(conn, args.kind)
+    finally:
+        conn.close()
+    if args.format == "json":
+        print(json.dumps([_summary(j) for j in jobs], indent=1, sort_keys=True))
+        return EXIT_OK
+    if not jobs:
+        print("no jobs")
+    for j in jobs:
+        sides = ", ".join(f"{s.label}={v(s.revision)}" + ("+patch" if s.patched else "") for s in j.sides)
+        print(f"job {j.id:>4}  {j.kind:<8} {j.state:<7} {v(j.builder):<28} {sides}")
+    return EXIT_OK
+
+
+def _summary(j: Job) -> dict:
+    return {
+        "id": j.id,
+        "kind": j.kind,
+        "state": j.state,
+        "builder": j.builder,
+        "sides": [s.to_json() for s in j.sides],
+        "options": list(j.options),
+        "requested_by": j.requested_by,
+        "error": j.error,
+        "build_url": j.build_url,
+        "machine_id": j.machine_id,
+        "created_at": j.created_at,
+        "finished_at": j.finished_at,
+    }
+
+
+def _status(settings: Settings, job_id: int, fmt: str, all_metrics: bool = False) -> int:
+    conn = store.connect(settings.results_db)
+    try:
+        try:
+            job = core.get(conn, job_id)
+        except core.JobError as e:
+            print(f"perffarm jobs: {e}", file=sys.stderr)
+            return EXIT_USAGE
+    finally:
+        conn.close()
+    keep = None if all_metrics else (lambda m: m in ("tps", "instructions", "throughput"))
+    per_side = core.comparisons(job, keep) if job.state == "done" else []
+    if fmt == "json":
+        doc = _summary(job)
+        doc["vs_first"] = {sc.side.label: [c.to_json() for c in sc.comparisons] for sc in per_side}
+        print(json.dumps(doc, indent=1, sort_keys=True))
+        return EXIT_OK if job.state != "failed" else EXIT_FAILED
+    print(f"job {job.id}: {job.kind}, {job.state} on {v(job.builder)} (requested by {v(job.requested_by)})")
+    for s in job.sides:
+        print(f"  {s.label} = {v(s.revision)} ({s.sha[:12]})" + (" + patch" if s.patched else ""))
+    if job.error:
+        print(f"failed: {v(job.error)}")
+    for sc in per_side:
+        print()
+        print(f"{sc.side.label} / A, measured interleaved in one build; 95% bootstrap CI of the median ratio:")
+        from recipes.pg import ab
+
+        print(ab.format_table(list(sc.comparisons)))
+    return EXIT_OK if job.state != "failed" else EXIT_FAILED
+
+
+def _wait(settings: Settings, job_id: int, fmt: str) -> int:
+    while True:
+        conn = store.connect(settings.results_db)
+        try:
+            job = core.get(conn, job_id)
+        finally:
+            conn.close()
+        if job.state in ("done", "failed"):
+            return _status(settings, job_id, fmt)
+        time.sleep(5)

@@ -1,0 +1,133 @@
+"""Creating jobs and reading their outcome (pure: the results store and the master's git mirror, no Buildbot)."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from master import refnames, store
+from master.config_values import OPTION_RE
+from master.store.jobs import Job, JobSide
+from recipes.api import Metric, WorkloadResult
+from recipes.pg import ab
+from recipes.sides import LABELS, MAX_SIDES
+
+RELEASES, TRY = "releases", "try"
+
+
+class JobError(ValueError):
+    """A job that cannot be created: the message says what was wrong and what to do; nothing was queued."""
+
+
+def version_order(tags: Sequence[str]) -> list[str]:
+    """Release tags in version order (REL_9_6_24 < REL_13_16 < REL_18_6): the numbers in the name, then the name."""
+    return sorted(tags, key=lambda t: (tuple(int(x) for x in re.findall(r"\d+", t)), t))
+
+
+def match_tags(tags: Mapping[str, str], patterns: Sequence[str]) -> list[str]:
+    """The tags matching any of the shell-style patterns (`REL_1[3-8]_*`), in version order."""
+    return version_order([t for t in tags if any(fnmatch.fnmatchcase(t, p) for p in patterns)])
+
+
+def check_options(options: Sequence[str]) -> tuple[str, ...]:
+    bad = [o for o in options if not OPTION_RE.match(o)]
+    if bad:
+        raise JobError(f"options {bad!r} are not KEY=VALUE (e.g. samples=7, workloads=pgbench-ro-prepared-c1)")
+    if any(o.startswith("reference=") for o in options):
+        raise JobError("reference= pairs a commit's run with a reference; a job's sides are already paired")
+    return tuple(options)
+
+
+def check_builder(builder: str, builders: Sequence[str]) -> str:
+    if builder not in builders:
+        raise JobError(f"no builder {builder!r} measures jobs here (known: {', '.join(builders) or 'none'})")
+    return builder
+
+
+def create_releases(
+    conn: sqlite3.Connection,
+    tags: Mapping[str, str],
+    patterns: Sequence[str],
+    builder: str,
+    builders: Sequence[str],
+    options: Sequence[str] = (),
+    requested_by: str = "cli",
+) -> int:
+    """Queue release archaeology of the tags matching `patterns` (`tags`: name -> commit, from the master's
+    mirror); the oldest release is side A, every other release's ratio is to it."""
+    names = match_tags(tags, patterns)
+    if len(names) < 2:
+        raise JobError(
+            f"{', '.join(repr(p) for p in patterns)} matched {len(names)} tag(s) ({', '.join(names) or 'none'}): "
+            "a release comparison needs 2 to 8; check the pattern against `git tag` (the farm knows the tags its "
+            "mirror fetched)"
+        )
+    if len(names) > MAX_SIDES:
+        raise JobError(
+            f"{len(names)} tags match ({', '.join(names)}): at most {MAX_SIDES} in one job (each side is a running "
+            "server); narrow the pattern"
+        )
+    for name in names:
+        problem = refnames.ref_problem(name)
+        if problem:
+            raise JobError(f"tag {refnames.show(name)} {problem}")
+    sides = tuple(JobSide(label, name, tags[name]) for label, name in zip(LABELS, names))
+    with store.transaction(conn):
+        return store.jobs.insert(
+            conn,
+            kind=RELEASES,
+            builder=check_builder(builder, builders),
+            branch=names[0],
+            sides=sides,
+            options=check_options(options),
+            patch=None,
+            requested_by=requested_by,
+            now=time.time(),
+        )
+
+
+@dataclass(frozen=True)
+class SideComparison:
+    """One side's numbers against side A: per (workload, metric), A's and this side's samples and the ratio."""
+
+    side: JobSide
+    comparisons: tuple[ab.Comparison, ...]
+
+
+def results_of(job: Job) -> dict[str, list[WorkloadResult]]:
+    """Each side's workload results from a finished job's stored result (label -> results)."""
+    out: dict[str, list[WorkloadResult]] = {}
+    for side in (job.result or {}).get("sides", []):
+        out[side["label"]] = [
+            WorkloadResult(
+                w["name"],
+                tuple(Metric(m["name"], m["unit"], m["direction"], tuple(m["samples"])) for m in w["metrics"]),
+                tuple(w.get("flags", ())),
+            )
+            for w in side["workloads"]
+        ]
+    return out
+
+
+def comparisons(job: Job, keep: Callable[[str], bool] | None = None) -> list[SideComparison]:
+    """Every side after A against A: the median of the per-round ratios (sample i of both sides ran in the same
+    round) with its 95% bootstrap CI (recipes/pg/ab.py, as `perffarm compare` prints them). `keep(metric)`
+    selects metrics (default all)."""
+    results = results_of(job)
+    base = results.get(job.sides[0].label, [])
+    out = []
+    for side in job.sides[1:]:
+        cs = [c for c in ab.compare(base, results.get(side.label, [])) if keep is None or keep(c.metric)]
+        out.append(SideComparison(side, tuple(cs)))
+    return out
+
+
+def get(conn: sqlite3.Connection, job_id: int) -> Job:
+    job = store.jobs.get(conn, job_id)
+    if job is None:
+        raise JobError(f"no job with id {job_id} (`perffarm jobs` lists them)")
+    return job

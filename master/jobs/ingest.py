@@ -1,0 +1,98 @@
+"""Check an uploaded job result against the job the master queued, and store it (off the reactor).
+
+The worker's word is checked, not trusted: the result must be for this job, its sides must be the commits (and
+the patch) the master asked for, in order, and it must follow the perffarm-job-result schema. A result that
+fails any check is kept in `<incoming>/rejected/` and the job fails with the reason; nothing half-stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from master import store
+from master.settings import Settings
+from master.store.jobs import Job
+from recipes.result import ResultError, validate_job
+
+MAX_BYTES = 64 * 2**20  # the upload step's limit too
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    state: str  # done | failed
+    message: str
+
+
+def patch_id(patch: str) -> str:
+    """What the worker names a patch by (recipes/sides.py Side.patch_id): its sha256, the first 16 hex."""
+    return hashlib.sha256(patch.encode()).hexdigest()[:16]
+
+
+def check(job: Job, doc: dict) -> str | None:
+    """Why a validated job result is not this job's, or None."""
+    if doc["job"] != job.id:
+        return f"$.job: the result is for job {doc['job']}, this build ran job {job.id}"
+    got = [(s["label"], s["sha"]) for s in doc["sides"]]
+    want = [(s.label, s.sha) for s in job.sides]
+    if got != want:
+        return f"$.sides: the result measured {got}, the job asked for {want}"
+    for side, s in zip(job.sides, doc["sides"]):
+        expected = patch_id(job.patch) if side.patched and job.patch is not None else None
+        if s.get("patch") != expected:
+            return f"$.sides[{side.label}].patch: expected {expected}, got {s.get('patch')!r}"
+    return None
+
+
+def ingest_file(settings: Settings, path: Path, job_id: int, build_id: int | None, build_url: str) -> JobOutcome:
+    """Store the job result at `path` (or the job's failure) and say what happened."""
+    conn = store.connect(settings.results_db)
+    try:
+        job = store.jobs.get(conn, job_id)
+        if job is None:
+            return JobOutcome("failed", f"no job {job_id} in the results database")
+
+        def fail(reason: str, result: dict | None = None, machine: str | None = None) -> JobOutcome:
+            with store.transaction(conn):
+                if build_id is not None:
+                    store.jobs.set_build(conn, job_id, build_id, build_url, time.time())
+                store.jobs.finish(conn, job_id, result=result, error=reason, machine_id=machine, now=time.time())
+            return JobOutcome("failed", reason)
+
+        if not path.exists():
+            return fail("the worker produced no job result (the build log says why); queue the job again")
+        if path.stat().st_size > MAX_BYTES:
+            _reject(path)
+            return fail(f"the job result is larger than {MAX_BYTES} bytes")
+        try:
+            doc = validate_job(json.loads(path.read_text()))
+        except (ValueError, ResultError) as e:
+            _reject(path)
+            return fail(f"malformed job result: {e}")
+        problem = check(job, doc)
+        if problem:
+            _reject(path)
+            return fail(f"not this job's result: {problem}")
+        machine = doc["machine"]["id"]
+        if doc["status"] != "ok":
+            first = (doc.get("log_excerpt") or doc["status"]).strip().splitlines()[0][:500]
+            path.unlink(missing_ok=True)
+            return fail(f"{doc['status']}: {first}", doc, machine)
+        with store.transaction(conn):
+            if build_id is not None:
+                store.jobs.set_build(conn, job_id, build_id, build_url, time.time())
+            store.jobs.finish(conn, job_id, result=doc, error=None, machine_id=machine, now=time.time())
+        path.unlink(missing_ok=True)
+        return JobOutcome("done", f"job {job_id} done: {len(doc['sides'])} sides measured on {machine}")
+    finally:
+        conn.close()
+
+
+def _reject(path: Path) -> None:
+    rejected = path.parent / "rejected"
+    rejected.mkdir(parents=True, exist_ok=True)
+    os.replace(path, rejected / path.name)

@@ -1,0 +1,243 @@
+"""The job builder's steps: check the job on the master, build and bench its sides on the worker, store the result.
+
+Thin adapters: master/jobs/core.py and ingest.py do the work, in a thread."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from buildbot.plugins import steps, util
+from buildbot.process.buildstep import BuildStep
+from buildbot.process.results import FAILURE, SUCCESS
+from twisted.internet import threads
+
+from master import gitmirror, ingest, shipping, store
+from master.config_values import OPTION_RE
+from master.jobs import ingest as job_ingest
+from master.redact import redact_text
+from master.settings import Settings
+from recipes.api import SOURCE_DIR, WORK_DIR
+
+JOB = "perffarm_job"
+SIDES = "perffarm_job_sides"  # build property: ["A=<sha>", ...] as CheckJob read them from the job
+PATCHED = "perffarm_job_patched"  # build property: the label of the patched side, or ""
+OPTIONS = "perffarm_job_options"
+CHECKED = "perffarm_job_checked"
+PATCH_ON_WORKER = "job.patch"
+RESULT_ON_WORKER = "job.json"
+
+
+def patch_path(settings: Settings, job_id: int | str) -> Path:
+    return settings.data_dir / "jobs" / f"{job_id}.patch"
+
+
+def result_path(settings: Settings, builder: str, buildnumber: int | str) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in builder)
+    return settings.incoming_dir / f"job-{safe}-{buildnumber}.json"
+
+
+def checked(step: BuildStep) -> bool:
+    return bool(step.getProperty(CHECKED))
+
+
+def has_patch(step: BuildStep) -> bool:
+    return checked(step) and bool(step.getProperty(PATCHED))
+
+
+def _fail_job(settings: Settings, job_id: int, reason: str) -> None:
+    conn = store.connect(settings.results_db)
+    try:
+        with store.transaction(conn):
+            store.jobs.finish(conn, job_id, result=None, error=reason, machine_id=None, now=time.time())
+    finally:
+        conn.close()
+
+
+class CheckJob(BuildStep):
+    """Read the job this build runs, re-check every side in the master's mirror, hand the patch to the worker."""
+
+    name = "check-job"
+    haltOnFailure = True
+
+    def __init__(self, settings: Settings, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    async def run(self) -> int:
+        log = await self.addLog("job")
+        try:
+            job_id = int(self.getProperty(JOB))
+        except (TypeError, ValueError):
+            await log.addStderr("REFUSED: this builder only runs jobs (perffarm releases / perffarm try)\n")
+            await log.finish()
+            return FAILURE
+
+        def load():
+            conn = store.connect(self.settings.results_db)
+            try:
+                return store.jobs.get(conn, job_id)
+            finally:
+                conn.close()
+
+        job = await threads.deferToThread(load)
+        problem = None
+        if job is None:
+            problem = f"no job {job_id}"
+        else:
+            for side in job.sides:
+                try:
+                    sha = await threads.deferToThread(ingest.resolve_commit, self.settings, side.sha)
+                except gitmirror.GitError as e:
+                    problem = f"side {side.label} ({side.revision}): {e}"
+                    break
+                if sha != side.sha:
+                    problem = f"side {side.label}: {side.sha} is not a commit sha of the watched repository"
+                    break
+            bad = [o for o in job.options if not OPTION_RE.match(o)]
+            if bad:
+                problem = f"options {bad!r} are not KEY=VALUE"
+        if problem:
+            await log.addStderr(f"REFUSED, nothing was run on the worker: {redact_text(problem)}\n")
+            await log.finish()
+            if job is not None:
+                await threads.deferToThread(_fail_job, self.settings, job_id, problem)
+            return FAILURE
+        assert job is not None
+        patched = next((s.label for s in job.sides if s.patched), "")
+        if patched:
+            if job.patch is None:
+                await threads.deferToThread(_fail_job, self.settings, job_id, "a patched side but no patch stored")
+                return FAILURE
+            path = patch_path(self.settings, job_id)
+
+            def write() -> None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(job.patch or "")
+
+            await threads.deferToThread(write)
+        self.setProperty(SIDES, [f"{s.label}={s.sha}" for s in job.sides], "CheckJob")
+        self.setProperty(PATCHED, patched, "CheckJob")
+        self.setProperty(OPTIONS, list(job.options), "CheckJob")
+        self.setProperty(CHECKED, True, "CheckJob")
+        for s in job.sides:
+            await log.addStdout(f"side {s.label}: {s.revision} = {s.sha}" + (" + patch" if s.patched else "") + "\n")
+        await log.finish()
+        self.descriptionDone = [f"{job.kind} job {job_id}: {len(job.sides)} sides"]
+        return SUCCESS
+
+
+def job_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
+    """The worker-side command of a job phase: the sides CheckJob read, the patch if any, the recipe's farm-wide
+    options and then the job's own (a later KEY wins)."""
+
+    @util.renderer
+    def render(props):
+        patched = props.getProperty(PATCHED) or ""
+        options = [*defaults, *(props.getProperty(OPTIONS) or [])]
+        return [
+            "python3",
+            shipping.ON_WORKER,
+            phase,
+            "--recipe",
+            recipe,
+            "--src",
+            SOURCE_DIR,
+            "--work",
+            WORK_DIR,
+            "--state",
+            "job-state",
+            "--sha",
+            props.getProperty("got_revision"),
+            "--job",
+            str(props.getProperty(JOB)),
+            "--result",
+            RESULT_ON_WORKER,
+            *[f"--side={s}" for s in props.getProperty(SIDES) or []],
+            *([f"--patch={patched}={PATCH_ON_WORKER}"] if patched else []),
+            *[f"--option={o}" for o in options],
+        ]
+
+    return render
+
+
+def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep, pyz: str, lock) -> list[BuildStep]:
+    """The job builder's steps, in order."""
+    defaults = settings.recipe_options.get(recipe, ())
+    timeout = 6 * 3600
+    return [
+        CheckJob(settings),
+        steps.RemoveDirectory(name="remove old result", dir=RESULT_ON_WORKER, hideStepIf=True),
+        checkout,
+        steps.FileDownload(
+            name="ship recipes", mastersrc=pyz, workerdest=shipping.ON_WORKER, workdir=".", haltOnFailure=True
+        ),
+        steps.FileDownload(
+            name="ship patch",
+            mastersrc=util.Interpolate(str(settings.data_dir / "jobs" / "%(prop:perffarm_job)s.patch")),
+            workerdest=PATCH_ON_WORKER,
+            workdir=".",
+            haltOnFailure=True,
+            doStepIf=has_patch,
+            hideStepIf=lambda results, step: not has_patch(step),
+        ),
+        steps.ShellCommand(
+            name="job-build",
+            command=job_command("job-build", recipe, defaults),
+            workdir=".",
+            haltOnFailure=True,
+            decodeRC={0: SUCCESS, 3: FAILURE},
+            locks=[lock.access("counting")],
+            timeout=timeout,
+            maxTime=timeout,
+        ),
+        steps.ShellCommand(
+            name="job-bench",
+            command=job_command("job-bench", recipe, defaults),
+            workdir=".",
+            decodeRC={0: SUCCESS, 3: FAILURE},
+            locks=[lock.access("exclusive")],
+            timeout=timeout,
+            maxTime=timeout,
+        ),
+        steps.FileUpload(
+            name="upload result",
+            workersrc=RESULT_ON_WORKER,
+            masterdest=util.Interpolate(str(result_path(settings, builder, "%(prop:buildnumber)s"))),
+            workdir=".",
+            maxsize=job_ingest.MAX_BYTES,
+            alwaysRun=True,
+            doStepIf=checked,
+        ),
+        IngestJob(settings, doStepIf=checked),
+    ]
+
+
+class IngestJob(BuildStep):
+    """Validate the uploaded job result against the job and store it; the job is done or failed after this."""
+
+    name = "ingest-job"
+
+    def __init__(self, settings: Settings, **kwargs) -> None:
+        kwargs.setdefault("alwaysRun", True)
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    async def run(self) -> int:
+        log = await self.addLog("ingest")
+        builder = self.build.builder.name
+        path = result_path(self.settings, builder, self.getProperty("buildnumber"))
+        builderid = await self.build.builder.getBuilderId()
+        url = f"{self.master.config.buildbotURL}#/builders/{builderid}/builds/{self.getProperty('buildnumber')}"
+        outcome = await threads.deferToThread(
+            job_ingest.ingest_file, self.settings, path, int(self.getProperty(JOB)), self.build.buildid, url
+        )
+        write = log.addStdout if outcome.state == "done" else log.addStderr
+        await write(redact_text(outcome.message) + "\n")
+        self.descriptionDone = [f"job {outcome.state}"]
+        from master import pipeline
+
+        message = await threads.deferToThread(pipeline.publish_jobs, self.settings)
+        await log.addStdout(message + "\n")
+        await log.finish()
+        return SUCCESS if outcome.state == "done" else FAILURE

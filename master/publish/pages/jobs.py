@@ -1,0 +1,74 @@
+"""jobs.html and jobs/<id>.html: every job (release archaeology, try-jobs) and, per finished job, each side's ratio
+to side A with its 95% CI, all sides measured interleaved in one build (master/jobs). Written by a full publish
+and when a job finishes (`when=JOBS`)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from master import store
+from master.jobs import core
+from master.publish.context import Context
+from master.publish.render import render
+from master.publish.views import Summary
+from master.publish.writer import SiteWriter
+from master.store.jobs import Job
+
+LIST_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class Cell:
+    ratio: float
+    low: float
+    high: float
+    verdict: str
+    n: int
+
+
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    metric: str
+    unit: str
+    direction: str
+    base: float  # side A's median
+    cells: tuple[Cell | None, ...]  # one per side after A
+
+
+def job_file(job_id: int) -> str:
+    return f"jobs/{job_id}.html"
+
+
+def rows(job: Job) -> list[Row]:
+    """One row per (workload, metric) of side A: its median, and each other side's ratio to it."""
+    per_side = core.comparisons(job)
+    base: dict[tuple[str, str], tuple[str, str, float]] = {}
+    cells: dict[tuple[str, str], list[Cell | None]] = {}
+    for k, sc in enumerate(per_side):
+        for c in sc.comparisons:
+            key = (c.workload, c.metric)
+            if key not in base:
+                base[key] = (c.unit, c.direction, statistics.median(c.a))
+                cells[key] = [None] * len(per_side)
+            e = c.estimate
+            cells[key][k] = Cell(e.ratio, e.low, e.high, c.verdict, e.n)
+    return [Row(w, m, *base[(w, m)], tuple(cells[(w, m)])) for (w, m) in base]
+
+
+def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
+    jobs = store.jobs.newest_first(ctx.conn, limit=LIST_LIMIT)
+    w.write("jobs.html", render("jobs.html", root="", title="Jobs", jobs=jobs, file=job_file))
+    for job in jobs:
+        w.write(
+            job_file(job.id),
+            render(
+                "job.html",
+                root="../",
+                title=f"{job.kind} job {job.id}",
+                job=job,
+                rows=rows(job) if job.result and job.state == "done" else [],
+            ),
+        )
+    w.keep_only("jobs", {job_file(j.id) for j in jobs})

@@ -1,0 +1,153 @@
+"""Jobs (table jobs): 2-8 sides measured interleaved in one build, their state and their validated result.
+
+A job is release archaeology (`perffarm releases`) or a try-job (`perffarm try`): never a commit's run, so its
+samples never enter a branch's series and never raise an alert. master/jobs creates, runs and reads them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+KINDS = ("releases", "try")
+STATES = ("queued", "running", "done", "failed")
+
+
+@dataclass(frozen=True)
+class JobSide:
+    """One side as requested: its label, what the user named (a tag, a branch, a sha) and the commit."""
+
+    label: str
+    revision: str
+    sha: str
+    patched: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "revision": self.revision, "sha": self.sha, "patched": self.patched}
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    kind: str
+    state: str
+    builder: str
+    branch: str
+    sides: tuple[JobSide, ...]
+    options: tuple[str, ...]
+    patch: str | None
+    requested_by: str
+    build_id: int | None
+    build_url: str | None
+    machine_id: str | None
+    result: dict[str, Any] | None
+    error: str | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+
+_COLUMNS = (
+    "id, kind, state, builder, branch, sides, options, patch, requested_by, build_id, build_url, machine_id, result, "
+    "error, created_at, updated_at, finished_at"
+)
+
+
+def _job(row: sqlite3.Row) -> Job:
+    v = list(row)
+    v[5] = tuple(JobSide(**s) for s in json.loads(v[5]))
+    v[6] = tuple(json.loads(v[6]))
+    v[12] = json.loads(v[12]) if v[12] is not None else None
+    return Job(*v)
+
+
+def insert(
+    conn: sqlite3.Connection,
+    *,
+    kind: str,
+    builder: str,
+    branch: str,
+    sides: tuple[JobSide, ...],
+    options: tuple[str, ...],
+    patch: str | None,
+    requested_by: str,
+    now: float,
+) -> int:
+    if kind not in KINDS:
+        raise ValueError(f"job kind {kind!r}: expected one of {KINDS}")
+    cur = conn.execute(
+        "INSERT INTO jobs (kind, builder, branch, sides, options, patch, requested_by, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            kind,
+            builder,
+            branch,
+            json.dumps([s.to_json() for s in sides]),
+            json.dumps(list(options)),
+            patch,
+            requested_by,
+            now,
+            now,
+        ),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def get(conn: sqlite3.Connection, job_id: int) -> Job | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return _job(row) if row else None
+
+
+def newest_first(conn: sqlite3.Connection, kind: str | None = None, limit: int = 100) -> list[Job]:
+    where, args = ("WHERE kind = ?", (kind,)) if kind else ("", ())
+    return [
+        _job(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM jobs {where} ORDER BY id DESC LIMIT ?", (*args, limit))
+    ]
+
+
+def queued(conn: sqlite3.Connection) -> list[Job]:
+    return [_job(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY id")]
+
+
+def mark_running(conn: sqlite3.Connection, job_id: int, now: float) -> bool:
+    """queued -> running when its build is submitted; False if it was not queued (another pass took it)."""
+    cur = conn.execute(
+        "UPDATE jobs SET state = 'running', updated_at = ? WHERE id = ? AND state = 'queued'", (now, job_id)
+    )
+    return cur.rowcount == 1
+
+
+def requeue(conn: sqlite3.Connection, job_id: int, now: float) -> None:
+    conn.execute("UPDATE jobs SET state = 'queued', updated_at = ? WHERE id = ? AND state = 'running'", (now, job_id))
+
+
+def set_build(conn: sqlite3.Connection, job_id: int, build_id: int, build_url: str, now: float) -> None:
+    conn.execute(
+        "UPDATE jobs SET build_id = ?, build_url = ?, updated_at = ? WHERE id = ?", (build_id, build_url, now, job_id)
+    )
+
+
+def finish(
+    conn: sqlite3.Connection,
+    job_id: int,
+    *,
+    result: dict[str, Any] | None,
+    error: str | None,
+    machine_id: str | None,
+    now: float,
+) -> None:
+    """done with its result, or failed with the reason (a failed build's job result is kept too)."""
+    conn.execute(
+        "UPDATE jobs SET state = ?, result = ?, error = ?, machine_id = ?, updated_at = ?, finished_at = ? "
+        "WHERE id = ?",
+        (
+            "failed" if error else "done",
+            json.dumps(result, sort_keys=True) if result is not None else None,
+            error,
+            machine_id,
+            now,
+            now,
+            job_id,
+        ),
+    )
