@@ -1,0 +1,185 @@
+"""Jobs on the master (master/jobs): creating one from tags, and checking the worker's result against the job
+before anything is stored. Real SQLite files."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from master import store
+from master.jobs import core, ingest
+from master.settings import load_settings
+from master.store.jobs import JobSide
+
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+TAGS = {"REL_13_16": A, "REL_18_6": C, "REL_15_18": B, "REL_9_6_24": "d" * 40, "v1": "e" * 40}
+BUILDERS = ["jobs-pg-quick@local"]
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "data")})
+
+
+@pytest.fixture
+def conn(settings):
+    settings.data_dir.mkdir(parents=True)
+    c = store.connect(settings.results_db)
+    yield c
+    c.close()
+
+
+def test_tags_are_taken_in_version_order_not_name_order(conn):
+    job_id = core.create_releases(conn, TAGS, ["REL_1*", "REL_9*"], BUILDERS[0], BUILDERS)
+    job = core.get(conn, job_id)
+    assert [(s.label, s.revision) for s in job.sides] == [
+        ("A", "REL_9_6_24"),
+        ("B", "REL_13_16"),
+        ("C", "REL_15_18"),
+        ("D", "REL_18_6"),
+    ]
+    assert job.state == "queued" and job.branch == "REL_9_6_24" and job.kind == "releases"
+
+
+@pytest.mark.parametrize(
+    "patterns, options, builder, says",
+    [
+        (["REL_13_*"], [], BUILDERS[0], "matched 1 tag"),
+        (["nothing*"], [], BUILDERS[0], "matched 0 tag"),
+        (["*"], [], BUILDERS[0], None),  # 5 tags: fine
+        (["REL_*"], ["samples"], BUILDERS[0], "not KEY=VALUE"),
+        (["REL_*"], ["reference=" + A], BUILDERS[0], "already paired"),
+        (["REL_*"], [], "jobs-pg-full@elsewhere", "no builder"),
+    ],
+)
+def test_a_job_that_cannot_run_is_refused_and_nothing_is_queued(conn, patterns, options, builder, says):
+    if says is None:
+        assert core.create_releases(conn, TAGS, patterns, builder, BUILDERS, options) == 1
+        return
+    with pytest.raises(core.JobError, match=says):
+        core.create_releases(conn, TAGS, patterns, builder, BUILDERS, options)
+    assert store.jobs.newest_first(conn) == []
+
+
+def test_more_than_eight_tags_are_refused(conn):
+    many = {f"REL_{i}_0": f"{i:040x}" for i in range(1, 10)}
+    with pytest.raises(core.JobError, match="at most 8"):
+        core.create_releases(conn, many, ["REL_*"], BUILDERS[0], BUILDERS)
+
+
+def result_for(job, patch_id=None):
+    side = lambda label, sha, value: {  # noqa: E731
+        "label": label,
+        "sha": sha,
+        "patch": patch_id if label == job.sides[-1].label and job.sides[-1].patched else None,
+        "workloads": [
+            {
+                "name": "ro",
+                "flags": [],
+                "metrics": [
+                    {
+                        "name": "tps",
+                        "unit": "tx/s",
+                        "direction": "higher",
+                        "samples": [value, value * 1.01, value * 0.99],
+                    }
+                ],
+            }
+        ],
+    }
+    return {
+        "schema": "perffarm-job-result",
+        "schema_version": 1,
+        "job": job.id,
+        "recipe": {"name": "pg-quick", "version": 1, "config_hash": "abc", "options": {}},
+        "machine": {
+            "id": "m1",
+            "fingerprint": {"cpu_model": "x", "kernel": "k", "compiler": "c", "cores": 2, "memory_bytes": 1},
+        },
+        "host_checks": {"noisy": False},
+        "status": "ok",
+        "log_excerpt": "",
+        "sides": [side(s.label, s.sha, 1000.0 * (1 + 0.1 * i)) for i, s in enumerate(job.sides)],
+        "started_at": "2026-11-25T00:00:00+00:00",
+        "finished_at": "2026-11-25T00:01:00+00:00",
+    }
+
+
+def try_job(conn, patch="--- a/x\n+++ b/x\n"):
+    with store.transaction(conn):
+        return store.jobs.insert(
+            conn,
+            kind="try",
+            builder=BUILDERS[0],
+            branch="master",
+            sides=(JobSide("A", "master", A), JobSide("B", "master", A, patched=True)),
+            options=(),
+            patch=patch,
+            requested_by="test",
+            now=1.0,
+        )
+
+
+def ingest_doc(settings, tmp_path, job_id, doc):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(doc))
+    return ingest.ingest_file(settings, path, job_id, 12, "http://x/#/builders/1/builds/12")
+
+
+def test_a_result_that_is_this_jobs_is_stored_and_compared_to_side_a(conn, settings, tmp_path):
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    outcome = ingest_doc(settings, tmp_path, job_id, result_for(core.get(conn, job_id)))
+    assert outcome.state == "done", outcome.message
+    job = core.get(conn, job_id)
+    assert job.state == "done" and job.machine_id == "m1" and job.build_id == 12
+    ratios = [round(sc.comparisons[0].estimate.ratio, 6) for sc in core.comparisons(job)]
+    assert ratios == [1.1, 1.2]
+    assert not (tmp_path / "job.json").exists()
+
+
+@pytest.mark.parametrize(
+    "tamper, says",
+    [
+        (lambda d: d.update(job=d["job"] + 1), "the result is for job"),
+        (lambda d: d["sides"][1].update(sha="f" * 40), "the result measured"),
+        (lambda d: d["sides"].pop(), "expected a list of 2 to 8 sides"),
+        (lambda d: d["sides"][1].update(patch=None), "patch: expected"),
+        (lambda d: d["sides"][1].update(patch="0" * 16), "patch: expected"),
+        (lambda d: d.update(schema="perffarm-result"), "is this a perffarm job result"),
+        (lambda d: d["sides"][0]["workloads"][0]["metrics"][0].update(samples=[float("inf")]), "finite"),
+    ],
+)
+def test_the_workers_word_is_checked_a_result_for_another_job_or_side_is_rejected(
+    conn, settings, tmp_path, tamper, says
+):
+    job_id = try_job(conn)
+    job = core.get(conn, job_id)
+    doc = result_for(job, ingest.patch_id(job.patch))
+    assert ingest.check(job, doc) is None  # untampered, it would be stored
+    bad = copy.deepcopy(doc)
+    tamper(bad)
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(bad).replace("Infinity", "1e999"))
+    outcome = ingest.ingest_file(settings, path, job_id, 12, "u")
+    assert outcome.state == "failed" and says in outcome.message, outcome.message
+    job = core.get(conn, job_id)
+    assert job.state == "failed" and job.result is None and says in (job.error or "")
+    assert (tmp_path / "rejected" / "job.json").exists()
+
+
+def test_a_failed_build_fails_the_job_with_the_first_line_of_its_log(conn, settings, tmp_path):
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    doc = result_for(core.get(conn, job_id))
+    doc.update(status="build-failed", log_excerpt="side B: the patch does not apply to abc\nmore")
+    for s in doc["sides"]:
+        s["workloads"] = []
+    outcome = ingest_doc(settings, tmp_path, job_id, doc)
+    assert outcome.state == "failed" and outcome.message == "build-failed: side B: the patch does not apply to abc"
+
+
+def test_no_result_file_fails_the_job_and_says_what_to_do(conn, settings, tmp_path):
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    outcome = ingest.ingest_file(settings, tmp_path / "missing.json", job_id, None, "")
+    assert outcome.state == "failed" and "queue the job again" in outcome.message
