@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import sqlite3
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -12,8 +13,10 @@ from dataclasses import dataclass
 from master import refnames, store
 from master.config_values import OPTION_RE
 from master.store.jobs import Job, JobSide
+from master.store.series import MeasureKey
 from recipes.api import Metric, WorkloadResult
 from recipes.pg import ab
+from recipes.pg.stats import bootstrap_median_ratio
 from recipes.sides import LABELS, MAX_SIDES
 
 RELEASES, TRY = "releases", "try"
@@ -131,3 +134,67 @@ def get(conn: sqlite3.Connection, job_id: int) -> Job:
     if job is None:
         raise JobError(f"no job with id {job_id} (`perffarm jobs` lists them)")
     return job
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """A release's ratio to a base release measured in the same job: median of the per-round ratios, 95% CI."""
+
+    ratio: float
+    low: float
+    high: float
+    job: int
+
+
+@dataclass(frozen=True)
+class ReleaseNumbers:
+    """What done release jobs say, newest job first wins: per measure key, each (tag, base tag) pair's paired
+    ratio and each tag's median (unit, direction); the tags they measured, name -> commit."""
+
+    ratios: dict[MeasureKey, dict[tuple[str, str], PairedRatio]]
+    medians: dict[MeasureKey, dict[str, float]]
+    units: dict[MeasureKey, tuple[str, str]]
+    tags: dict[str, str]
+
+
+def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
+    """Paired numbers for the release tables from done release jobs (`jobs` newest first). Any two sides of one
+    job pair round by round (sample i of every side ran in round i), so every pair of its releases has a paired
+    ratio, not only each against side A."""
+    ratios: dict[MeasureKey, dict[tuple[str, str], PairedRatio]] = {}
+    medians: dict[MeasureKey, dict[str, float]] = {}
+    units: dict[MeasureKey, tuple[str, str]] = {}
+    tags: dict[str, str] = {}
+    for job in jobs:
+        if job.kind != RELEASES or job.state != "done" or not job.result:
+            continue
+        doc = job.result
+        recipe = doc["recipe"]
+        samples: dict[MeasureKey, dict[str, tuple[float, ...]]] = {}
+        for side, stored in zip(job.sides, doc["sides"]):
+            tags.setdefault(side.revision, side.sha)
+            for w in stored["workloads"]:
+                for m in w["metrics"]:
+                    key = MeasureKey(
+                        doc["machine"]["id"],
+                        recipe["name"],
+                        int(recipe["version"]),
+                        w.get("config_hash", recipe["config_hash"]),
+                        w["name"],
+                        m["name"],
+                    )
+                    samples.setdefault(key, {})[side.revision] = tuple(m["samples"])
+                    units.setdefault(key, (m["unit"], m["direction"]))
+        for key, per in samples.items():
+            for tag, xs in per.items():
+                medians.setdefault(key, {}).setdefault(tag, statistics.median(xs))
+                for base, bs in per.items():
+                    pair = (tag, base)
+                    if pair in ratios.get(key, {}):
+                        continue  # a newer job measured this pair
+                    n = min(len(xs), len(bs))
+                    if n == 0:
+                        continue
+                    e = bootstrap_median_ratio(bs[:n], xs[:n])
+                    ratios.setdefault(key, {})[pair] = PairedRatio(e.ratio, e.low, e.high, job.id)
+    return ReleaseNumbers(ratios, medians, units, tags)

@@ -31,6 +31,7 @@ class RatioView:
     high: float
     colour: str
     base: str  # what it is relative to: a tag name or a short sha
+    job: int | None = None  # paired: both measured interleaved in this job (master/jobs); None: separate runs
 
     @classmethod
     def of(cls, r: Ratio, base: str) -> RatioView:
@@ -185,6 +186,7 @@ class ReleaseCell:
     value: float | None
     rel: RatioView | None
     sla_miss: bool
+    value_job: int | None = None  # the value is a job's median (no farm run at the tag), from this job
 
 
 @dataclass(frozen=True)

@@ -431,11 +431,66 @@ def test_release_comparison_table(farm, tmp_path):
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
     page = text_of(out, "releases.html")  # base: the oldest release, REL_1_0; REL_2_0 is ~15% slower
-    cells = re.findall(r'<td class="num cell-(red|grey|green)"[^>]*>([0-9.]+)( ▼| ▲)?', page)
+    cells = re.findall(r'<td class="num cell-(red|grey|green) unpaired"[^>]*>([0-9.]+)( ▼| ▲)?', page)
     assert ("grey", "1.000", "") in cells
     assert any(c == "red" and 0.84 < float(v) < 0.86 and a == " ▼" for c, v, a in cells), cells
+    assert "paired in job" not in page  # no job measured these releases: every number says it is unpaired
     vs2 = text_of(out, "releases/REL_2_0.html")
-    assert re.search(r'cell-green"[^>]*>1\.1[67]\d ▲', vs2)
+    assert re.search(r'cell-green unpaired"[^>]*>1\.1[67]\d ▲', vs2)
+
+
+def test_a_release_jobs_paired_ratio_replaces_the_unpaired_one_and_says_so(farm, tmp_path):
+    """Issue #15: the release tables use the paired numbers of a release job where one exists, and each number
+    says which kind it is. The job measured REL_2_0 at 0.95 of REL_1_0 (the separate runs say 0.85)."""
+    from master import publish
+    from master.store.jobs import JobSide
+    from tests.site_support import WORKLOADS
+
+    conn = store.connect(farm.settings.results_db)
+    try:
+        tags = store.commits.tags(conn)
+        sides = (JobSide("A", "REL_1_0", tags["REL_1_0"]), JobSide("B", "REL_2_0", tags["REL_2_0"]))
+        metric = lambda xs: [{"name": "throughput", "unit": "ops/s", "direction": "higher", "samples": xs}]  # noqa: E731
+        doc = {
+            "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
+            "machine": {"id": "m1"},
+            "sides": [
+                {
+                    "label": s.label,
+                    "sha": s.sha,
+                    "patch": None,
+                    "workloads": [
+                        {"name": w, "metrics": metric([level, level * 1.01, level * 0.99])} for w in WORKLOADS
+                    ],
+                }
+                for s, level in zip(sides, (1000.0, 950.0))
+            ],
+        }
+        with store.transaction(conn):
+            job_id = store.jobs.insert(
+                conn,
+                kind="releases",
+                builder="jobs-fixture@local",
+                branch="REL_1_0",
+                sides=sides,
+                options=(),
+                patch=None,
+                requested_by="t",
+                now=NOW,
+            )
+            store.jobs.finish(conn, job_id, result=doc, error=None, machine_id="m1", now=NOW)
+    finally:
+        conn.close()
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    page = text_of(out, "releases.html")
+    paired = re.findall(r'<td class="num cell-(?:red|grey|green) paired"[^>]*>([0-9.]+)', page)
+    assert paired and all(v in ("1.000", "0.950") for v in paired) and "0.950" in paired, paired
+    assert f'href="jobs/{job_id}.html">paired</a>' in page
+    assert "0.9500" in text_of(out, f"jobs/{job_id}.html")
+    # a job finishing re-renders its pages and the release tables on top of the live site
+    report = publish.publish_jobs(farm.settings, out, now=NOW + 1)
+    assert report.files_written >= 3 and "0.950" in text_of(out, "releases.html")
 
 
 def test_works_from_disk_relative_links_no_network(farm, tmp_path):
