@@ -328,6 +328,15 @@ MOUNTED = [
         "numbers. Needs the running master (make run); follow with `perffarm jobs --status ID`.",
     ),
     (
+        "try",
+        "master.jobs.cli",
+        "try a patch on the farm: base vs base+patch measured interleaved on a worker (needs a login)",
+        "Submit a try-job: the patch is checked against --base in the master's mirror (size, UTF-8 unified diff, "
+        "git apply --check) and measured on a farm worker as an interleaved A/B (base vs base+patch) in one build. "
+        "The result gets a page on the site (jobs/ID.html) and `perffarm try --status ID`; it never enters a "
+        "branch's series and never alerts. Needs a login (master.web_users; --user, --password-file).",
+    ),
+    (
         "jobs",
         "master.jobs.cli",
         "list the farm's jobs (release comparisons, try-jobs) or show one with its ratios",

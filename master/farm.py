@@ -47,6 +47,8 @@ RESULT_ON_WORKER = "result.json"
 BUILD_TIMEOUT = 6 * 3600
 CONTROL_WORKER = "perffarm-control"  # in-process worker for master-only builders (the bisection form)
 BISECT_FORM_BUILDER = "bisect-request"
+# the force and try forms' options field: space-separated KEY=VALUE (each checked again by OPTION_RE when run)
+FORM_OPTIONS_REGEX = re.compile(r"^(\s*[a-z][a-z0-9_]{0,40}=\S{0,400})*\s*$")
 
 
 def builder_name(recipe: str, worker_name: str) -> str:
@@ -130,6 +132,49 @@ def _job_factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.M
     name = jobs_service.job_builder_name(recipe, w)
     return util.BuildFactory(
         job_steps.job_steps(settings, recipe, name, _checkout(settings, doStepIf=job_steps.checked), pyz, lock)
+    )
+
+
+def _try_form(job_names: tuple[str, ...]) -> schedulers.ForceScheduler:
+    """The try form (and `perffarm try`, which posts to it): a base and a patch, measured as an interleaved A/B
+    job on a worker. Its one step (StartTry) validates the patch against the base in the master's mirror and
+    queues the job, or refuses with one line and queues nothing."""
+    return schedulers.ForceScheduler(
+        name=job_steps.TRY_SCHEDULER,
+        builderNames=[job_steps.TRY_FORM_BUILDER],
+        label="Try a patch",
+        buttonName="Try",
+        reason=util.StringParameter(name="reason", label="Reason", default="try", size=60),
+        codebases=[
+            util.CodebaseParameter(
+                "",
+                hide=True,
+                branch=util.FixedParameter(name="branch", default=""),
+                revision=util.FixedParameter(name="revision", default=""),
+                repository=util.FixedParameter(name="repository", default=""),
+                project=util.FixedParameter(name="project", default=""),
+            )
+        ],
+        properties=[
+            util.StringParameter(
+                name="base",
+                label="Base (branch, tag or sha)",
+                default="master",
+                size=45,
+                regex=refnames.FORM_REVISION_REGEX,
+            ),
+            util.TextParameter(name="patch", label="Patch (unified diff)", required=True, cols=80, rows=12),
+            util.ChoiceStringParameter(
+                name="measure_on", label="Measure on", choices=list(job_names), default=job_names[0]
+            ),
+            util.StringParameter(
+                name="options",
+                label="Recipe options (KEY=VALUE ...)",
+                default="",
+                size=60,
+                regex=FORM_OPTIONS_REGEX,
+            ),
+        ],
     )
 
 
@@ -270,6 +315,15 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
     names = [b.name for b in builders]
     job_names = tuple(b.name for b in job_builders)
     builders += job_builders
+    # try-jobs run someone's C code on a worker: submitting one needs a login (master.web_users), never open
+    try_enabled = bool(settings.web_users and job_names)
+    if try_enabled:
+        form_steps = util.BuildFactory([job_steps.StartTry(settings, job_names)])
+        builders.append(
+            util.BuilderConfig(
+                name=job_steps.TRY_FORM_BUILDER, workernames=[CONTROL_WORKER], factory=form_steps, tags=["jobs"]
+            )
+        )
     form = util.BuildFactory()
     form.addStep(StartBisection(settings))
     builders.append(
@@ -313,7 +367,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                         label="Recipe options (KEY=VALUE ..., e.g. workloads=NAME,NAME)",
                         default="",
                         size=60,
-                        regex=re.compile(r"^(\s*[a-z][a-z0-9_]{0,40}=\S{0,400})*\s*$"),
+                        regex=FORM_OPTIONS_REGEX,
                     )
                 ],
                 codebases=[
@@ -335,6 +389,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             schedulers.Triggerable(name="bisect", builderNames=names),
             # Jobs (perffarm releases / try): submitted by the job service, one build per job.
             *([schedulers.Triggerable(name=jobs_service.SCHEDULER, builderNames=list(job_names))] if job_names else []),
+            *([_try_form(job_names)] if try_enabled else []),
             schedulers.ForceScheduler(
                 name="bisect-form",
                 builderNames=[BISECT_FORM_BUILDER],

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -222,6 +223,32 @@ class Mirror:
         except GitError:
             return False
         return True
+
+    def patch_problem(self, sha: str, patch: str) -> str | None:
+        """Why `patch` does not apply to commit `sha` (git apply --check against a private index of its tree: no
+        work tree, nothing written to the mirror), or None when it applies."""
+        if not _FULL_SHA.match(sha):
+            raise ValueError(f"patch_problem takes a full sha, got {sha!r}")
+        with tempfile.TemporaryDirectory(prefix="perffarm-apply-") as tmp:
+            env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"), LC_ALL="C")
+            read = subprocess.run(
+                ["git", "read-tree", sha], cwd=self.path, env=env, capture_output=True, text=True, timeout=120
+            )
+            if read.returncode != 0:
+                return f"cannot read the tree of {sha[:12]}: {read.stderr.strip()[-300:]}"
+            # --cached: the index, not a work tree; paths outside the tree and absolute ones are refused by git apply
+            proc = subprocess.run(
+                ["git", "apply", "--cached", "--check", "-"],
+                cwd=self.path,
+                env=env,
+                input=patch,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        if proc.returncode == 0:
+            return None
+        return " ".join(proc.stderr.split())[-400:] or f"git apply exited with status {proc.returncode}"
 
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
         """(branches, tags): name -> commit sha (annotated tags peeled to their commit)."""

@@ -176,3 +176,140 @@ def _wait(settings: Settings, job_id: int, fmt: str) -> int:
         if job.state in ("done", "failed"):
             return _status(settings, job_id, fmt)
         time.sleep(5)
+
+
+# ----------------------------------------------------------------------------------------------------- try
+
+
+def add_try_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--patch", metavar="FILE", help="a unified diff (git diff / git format-patch) to try on --base")
+    p.add_argument("--base", default="master", help="the branch, tag or commit the patch applies to (default master)")
+    p.add_argument("--recipe", help="the recipe (default: the first enabled one that measures jobs, e.g. pg-quick)")
+    p.add_argument("--worker", help="the worker to measure on (default: the first one)")
+    p.add_argument("--profile", choices=["quick", "full"], help="shorthand for --recipe pg-quick / pg-full")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="recipe options, e.g. samples=9")
+    p.add_argument("--url", help="the master's web UI (default: master.web_url)")
+    p.add_argument("--user", help="your login (default: $PERFFARM_TRY_USER); one of master.web_users")
+    p.add_argument(
+        "--password-file",
+        help="a file holding your password (default: $PERFFARM_TRY_PASSWORD_FILE; the master keeps it as the secret "
+        "web-user-<user>)",
+    )
+    p.add_argument("--list", action="store_true", help="list try-jobs, newest first (reads the results database)")
+    p.add_argument("--status", type=int, metavar="ID", help="show a try-job: state, and B/A per workload with its CI")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+
+
+def run_try(args: argparse.Namespace) -> int:
+    import os
+
+    settings = load_settings(getattr(args, "config", None))
+    if args.status is not None or args.list:
+        if not settings.results_db.exists():
+            print(f"perffarm try: no results database at {settings.results_db}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.status is not None:
+            return _status(settings, args.status, args.format)
+        return run_jobs(
+            argparse.Namespace(
+                config=getattr(args, "config", None), status=None, kind="try", all_metrics=False, format=args.format
+            )
+        )
+    if not args.patch:
+        print("perffarm try: --patch FILE is required (or --list / --status ID)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        patch = open(args.patch, "rb").read()
+        core.check_patch(patch)
+    except OSError as e:
+        print(f"perffarm try: cannot read the patch: {e.strerror}: {args.patch}", file=sys.stderr)
+        return EXIT_USAGE
+    except core.JobError as e:
+        print(f"perffarm try: {e}; nothing was submitted", file=sys.stderr)
+        return EXIT_USAGE
+    user = args.user or os.environ.get("PERFFARM_TRY_USER", "")
+    password_file = args.password_file or os.environ.get("PERFFARM_TRY_PASSWORD_FILE", "")
+    if not user or not password_file:
+        print(
+            "perffarm try: a try-job runs your C code on a farm worker, so it needs a login: give --user (or "
+            "PERFFARM_TRY_USER) and --password-file (or PERFFARM_TRY_PASSWORD_FILE); nothing was submitted",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        password = open(password_file, encoding="utf-8").read().strip()
+    except OSError as e:
+        print(f"perffarm try: cannot read the password file: {e.strerror}; nothing was submitted", file=sys.stderr)
+        return EXIT_USAGE
+    recipe = args.recipe or (f"pg-{args.profile}" if args.profile else None)
+    builders = job_builders(settings)
+    if recipe is None:
+        recipe = builders[0].removeprefix("jobs-").split("@")[0] if builders else "pg-quick"
+    builder = job_builder_name(recipe, args.worker or settings.worker_names[0])
+    url = (args.url or settings.web_url).rstrip("/")
+    try:
+        outcome = _submit(url, user, password, args.base, patch.decode("utf-8"), builder, args.option)
+    except TryRefused as e:
+        print(f"perffarm try: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(outcome)
+    return EXIT_OK
+
+
+class TryRefused(Exception):
+    """The master refused the request or could not be reached; the message says why, in one line."""
+
+
+def _submit(url: str, user: str, password: str, base: str, patch: str, builder: str, options: list[str]) -> str:
+    """Log in, post the try form, wait for its one step, and return what it said (TryRefused: why not)."""
+    import requests
+
+    s = requests.Session()
+    try:
+        login = s.get(f"{url}/auth/login", auth=(user, password), timeout=30)
+        if login.status_code == 401:
+            raise TryRefused(f"login refused for {user!r}: check the user and password; nothing was submitted")
+        login.raise_for_status()
+        found = s.get(f"{url}/api/v2/builders/try-request", timeout=30)
+        if found.status_code == 404 or not found.json().get("builders"):
+            raise TryRefused(
+                "this farm takes no try-jobs: it needs master.web_users (logins) and a recipe that measures jobs; "
+                "nothing was submitted"
+            )
+        builderid = found.json()["builders"][0]["builderid"]
+        r = s.post(
+            f"{url}/api/v2/forceschedulers/try",
+            json={
+                "jsonrpc": "2.0",
+                "method": "force",
+                "id": 1,
+                "params": {
+                    "builderid": str(builderid),
+                    "base": base,
+                    "patch": patch,
+                    "measure_on": builder,
+                    "options": " ".join(options),
+                    "reason": f"perffarm try by {user}",
+                },
+            },
+            timeout=60,
+        )
+        body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+        if "error" in body:
+            raise TryRefused(f"the master refused the request: {body['error'].get('message', body['error'])}")
+        r.raise_for_status()
+        brid = list(body["result"][1].values())[0]
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            builds = s.get(f"{url}/api/v2/buildrequests/{brid}/builds", timeout=30).json().get("builds", [])
+            if builds and builds[0].get("complete"):
+                steps = s.get(f"{url}/api/v2/builds/{builds[0]['buildid']}/steps", timeout=30).json().get("steps", [])
+                said = next((st.get("state_string", "") for st in steps if st.get("name") == "start-try"), "")
+                said = said.removesuffix(" (failure)").strip()
+                if builds[0].get("results") != 0:
+                    raise TryRefused(said or "the try request failed")
+                return said
+            time.sleep(1)
+        raise TryRefused("the master did not answer the try request within 5 minutes (is it running?)")
+    except requests.RequestException as e:
+        raise TryRefused(f"cannot reach the master at {url}: {type(e).__name__}; nothing was submitted") from None

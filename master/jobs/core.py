@@ -198,3 +198,56 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
                     e = bootstrap_median_ratio(bs[:n], xs[:n])
                     ratios.setdefault(key, {})[pair] = PairedRatio(e.ratio, e.low, e.high, job.id)
     return ReleaseNumbers(ratios, medians, units, tags)
+
+
+MAX_PATCH_BYTES = 1 << 20  # recipes/sides.py PATCH_LIMIT: the worker refuses larger ones too
+
+
+def check_patch(patch: bytes) -> str:
+    """The patch as text, or JobError saying what is wrong with it (size, encoding, not a unified diff)."""
+    if not patch.strip():
+        raise JobError("the patch is empty")
+    if len(patch) > MAX_PATCH_BYTES:
+        raise JobError(f"the patch is {len(patch)} bytes, over the {MAX_PATCH_BYTES}-byte limit")
+    try:
+        text = patch.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise JobError(
+            f"the patch is not UTF-8 text (byte {e.start}); give a unified diff (git diff, git format-patch)"
+        ) from None
+    if "\0" in text:
+        raise JobError("the patch holds a NUL byte; binary patches are not taken")
+    if not re.search(r"^(diff --git |--- )", text, re.M) or not re.search(r"^\+\+\+ ", text, re.M):
+        raise JobError("this is not a unified diff (no '--- a/...' / '+++ b/...' lines); make it with git diff")
+    return text if text.endswith("\n") else text + "\n"  # a form or an editor may drop the last newline
+
+
+def create_try(
+    conn: sqlite3.Connection,
+    base: str,
+    base_sha: str,
+    patch: str,
+    applies: Callable[[str, str], str | None],
+    builder: str,
+    builders: Sequence[str],
+    options: Sequence[str] = (),
+    requested_by: str = "cli",
+) -> int:
+    """Queue a try-job: side A the base commit, side B the base with the patch, measured interleaved in one build.
+    `applies(base_sha, patch)` says why the patch does not apply to the base (None: it applies)."""
+    problem = applies(base_sha, patch)
+    if problem:
+        raise JobError(f"the patch does not apply to {base} ({base_sha[:12]}): {problem}")
+    sides = (JobSide("A", base, base_sha), JobSide("B", base, base_sha, patched=True))
+    with store.transaction(conn):
+        return store.jobs.insert(
+            conn,
+            kind=TRY,
+            builder=check_builder(builder, builders),
+            branch=base,
+            sides=sides,
+            options=check_options(options),
+            patch=patch,
+            requested_by=requested_by,
+            now=time.time(),
+        )

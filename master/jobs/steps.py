@@ -12,7 +12,7 @@ from buildbot.process.buildstep import BuildStep
 from buildbot.process.results import FAILURE, SUCCESS
 from twisted.internet import threads
 
-from master import gitmirror, ingest, shipping, store
+from master import gitmirror, ingest, refnames, shipping, store
 from master.config_values import OPTION_RE
 from master.jobs import ingest as job_ingest
 from master.redact import redact_text
@@ -241,3 +241,78 @@ class IngestJob(BuildStep):
         await log.addStdout(message + "\n")
         await log.finish()
         return SUCCESS if outcome.state == "done" else FAILURE
+
+
+TRY_FORM_BUILDER = "try-request"
+TRY_SCHEDULER = "try"
+
+
+def submit_try(
+    settings: Settings,
+    base: str,
+    patch: bytes,
+    builder: str,
+    builders: list[str],
+    options: list[str],
+    requested_by: str,
+) -> int:
+    """Validate a try request and queue its job (blocking: run it in a thread); JobError says why not."""
+    from master.jobs import core
+
+    text = core.check_patch(patch)
+    base = base.strip()
+    problem = refnames.revision_problem(base)
+    if problem:
+        raise core.JobError(f"base {refnames.show(base)} {problem}")
+    try:
+        sha = ingest.resolve_commit(settings, base)
+    except gitmirror.GitError as e:
+        raise core.JobError(
+            f"base {refnames.show(base)} is not a branch, tag or commit of the watched repository ({e})"
+        ) from None
+    mirror = gitmirror.Mirror(settings.repository_url, settings.mirror_dir)
+    conn = store.connect(settings.results_db)
+    try:
+        return core.create_try(conn, base, sha, text, mirror.patch_problem, builder, builders, options, requested_by)
+    finally:
+        conn.close()
+
+
+class StartTry(BuildStep):
+    """The try form's only step (master side): validate the request and queue the try-job; the job service runs
+    it. A refused request queues nothing and says why in one line."""
+
+    name = "start-try"
+
+    def __init__(self, settings: Settings, builders: tuple[str, ...], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+        self.builders = builders
+
+    async def run(self) -> int:
+        from master.jobs import core
+
+        props = {k: self.getProperty(k) or "" for k in ("base", "patch", "measure_on", "options")}
+        log = await self.addLog("try")
+        user = self.getProperty("owner") or "anonymous"
+        try:
+            job_id = await threads.deferToThread(
+                submit_try,
+                self.settings,
+                str(props["base"]) or "master",
+                str(props["patch"]).encode(),
+                str(props["measure_on"]) or (self.builders[0] if self.builders else ""),
+                list(self.builders),
+                str(props["options"]).split(),
+                f"try ({user})",
+            )
+        except core.JobError as e:
+            message = redact_text(str(e))
+            await log.addStderr(f"REFUSED, nothing queued: {message}\n")
+            await log.finish()
+            self.descriptionDone = [f"refused: {message}"[:200]]
+            return FAILURE
+        await log.addStdout(f"try job {job_id} queued; follow it with: perffarm try --status {job_id}\n")
+        await log.finish()
+        self.descriptionDone = [f"try job {job_id} queued"]
+        return SUCCESS

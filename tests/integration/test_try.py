@@ -1,0 +1,95 @@
+"""Try-jobs through a real master and worker (issue #16 item 3): `perffarm try --patch` logs in, posts the try
+form, the master checks the patch against the base in its mirror and queues a job that measures base vs base+patch
+interleaved on the worker. Bad requests fail with one line and queue nothing."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from master import store
+from master.jobs import core
+from tests.harness import BENCH_C, BIN, Farm, make_repo, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def perffarm(farm: Farm, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "perffarm"), *args], env={**farm.env, **(env or {})}, capture_output=True, text=True, timeout=400
+    )
+
+
+def jobs_in(farm: Farm) -> int:
+    return farm.query("SELECT COUNT(*) FROM jobs")[0][0] if farm.settings.results_db.exists() else 0
+
+
+@pytest.mark.timeout(600)
+def test_a_try_job_measures_base_against_base_plus_patch_and_bad_requests_queue_nothing(tmp_path):
+    repo = make_repo(tmp_path / "repo", first_value=1000)
+    farm = Farm(
+        tmp_path / "data",
+        str(repo.path),
+        env={"PERFFARM_MASTER_WEB_USERS": "alice", "PERFFARM_RECIPES_OPTIONS": "fixture:samples=4"},
+    )
+    secret = farm.settings.secrets_dir / "web-user-alice"
+    secret.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    secret.write_text("correct horse\n")
+    secret.chmod(0o600)
+    password = tmp_path / "pw"
+    password.write_text("correct horse\n")
+    wrong = tmp_path / "wrong"
+    wrong.write_text("battery staple\n")
+    # the patch: the program prints 900 instead of 1000, made with git diff
+    (repo.path / "perffarm_bench.c").write_text(BENCH_C.format(value=900, sleep_us=0))
+    good = tmp_path / "slower.patch"
+    good.write_text(repo.git("diff") + "\n")
+    repo.git("checkout", "--", "perffarm_bench.c")
+    stale = tmp_path / "stale.patch"
+    stale.write_text(good.read_text().replace("ops 1000", "ops 1234"))
+    junk = tmp_path / "junk.patch"
+    junk.write_text("this is not a diff\n")
+    login = ["--user", "alice", "--password-file", str(password)]
+    farm.start()
+    try:
+        cases = [
+            (["--patch", str(good)], 2, "needs a login"),
+            (["--patch", str(good), "--user", "alice", "--password-file", str(wrong)], 1, "login refused"),
+            (["--patch", str(junk), *login], 2, "not a unified diff"),
+            (["--patch", str(stale), *login], 1, "does not apply to master"),
+            (["--patch", str(good), "--base", "no-such-branch", *login], 1, "not a branch, tag or commit"),
+            (["--patch", str(good), "--base=--upload-pack=x", *login], 1, "refused"),
+        ]
+        for argv, code, says in cases:
+            r = perffarm(farm, "try", *argv)
+            assert r.returncode == code and says in r.stderr, (argv, r.returncode, r.stderr)
+            assert len(r.stderr.strip().splitlines()) == 1, r.stderr  # one line
+            assert jobs_in(farm) == 0, argv  # nothing queued
+        ok = perffarm(farm, "try", "--patch", str(good), *login, "--option", "samples=5")
+        assert ok.returncode == 0 and "try job 1 queued" in ok.stdout, ok.stdout + ok.stderr
+        state = wait_until(
+            lambda: (s := farm.query("SELECT state, error FROM jobs WHERE id = 1")[0])[0] in ("done", "failed") and s,
+            300,
+            "the try-job to end",
+        )
+        assert state == ("done", None), state
+        conn = store.connect(farm.settings.results_db)
+        try:
+            job = core.get(conn, 1)
+        finally:
+            conn.close()
+        assert job.kind == "try" and job.requested_by == "try (alice)"
+        (side,) = core.comparisons(job)
+        loop = next(c for c in side.comparisons if c.metric == "throughput")
+        assert loop.estimate.ratio == pytest.approx(0.9) and loop.verdict == "regression" and len(loop.a) == 5
+        assert farm.query("SELECT COUNT(*) FROM runs")[0][0] == 0  # never a run: no series, no alert
+        status = perffarm(farm, "try", "--status", "1")
+        assert status.returncode == 0 and "B / A" in status.stdout and "regression" in status.stdout, status.stdout
+        assert "job    1  try" in perffarm(farm, "try", "--list").stdout
+        page = wait_until(
+            lambda: (p := farm.settings.site_dir / "jobs" / "1.html").exists() and p.read_text(), 60, "page"
+        )
+        assert "0.9000" in page and "+ patch" in page
+    finally:
+        farm.stop()
