@@ -12,6 +12,7 @@ rebuilds incrementally between them and the install cache makes a repeated compa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -20,10 +21,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from master.profiles import report
 from recipes.api import Context, RecipeFailure, checkout_layout
 from recipes.pg import ab
 from recipes.pg import build as pgbuild
-from recipes.pg.profile import conf_text, load_profile, overlays_for, profile_names, selected_names
+from recipes.pg.profile import (
+    CALLGRIND_OPTION,
+    callgrind_file,
+    conf_text,
+    load_profile,
+    overlays_for,
+    profile_names,
+    selected_names,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_REVISIONS = 8  # each side is a running server for the whole job; more would not fit a small box's memory
@@ -70,6 +80,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the code for a setting",
     )
     p.add_argument("--json", dest="json_out", help="also write every raw sample and estimate to this JSON file")
+    p.add_argument(
+        "--explain-dir",
+        help="where to write, per instruction workload, the per-function diff and differential flame graph of the "
+        "sides' callgrind profiles as HTML and SVG (default WORK/explain)",
+    )
     p.add_argument("--all-metrics", action="store_true", help="show latency/CPU metrics too, not just the primary")
 
 
@@ -168,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
                 effects[name] = label
                 ctx.log(f"{label}: {labels[-1]} without the overlay {name}")
         ctx.log(f"comparing with profile {args.profile}: " + ", ".join(selected_names(profile, options)))
+        # instruction workloads keep each side's callgrind file: where the instructions went, at no extra run
+        ctx = dataclasses.replace(ctx, options={CALLGRIND_OPTION: "1", **options})
         results = ab.run_all(ctx, profile, installs, confs)
     except RecipeFailure as e:
         print(f"perffarm compare: {e.message}", file=sys.stderr)
@@ -191,6 +208,12 @@ def run(args: argparse.Namespace) -> int:
             "throughput); the CI is a 95% bootstrap interval."
         )
         print(ab.format_versions(labels, installs, vs_base, metrics))
+    explained = _explain(ctx, labels, [w for w in selected_names(profile, options) if w in _instruction_names(profile)])
+    explain_dir = Path(args.explain_dir) if args.explain_dir else work / "explain"
+    for e in explained:
+        print()
+        print(report.text(e))
+        print(f"flame graph and table: {report.write_html(e, explain_dir)}")
     overlay_effects = {name: ab.compare(results[label], results[labels[-1]]) for name, label in effects.items()}
     for name, cs in overlay_effects.items():
         print()
@@ -219,9 +242,38 @@ def run(args: argparse.Namespace) -> int:
             ],
             "vs_first": {label: [c.to_json() for c in cs] for label, cs in vs_base.items()},
             "overlay_effects": {name: [c.to_json() for c in cs] for name, cs in overlay_effects.items()},
+            "explained": [
+                {
+                    "workload": e.workload,
+                    "a": e.a_label,
+                    "b": e.b_label,
+                    "summary": e.summary(),
+                    "rows": [dataclasses.asdict(r) for r in e.diff.rows],
+                }
+                for e in explained
+            ],
         }
         Path(args.json_out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return EXIT_OK
+
+
+def _instruction_names(profile: dict) -> set[str]:
+    from recipes.pg.profile import WORKLOAD_KINDS, workloads
+
+    return {w.name for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions"}
+
+
+def _explain(ctx: Context, labels: Sequence[str], names: Sequence[str]) -> list[report.Explained]:
+    """Each side after A against A, per instruction workload whose profiles both sides kept."""
+    out = []
+    for name in names:
+        a = report.load(callgrind_file(ctx, labels[0], name))
+        for label in labels[1:]:
+            b = report.load(callgrind_file(ctx, label, name))
+            if a is not None and b is not None:
+                ctx.log(f"{name}: profiles parsed in {a.parse_seconds:.1f} s (A) and {b.parse_seconds:.1f} s ({label})")
+                out.append(report.explain(name, labels[0], a, label, b))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

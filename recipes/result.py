@@ -16,6 +16,8 @@ SCHEMA = "perffarm-result"
 SCHEMA_VERSION = 1
 JOB_SCHEMA = "perffarm-job-result"  # N sides measured interleaved in one job (recipes/sides.py, master/jobs)
 JOB_SCHEMA_VERSION = 1
+CALLGRIND = "callgrind"  # optional: per instruction workload, the callgrind profile of what was counted
+MAX_FUNCTION_NAME = 4096
 SIDE_LABELS = "ABCDEFGH"
 PATCH_ID_RE = re.compile(r"^[0-9a-f]{16}$")
 STATUSES = ("ok", "build-failed", "bench-failed")
@@ -97,11 +99,14 @@ def clean_text(value: str) -> str:
 
 def _check_values(value: Any, path: str, depth: int = 0) -> None:
     """Every value anywhere: strings are text of bounded length, integers fit SQLite, floats are finite, members
-    have bounded names, containers are nested at most MAX_DEPTH deep."""
+    have bounded names, containers are nested at most MAX_DEPTH deep. A `callgrind` member (profiles keyed by
+    function names, which may be longer than member names) is checked by _callgrind instead."""
     if isinstance(value, dict):
         if depth >= MAX_DEPTH:
             raise _fail(path, f"nested deeper than {MAX_DEPTH} levels")
         for key, item in value.items():
+            if key == CALLGRIND and depth <= 2:
+                continue
             where = _member(path, key)
             problem = text_problem(key, MAX_NAME)
             if problem:
@@ -208,6 +213,8 @@ def validate(doc: Any) -> dict[str, Any]:
     _str(commit, "ref", "$.commit", limit=MAX_REF)
     status = _common(root)
     _workloads(root.get("workloads"), status)
+    if CALLGRIND in root:
+        _callgrind(root[CALLGRIND], f"$.{CALLGRIND}")
     return root
 
 
@@ -243,7 +250,44 @@ def validate_job(doc: Any) -> dict[str, Any]:
         if "version" in side:
             _str(side, "version", path, limit=MAX_NAME)
         total = _workloads(side.get("workloads"), status, f"{path}.workloads", total)
+        if CALLGRIND in side:
+            _callgrind(side[CALLGRIND], f"{path}.{CALLGRIND}")
     return root
+
+
+def _callgrind(value: Any, path: str) -> None:
+    """{workload: {"queries": N, "profile": <recipes.callgrind JSON>}}: each profile checked by its own reader,
+    every function name bounded text."""
+    from recipes.callgrind import MAX_JSON_FUNCTIONS, Profile
+
+    profiles = _obj(value, path)
+    if len(profiles) > MAX_WORKLOADS:
+        raise _fail(path, f"{len(profiles)} profiles, more than the {MAX_WORKLOADS} allowed")
+    for name, entry in profiles.items():
+        where = _member(path, name)
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise _fail(where, "expected a workload name as the member name")
+        entry = _obj(entry, where)
+        queries = entry.get("queries")
+        if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= 10**9:
+            raise _fail(f"{where}.queries", f"expected the number of counted queries, got {_show(queries)}")
+        doc = _obj(entry.get("profile"), f"{where}.profile")
+        functions = doc.get("functions")
+        if isinstance(functions, dict):
+            if len(functions) > MAX_JSON_FUNCTIONS:
+                raise _fail(f"{where}.profile.functions", f"more than {MAX_JSON_FUNCTIONS} functions")
+            for fn in functions:
+                problem = text_problem(fn, MAX_FUNCTION_NAME) if isinstance(fn, str) else "is not text"
+                if problem:
+                    raise _fail(f"{where}.profile.functions", f"a function name {problem}")
+        for k, f in enumerate(doc.get("files") or []):
+            problem = text_problem(f, MAX_FUNCTION_NAME) if isinstance(f, str) else "is not text"
+            if problem:
+                raise _fail(f"{where}.profile.files[{k}]", problem)
+        try:
+            Profile.from_json(doc)
+        except (ValueError, TypeError) as e:
+            raise _fail(f"{where}.profile", str(e)) from None
 
 
 def _common(root: dict[str, Any]) -> str:

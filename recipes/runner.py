@@ -42,6 +42,26 @@ def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def callgrind_profiles(ctx: Context, label: str) -> dict[str, Any]:
+    """The callgrind profiles a side kept (recipes/pg/profile.py callgrind=1), in the result's form: per
+    workload, the number of counted queries and the size-bounded profile JSON."""
+    from recipes import callgrind
+
+    out: dict[str, Any] = {}
+    for path in sorted((ctx.state_dir / "callgrind").glob(f"{label}--*.out")):
+        queries = path.with_suffix(".queries")
+        if not queries.exists():
+            continue
+        workload = path.name[len(label) + 2 : -len(".out")]
+        try:
+            prof = callgrind.parse(path)
+        except (OSError, ValueError) as e:
+            ctx.log(f"warning: the callgrind profile of {workload} is unreadable, left out: {e}")
+            continue
+        out[workload] = {"queries": int(queries.read_text()), "profile": prof.to_json()}
+    return out
+
+
 def result_doc(
     recipe: Recipe,
     ctx: Context,
@@ -142,6 +162,9 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
         ctx.log(f"build done in {timings['build_seconds']:.1f} s")
         return EXIT_OK
     doc = result_doc(recipe, ctx, "ok", workloads, "", timings, started_at)
+    profiles = callgrind_profiles(ctx, "run")
+    if profiles:
+        doc["callgrind"] = profiles
     write_json_atomic(result_path, doc)
     try:
         validate(json.loads(json.dumps(doc)))
@@ -230,6 +253,10 @@ def _job_phase(args: argparse.Namespace, phase: str) -> int:
         ctx.log(f"job build done in {timings['job_build_seconds']:.1f} s")
         return EXIT_OK
     doc = job_doc(recipe, ctx, args.job, "ok", sides, results, "", timings, started_at)
+    for side in doc["sides"]:
+        profiles = callgrind_profiles(ctx, side["label"])
+        if profiles:
+            side["callgrind"] = profiles
     write_json_atomic(result_path, doc)
     try:
         validate_job(json.loads(json.dumps(doc)))

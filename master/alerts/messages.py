@@ -73,6 +73,7 @@ class AlertSnapshot:
     link: str
     lines: tuple[LineView, ...]
     changes: tuple[str, ...] = ()  # what changed since the last message, for 'updated'
+    explained: str | None = None  # the culprit's per-function summary (master/profiles), e.g. "+1.3% ...; top: f"
 
 
 def _f(x: float | None, digits: int = 3) -> float | None:
@@ -101,7 +102,9 @@ def _headline(view: AlertSnapshot, esc=neutralise.plain) -> str:
     return f"{view.severity} {view.kind} on {esc(view.branch)}: {where}"
 
 
-def _bisection(view: AlertSnapshot) -> str | None:
+def _bisection(view: AlertSnapshot, esc=neutralise.plain) -> str | None:
+    if view.culprit and view.explained:  # function names come from a worker's profile: escaped like any text
+        return f"where the instructions went: {esc(view.explained)}"
     if view.culprit or view.commit:
         return None
     return f"bisection: {view.bisection_state or 'not started'}"
@@ -134,7 +137,7 @@ def slack(view: AlertSnapshot, event: str) -> dict[str, Any]:
     if who:
         label = "culprit" if view.culprit else "commit"
         body.append(f"{label} {_short(who.sha)} {esc(who.subject)} ({esc(who.author)})")
-    bis = _bisection(view)
+    bis = _bisection(view, esc)
     if bis:
         body.append(bis)
     body.extend(f"\u2022 {_line_text(x, neutralise.chat_ident)}" for x in view.lines)
@@ -189,6 +192,7 @@ def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
             "commit": _commit_json(view.commit),
             "culprit": _commit_json(view.culprit),
             "bisection_state": view.bisection_state,
+            **({"explained": esc(view.explained)} if view.explained else {}),
             "link": view.link,
             "lines": [
                 {
@@ -233,6 +237,8 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
     if who:
         label = "Culprit" if view.culprit else "Commit"
         lines += [f"{label}:  {who.sha}", f"Subject: {esc(who.subject)}", f"Author:  {esc(who.author)}", ""]
+        if view.culprit and view.explained:
+            lines += [f"Where the instructions went: {esc(view.explained)}", ""]
     else:
         lines += [f"Range:   {view.prev_sha or '(start)'}..{view.sha}", f"Commits: {view.commits or '?'}"]
         lines += [f"Bisection: {view.bisection_state or 'not started'}", ""]

@@ -293,6 +293,16 @@ def alert_view(
     )
     commits = None if a.prev_position is None else a.position - a.prev_position
     changes = tuple(c for rev, c in json.loads(a.changes) if rev > since_version)
+    explained = None
+    if a.culprit_sha:  # where the instructions went, when the culprit's bisection kept callgrind profiles
+        from master.profiles import report
+
+        for x, _ in members:
+            found = store.bisections.of_change_point(conn, x.change_point_id)
+            e = report.for_bisection(conn, found[-1]) if found else None
+            if e is not None:
+                explained = f"{x.workload}: {e.summary}"
+                break
     return messages.AlertSnapshot(
         id=a.id,
         message_version=a.message_version,
@@ -310,6 +320,7 @@ def alert_view(
         link=settings.link_template.format(site_url=settings.site_url, alert_id=a.id),
         lines=views,
         changes=changes,
+        explained=explained,
     )
 
 

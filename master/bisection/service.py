@@ -81,8 +81,9 @@ class BisectionService(PeriodicService):
                 properties={
                     "perffarm_source": ("bisect", "Bisection"),
                     "perffarm_bisection": (b.id, "Bisection"),
-                    # only the bisected workload: a probe of a full profile would cost minutes more
-                    "perffarm_options": ([f"workloads={b.workload}"], "Bisection"),
+                    # only the bisected workload: a probe of a full profile would cost minutes more; an instruction
+                    # workload keeps its callgrind profile, so the culprit's diff against its parent needs no run
+                    "perffarm_options": ([f"workloads={b.workload}", "callgrind=1"], "Bisection"),
                     "scheduler": (SCHEDULER, "Bisection"),
                 },
                 builderids=[builderid],

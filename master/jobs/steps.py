@@ -134,7 +134,9 @@ def job_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
     @util.renderer
     def render(props):
         patched = props.getProperty(PATCHED) or ""
-        options = [*defaults, *(props.getProperty(OPTIONS) or [])]
+        # every side keeps the callgrind profiles of its instruction workloads (no extra run): the job's page shows
+        # where the instructions went
+        options = [*defaults, "callgrind=1", *(props.getProperty(OPTIONS) or [])]
         return [
             "python3",
             shipping.ON_WORKER,

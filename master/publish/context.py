@@ -68,14 +68,16 @@ class Context:
             sha: (c.subject, author_name(c.author))
             for sha, c in source.commits(conn, {x for r in rows for x in (r.sha, r.culprit_sha) if x}).items()
         }
+        bisections = source.bisections_by_change_point(conn)
         self.alerts: list[AlertPage] = alert_views(
             rows,
             source.alert_lines(conn),
             source.alert_history(conn),
             source.alert_deliveries(conn),
-            source.bisections_by_change_point(conn),
+            bisections,
             facts,
             lambda r, d: cache._ratio(r, None, None, d).colour,
+            source.bisection_explanations(conn, bisections.values()),
         )
         # per series: ratio of each point vs the previous point, aligned with points (None for the first)
         self.table: model.Table | None = None

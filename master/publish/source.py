@@ -13,6 +13,7 @@ import functools
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from master import store
 from master.publish.names import digest
@@ -207,3 +208,18 @@ def bisections_by_change_point(conn: sqlite3.Connection) -> dict[int, Bisection]
     if not has_table(conn, "bisections"):
         return {}
     return store.bisections.by_change_point(conn)
+
+
+def bisection_explanations(conn: sqlite3.Connection, bisections: Iterable[Bisection]) -> dict[int, Any]:
+    """bisection id -> the culprit's per-function diff against its parent (master.profiles.report), where both
+    probe runs kept a callgrind profile."""
+    from master.profiles import report
+
+    if not has_table(conn, "profiles"):
+        return {}
+    out = {}
+    for b in bisections:
+        e = report.for_bisection(conn, b)
+        if e is not None:
+            out[int(b.id)] = e
+    return out

@@ -234,6 +234,7 @@ class BisectionView:
     rounds: int
     reason: str
     log: tuple[str, ...]
+    explained: Any = None  # master.profiles.report.StoredExplanation: where the instructions went (culprit vs parent)
 
 
 @dataclass(frozen=True)
@@ -325,6 +326,7 @@ def alert_views(
     bisections: Mapping[int, Bisection],
     commit_facts: Mapping[str, tuple[str, str]],
     colour_of: Any,
+    explained: Mapping[int, Any] | None = None,
 ) -> list[AlertPage]:
     """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
     by_alert: dict[str, list[Any]] = {}
@@ -364,6 +366,7 @@ def alert_views(
                         int(b.rounds),
                         b.reason or "",
                         _log_lines(b.log),
+                        (explained or {}).get(int(b.id)),
                     )
                 )
         culprit = r.culprit_sha

@@ -298,4 +298,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX jobs_state ON jobs(state, id)
     """,
+    # 11: callgrind profiles a run kept of its instruction workloads (recipe option callgrind=1: bisection probes,
+    # docs/explain.md): per function, self and inclusive instructions of exactly what was counted, so a culprit's
+    # per-function diff against its parent needs no run of its own. JSON of recipes/callgrind.py, size-bounded.
+    """
+    CREATE TABLE profiles (
+        run_id   INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        workload TEXT NOT NULL,
+        queries  INTEGER NOT NULL,
+        profile  TEXT NOT NULL,
+        PRIMARY KEY (run_id, workload)
+    )
+    """,
 ]

@@ -107,6 +107,13 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
         rows,
     )
     adopt_workload_hashes(conn, doc, run_id)
+    conn.executemany(
+        "INSERT INTO profiles (run_id, workload, queries, profile) VALUES (?, ?, ?, ?)",
+        [
+            (run_id, workload, p["queries"], json.dumps(p["profile"], sort_keys=True))
+            for workload, p in sorted(doc.get("callgrind", {}).items())
+        ],
+    )
     if run.bisection_id is not None:
         conn.execute(  # a probe of a bisection that no longer exists is still a stored run
             "INSERT INTO bisection_runs (bisection_id, run_id) SELECT ?, ? "
@@ -510,3 +517,24 @@ def untested_counts(conn: sqlite3.Connection, window: int = 100) -> dict[str, in
             (branch, head - window),
         ).fetchone()[0]
     return out
+
+
+@dataclass(frozen=True)
+class StoredProfile:
+    """A run's callgrind profile of one instruction workload (recipes/callgrind.py JSON) and its query count."""
+
+    run_id: int
+    workload: str
+    queries: int
+    profile: dict[str, Any]
+
+
+def profile_of(conn: sqlite3.Connection, sha: str, workload: str, machine_id: str, recipe: str) -> StoredProfile | None:
+    """The newest stored profile of a commit's workload on one machine and recipe (None when no run kept one)."""
+    row = conn.execute(
+        "SELECT p.run_id, p.workload, p.queries, p.profile FROM profiles p JOIN runs r ON r.id = p.run_id "
+        "WHERE r.sha = ? AND p.workload = ? AND r.machine_id = ? AND r.recipe = ? AND r.status = 'ok' "
+        "ORDER BY r.id DESC LIMIT 1",
+        (sha, workload, machine_id, recipe),
+    ).fetchone()
+    return StoredProfile(row[0], row[1], row[2], json.loads(row[3])) if row else None

@@ -76,8 +76,11 @@ def count(
     scratch_root: Path,
     timeout: float = 1800,
     settings: Mapping[str, str] | None = None,
+    keep_profile: Path | None = None,
 ) -> Count:
-    """Run the query lines in a single-user backend on a copy of `snapshot` under callgrind; count instructions."""
+    """Run the query lines in a single-user backend on a copy of `snapshot` under callgrind; count instructions.
+    With `keep_profile`, callgrind's output file (the per-function profile of exactly what was counted) is moved
+    there: the profile costs no run of its own."""
     work = Path(tempfile.mkdtemp(prefix="pf-instr-", dir=scratch_root))
     try:
         data = work / "data"
@@ -133,6 +136,9 @@ def count(
             raise BenchFailed(
                 f"callgrind counted nothing inside {TOGGLE_FUNCTION} (inlined? stripped binary?)", output[-3000:]
             )
+        if keep_profile is not None:
+            keep_profile.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(out_file), keep_profile)
         return Count(int(m.group(1)), len(query_lines))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -396,13 +396,28 @@ def _special_sample(t: Target, w: Workload) -> None:
             t.collected.flag(name, f)
 
 
-def _instruction_samples(ctx: Context, t: Target, w: Workload, n: int, scale: int, scratch: Path) -> None:
+def _instruction_samples(
+    ctx: Context, t: Target, w: Workload, n: int, scale: int, scratch: Path, callgrind: bool = False
+) -> None:
     assert t.snapshot is not None
     lines = instructions.queries(w.spec.get("queries", "point-select"), int(w.spec.get("count", 1000)), scale)
     for i in range(n):
-        c = instructions.count(ctx, t.install, t.snapshot, lines, scratch)
+        keep = callgrind_file(ctx, t.label, w.name) if callgrind and i == 0 else None
+        c = instructions.count(ctx, t.install, t.snapshot, lines, scratch, keep_profile=keep)
         ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {c.per_query:,.1f} {w.unit}")
         t.collected.add(w.name, w.metric, w.unit, w.direction, c.per_query)
+        if keep is not None:
+            # the counted queries, beside the profile: a diff divides by them (instructions per query)
+            keep.with_suffix(".queries").write_text(str(len(lines)))
+
+
+CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
+
+
+def callgrind_file(ctx: Context, label: str, workload: str) -> Path:
+    """Where a side's callgrind output of one instruction workload is kept (its first sample, recipes/callgrind.py
+    reads it), with the number of counted queries beside it (`.queries`)."""
+    return ctx.state_dir / "callgrind" / f"{label}--{workload}.out"
 
 
 PINS = ("auto", "none")
@@ -469,6 +484,7 @@ def run_bench(
     for stale in sweep_stale(root):
         ctx.log(f"removed a stale run directory left by a killed run: {stale}")
     rng = random.Random(int(tun.get("seed", 1)))
+    shutil.rmtree(ctx.state_dir / "callgrind", ignore_errors=True)  # a result never carries another run's profile
     targets: list[Target] = []
     with contextlib.ExitStack() as stack:
         for label, inst in installs.items():
@@ -528,10 +544,11 @@ def run_bench(
             for t in targets:
                 t.server.stop()  # nothing else runs while valgrind counts
             n = int(tun.get("instruction_samples", 2))
+            keep = ctx.options.get(CALLGRIND_OPTION, "0") == "1"
             for w in instr:
                 for t in targets:
                     if count_instructions is None or t.label in count_instructions:
-                        _instruction_samples(ctx, t, w, n, scale, root)
+                        _instruction_samples(ctx, t, w, n, scale, root, callgrind=keep)
     return {t.label: t.collected.results() for t in targets}
 
 

@@ -131,8 +131,9 @@ def doc_commits(repo: Path, count: int, first: int = 1000) -> list[str]:
     return shas
 
 
-def make_history(repo: Path, count: int, culprit: int, iterations: int) -> list[str]:
-    """Commit `count` commits on top of `repo`'s HEAD; commit number `culprit` (1-based) adds the busy loop.
+def make_history(repo: Path, count: int, culprit: int, iterations: int = 0, lock: bool = False) -> list[str]:
+    """Commit `count` commits on top of `repo`'s HEAD; commit number `culprit` (1-based) adds the busy loop of
+    `iterations` rounds, or with `lock` the executor lock hold (`lock_hold_patch`: a contention regression).
 
     Returns the shas, index 0 being the starting HEAD. Commit dates are fixed, so the same tree and arguments give
     the same shas. Untrusted-looking subjects are used on purpose for the history site and alerts.
@@ -142,9 +143,13 @@ def make_history(repo: Path, count: int, culprit: int, iterations: int) -> list[
     shas = [_git(repo, "rev-parse", "HEAD")]
     for i in range(1, count + 1):
         if i == culprit:
-            patch = busy_loop_patch(repo, iterations)
+            patch = lock_hold_patch(repo) if lock else busy_loop_patch(repo, iterations)
             subprocess.run(["git", "apply", "-"], cwd=repo, input=patch, text=True, check=True)
-            subject = f"executor: do a little more work per query ({iterations} iterations)"
+            subject = (
+                "executor: serialise executor runs on one lock"
+                if lock
+                else f"executor: do a little more work per query ({iterations} iterations)"
+            )
         else:
             name = FILLERS[i % len(FILLERS)]
             _comment(repo / name, i)

@@ -142,3 +142,16 @@ def test_unknown_channel_kind_or_event_is_an_error() -> None:
         kinds.build_message(view(), "pager", "opened", "k", "c")
     with pytest.raises(ValueError, match="event"):
         kinds.build_message(view(), "slack", "closed", "k", "c")
+
+
+@pytest.mark.parametrize("kind", ["slack", "webhook", "email"])
+def test_the_culprits_explanation_is_in_every_channel_and_its_function_names_are_inert(kind: str) -> None:
+    """Issue #16: an alert whose culprit has a per-function diff says where the instructions went; the function
+    names come from a worker's profile, so they are escaped like a commit subject."""
+    explained = "instr-point-select: +1.3% instructions/query; top: standard_ExecutorRun +736/query self <!channel>"
+    payload = kinds.build_message(view(**CULPRIT, explained=explained), kind, "updated", "k", "c")
+    text = "\n".join(_strings(payload))
+    assert "ExecutorRun +736/query self" in text and "+1.3% instructions/query" in text
+    assert "<!channel>" not in text
+    plain = kinds.build_message(view(**CULPRIT), kind, "updated", "k", "c")
+    assert "instructions/query" not in "\n".join(_strings(plain))  # no profile: no line (golden files unchanged)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -220,3 +221,42 @@ def test_clean_text_makes_log_text_storable():
     assert text_problem(dirty, 100) is not None
     assert clean_text(dirty) == "make: *** [x] Error 1\ufffd\ufffd caf\u00e9"
     assert text_problem(clean_text(dirty), 100) is None
+
+
+def _profile_doc():
+    from recipes.callgrind import EdgeCost, FunctionCost, Profile
+
+    prof = Profile(
+        "Ir",
+        1500,
+        {
+            "exec_simple_query": FunctionCost("exec_simple_query", "postgres.c", 10, 500, 1500),
+            "standard_ExecutorRun": FunctionCost("standard_ExecutorRun", "execMain.c", 300, 1000, 1000),
+        },
+        {("exec_simple_query", "standard_ExecutorRun"): EdgeCost(10, 1000)},
+    )
+    return prof.to_json()
+
+
+def test_a_result_may_carry_callgrind_profiles_of_its_instruction_workloads():
+    doc = good()
+    doc["callgrind"] = {"loop": {"queries": 10, "profile": _profile_doc()}}
+    assert validate(doc)["callgrind"]["loop"]["queries"] == 10
+
+
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        (lambda p: p.update(queries=0), "$.callgrind.loop.queries"),
+        (lambda p: p["profile"].update(total=1), "$.callgrind.loop.profile"),
+        (lambda p: p["profile"]["functions"].update({"x" * 5000: [0, 1, 0, 0]}), "function name"),
+        (lambda p: p["profile"]["functions"].update({"bad\x00name": [0, 1, 0, 0]}), "function name"),
+        (lambda p: p["profile"].update(version=99), "version"),
+    ],
+)
+def test_a_bad_callgrind_profile_rejects_the_result_and_says_where(change, where):
+    doc = good()
+    doc["callgrind"] = {"loop": {"queries": 10, "profile": _profile_doc()}}
+    change(doc["callgrind"]["loop"])
+    with pytest.raises(ResultError, match=re.escape(where)):
+        validate(doc)

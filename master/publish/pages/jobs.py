@@ -57,6 +57,32 @@ def rows(job: Job) -> list[Row]:
     return [Row(w, m, *base[(w, m)], tuple(cells[(w, m)])) for (w, m) in base]
 
 
+def explanations(job: Job) -> list[tuple[str, str, object]]:
+    """(workload, side label, StoredExplanation) for each side after A whose instruction workloads kept
+    callgrind profiles on both sides: where the instructions went, per function."""
+    from master.profiles import report
+
+    sides = (job.result or {}).get("sides", [])
+    if len(sides) < 2:
+        return []
+    base = sides[0].get("callgrind", {})
+    out = []
+    for side, stored in zip(job.sides[1:], sides[1:]):
+        for workload, prof in sorted(stored.get("callgrind", {}).items()):
+            if workload in base:
+                a = base[workload]
+                e = report.from_stored(
+                    workload,
+                    f"A {job.sides[0].revision}",
+                    (a["queries"], a["profile"]),
+                    f"{side.label} {side.revision}" + (" + patch" if side.patched else ""),
+                    (prof["queries"], prof["profile"]),
+                )
+                if e is not None:
+                    out.append((workload, side.label, e))
+    return out
+
+
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     jobs = store.jobs.newest_first(ctx.conn, limit=LIST_LIMIT)
     w.write("jobs.html", render("jobs.html", root="", title="Jobs", jobs=jobs, file=job_file))
@@ -69,6 +95,7 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
                 title=f"{job.kind} job {job.id}",
                 job=job,
                 rows=rows(job) if job.result and job.state == "done" else [],
+                explained=explanations(job) if job.result and job.state == "done" else [],
             ),
         )
     w.keep_only("jobs", {job_file(j.id) for j in jobs})
