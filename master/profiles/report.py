@@ -89,7 +89,7 @@ class StoredExplanation:
     summary: str
     table: str
     svg: str
-    reconciled: str  # how the profile totals compare with the measured instructions per query
+    diff: ProfileDiff
 
 
 def from_stored(
@@ -101,7 +101,7 @@ def from_stored(
     except ValueError:
         return None
     e = explain(workload, a_label, SideProfile(pa, a[0], 0.0), b_label, SideProfile(pb, b[0], 0.0), top=top)
-    return StoredExplanation(e.summary(), format_table(e.diff), e.svg, "")
+    return StoredExplanation(e.summary(), format_table(e.diff), e.svg, e.diff)
 
 
 def for_bisection(conn, b) -> StoredExplanation | None:  # noqa: ANN001 (a store connection and Bisection)

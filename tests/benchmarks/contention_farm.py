@@ -7,7 +7,8 @@ R is the repository scripts/pg-source-repo.sh makes (PostgreSQL 15 from Debian's
 script clones it, adds `--baseline` documentation-only commits, and starts a real master and worker (the test
 harness, tests/harness.py) that pair every build of `master` with the release tag (`throughput.references`) and
 measure the newest commit of a push (`master.queued = newest`). Workloads: `pgbench-ro-prepared-c2` (the paired
-throughput signal), `pgbench-ro-prepared-c1` and `instr-point-select-prepared` (instructions per query, exact).
+throughput signal) and `instr-point-select-prepared` (instructions per query, exact); `--with-c1` adds
+`pgbench-ro-prepared-c1` (one client: no contention, so no change expected; it costs a minute per commit).
 
 1. The baseline commits are forced one by one: each is measured paired against the tag.
 2. A push of `--push` commits at once; commit `--culprit` applies `pg_inject.lock_hold_patch`: every query's
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--push", type=int, default=16, help="commits in the push (default 16)")
     p.add_argument("--culprit", type=int, default=11, help="which commit of the push holds the lock (default 11)")
     p.add_argument("--samples", type=int, default=5, help="paired rounds per measured commit (default 5)")
+    p.add_argument("--with-c1", action="store_true", help="also measure pgbench-ro-prepared-c1 on every commit")
     p.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one, removed)")
     p.add_argument("--json", type=Path, help="also write the figures as JSON")
     args = p.parse_args(argv)
@@ -81,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {
         "PERFFARM_MASTER_QUEUED": "newest",
         "PERFFARM_THROUGHPUT_REFERENCES": f"master={tag}",
-        "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={C2},{C1},{INSTR} pg-quick:samples={args.samples}",
+        "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={C2},{C1 + ',' if args.with_c1 else ''}{INSTR} "
+        f"pg-quick:samples={args.samples}",
     }
     data = work / "data"
     if data.exists():

@@ -539,7 +539,12 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
         "PERFFARM_MASTER_QUEUED": "newest",
         "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={BISECT_WORKLOAD} pg-quick:instruction_samples=4",
     }
+    env["PERFFARM_MASTER_WEB_USERS"] = "alice"  # try-jobs need a login
     farm = Farm(tmp_path / "data", str(repo), recipes=("pg-quick",), reconcile_interval=5, env=env)
+    secret = farm.settings.secrets_dir / "web-user-alice"
+    secret.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    secret.write_text("correct horse\n")
+    secret.chmod(0o600)
     farm.start()  # the first poll records the head and builds nothing
     try:
         t0 = time.monotonic()
@@ -594,5 +599,131 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
             f"probes={probes} rounds={rounds} samples={samples} ratio={ratio:.4f} [{lo:.4f}, {hi:.4f}] "
             f"baseline {t_base:.0f} s, push -> bisection started {t_detect:.0f} s, push -> culprit {t_culprit:.0f} s"
         )
+        _explained_on_the_farm(farm, bisection[0], culprit, baseline[-1], iterations, tmp_path)
     finally:
         farm.stop()
+
+
+def _medians(farm, sha: str, workload: str) -> list[float]:
+    rows = farm.query(
+        "SELECT m.samples FROM runs r JOIN measurements m ON m.run_id = r.id WHERE r.sha = ? AND m.workload = ? "
+        "AND m.metric = 'instructions' AND r.status = 'ok'",
+        (sha, workload),
+    )
+    return [statistics.median(json.loads(r[0])) for r in rows]
+
+
+def _explained_on_the_farm(farm, bisection_id: int, culprit: str, base: str, iterations: int, tmp_path: Path) -> None:
+    """Issue #16 on real PostgreSQL: the culprit's differential profile names standard_ExecutorRun as the top
+    grower, with the measured change in instructions per query; a try-job of the same busy loop says the same;
+    both pages render in Chromium."""
+    from master import store
+    from master.profiles import report
+    from tests.harness import BIN, wait_until
+    from tests.integration.test_site_browser import ARGS, CHROMIUM, Page, playwright
+
+    conn = store.connect(farm.settings.results_db)
+    try:
+        b = store.bisections.get(conn, bisection_id)
+        explained = report.for_bisection(conn, b)
+    finally:
+        conn.close()
+    assert explained is not None, "the culprit's and its parent's probe runs keep callgrind profiles"
+    top = explained.diff.rows[0]
+    measured = _medians(farm, culprit, BISECT_WORKLOAD)[-1] - _medians(farm, b.parent, BISECT_WORKLOAD)[-1]
+    print(f"(e) explained: {explained.summary}; measured {measured:+,.1f}/query, top self {top.delta_self:+,.1f}")
+    assert top.name == "standard_ExecutorRun" and top.delta_self == pytest.approx(measured, rel=0.05)
+    alert_id = farm.query("SELECT id FROM alerts")[0][0]
+    # the alert's messages carry the summary line (master/alerts/messages.py)
+    from master.alerts import sync
+
+    conn = store.connect(farm.settings.results_db)
+    try:
+        snapshot = sync.alert_view(conn, farm.settings.alerts, alert_id)
+    finally:
+        conn.close()
+    assert snapshot.explained and "standard_ExecutorRun" in snapshot.explained, snapshot.explained
+
+    # a try-job of the same loop on the base: B/A regresses, with the same top function
+    patch = tmp_path / "busy.patch"
+    src = tmp_path / "try-src"
+    subprocess.run(["git", "clone", "--quiet", str(farm.settings.repository_url), str(src)], check=True)
+    subprocess.run(["git", "-C", str(src), "checkout", "--quiet", base], check=True)
+    patch.write_text(busy_loop_patch(src, iterations))
+    password = tmp_path / "pw"
+    password.write_text("correct horse\n")
+    r = subprocess.run(
+        [
+            str(BIN / "perffarm"),
+            "try",
+            "--patch",
+            str(patch),
+            "--base",
+            base,
+            "--user",
+            "alice",
+            "--password-file",
+            str(password),
+            "--option",
+            f"workloads={BISECT_WORKLOAD}",
+            "--option",
+            "instruction_samples=2",
+        ],
+        env=farm.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0 and "queued" in r.stdout, r.stdout + r.stderr
+    job_id = int(r.stdout.split("try job ")[1].split()[0])
+    t0 = time.monotonic()
+    state = wait_until(
+        lambda: (
+            (x := farm.query("SELECT state, error FROM jobs WHERE id = ?", (job_id,))[0])[0] in ("done", "failed") and x
+        ),
+        1200,
+        "the try-job",
+    )
+    assert state == ("done", None), state
+    from master.jobs import core
+    from master.publish.pages.jobs import explanations
+
+    conn = store.connect(farm.settings.results_db)
+    try:
+        job = core.get(conn, job_id)
+    finally:
+        conn.close()
+    (side,) = core.comparisons(job)
+    c = next(c for c in side.comparisons if c.workload == BISECT_WORKLOAD)
+    assert c.verdict == "regression" and c.estimate.low > 1.0, c.to_json()
+    ((_, _, e),) = explanations(job)
+    assert e.diff.rows[0].name == "standard_ExecutorRun"
+    print(
+        f"(e) try-job {job_id}: {c.estimate.ratio:.4f} [{c.estimate.low:.4f}, {c.estimate.high:.4f}] in "
+        f"{time.monotonic() - t0:.0f} s; {e.summary}"
+    )
+
+    # both pages in Chromium: the flame graph draws, and names the function
+    site = farm.settings.site_dir
+    wait_until(lambda: (site / "jobs" / f"{job_id}.html").exists(), 60, "the job page")
+    artifacts = Path(__file__).resolve().parents[2] / "test-artifacts" / "explain"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            p = Page(browser, site.resolve().as_uri() + "/")
+            for rel, name in ((f"alerts/{_alert_file(alert_id)}.html", "alert"), (f"jobs/{job_id}.html", "job")):
+                page = p.open(rel)
+                flame = page.locator("div.flame svg")
+                assert flame.count() == 1 and flame.bounding_box()["width"] > 300, rel
+                assert page.locator("div.flame svg text", has_text="standard_ExecutorRun").count() >= 1, rel
+                p.shot(artifacts, f"{name}-flame")
+            assert p.errors == [] and p.dialogs == []
+        finally:
+            browser.close()
+
+
+def _alert_file(alert_id: str) -> str:
+    from master.publish.names import safe_name
+
+    return safe_name(f"alert-{alert_id}")
