@@ -107,7 +107,6 @@ def differential_svg(
     unit = "instructions" if b.event == "Ir" else b.event
     total_a, total_b = a.total / queries_a, b.total / queries_b
     out = [
-        '<?xml version="1.0" encoding="UTF-8" standalone="no"?>',
         f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">',
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',

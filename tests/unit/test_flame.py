@@ -157,6 +157,17 @@ def test_untrusted_names_are_escaped():
     assert ET.fromstring(svg).findall(f".//{SVG}script") == []
 
 
+def test_the_svg_embeds_in_site_pages_and_stands_alone():
+    """The site inserts the SVG into alert and job pages through render.safe_svg, which takes only a document
+    that starts at <svg>: an XML declaration in front would fail every page with a flame graph."""
+    from master.publish.render import safe_svg
+
+    svg = differential_svg(CHAIN, GREW, 10, 10, "leaf grew")
+    assert svg.startswith("<svg ")
+    assert str(safe_svg(svg)) == svg
+    assert ET.fromstring(svg).tag == f"{SVG}svg"  # and parses alone as the .svg file perffarm compare writes
+
+
 def test_output_is_deterministic():
     svg = differential_svg(SHARED, SHARED, 3, 7, "again")
     shuffled = list(SHARED.functions.items())
