@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import requests
 
 from master import compare
 from recipes.api import Context, checkout_layout
@@ -547,9 +548,15 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
     secret.chmod(0o600)
     farm.start()  # the first poll records the head and builds nothing
     try:
+        # with web users, forcing a build needs an operator's login too (docs/security.md)
+        alice = requests.Session()
+        login = alice.get(
+            f"http://127.0.0.1:{farm.settings.web_port}/auth/login", auth=("alice", "correct horse"), timeout=10
+        )
+        assert login.status_code == 200, login.text
         t0 = time.monotonic()
         for sha in baseline:
-            farm.force("pg-quick@local", sha, "master")
+            farm.force("pg-quick@local", sha, "master", session=alice)
         farm.wait_for_runs(len(baseline), timeout=1800)
         t_base = time.monotonic() - t0
         assert farm.query("SELECT COUNT(*) FROM change_points")[0][0] == 0
