@@ -90,6 +90,17 @@ def _publish(settings: Settings, run_id: int, out: AfterIngest) -> None:
         )
 
 
+def publish_bisections(settings: Settings) -> str:
+    """Re-render the pages an ended bisection changes; a message for the master's log (the site is derived data)."""
+    from master.publish import publish_bisections as publish
+
+    try:
+        report = publish(settings)
+    except Exception as e:
+        return f"site publish failed: {type(e).__name__}: {e} (`perffarm publish` re-renders the whole site)"
+    return f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s at {report.out_dir}"
+
+
 def publish_jobs(settings: Settings) -> str:
     """Re-render the pages a finished job changes; a message for the build log (the site is derived data)."""
     from master.publish import publish_jobs as publish

@@ -10,8 +10,9 @@ master restart the service carries on from what is stored.
 from __future__ import annotations
 
 from twisted.internet import threads
+from twisted.python import log
 
-from master import store
+from master import pipeline, store
 from master.bisection import state
 from master.bisection.core import Measure, Policy
 from master.periodic import PeriodicService
@@ -42,6 +43,7 @@ class BisectionService(PeriodicService):
         if not self.settings.results_db.exists():
             return []
         conn = store.connect(self.settings.results_db)
+        ended = 0
         try:
             wanted = []
             for bisection_id in state.running(conn):
@@ -50,9 +52,12 @@ class BisectionService(PeriodicService):
                     wanted.append((state.get(conn, bisection_id), decision))
                 else:  # it just ended: update its alert with the outcome and culprit
                     state.report_to_alert(conn, bisection_id, self.settings.alerts)
-            return wanted
+                    ended += 1
         finally:
             conn.close()
+        if ended:  # the last probe's ingest published before the bisection ended: show its outcome now
+            log.msg(f"perffarm bisection: {ended} ended; {pipeline.publish_bisections(self.settings)}")
+        return wanted
 
     async def advance_all(self) -> int:
         """One pass; returns how many probe builds were submitted."""

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from master.publish.publisher import PublishReport, publish_all, publish_incremental, publish_jobs, site_dir
+from master.publish.publisher import (
+    PublishReport,
+    publish_all,
+    publish_bisections,
+    publish_incremental,
+    publish_jobs,
+    site_dir,
+)
 from master.publish.serve import serve
 
-__all__ = ["PublishReport", "publish_all", "publish_incremental", "publish_jobs", "serve", "site_dir"]
+__all__ = [
+    "PublishReport",
+    "publish_all",
+    "publish_bisections",
+    "publish_incremental",
+    "publish_jobs",
+    "serve",
+    "site_dir",
+]

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -291,6 +291,22 @@ def publish_incremental(
 def publish_jobs(settings: Any, out_dir: Path | None = None, *, now: float | None = None) -> PublishReport:
     """Re-render what a finished job changes (its pages, the release pages: pages.of_jobs) on top of the live
     version, every other file hard-linked; a full publish when there is no site to build on."""
+    return _publish_site_pages(settings, pages.of_jobs(), out_dir, now)
+
+
+def publish_bisections(settings: Any, out_dir: Path | None = None, *, now: float | None = None) -> PublishReport:
+    """Re-render what an ended bisection changes (the alert pages and feed: its outcome, culprit and the
+    culprit's profile, pages.of_bisections) on top of the live version. A bisection ends in the bisection
+    service, after the ingest of its last probe has published: without this the site said 'running' until the
+    next commit was measured."""
+    return _publish_site_pages(settings, pages.of_bisections(), out_dir, now)
+
+
+def _publish_site_pages(
+    settings: Any, chosen: Sequence[pages.Page], out_dir: Path | None, now: float | None
+) -> PublishReport:
+    """The SITE-scope pages `chosen`, re-rendered on top of the live version, every other file hard-linked; a
+    full publish when there is no site to build on."""
     out = Path(os.path.abspath(out_dir if out_dir else site_dir(settings)))
     now = time.time() if now is None else now
     with publish_lock(out):
@@ -307,7 +323,7 @@ def publish_jobs(settings: Any, out_dir: Path | None = None, *, now: float | Non
             ctx = Context(conn, cache, bands(settings), settings)
             ctx.now = now
             w = SiteWriter(out, incremental=True)
-            for page in pages.of_jobs():
+            for page in chosen:
                 page.write(w, ctx, list(cached.values()))
             final = w.commit()
             cache.flush()

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from master import alerts, store
-from master.publish import model, publish_all, publish_incremental, scan
+from master.publish import model, publish_all, publish_bisections, publish_incremental, scan
 from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, float_column, int_column, join_columns, js_call, literal_column, render
 from master.publish.views import RatioView
@@ -398,6 +398,35 @@ def test_alerts_show_triage_state_culprit_bisection_log_and_failing_channels(far
     assert re.search(r"culprit [0-9a-f]{12} &#39;make it slower &lt;img", detail)
     assert "looking &lt;img src=x onerror=alert(1)&gt;" in detail  # triage note, escaped
     assert "tester" in detail and "acknowledged" in detail
+
+
+def test_an_ended_bisection_republishes_its_alert_pages(farm, tmp_path):
+    """A bisection ends in the bisection service, after its last probe's ingest has published: publish_bisections
+    re-renders the alert pages on top of the live site, so they stop saying 'running' before the next commit."""
+    out = tmp_path / "site"
+    conn = store.connect(farm.settings.results_db)
+    try:
+        (bid, culprit, ended) = conn.execute(
+            "SELECT id, culprit, state FROM bisections WHERE culprit IS NOT NULL ORDER BY id"
+        ).fetchone()
+        with store.transaction(conn):  # the site as published while the bisection still ran
+            conn.execute("UPDATE bisections SET state = 'running', culprit = NULL WHERE id = ?", (bid,))
+        publish_all(farm.settings, out, now=NOW)
+        aid = conn.execute("SELECT id FROM alerts").fetchone()[0]
+        detail = farm.settings.alerts.link_template.format(site_url="", alert_id=aid)
+        shown = re.compile(rf"<p>Bisection {bid} \([^)]*\): <b>(\w[\w-]*)</b>")
+        assert shown.findall(text_of(out, detail)) == ["running"]
+        with store.transaction(conn):
+            conn.execute("UPDATE bisections SET state = ?, culprit = ? WHERE id = ?", (ended, culprit, bid))
+    finally:
+        conn.close()
+    series_before = {k: p.stat().st_ino for k, p in files(out).items() if k.startswith("series/")}
+    report = publish_bisections(farm.settings, out, now=NOW + 1)
+    page = text_of(out, detail)
+    assert shown.findall(page) == [ended] and f'culprit <a class="sha" href="../commit.html?c={culprit}">' in page
+    assert report.files_written >= 2  # alerts.html, the alert's page, the feed
+    after = {k: p.stat().st_ino for k, p in files(out).items() if k.startswith("series/")}
+    assert after == series_before  # nothing else is rendered again: the series pages are the live version's
 
 
 @pytest.mark.parametrize(

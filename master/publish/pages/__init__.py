@@ -100,6 +100,11 @@ def of(scope: Scope, tags_changed: bool = True, full: bool = False) -> list[Page
     return [p for p in PAGES if p.scope is scope and p.when is not JOBS and (tags_changed or p.when is EVERY)]
 
 
+def of_bisections() -> list[Page]:
+    """What an ended bisection changes: the pages that show its state, culprit and the culprit's profile."""
+    return [p for p in PAGES if p.scope is SITE and p.write in (alerts.write, feed.write)]
+
+
 def of_jobs() -> list[Page]:
     """What a finished job changes: its own pages and the release pages that read jobs' paired numbers."""
     return [p for p in PAGES if p.scope is SITE and p.when in (TAGS, JOBS)]
