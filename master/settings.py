@@ -27,6 +27,9 @@ from master.redact import credentials_problem, redact_url
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS_FILE = REPO_ROOT / "perffarm.toml"
 ENV_PREFIX = "PERFFARM_"
+# Environment variables with the prefix that are not settings of the farm: a try submitter's login (perffarm try)
+# and a worker operator's switch (recipes/sides.py). The loader refuses every other unknown PERFFARM_ name.
+NOT_SETTINGS = frozenset({"PERFFARM_TRY_USER", "PERFFARM_TRY_PASSWORD_FILE", "PERFFARM_WORKER_TRY_AS_ROOT"})
 WORKER_NAME_RE = NAME_RE
 
 
@@ -229,7 +232,7 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
             if (section, key) not in _SCHEMA and not (section == "alerts" and key in _ALERT_ARRAYS):
                 raise SettingsError(f"{section}.{key}: unknown setting in {user_path}")
     for var in env:
-        if var.startswith(ENV_PREFIX) and var != ENV_PREFIX + "CONFIG":
+        if var.startswith(ENV_PREFIX) and var != ENV_PREFIX + "CONFIG" and var not in NOT_SETTINGS:
             if not any(var == _env_name(s, k) for s, k in _SCHEMA):
                 raise SettingsError(f"{var}: unknown environment setting (see perffarm.toml for the keys)")
 
