@@ -22,7 +22,7 @@ from typing import Any
 from recipes import registry
 from recipes.api import Context, Recipe, RecipeFailure, WorkloadResult
 from recipes.result import JOB_SCHEMA, JOB_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION, clean_text, validate, validate_job
-from recipes.sides import Side, parse_sides, prepare
+from recipes.sides import Side, check_isolation, parse_sides, prepare
 from workers import hostinfo
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_RECIPE_FAILED = 0, 1, 2, 3
@@ -240,6 +240,7 @@ def _job_phase(args: argparse.Namespace, phase: str) -> int:
     ctx.log(f"recipe {recipe.name} v{recipe.version}: {phase} of job {args.job}: {listing}")
     try:
         if phase == "job-build":
+            check_isolation(sides, os.geteuid(), os.environ)
             ctx.state_dir.mkdir(parents=True, exist_ok=True)
             recipe.sides.build(ctx, [prepare(ctx, s) for s in sides])
         else:

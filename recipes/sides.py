@@ -61,6 +61,22 @@ class SideSupport:
     bench: Callable[[Context, Sequence[Side]], Mapping[str, Sequence[WorkloadResult]]]
 
 
+TRY_AS_ROOT_ENV = "PERFFARM_WORKER_TRY_AS_ROOT"  # "1": a root worker builds and runs patched sides anyway
+
+
+def check_isolation(sides: Sequence[Side], euid: int, environ: Mapping[str, str]) -> None:
+    """A patched side is a submitter's C code: its build scripts and its server run on this worker. Refuse it
+    (BuildFailed, saying what to do) when the worker runs as root, unless the worker's operator said
+    TRY_AS_ROOT_ENV=1 for a throwaway machine. Root could rewrite the worker, its clone and every other side's
+    install; the server's user namespace (recipes/pg/server.py) drops root's capabilities, not its files."""
+    if euid == 0 and any(s.patch is not None for s in sides) and environ.get(TRY_AS_ROOT_ENV) != "1":
+        raise BuildFailed(
+            "this worker runs as root, and a try-job's patch is someone else's C code: its build and server would "
+            "run as root. Run the worker as an unprivileged user with no secrets on its host (docs/security.md), "
+            f"or, on a throwaway machine, set {TRY_AS_ROOT_ENV}=1 in the worker's environment"
+        )
+
+
 def parse_sides(specs: Sequence[str], patches: Sequence[str]) -> list[Side]:
     """`LABEL=SHA` and `LABEL=FILE` arguments as sides, in label order; ValueError says what is wrong."""
     sides: dict[str, Side] = {}

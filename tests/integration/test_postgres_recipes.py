@@ -24,6 +24,7 @@ import requests
 from master import compare
 from recipes.api import Context, checkout_layout
 from recipes.pg.build import BuildSpec, Install, build_install
+from recipes.sides import TRY_AS_ROOT_ENV
 from tests.benchmarks.pg_inject import busy_loop_patch, lock_hold_patch
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -541,6 +542,7 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
         "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={BISECT_WORKLOAD} pg-quick:instruction_samples=4",
     }
     env["PERFFARM_MASTER_WEB_USERS"] = "alice"  # try-jobs need a login
+    env[TRY_AS_ROOT_ENV] = "1"  # CI runs the worker as root: the operator's switch for a throwaway machine
     farm = Farm(tmp_path / "data", str(repo), recipes=("pg-quick",), reconcile_interval=5, env=env)
     secret = farm.settings.secrets_dir / "web-user-alice"
     secret.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -642,11 +644,11 @@ def _explained_on_the_farm(farm, bisection_id: int, culprit: str, base: str, ite
     assert top.name == "standard_ExecutorRun" and top.delta_self == pytest.approx(measured, rel=0.05)
     alert_id = farm.query("SELECT id FROM alerts")[0][0]
     # the alert's messages carry the summary line (master/alerts/messages.py)
-    from master.alerts import sync
+    from master.alerts.sync import alert_view  # (master.alerts.sync is the function, not the module)
 
     conn = store.connect(farm.settings.results_db)
     try:
-        snapshot = sync.alert_view(conn, farm.settings.alerts, alert_id)
+        snapshot = alert_view(conn, farm.settings.alerts, alert_id)
     finally:
         conn.close()
     assert snapshot.explained and "standard_ExecutorRun" in snapshot.explained, snapshot.explained

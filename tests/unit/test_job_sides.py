@@ -4,14 +4,17 @@ repositories and real compiles of the fixture recipe, through the shipped zipapp
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from master import shipping
+from recipes.api import BuildFailed
 from recipes.result import ResultError, validate_job
-from recipes.sides import parse_sides
+from recipes.sides import TRY_AS_ROOT_ENV, Side, check_isolation, parse_sides
 from tests.harness import BENCH_C, make_repo
 
 
@@ -36,7 +39,12 @@ def upstream(tmp_path):
     return repo, clone, first, slower
 
 
-def job(pyz, tmp_path, clone, sides, *extra, phases=("job-build", "job-bench")):
+def job(pyz, tmp_path, clone, sides, *extra, phases=("job-build", "job-bench"), as_root_ok=True):
+    """Run the job phases as a worker would. These tests run as root in CI: `as_root_ok` is the worker operator's
+    TRY_AS_ROOT_ENV=1 for a throwaway machine, so patched sides are built (test_isolation_* checks the refusal)."""
+    env = {k: v for k, v in os.environ.items() if k != TRY_AS_ROOT_ENV}
+    if as_root_ok:
+        env[TRY_AS_ROOT_ENV] = "1"
     procs = []
     for phase in phases:
         argv = [
@@ -60,7 +68,7 @@ def job(pyz, tmp_path, clone, sides, *extra, phases=("job-build", "job-bench")):
             "--option=samples=4",
         ]
         argv += [f"--side={s}" for s in sides] + list(extra)
-        procs.append(subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path))
+        procs.append(subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env))
         if procs[-1].returncode != 0:
             break
     return procs
@@ -81,6 +89,27 @@ def test_a_job_measures_every_side_interleaved_and_its_result_validates(pyz, tmp
     assert ops == {"A": [1000.0] * 4, "B": [900.0] * 4, "C": [1100.0] * 4}
     assert doc["sides"][2]["patch"] and doc["sides"][0]["patch"] is None
     assert "fetching it from origin" in procs[0].stdout  # B was not in the clone
+
+
+def test_isolation_refuses_a_patched_side_on_a_root_worker_unless_its_operator_says_so():
+    plain, patched = Side("A", "a" * 40), Side("B", "a" * 40, patch=Path("p.diff"))
+    with pytest.raises(BuildFailed, match="runs as root.*unprivileged user.*PERFFARM_WORKER_TRY_AS_ROOT=1"):
+        check_isolation([plain, patched], euid=0, environ={})
+    check_isolation([plain, patched], euid=0, environ={TRY_AS_ROOT_ENV: "1"})
+    check_isolation([plain, patched], euid=1000, environ={})  # an unprivileged worker
+    check_isolation([plain, Side("B", "b" * 40)], euid=0, environ={})  # release comparisons: no patch, no code
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal applies to a worker running as root")
+def test_isolation_a_root_worker_fails_a_try_job_build_with_what_to_do(pyz, tmp_path, upstream):
+    _, clone, first, _ = upstream
+    patch = tmp_path / "p.patch"
+    patch.write_text("--- a/perffarm_bench.c\n+++ b/perffarm_bench.c\n@@ -1,1 +1,1 @@\n-x\n+y\n")
+    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={first}"], f"--patch=B={patch}", as_root_ok=False)
+    assert procs[0].returncode == 3
+    doc = validate_job(json.loads((tmp_path / "job.json").read_text()))
+    assert doc["status"] == "build-failed" and "runs as root" in doc["log_excerpt"]
+    assert not (tmp_path / "work" / "sides").exists()  # refused before any tree was made
 
 
 def test_a_patch_that_does_not_apply_is_a_build_failed_job_result_that_says_so(pyz, tmp_path, upstream):
