@@ -18,11 +18,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from master.profiles import report
-from recipes.api import Context, RecipeFailure, checkout_layout
+from master.profiles.diff import Reconciliation
+from recipes.api import Context, RecipeFailure, WorkloadResult, checkout_layout
 from recipes.pg import ab
 from recipes.pg import build as pgbuild
 from recipes.pg.profile import (
@@ -210,9 +211,18 @@ def run(args: argparse.Namespace) -> int:
         print(ab.format_versions(labels, installs, vs_base, metrics))
     explained = _explain(ctx, labels, [w for w in selected_names(profile, options) if w in _instruction_names(profile)])
     explain_dir = Path(args.explain_dir) if args.explain_dir else work / "explain"
+    reconciled = {}
     for e in explained:
         print()
         print(report.text(e))
+        rec = _reconcile(e, results)
+        if rec is not None:
+            reconciled[(e.workload, e.b_label)] = rec
+            print(
+                f"profile totals vs the measured instructions per query (the profiled sample): "
+                f"{e.a_label} {rec.error_a:+.4%}, {e.b_label} {rec.error_b:+.4%} "
+                + ("(reconciled)" if rec.ok else f"(NOT within {rec.tolerance:.1%}: the profile is not of that work)")
+            )
         print(f"flame graph and table: {report.write_html(e, explain_dir)}")
     overlay_effects = {name: ab.compare(results[label], results[labels[-1]]) for name, label in effects.items()}
     for name, cs in overlay_effects.items():
@@ -249,12 +259,33 @@ def run(args: argparse.Namespace) -> int:
                     "b": e.b_label,
                     "summary": e.summary(),
                     "rows": [dataclasses.asdict(r) for r in e.diff.rows],
+                    "reconciled": (
+                        dataclasses.asdict(rec) | {"ok": rec.ok}
+                        if (rec := reconciled.get((e.workload, e.b_label))) is not None
+                        else None
+                    ),
                 }
                 for e in explained
             ],
         }
         Path(args.json_out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return EXIT_OK
+
+
+def _reconcile(e: report.Explained, results: Mapping[str, Sequence[WorkloadResult]]) -> Reconciliation | None:
+    """The profiles' totals per query against each side's measured instructions per query of the sample they
+    profile (the first: recipes/pg/profile.py keeps sample 0's callgrind output)."""
+
+    def first(label: str) -> float | None:
+        for w in results.get(label, ()):
+            if w.name == e.workload:
+                for m in w.metrics:
+                    if m.name == "instructions" and m.samples:
+                        return m.samples[0]
+        return None
+
+    a, b = first(e.a_label), first(e.b_label)
+    return e.diff.reconcile(a, b) if a and b else None
 
 
 def _instruction_names(profile: dict) -> set[str]:

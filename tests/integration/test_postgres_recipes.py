@@ -257,6 +257,8 @@ def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> 
     assert top["name"] == "standard_ExecutorRun", explained["rows"][:3]
     assert delta_self == pytest.approx(measured, rel=0.05)
     assert "standard_ExecutorRun" in explained["summary"]
+    # the profiles' totals are the measured instructions per query of the sample they profile (issue #16: 0.1%)
+    assert explained["reconciled"]["ok"] and abs(explained["reconciled"]["error_b"]) <= 0.001, explained["reconciled"]
     assert (WORK / "explain" / "instr-point-select-B-vs-A.svg").read_text().startswith("<svg")
     tps = [c for c in json.loads(same.read_text())["comparisons"] if c["metric"] == "tps"]
     assert tps and len(tps[0]["a"]) == 3 and len(tps[0]["b"]) == 3
