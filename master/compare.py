@@ -211,13 +211,11 @@ def run(args: argparse.Namespace) -> int:
         print(ab.format_versions(labels, installs, vs_base, metrics))
     explained = _explain(ctx, labels, [w for w in selected_names(profile, options) if w in _instruction_names(profile)])
     explain_dir = Path(args.explain_dir) if args.explain_dir else work / "explain"
-    reconciled = {}
-    for e in explained:
+    reconciled = [_reconcile(e, results) for e in explained]
+    for e, rec in zip(explained, reconciled):
         print()
         print(report.text(e))
-        rec = _reconcile(e, results)
         if rec is not None:
-            reconciled[(e.workload, e.b_label)] = rec
             print(
                 f"profile totals vs the measured instructions per query (the profiled sample): "
                 f"{e.a_label} {rec.error_a:+.4%}, {e.b_label} {rec.error_b:+.4%} "
@@ -259,13 +257,9 @@ def run(args: argparse.Namespace) -> int:
                     "b": e.b_label,
                     "summary": e.summary(),
                     "rows": [dataclasses.asdict(r) for r in e.diff.rows],
-                    "reconciled": (
-                        dataclasses.asdict(rec) | {"ok": rec.ok}
-                        if (rec := reconciled.get((e.workload, e.b_label))) is not None
-                        else None
-                    ),
+                    "reconciled": dataclasses.asdict(rec) | {"ok": rec.ok} if rec is not None else None,
                 }
-                for e in explained
+                for e, rec in zip(explained, reconciled)
             ],
         }
         Path(args.json_out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
