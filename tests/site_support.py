@@ -145,6 +145,59 @@ ARCHAEOLOGY = {
 }
 
 
+def add_release_job(settings: Settings, levels: dict[str, dict[str, float]], now: float = 1_700_000_100.0) -> int:
+    """A done release job (docs/jobs.md) in the results DB: `levels` is tag -> workload -> median tps; each side
+    gets three rounds at 0.99, 1.0 and 1.01 of its level, the same round pattern on every side."""
+    from master.store.jobs import JobSide
+
+    conn = store.connect(settings.results_db)
+    try:
+        tags = store.commits.tags(conn)
+        sides = tuple(JobSide(chr(ord("A") + i), t, tags[t]) for i, t in enumerate(levels))
+        doc = {
+            "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
+            "machine": {"id": "m1"},
+            "sides": [
+                {
+                    "label": side.label,
+                    "sha": side.sha,
+                    "patch": None,
+                    "workloads": [
+                        {
+                            "name": w,
+                            "metrics": [
+                                {
+                                    "name": "tps",
+                                    "unit": "tx/s",
+                                    "direction": "higher",
+                                    "samples": [v * f for f in (0.99, 1.0, 1.01)],
+                                }
+                            ],
+                        }
+                        for w, v in levels[side.revision].items()
+                    ],
+                }
+                for side in sides
+            ],
+        }
+        with store.transaction(conn):
+            job_id = store.jobs.insert(
+                conn,
+                kind="releases",
+                builder="jobs-fixture@local",
+                branch=sides[0].revision,
+                sides=sides,
+                options=(),
+                patch=None,
+                requested_by="t",
+                now=now,
+            )
+            store.jobs.finish(conn, job_id, result=doc, error=None, machine_id="m1", now=now)
+    finally:
+        conn.close()
+    return job_id
+
+
 def build_archaeology(data_dir: Path) -> Settings:
     """A results DB with three release tags, each measured with the seeds' sweeps (tps, three samples each), for
     the archaeology page; the last tag's name is hostile (it must render as text)."""

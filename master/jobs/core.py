@@ -149,12 +149,14 @@ class PairedRatio:
 @dataclass(frozen=True)
 class ReleaseNumbers:
     """What done release jobs say, newest job first wins: per measure key, each (tag, base tag) pair's paired
-    ratio and each tag's median (unit, direction); the tags they measured, name -> commit."""
+    ratio and each tag's median (unit, direction) with the job that measured it; the tags they measured, name ->
+    commit."""
 
     ratios: dict[MeasureKey, dict[tuple[str, str], PairedRatio]]
     medians: dict[MeasureKey, dict[str, float]]
     units: dict[MeasureKey, tuple[str, str]]
     tags: dict[str, str]
+    measured_by: dict[MeasureKey, dict[str, int]]
 
 
 def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
@@ -165,6 +167,7 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
     medians: dict[MeasureKey, dict[str, float]] = {}
     units: dict[MeasureKey, tuple[str, str]] = {}
     tags: dict[str, str] = {}
+    measured_by: dict[MeasureKey, dict[str, int]] = {}
     for job in jobs:
         if job.kind != RELEASES or job.state != "done" or not job.result:
             continue
@@ -187,7 +190,9 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
                     units.setdefault(key, (m["unit"], m["direction"]))
         for key, per in samples.items():
             for tag, xs in per.items():
-                medians.setdefault(key, {}).setdefault(tag, statistics.median(xs))
+                if tag not in medians.setdefault(key, {}):
+                    medians[key][tag] = statistics.median(xs)
+                    measured_by.setdefault(key, {})[tag] = job.id
                 for base, bs in per.items():
                     pair = (tag, base)
                     if pair in ratios.get(key, {}):
@@ -197,7 +202,7 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
                         continue
                     e = bootstrap_median_ratio(bs[:n], xs[:n])
                     ratios.setdefault(key, {})[pair] = PairedRatio(e.ratio, e.low, e.high, job.id)
-    return ReleaseNumbers(ratios, medians, units, tags)
+    return ReleaseNumbers(ratios, medians, units, tags, measured_by)
 
 
 MAX_PATCH_BYTES = 1 << 20  # recipes/sides.py PATCH_LIMIT: the worker refuses larger ones too

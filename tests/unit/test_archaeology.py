@@ -9,7 +9,7 @@ import pytest
 
 from master.publish import publish_all
 from master.publish.pages.archaeology import _x_positions
-from tests.site_support import ARCHAEOLOGY_TAGS, build_archaeology
+from tests.site_support import ARCHAEOLOGY_TAGS, add_release_job, build_archaeology
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,71 @@ def test_other_workloads_are_bars_normalised_to_the_first_release(page):
     chart = figure(page, "pgbench-ro-prepared-c1 · tps relative to REL_13_16")
     assert [x for x in re.findall(r">(\d\.\d\d)</text>", chart)] == ["1.00", "1.10", "1.20"]
     assert "select-only-c1 · tps relative" not in page  # sweep members are not bars
+
+
+def test_farm_runs_alone_are_called_unpaired_and_have_no_whiskers(page):
+    for title in ("select-only · tps vs clients", "pgbench-ro-prepared-c1 · tps relative to REL_13_16"):
+        chart = figure(page, title)
+        assert "unpaired: each release measured alone" in chart and "jobs/" not in chart
+        assert "(farm runs at the tag)" in chart
+    assert 'class="whisker"' not in page
+
+
+@pytest.fixture(scope="module")
+def paired_page(tmp_path_factory) -> tuple[str, int]:
+    """The same farm runs, and a release job that measured 13.16 and 15.18 interleaved: its numbers replace the
+    farm's for those two releases (select-only-c1000 8,000 and 16,000 instead of 5,000 and 15,000; the ro bar
+    1.05 paired instead of 1.10); 18.6 keeps its farm runs."""
+    settings = build_archaeology(tmp_path_factory.mktemp("arch-job") / "data")
+    job = add_release_job(
+        settings,
+        {
+            "REL_13_16": {"select-only-c1000": 8_000.0, "pgbench-ro-prepared-c1": 50_000.0},
+            "REL_15_18": {"select-only-c1000": 16_000.0, "pgbench-ro-prepared-c1": 52_500.0},
+        },
+    )
+    publish_all(settings, now=1_800_000_000.0)
+    return (settings.site_dir / "archaeology.html").read_text(), job
+
+
+def test_a_release_jobs_numbers_replace_the_farm_runs_and_the_chart_says_so(paired_page):
+    page, job = paired_page
+    chart = figure(page, "select-only · tps vs clients")
+    assert f"REL_13_16: 8,000 tps at 1000 clients (release job {job})" in chart
+    assert f"REL_15_18: 16,000 tps at 1000 clients (release job {job})" in chart
+    assert "REL_13_16: 5,000 tps" not in chart
+    assert "tps at 1000 clients (farm runs at the tag)" in chart  # 18.6: only the farm measured it
+    assert "REL_13_16: 10,000 tps at 1 clients (farm runs at the tag)" in chart  # c1: the job did not run it
+    assert "mixed: some releases from release jobs" in chart and f'href="jobs/{job}.html">job {job}</a>' in chart
+
+
+def test_a_paired_bar_is_the_jobs_ratio_with_its_ci_as_a_whisker(paired_page):
+    page, job = paired_page
+    chart = figure(page, "pgbench-ro-prepared-c1 · tps relative to REL_13_16")
+    # 15.18 / 13.16 paired: 1.05 with a CI from the job's rounds; 18.6 / 13.16: farm median over job median, 1.20
+    assert re.findall(r">(\d\.\d\d)</text>", chart) == ["1.00", "1.05", "1.20"]
+    assert len(re.findall(r'<line class="whisker"', chart)) == 1
+    assert re.search(rf"REL_15_18: 1\.050× REL_13_16 \[1\.0\d\d, 1\.0\d\d\] \(release job {job}\)", chart)
+    assert "1.200× REL_13_16 (farm runs at the tag)" in chart
+
+
+def test_a_release_measured_only_by_a_job_gets_a_curve_and_a_bar(tmp_path):
+    """A release with no farm runs at its tag, only a job's numbers, still gets its points."""
+    from master import store
+
+    settings = build_archaeology(tmp_path / "data")
+    conn = store.connect(settings.results_db)
+    try:
+        conn.execute("DELETE FROM runs WHERE sha = ?", (f"{2:040x}",))  # 15.18's farm runs gone
+        conn.commit()
+    finally:
+        conn.close()
+    job = add_release_job(
+        settings, {"REL_13_16": {"select-only-c1": 9_000.0}, "REL_15_18": {"select-only-c1": 9_900.0}}
+    )
+    publish_all(settings, now=1_800_000_000.0)
+    chart = figure((settings.site_dir / "archaeology.html").read_text(), "select-only · tps vs clients")
+    assert f"REL_15_18: 9,900 tps at 1 clients (release job {job})" in chart
 
 
 def test_tag_names_are_text_and_checkboxes_name_releases_by_position(page):

@@ -3,12 +3,16 @@
 * **Throughput vs clients** (seeds 000, 003, 004): for every sweep (workloads named `<base>-c<N>`, or
   `<base>-c<N>-i<M>` for idle connections), one line per release through the median at each count, the count on a
   log axis (0 idle connections sits one step left of the smallest other count).
-* **Release archaeology** (seed 001): for every other throughput workload, one bar per release, its median
-  normalised to the oldest release measured, as Vondra draws it.
+* **Release archaeology** (seed 001): for every other throughput workload, one bar per release, normalised to the
+  oldest release measured, as Vondra draws it.
 
-Every number is the median of what the farm stored at the tagged commit (unpaired farm runs: a release measured
-alone, at its own time; the page says so). A user picks the releases shown with checkboxes (a small script hides
-the others; without script every release is shown). Tag names are escaped by the templates like any text.
+Where a done release job (`perffarm releases`, docs/jobs.md) measured a release, its number comes from the newest
+such job: the releases measured interleaved in one build, and a bar is the job's paired ratio with its 95% CI as a
+whisker. Elsewhere a number is the median of what the farm stored at the tagged commit (the release measured alone,
+at its own time). Every chart says which kind its numbers are and links the jobs.
+
+A user picks the releases shown with checkboxes (a small script hides the others; without script every release is
+shown). Tag names are escaped by the templates like any text.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from master import store
+from master.jobs.core import RELEASES, ReleaseNumbers, release_numbers
 from master.publish import source
 from master.publish.context import Context
 from master.publish.render import render
@@ -56,6 +61,8 @@ class Curve:
 class SweepChart:
     title: str
     facts: str
+    kind: str  # paired (one release job), unpaired (farm runs at the tags) or mixed
+    jobs: tuple[int, ...]  # the release jobs the numbers come from
     axis: str
     x_ticks: tuple[Tick, ...]
     y_ticks: tuple[Tick, ...]
@@ -70,12 +77,17 @@ class Bar:
     width: float
     height: float
     label: str  # the normalised value, printed
+    tip: str  # the value with its CI where paired, and where the numbers come from
+    whisker: tuple[float, float] | None  # px of the 95% CI's ends (a paired ratio), None without one
+    label_y: float  # px of the printed value: above the bar and its whisker
 
 
 @dataclass(frozen=True)
 class BarChart:
     title: str
     facts: str
+    kind: str
+    jobs: tuple[int, ...]
     base: str
     bars: tuple[Bar, ...]
     y_ticks: tuple[Tick, ...]
@@ -112,10 +124,36 @@ def _x_positions(counts: Sequence[int]) -> dict[int, float]:
     return {c: ML + (v - lo) / span * (W - ML - MR) for c, v in logs.items()}
 
 
-def _sweep_groups(samples: Mapping[MeasureKey, Mapping[str, store.series.Sample]]) -> dict[tuple, set[MeasureKey]]:
+@dataclass(frozen=True)
+class Point:
+    """One release's number for one measure key: the median of its samples, and the release job that measured it
+    interleaved with the other releases of that job (None: the farm's own runs at the tag, the release alone)."""
+
+    median: float
+    job: int | None = None
+
+
+Points = Mapping[MeasureKey, Mapping[str, Point]]  # key -> tag -> point
+
+
+def _source(points: Sequence[Point]) -> tuple[str, tuple[int, ...]]:
+    """What a chart's numbers are, in words, and the release jobs they come from."""
+    jobs = tuple(sorted({p.job for p in points if p.job is not None}))
+    if not jobs:
+        return "unpaired: each release measured alone, at its own time", ()
+    if all(p.job is not None for p in points) and len(jobs) == 1:
+        return "paired: the releases measured interleaved in one job", jobs
+    return "mixed: some releases from release jobs (paired within a job), others measured alone", jobs
+
+
+def _where(p: Point) -> str:
+    return f"release job {p.job}" if p.job is not None else "farm runs at the tag"
+
+
+def _sweep_groups(points: Points) -> dict[tuple, set[MeasureKey]]:
     """Throughput workloads of one sweep (`<base>-c<N>` or `<base>-c<N>-i<M>`) per group, whatever the counts."""
     groups: dict[tuple, set[MeasureKey]] = {}
-    for key in samples:
+    for key in points:
         m = SWEEP.match(key.workload)
         if m is None or key.metric != "tps":
             continue
@@ -134,31 +172,26 @@ def _count(key: MeasureKey) -> int:
     return int(m.group("idle") if m.group("idle") is not None else m.group("clients"))
 
 
-def swept(samples: Mapping[MeasureKey, Mapping[str, store.series.Sample]]) -> set[MeasureKey]:
+def swept(points: Points) -> set[MeasureKey]:
     """The workloads drawn as sweeps: members of a sweep measured at two or more counts."""
-    return {k for keys in _sweep_groups(samples).values() if len({_count(k) for k in keys}) >= 2 for k in keys}
+    return {k for keys in _sweep_groups(points).values() if len({_count(k) for k in keys}) >= 2 for k in keys}
 
 
-def sweep_charts(
-    samples: Mapping[MeasureKey, Mapping[str, store.series.Sample]],
-    tags: Mapping[str, str],
-    releases: Sequence[Release],
-) -> list[SweepChart]:
-    groups: dict[tuple, dict[tuple[str, int], list[float]]] = {}
-    for group, keys in _sweep_groups(samples).items():
+def sweep_charts(points: Points, releases: Sequence[Release]) -> list[SweepChart]:
+    groups: dict[tuple, dict[tuple[str, int], Point]] = {}
+    for group, keys in _sweep_groups(points).items():
         for key in sorted(keys, key=lambda k: (k.workload, k.config_hash)):  # deterministic when hashes differ
             for r in releases:
-                s = samples[key].get(tags[r.tag])
-                if s is not None and s.samples:
-                    groups.setdefault(group, {})[(r.tag, _count(key))] = list(s.samples)
+                p = points[key].get(r.tag)
+                if p is not None:
+                    groups.setdefault(group, {})[(r.tag, _count(key))] = p
     charts = []
     for (machine, recipe, version, base, axis, fixed), cells in sorted(groups.items()):
         counts = sorted({c for _, c in cells})
         if len(counts) < 2:
             continue
         xs = _x_positions(counts)
-        medians = {k: statistics.median(v) for k, v in cells.items()}
-        top = max(medians.values()) * 1.05
+        top = max(p.median for p in cells.values()) * 1.05
         y_ticks = [t for t in _nice_ticks(0.0, top) if t <= top]
 
         def y(v: float, top: float = top) -> float:
@@ -167,17 +200,24 @@ def sweep_charts(
         curves = []
         for r in releases:
             pts = [
-                (xs[c], y(medians[(r.tag, c)]), f"{r.tag}: {_fmt(medians[(r.tag, c)])} tps at {c} {axis}")
+                (
+                    xs[c],
+                    y(cells[(r.tag, c)].median),
+                    f"{r.tag}: {_fmt(cells[(r.tag, c)].median)} tps at {c} {axis} ({_where(cells[(r.tag, c)])})",
+                )
                 for c in counts
-                if (r.tag, c) in medians
+                if (r.tag, c) in cells
             ]
             if pts:
                 path = "".join(f"{'M' if i == 0 else 'L'}{x:.1f},{yy:.1f}" for i, (x, yy, _) in enumerate(pts))
                 curves.append(Curve(r, path, tuple(pts)))
+        kind, jobs = _source(list(cells.values()))
         charts.append(
             SweepChart(
                 f"{base} · tps vs {axis}" + (f" ({fixed})" if fixed else ""),
                 f"{machine} · {recipe} v{version}",
+                kind,
+                jobs,
                 axis,
                 tuple(Tick(xs[c], str(c)) for c in counts),
                 tuple(Tick(y(t), _fmt(t)) for t in y_ticks),
@@ -187,46 +227,62 @@ def sweep_charts(
     return charts
 
 
-def bar_charts(
-    samples: Mapping[MeasureKey, Mapping[str, store.series.Sample]],
-    tags: Mapping[str, str],
-    releases: Sequence[Release],
-) -> list[BarChart]:
-    groups: dict[tuple, dict[str, list[float]]] = {}
-    in_sweeps = swept(samples)
-    for key, per in samples.items():
+def bar_charts(points: Points, releases: Sequence[Release], paired: Mapping[MeasureKey, Mapping]) -> list[BarChart]:
+    """One chart per throughput workload outside the sweeps, each release relative to the oldest one shown. Where
+    a release job measured both, the bar is the job's paired ratio (median of the per-round ratios) with its 95%
+    CI as a whisker; otherwise the ratio of the two medians, without one (`paired`: ReleaseNumbers.ratios)."""
+    in_sweeps = swept(points)
+    charts = []
+    for key in sorted(points, key=lambda k: (k.machine_id, k.recipe, k.recipe_version, k.workload, k.config_hash)):
         if key in in_sweeps or key.metric != "tps":
             continue
-        group = (key.machine_id, key.recipe, key.recipe_version, key.workload)
-        for r in releases:
-            s = per.get(tags[r.tag])
-            if s is not None and s.samples and s.direction == "higher":
-                groups.setdefault(group, {})[r.tag] = list(s.samples)
-    charts = []
-    for (machine, recipe, version, workload), cells in sorted(groups.items()):
+        cells = points[key]
         present = [r for r in releases if r.tag in cells]
-        if len(present) < 2:
+        if len(present) < 2 or cells[present[0].tag].median <= 0:
             continue
-        base = statistics.median(cells[present[0].tag])
-        if base <= 0:
-            continue
-        norm = {r.tag: statistics.median(cells[r.tag]) / base for r in present}
-        top = max(1.1, max(norm.values()) * 1.1)
+        base, b = present[0].tag, cells[present[0].tag]
+        norm: dict[str, tuple[float, float | None, float | None]] = {}
+        for r in present:
+            p = cells[r.tag]
+            pr = paired.get(key, {}).get((r.tag, base))
+            if r.tag == base:
+                norm[r.tag] = (1.0, None, None)
+            elif pr is not None and p.job is not None and p.job == b.job == pr.job:
+                norm[r.tag] = (pr.ratio, pr.low, pr.high)
+            else:
+                norm[r.tag] = (p.median / b.median, None, None)
+        top = max(1.1, max(max(v for v in t if v is not None) for t in norm.values()) * 1.1)
         slot = (W - ML - MR) / len(present)
 
         def y(v: float, top: float = top) -> float:
             return MT + (1 - v / top) * (H - MT - MB)
 
-        bars = tuple(
-            Bar(r, ML + i * slot + slot * 0.15, y(norm[r.tag]), slot * 0.7, y(0) - y(norm[r.tag]), f"{norm[r.tag]:.2f}")
-            for i, r in enumerate(present)
-        )
+        bars = []
+        for i, r in enumerate(present):
+            v, lo, hi = norm[r.tag]
+            ci = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
+            bars.append(
+                Bar(
+                    r,
+                    ML + i * slot + slot * 0.15,
+                    y(v),
+                    slot * 0.7,
+                    y(0) - y(v),
+                    f"{v:.2f}",
+                    f"{r.tag}: {v:.3f}× {base}{ci} ({_where(cells[r.tag])})",
+                    (y(lo), y(hi)) if lo is not None and hi is not None else None,
+                    min(y(v), y(hi) if hi is not None else y(v)) - 4,
+                )
+            )
+        kind, jobs = _source([cells[r.tag] for r in present])
         charts.append(
             BarChart(
-                f"{workload} · tps relative to {present[0].tag}",
-                f"{machine} · {recipe} v{version}",
-                present[0].tag,
-                bars,
+                f"{key.workload} · tps relative to {base}",
+                f"{key.machine_id} · {key.recipe} v{key.recipe_version}",
+                kind,
+                jobs,
+                base,
+                tuple(bars),
                 tuple(Tick(y(t), f"{t:.2g}") for t in _nice_ticks(0.0, top) if t <= top),
                 y(1.0),
             )
@@ -234,22 +290,38 @@ def bar_charts(
     return charts
 
 
+def points_of(ctx: Context, jobs: ReleaseNumbers) -> dict[MeasureKey, dict[str, Point]]:
+    """Every release's throughput number (higher is better) per measure key: the farm's runs at each tag, replaced
+    by a done release job's where one measured the release (the newest job first)."""
+    points: dict[MeasureKey, dict[str, Point]] = {}
+    for key, per in store.series.samples_by_key(ctx.conn, set(ctx.tags.values())).items():
+        for tag, sha in ctx.tags.items():
+            s = per.get(sha)
+            if s is not None and s.samples and s.direction == "higher":
+                points.setdefault(key, {})[tag] = Point(statistics.median(s.samples))
+    for key, medians in jobs.medians.items():
+        if jobs.units.get(key, ("", ""))[1] != "higher":
+            continue
+        for tag, median in medians.items():
+            points.setdefault(key, {})[tag] = Point(median, jobs.measured_by[key][tag])
+    return points
+
+
 def view(ctx: Context) -> dict[str, object]:
-    shas = set(ctx.tags.values())
-    authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, shas).items()}
-    ordered = tag_order(ctx.tags, authored)
+    jobs = release_numbers(store.jobs.newest_first(ctx.conn, RELEASES))
+    tags = {**jobs.tags, **ctx.tags}
+    authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(tags.values())).items()}
+    ordered = tag_order(tags, authored)
     releases = [Release(t, f"r{i}", PALETTE[i % len(PALETTE)]) for i, t in enumerate(ordered)]
-    samples = store.series.samples_by_key(ctx.conn, shas)
-    sweeps = sweep_charts(samples, ctx.tags, releases)
-    bars = bar_charts(samples, ctx.tags, releases)
+    points = points_of(ctx, jobs)
     return {
         "releases": releases,
-        "sweeps": sweeps,
-        "bars": bars,
+        "sweeps": sweep_charts(points, releases),
+        "bars": bar_charts(points, releases, jobs.ratios),
         "box": {"w": W, "h": H, "ml": ML, "mr": MR, "mt": MT, "mb": MB},
     }
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    v = view(ctx) if ctx.tags else {"releases": [], "sweeps": [], "bars": [], "box": {}}
+    v = view(ctx)
     w.write("archaeology.html", render("archaeology.html", root="", title="Release archaeology", **v))
