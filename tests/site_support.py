@@ -145,9 +145,15 @@ ARCHAEOLOGY = {
 }
 
 
-def add_release_job(settings: Settings, levels: dict[str, dict[str, float]], now: float = 1_700_000_100.0) -> int:
-    """A done release job (docs/jobs.md) in the results DB: `levels` is tag -> workload -> median tps; each side
-    gets three rounds at 0.99, 1.0 and 1.01 of its level, the same round pattern on every side."""
+def add_release_job(
+    settings: Settings,
+    levels: dict[str, dict[str, float]],
+    now: float = 1_700_000_100.0,
+    metric: tuple[str, str] = ("tps", "tx/s"),
+) -> int:
+    """A done release job (docs/jobs.md) in the results DB: `levels` is tag -> workload -> median of `metric`
+    (name, unit; higher is better); each side gets three rounds at 0.99, 1.0 and 1.01 of its level, the same
+    round pattern on every side."""
     from master.store.jobs import JobSide
 
     conn = store.connect(settings.results_db)
@@ -167,8 +173,8 @@ def add_release_job(settings: Settings, levels: dict[str, dict[str, float]], now
                             "name": w,
                             "metrics": [
                                 {
-                                    "name": "tps",
-                                    "unit": "tx/s",
+                                    "name": metric[0],
+                                    "unit": metric[1],
                                     "direction": "higher",
                                     "samples": [v * f for f in (0.99, 1.0, 1.01)],
                                 }

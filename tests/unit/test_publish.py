@@ -472,44 +472,10 @@ def test_a_release_jobs_paired_ratio_replaces_the_unpaired_one_and_says_so(farm,
     """Issue #15: the release tables use the paired numbers of a release job where one exists, and each number
     says which kind it is. The job measured REL_2_0 at 0.95 of REL_1_0 (the separate runs say 0.85)."""
     from master import publish
-    from master.store.jobs import JobSide
-    from tests.site_support import WORKLOADS
+    from tests.site_support import WORKLOADS, add_release_job
 
-    conn = store.connect(farm.settings.results_db)
-    try:
-        tags = store.commits.tags(conn)
-        sides = (JobSide("A", "REL_1_0", tags["REL_1_0"]), JobSide("B", "REL_2_0", tags["REL_2_0"]))
-        metric = lambda xs: [{"name": "throughput", "unit": "ops/s", "direction": "higher", "samples": xs}]  # noqa: E731
-        doc = {
-            "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
-            "machine": {"id": "m1"},
-            "sides": [
-                {
-                    "label": s.label,
-                    "sha": s.sha,
-                    "patch": None,
-                    "workloads": [
-                        {"name": w, "metrics": metric([level, level * 1.01, level * 0.99])} for w in WORKLOADS
-                    ],
-                }
-                for s, level in zip(sides, (1000.0, 950.0))
-            ],
-        }
-        with store.transaction(conn):
-            job_id = store.jobs.insert(
-                conn,
-                kind="releases",
-                builder="jobs-fixture@local",
-                branch="REL_1_0",
-                sides=sides,
-                options=(),
-                patch=None,
-                requested_by="t",
-                now=NOW,
-            )
-            store.jobs.finish(conn, job_id, result=doc, error=None, machine_id="m1", now=NOW)
-    finally:
-        conn.close()
+    levels = {tag: {w: level for w in WORKLOADS} for tag, level in (("REL_1_0", 1000.0), ("REL_2_0", 950.0))}
+    job_id = add_release_job(farm.settings, levels, now=NOW, metric=("throughput", "ops/s"))
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
     page = text_of(out, "releases.html")
