@@ -80,6 +80,13 @@ def check(name: str, kind: str, value: Any, base: Path | None = None, error: typ
                 "https, a host, no user or password)"
             )
         return value if value.endswith("/") else value + "/"
+    if kind == "db_url":  # Buildbot's database: sqlite, postgresql or mysql, never with a password in it
+        from master.buildbotdb import parse
+
+        try:
+            return parse(value).text
+        except ValueError as e:
+            raise error(f"{name}: {e}") from None
     if kind == "opt_text":
         if not isinstance(value, str) or not value.isprintable():
             raise error(f'{name}: expected a string without control characters (or "")')

@@ -17,7 +17,7 @@ from buildbot.process.results import FAILURE, SKIPPED, SUCCESS
 from buildbot.util import safeTranslate
 from twisted.internet import defer
 
-from master import health, refnames, shipping, web
+from master import buildbotdb, health, refnames, shipping, web
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
 from master.config_values import OPTION_RE
@@ -253,6 +253,16 @@ async def _collapse(master, new_br: dict, old_br: dict) -> bool:
     return bool(await BuildRequest.canBeCollapsed(master, new_br, old_br))
 
 
+def buildbot_db(settings: Settings) -> dict[str, Any]:
+    """Buildbot's db config: `master.buildbot_db_url`, and its password from the secret named by
+    `master.buildbot_db_password_secret`, joined to the URL only when Buildbot renders it (in memory; Buildbot
+    logs the URL with the password stripped), so no file, setting or log holds the password."""
+    url = settings.buildbot_db_url
+    if not settings.buildbot_db_password_secret:
+        return {"db_url": url}
+    return {"db_url": util.Transform(buildbotdb.with_password, url, util.Secret(settings.buildbot_db_password_secret))}
+
+
 def www_config(settings: Settings) -> dict[str, Any]:
     """The web UI: its port, the origins its REST API accepts and, with master.web_users, login and roles."""
     hosts = web.allowed_hosts(settings.web_url, settings.web_host, settings.web_port)
@@ -335,7 +345,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
         "titleURL": settings.web_url,
         "buildbotURL": settings.web_url,
         "buildbotNetUsageData": None,
-        "db": {"db_url": "sqlite:///state.sqlite"},
+        "db": buildbot_db(settings),
         "protocols": {"pb": {"port": f"tcp:{settings.worker_port}:interface={settings.worker_host}"}},
         "www": www_config(settings),
         "secretsProviders": [secrets.SecretInAFile(dirname=str(settings.secrets_dir))],

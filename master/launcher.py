@@ -13,11 +13,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import requests
 
-from master import gitauth, gitmirror
+from master import buildbotdb, gitauth, gitmirror
 from master.atomicfile import create_once
 from master.health import RESTART_STATUS
 from master.redact import redact_text, redact_url
@@ -59,19 +60,42 @@ def unreachable_help(settings: Settings, reason: str) -> str:
     )
 
 
-def prepare_master(settings: Settings) -> Path:
-    """Create the Buildbot master directory (once); its buildbot.tac points at this checkout's buildbot.cfg."""
+def prepare_master(settings: Settings, env: Mapping[str, str] | None = None) -> Path:
+    """Create the Buildbot master directory (once); its buildbot.tac points at this checkout's buildbot.cfg.
+
+    A server database (master.buildbot_db_url) is checked first, so a server that is down or a wrong password is
+    reported in one line with what to do (BuildbotDbError) rather than as a traceback of the master. `env`: the
+    environment the master will run with (its PERFFARM_* settings), default this process's."""
     basedir = settings.master_dir
-    if not (basedir / "buildbot.tac").exists():
+    server_db = not buildbotdb.parse(settings.buildbot_db_url).is_sqlite
+    if server_db:
+        buildbotdb.check_reachable(settings)
+    created = not (basedir / "buildbot.tac").exists()
+    if created:
         basedir.parent.mkdir(parents=True, exist_ok=True)
         say(f"creating the Buildbot master in {basedir}")
+        # create-master makes the database it is given on its command line, where a password would be visible to
+        # every user (ps): for a server database it gets a throwaway in-memory one, and upgrade-master, which
+        # reads buildbot.cfg and its secrets like the master does, creates the tables on the server.
+        db = "sqlite://" if server_db else settings.buildbot_db_url
         subprocess.run(
-            [_bin("buildbot"), "create-master", "--quiet", f"--config={REPO_ROOT / 'buildbot.cfg'}", str(basedir)],
+            [
+                _bin("buildbot"),
+                "create-master",
+                "--quiet",
+                f"--config={REPO_ROOT / 'buildbot.cfg'}",
+                f"--db={db}",
+                str(basedir),
+            ],
             check=True,
+            env=env,
         )
-    else:
+    if server_db or not created:
         subprocess.run(
-            [_bin("buildbot"), "upgrade-master", "--quiet", str(basedir)], check=True, stdout=subprocess.DEVNULL
+            [_bin("buildbot"), "upgrade-master", "--quiet", str(basedir)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env=env,
         )
     return basedir
 
@@ -243,7 +267,18 @@ def run(settings: Settings, check_repo: bool = True) -> int:
             file=sys.stderr,
         )
         return 2
-    master_dir = prepare_master(settings)
+    try:
+        master_dir = prepare_master(settings)
+    except buildbotdb.BuildbotDbError as e:
+        print(f"perffarm: {e}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as e:
+        print(
+            f"perffarm: preparing the Buildbot master failed ({e.cmd[1]} exited with status {e.returncode}); "
+            "see the messages above",
+            file=sys.stderr,
+        )
+        return 1
     try:
         site_server = _start_site(settings)
     except OSError as e:

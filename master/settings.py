@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from master import refnames
+from master import buildbotdb, refnames
 from master.alerts.config import ALERT_KEYS, AlertConfigError, AlertSettings
 from master.config_values import NAME_RE, ConfigError, check, from_env
 from master.detect.config import DetectionSettings
@@ -58,6 +58,8 @@ class Settings:
     max_attempts: int
     reconcile_window: int
     queued: str  # "every": every watched commit is measured; "newest": queued commits collapse into the newest
+    buildbot_db_url: str  # Buildbot's own database (master/buildbotdb.py); never holds a password
+    buildbot_db_password_secret: str  # name of the Buildbot secret with that database's password, or ""
     worker_names: tuple[str, ...]
     worker_hosts: Mapping[str, str]
     run_local_worker: bool
@@ -162,6 +164,8 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("master", "max_attempts"): ("pos_int", "max_attempts"),
     ("master", "reconcile_window"): ("pos_int", "reconcile_window"),
     ("master", "queued"): ("queued", "queued"),
+    ("master", "buildbot_db_url"): ("db_url", "buildbot_db_url"),
+    ("master", "buildbot_db_password_secret"): ("opt_name", "buildbot_db_password_secret"),
     ("workers", "names"): ("name_list", "worker_names"),
     ("workers", "hosts"): ("host_map", "worker_hosts"),
     ("workers", "run_local"): ("bool", "run_local_worker"),
@@ -274,6 +278,7 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
     values.update({group: _GROUPS[group](**fields) for group, fields in groups.items()})
     settings = Settings(**values, alerts=alerts, source_of=source_of)
     _check_repository(settings)
+    _check_buildbot_db(settings)
     _check_detection(settings.detection)
     for worker in settings.worker_hosts:
         if worker not in settings.worker_names:
@@ -324,6 +329,19 @@ def _check_repository(settings: Settings) -> None:
         )
 
 
+def _check_buildbot_db(settings: Settings) -> None:
+    """A password secret needs a server database with a user to log in as."""
+    if not settings.buildbot_db_password_secret:
+        return
+    url = buildbotdb.parse(settings.buildbot_db_url)
+    if url.is_sqlite or not url.user:
+        raise SettingsError(
+            "master.buildbot_db_password_secret: a password needs a server database with a user name in "
+            f"master.buildbot_db_url, e.g. postgresql://perffarm@db.example.org/buildbot (got "
+            f"{buildbotdb.display_url(settings.buildbot_db_url)})"
+        )
+
+
 def _check_detection(detection: DetectionSettings) -> None:
     """Refuse a retraction level stricter than the level that reports a change point (it would flap)."""
     reported_at = OfflineSettings().alpha
@@ -344,6 +362,8 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
         value = functools.reduce(getattr, attr.split("."), settings)
         if attr == "repository_url":
             value = redact_url(value)
+        elif attr == "buildbot_db_url":
+            value = buildbotdb.display_url(value)
         elif isinstance(value, Path):
             value = str(value)
         elif value is None:

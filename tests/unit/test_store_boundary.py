@@ -13,6 +13,7 @@ MASTER = Path(__file__).resolve().parents[2] / "master"
 ALLOWED = {
     "publish/ratios.py": "owns the publish cache, publish-cache.sqlite (rQPS per point pair), not results.sqlite",
     "publish/cache.py": "the site's summaries and publish state, kept in the publish cache's database",
+    "buildbotdb.py": "Buildbot's own database (master.buildbot_db_url), not results.sqlite: a SELECT 1 at start",
 }
 SQL = re.compile(r"\.(execute|executemany|executescript)\(|\bsqlite3\.connect\(")
 

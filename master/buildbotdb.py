@@ -1,0 +1,241 @@
+"""Buildbot's own database (not the results store): which URL, its password from a secret, and a start check.
+
+Buildbot keeps its state — changes, build requests, builds, steps, logs, the poller's last revisions — in one
+SQL database named by `master.buildbot_db_url` (default: SQLite `state.sqlite` in the master directory). A
+PostgreSQL or MySQL server lets that state outgrow one file and is what Buildbot's multi-master mode needs
+(docs/scale.md). The URL never holds a password: settings refuse one (Buildbot, SQLAlchemy and our own messages
+would have to keep it out of every log line); the password is the Buildbot secret named by
+`master.buildbot_db_password_secret` and joins the URL only in memory, when Buildbot renders its db config.
+
+Pure: SQLAlchemy (Buildbot's own dependency) parses and connects; nothing from Buildbot or Twisted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from master.redact import redact_text
+
+if TYPE_CHECKING:
+    from master.settings import Settings
+
+BACKENDS = ("sqlite", "postgresql", "mysql")
+DEFAULT_URL = "sqlite:///state.sqlite"
+# The pip extra that brings each server's driver (SQLAlchemy's default driver for the scheme without "+driver").
+DRIVER_EXTRA = {"postgresql": "the `postgres` extra (psycopg)", "mysql": "a MySQL driver such as mysqlclient"}
+_DRIVER_RE = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+_PASSWORD_KEYS = ("password", "passwd", "passfile")
+CONNECT_TIMEOUT = 10  # seconds for the start check's connection attempt
+
+
+class BuildbotDbError(RuntimeError):
+    """Buildbot's database cannot be used; the message says what was wrong and what to do."""
+
+
+@dataclass(frozen=True)
+class DbUrl:
+    """A checked database URL: its backend (sqlite, postgresql, mysql) and the parts messages show."""
+
+    text: str
+    backend: str
+    user: str | None
+    host: str | None
+    port: int | None
+    database: str
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.backend == "sqlite"
+
+
+def _make_url(text: str) -> Any:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(text)
+    except (ArgumentError, ValueError):
+        return None
+
+
+def display_url(text: str) -> str:
+    """`text` as messages may show it: any password masked (settings refuse one; belt and braces)."""
+    url = _make_url(text)
+    if url is None:
+        return redact_text(text)
+    return _shown(url)
+
+
+def _shown(url: Any) -> str:
+    query = {k: ("***" if k.lower() in _PASSWORD_KEYS else v) for k, v in url.query.items()}
+    return url.set(query=query).render_as_string(hide_password=True)
+
+
+def parse(text: str) -> DbUrl:
+    """Check a database URL for Buildbot; raise ValueError saying what is wrong (the URL shown without secrets)."""
+    if not isinstance(text, str) or not text.strip() or not text.isprintable() or any(c.isspace() for c in text):
+        raise ValueError("expected a database URL without spaces or control characters, e.g. " + DEFAULT_URL)
+    url = _make_url(text)
+    if url is None:
+        raise ValueError(
+            f"{redact_text(text)!r} is not a database URL: expected sqlite:///FILE, "
+            "postgresql://USER@HOST:PORT/DATABASE or mysql://USER@HOST:PORT/DATABASE"
+        )
+    shown = _shown(url)
+    backend, _, driver = url.drivername.partition("+")
+    if backend not in BACKENDS or (driver and not _DRIVER_RE.match(driver)):
+        raise ValueError(f"{shown!r}: the scheme must be one of {', '.join(BACKENDS)} (optionally +DRIVER)")
+    if url.password is not None or any(k.lower() in _PASSWORD_KEYS for k in url.query):
+        raise ValueError(
+            f"{shown!r} holds a password: Buildbot and SQLAlchemy errors, `perffarm settings` and the process "
+            "list could show it. Remove it from the URL, put it in a Buildbot secret (a file "
+            "<data_dir>/secrets/NAME, mode 0600) and set master.buildbot_db_password_secret = NAME"
+        )
+    database = url.database or ""
+    if backend == "sqlite":
+        if url.host or url.port or url.username:
+            raise ValueError(f"{shown!r}: an sqlite URL has no user or host: sqlite:///RELATIVE or sqlite:////ABSOLUTE")
+        if not database or database == ":memory:" or url.query.get("mode") == "memory":
+            raise ValueError(
+                f"{shown!r}: an in-memory database would forget every build at a restart; name a file "
+                f"(default {DEFAULT_URL}, relative to the master directory)"
+            )
+    elif not database:
+        raise ValueError(f"{shown!r}: name the database, e.g. {backend}://perffarm@db.example.org/buildbot")
+    return DbUrl(text=text, backend=backend, user=url.username, host=url.host, port=url.port, database=database)
+
+
+def with_password(text: str, password: str | None) -> str:
+    """The URL Buildbot connects with: `text` plus the password, quoted as the URL needs (never logged: Buildbot
+    logs the URL with its password stripped)."""
+    if not password:
+        return text
+    url = _make_url(text)
+    return url.set(password=password).render_as_string(hide_password=False)
+
+
+def read_password(settings: Settings) -> str | None:
+    """The database password from the secret `master.buildbot_db_password_secret` (None when not set), read the
+    way Buildbot's SecretInAFile reads it (mode 0600, trailing newline stripped)."""
+    name = settings.buildbot_db_password_secret
+    if not name:
+        return None
+    path = settings.secrets_dir / name
+    try:
+        if path.stat().st_mode & 0o077:  # Buildbot's SecretInAFile refuses such a file at start, so do we
+            raise BuildbotDbError(
+                f"master.buildbot_db_password_secret: {path} can be read by other users; chmod 600 it"
+            )
+        value = path.read_text(encoding="utf-8").rstrip("\r\n")
+    except FileNotFoundError:
+        raise BuildbotDbError(
+            f"master.buildbot_db_password_secret: the secret {name!r} does not exist; create {path} (mode 0600) "
+            "holding the password of Buildbot's database user"
+        ) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BuildbotDbError(f"master.buildbot_db_password_secret: cannot read {path}: {type(e).__name__}") from None
+    if not value or any(ch in value for ch in "\r\n\0"):
+        raise BuildbotDbError(f"master.buildbot_db_password_secret: {path} must hold one line (the password)")
+    return value
+
+
+def sqlite_path(settings: Settings) -> Path | None:
+    """The file of an sqlite Buildbot database (a relative one is in the master directory, as Buildbot has it);
+    None for a server database."""
+    parsed = parse(settings.buildbot_db_url)
+    if not parsed.is_sqlite:
+        return None
+    path = Path(parsed.database)
+    return path if path.is_absolute() else settings.master_dir / path
+
+
+def engine(settings: Settings, timeout: int = CONNECT_TIMEOUT) -> Any:
+    """An SQLAlchemy engine on Buildbot's database (for checks and tests; the master makes its own). An sqlite URL
+    is resolved against the master directory, as Buildbot does."""
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    url = _make_url(with_password(settings.buildbot_db_url, read_password(settings)))
+    connect_args: dict[str, Any] = {}
+    path = sqlite_path(settings)
+    if path is not None:
+        url = url.set(database=str(path))
+    else:
+        connect_args["connect_timeout"] = timeout
+    return sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
+
+
+# What to do about the errors a server gives at connect time (matched on the driver's message, lower case).
+_HINTS = (
+    (
+        ("connection refused", "could not connect", "can't connect", "no such file or directory"),
+        "is the server running and listening on that host and port? Start it, or fix master.buildbot_db_url",
+    ),
+    (
+        ("timeout expired", "timed out", "could not translate host name", "unknown mysql server host"),
+        "the host does not answer or its name does not resolve; check the host in master.buildbot_db_url and "
+        "that a firewall lets this machine reach it",
+    ),
+    (
+        ("password authentication failed", "access denied", "no password supplied", "password is required"),
+        "the user or password is wrong: check the user in master.buildbot_db_url and the secret named by "
+        "master.buildbot_db_password_secret (the file <data_dir>/secrets/NAME)",
+    ),
+    (
+        ("does not exist", "unknown database"),
+        "create the database and its owner first, e.g. `createuser --pwprompt perffarm && createdb -O perffarm "
+        "buildbot` on the server (Buildbot creates its tables itself)",
+    ),
+    (
+        ("no pg_hba.conf entry",),
+        "the server refuses connections from this host or user: add a line for it to pg_hba.conf and reload",
+    ),
+)
+
+
+def problem_hint(message: str) -> str:
+    low = message.lower()
+    for needles, hint in _HINTS:
+        if any(n in low for n in needles):
+            return hint
+    return "check master.buildbot_db_url and the server's log"
+
+
+def check_reachable(settings: Settings, timeout: int = CONNECT_TIMEOUT) -> None:
+    """Connect once to a server database (not sqlite: a file Buildbot creates); raise BuildbotDbError saying
+    what was wrong and what to do."""
+    parsed = parse(settings.buildbot_db_url)
+    if parsed.is_sqlite:
+        return
+    password = read_password(settings)
+    shown = display_url(settings.buildbot_db_url)
+    from sqlalchemy import text as sql
+    from sqlalchemy.exc import NoSuchModuleError, SQLAlchemyError
+
+    try:
+        eng = engine(settings, timeout)
+    except (ModuleNotFoundError, NoSuchModuleError) as e:
+        missing = getattr(e, "name", None) or str(e)
+        raise BuildbotDbError(
+            f"cannot use Buildbot's database {shown}: its Python driver is not installed ({missing}); install "
+            f"{DRIVER_EXTRA.get(parsed.backend, parsed.backend)}: for PostgreSQL "
+            "`.venv/bin/pip install -c constraints.txt -e '.[postgres]'` (make setup does it)"
+        ) from None
+
+    try:
+        with eng.connect() as conn:
+            conn.execute(sql("SELECT 1"))
+    except SQLAlchemyError as e:
+        orig = getattr(e, "orig", None) or e
+        first = next((line.strip() for line in str(orig).splitlines() if line.strip()), type(orig).__name__)
+        if password:
+            first = first.replace(password, "***")
+        first = redact_text(first)[:300]
+        raise BuildbotDbError(
+            f"cannot use Buildbot's database {shown}: {first}\n  {problem_hint(first)} (docs/scale.md)"
+        ) from None
+    finally:
+        eng.dispose()
