@@ -91,13 +91,24 @@ def prepare_master(settings: Settings, env: Mapping[str, str] | None = None) -> 
             env=env,
         )
     if server_db or not created:
-        subprocess.run(
+        done = subprocess.run(
             [_bin("buildbot"), "upgrade-master", "--quiet", str(basedir)],
-            check=True,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
             env=env,
         )
+        if done.returncode != 0:  # its messages (a config error, the database's) say why: show their end
+            raise MasterSetupError(
+                f"`buildbot upgrade-master {basedir}` failed (status {done.returncode}):\n"
+                + redact_text(done.stdout[-3000:])
+            )
     return basedir
+
+
+class MasterSetupError(RuntimeError):
+    """Creating or upgrading the master directory and Buildbot's database failed; the message has Buildbot's."""
 
 
 def prepare_worker(settings: Settings, name: str = LOCAL_WORKER) -> Path:
@@ -272,6 +283,9 @@ def run(settings: Settings, check_repo: bool = True) -> int:
     except buildbotdb.BuildbotDbError as e:
         print(f"perffarm: {e}", file=sys.stderr)
         return 2
+    except MasterSetupError as e:
+        print(f"perffarm: {e}", file=sys.stderr)
+        return 1
     except subprocess.CalledProcessError as e:
         print(
             f"perffarm: preparing the Buildbot master failed ({e.cmd[1]} exited with status {e.returncode}); "
