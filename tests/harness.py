@@ -22,7 +22,7 @@ from typing import Any
 
 import requests
 
-from master import launcher, store
+from master import buildbotdb, launcher, store
 from master.settings import Settings, load_settings
 
 BIN = Path(sys.executable).parent
@@ -142,6 +142,7 @@ class Farm:
         self.settings: Settings = load_settings(environ=self.env)
         self.master: subprocess.Popen | None = None
         self.worker: subprocess.Popen | None = None
+        self._bb_engine: Any = None  # SQLAlchemy engine on a server Buildbot DB, made on first use
 
     # ---------------------------------------------------------------------------------------- lifecycle
     def start(self, wait_first_poll: bool = True) -> Farm:
@@ -153,7 +154,7 @@ class Farm:
 
     def start_master(self) -> None:
         launcher.worker_password(self.settings, "local")
-        launcher.prepare_master(self.settings)
+        launcher.prepare_master(self.settings, env=self.env)
         self.master = subprocess.Popen(
             [str(BIN / "buildbot"), "start", "--nodaemon", str(self.settings.master_dir)],
             cwd=self.settings.master_dir,
@@ -226,13 +227,8 @@ class Farm:
         """The poller's first poll only records refs and builds nothing: wait for its lastRev state."""
 
         def polled() -> bool:
-            db = self.settings.master_dir / "state.sqlite"
-            try:
-                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-                    rows = conn.execute("SELECT value_json FROM object_state WHERE name = 'lastRev'").fetchall()
-            except sqlite3.Error:
-                return False
-            return any(json.loads(r[0]) for r in rows)
+            rows = self.buildbot_db_query("SELECT value_json FROM object_state WHERE name = 'lastRev'")
+            return any(json.loads(r[0]) for r in rows or [])
 
         wait_until(polled, timeout, "the poller's first poll")
 
@@ -368,13 +364,29 @@ class Farm:
 
     def build_complete_in_db(self, buildid: int) -> bool:
         """Whether Buildbot's own database has `buildid` finished (readable while the master is down)."""
-        db = self.settings.master_dir / "state.sqlite"
+        rows = self.buildbot_db_query("SELECT complete_at FROM builds WHERE id = :id", {"id": buildid})
+        return bool(rows and rows[0][0])
+
+    def buildbot_db_query(self, sql: str, params: dict | None = None) -> list[tuple] | None:
+        """Rows of a read-only query on Buildbot's own database (master.buildbot_db_url: state.sqlite or a
+        server), readable while the master is down; None when the database cannot be read (yet)."""
+        db = buildbotdb.sqlite_path(self.settings)
+        if db is not None:
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                    return [tuple(r) for r in conn.execute(sql, params or {}).fetchall()]
+            except sqlite3.Error:
+                return None
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if self._bb_engine is None:
+            self._bb_engine = buildbotdb.engine(self.settings)
         try:
-            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-                row = conn.execute("SELECT complete_at FROM builds WHERE id = ?", (buildid,)).fetchone()
-        except sqlite3.Error:
-            return False
-        return bool(row and row[0])
+            with self._bb_engine.connect() as conn:
+                return [tuple(r) for r in conn.execute(text(sql), params or {}).fetchall()]
+        except SQLAlchemyError:
+            return None
 
     def reconcile_report(self) -> dict | None:
         """The reconciler's last pass (<data_dir>/reconcile.json: missing, re-queued, given up), or None."""
