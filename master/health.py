@@ -1,5 +1,7 @@
 """The master stops itself when Buildbot's own database can no longer be written, so that it restarts clean.
 
+(Also when Buildbot's database is a server that went away: `SERVER_FAILURES`.)
+
 Buildbot (4.3) treats an SQLite "disk I/O error" or "database or disk is full" as fatal: the query's Deferred
 fails, and when that query was a build's step log or step completion the build never finishes. It holds the
 worker's lock until the master restarts, so nothing else is measured on that worker (found by the chaos suite's
@@ -24,7 +26,23 @@ from twisted.python import log
 RESTART_STATUS = 75  # EX_TEMPFAIL: "try again later"
 BUILDBOT_DB_FATAL = "Got fatal OperationalError on DB"
 # sqlite3's texts for a write that failed for want of disk (ENOSPC surfaces as either) or a file it lost
-STORAGE_FAILURES = ("disk I/O error", "database or disk is full", "unable to open database file")
+SQLITE_FAILURES = ("disk I/O error", "database or disk is full", "unable to open database file")
+# A database server (master.buildbot_db_url) that went away: restarted, crashed, unreachable. Buildbot 4.3 does not
+# retry these either, and a master that lived through a PostgreSQL restart measured nothing afterwards (a commit
+# pushed during the outage was never built; tests/integration/test_buildbot_db.py). psycopg 3 / psycopg2 / MySQL.
+SERVER_FAILURES = (
+    "terminating connection due to administrator command",
+    "server closed the connection unexpectedly",
+    "the database system is shutting down",
+    "the database system is starting up",
+    "connection failed",
+    "could not connect to server",
+    "consuming input failed",
+    "server has gone away",
+    "Lost connection to MySQL server",
+    "Can't connect to MySQL server",
+)
+STORAGE_FAILURES = SQLITE_FAILURES + SERVER_FAILURES
 
 
 def storage_failure(event: dict) -> str | None:
@@ -76,7 +94,8 @@ class StorageWatch(service.BuildbotService):
         log.msg(
             f"perffarm: Buildbot's database could not be written ({reason}). A build whose step was being recorded "
             "can no longer finish, so the master exits now (status 75) and is started again once the disk has "
-            "room: `perffarm run` does that; under another supervisor restart on failure. Free space on the file "
-            "system of the master directory if it is full. Nothing stored is lost: interrupted builds are re-run."
+            "room and a database server (master.buildbot_db_url) answers again: `perffarm run` does that; under "
+            "another supervisor restart on failure. Free space on the file system of the master directory if it "
+            "is full; start the database server if it is down. Nothing stored is lost: interrupted builds are re-run."
         )
         self.master.reactor.callLater(self.delay, self.exit, RESTART_STATUS)

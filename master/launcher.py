@@ -190,6 +190,27 @@ def wait_for_room(
         time.sleep(interval)
 
 
+def wait_for_database(
+    settings: Settings, interval: float = 2.0, report_every: float = 30.0, timeout: float | None = None
+) -> bool:
+    """Wait until a server Buildbot database (master.buildbot_db_url) answers, saying why every `report_every` s;
+    at once for sqlite."""
+    start = time.monotonic()
+    last: float | None = None
+    while True:
+        try:
+            buildbotdb.check_reachable(settings, timeout=max(1, int(interval * 5)))
+            return True
+        except buildbotdb.BuildbotDbError as e:
+            now = time.monotonic()
+            if last is None or now - last >= report_every:
+                say(f"waiting for Buildbot's database: {e}")
+                last = now
+            if timeout is not None and now - start >= timeout:
+                return False
+        time.sleep(interval)
+
+
 class RestartBudget:
     """At most `limit` restarts within `window` seconds: a master that keeps failing is not restarted forever."""
 
@@ -349,9 +370,11 @@ def run(settings: Settings, check_repo: bool = True) -> int:
                 if i == 0 and p.returncode == RESTART_STATUS and budget.take():
                     say(
                         f"the master stopped itself: Buildbot's database could not be written (see "
-                        f"{master_dir / 'twistd.log'}); starting it again once the disk has room"
+                        f"{master_dir / 'twistd.log'}); starting it again once the disk has room and the "
+                        "database answers"
                     )
                     wait_for_room(master_dir)
+                    wait_for_database(settings)
                     procs[0] = _start_master(settings, master_dir, procs[1:])
                     say("the master is running again; interrupted builds are re-run")
                     continue

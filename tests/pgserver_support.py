@@ -73,6 +73,10 @@ class PgServer:
                 "--no-instructions",
             ]
         )
+        return self.resume()
+
+    def resume(self) -> PgServer:
+        """Start the server (again, after `pause`)."""
         options = f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.socket_dir}"
         self._run(
             [
@@ -90,6 +94,10 @@ class PgServer:
             ]
         )
         return self
+
+    def pause(self) -> None:
+        """Stop the server (fast shutdown: open connections are terminated), keeping the cluster."""
+        self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"])
 
     def stop(self) -> None:
         """Stop the server (fast shutdown) and delete the cluster."""

@@ -52,6 +52,15 @@ class StorageFailureTest(unittest.TestCase):
             event = _logged_event(_db_error(text), BUILDBOT_DB_FATAL)
             self.assertIn(text, storage_failure(event))
 
+    def test_a_database_server_that_went_away_is_recognised(self):
+        # psycopg 3's texts when PostgreSQL is restarted under a running master, and when it is still down
+        for text in (
+            "terminating connection due to administrator command",
+            'connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused',
+        ):
+            event = _logged_event(_db_error(text), BUILDBOT_DB_FATAL)
+            self.assertIn(text.split(":")[0], storage_failure(event))
+
     def test_other_db_errors_and_other_messages_are_not(self):
         self.assertIsNone(storage_failure(_logged_event(_db_error("no such table: builds"), BUILDBOT_DB_FATAL)))
         self.assertIsNone(storage_failure(_logged_event(_db_error("disk I/O error"), "perffarm-alerts: pass failed")))
@@ -119,3 +128,23 @@ class RestartPolicyTest(unittest.TestCase):
             got = launcher.wait_for_room(Path(tempfile.gettempdir()), need=1 << 62, interval=0.01, timeout=0.05)
         self.assertFalse(got)
         self.assertIn("MiB needed", out.getvalue())
+
+    def test_waiting_for_the_database_is_instant_for_sqlite_and_says_why_a_server_does_not_answer(self):
+        import socket
+
+        from master.settings import load_settings
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.assertTrue(launcher.wait_for_database(load_settings(environ={"PERFFARM_MASTER_DATA_DIR": tmp})))
+            with socket.socket() as closed:  # bound, never listening: refused at once
+                closed.bind(("127.0.0.1", 0))
+                url = f"postgresql://perffarm@127.0.0.1:{closed.getsockname()[1]}/buildbot"
+                settings = load_settings(
+                    environ={"PERFFARM_MASTER_DATA_DIR": tmp, "PERFFARM_MASTER_BUILDBOT_DB_URL": url}
+                )
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    got = launcher.wait_for_database(settings, interval=0.01, timeout=0.05)
+        self.assertFalse(got)
+        self.assertIn("waiting for Buildbot's database", out.getvalue())
+        self.assertIn("is the server running", out.getvalue())
