@@ -26,6 +26,7 @@ from master import buildbotdb, launcher, store
 from master.settings import Settings, load_settings
 
 BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -127,6 +128,9 @@ class Farm:
         env: dict[str, str] | None = None,
     ) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
+        # The master imports `master.farm` through buildbot.cfg: from this checkout, not whichever checkout the
+        # virtualenv's editable install points at (a second worktree sharing one .venv would test the other's code).
+        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         self.env.update(
             {
                 "PERFFARM_MASTER_DATA_DIR": str(data_dir),
