@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-from buildbot.plugins import changes, schedulers, secrets, steps, util, worker
+from buildbot.plugins import schedulers, secrets, steps, util, worker
 from buildbot.process.results import FAILURE, SKIPPED, SUCCESS
 from buildbot.util import safeTranslate
 from twisted.internet import defer
@@ -23,6 +23,7 @@ from master.bisection.service import BisectionService
 from master.config_values import OPTION_RE
 from master.jobs import service as jobs_service
 from master.jobs import steps as job_steps
+from master.poller import FarmGitPoller
 from master.reconcile import Reconciler
 from master.settings import Settings
 from master.steps import (
@@ -352,7 +353,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
         "workers": [worker.Worker(w, util.Secret(f"worker-{w}"), max_builds=1) for w in settings.worker_names]
         + [worker.LocalWorker(CONTROL_WORKER)],
         "change_source": [
-            changes.GitPoller(
+            FarmGitPoller(
                 repourl=settings.repository_url,
                 auth_credentials=repository_auth(settings),
                 branches=settings.ref_matches,
