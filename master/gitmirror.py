@@ -16,7 +16,8 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from master.gitauth import GitCredentials
@@ -286,14 +287,30 @@ class Mirror:
             raise GitError(f"commit {sha} is not in the mirror (or git's record of it could not be read)")
         return commits[0]
 
-    def first_parent(self, head: str, since: str | None = None) -> list[CommitInfo]:
-        """Commits on head's first-parent chain, oldest first; only those after `since` when given."""
+    def first_parent(self, head: str, since: str | None = None, exclude: Sequence[str] = ()) -> list[CommitInfo]:
+        """Commits on head's first-parent chain, oldest first; only those after `since` when given, and none
+        reachable from a commit in `exclude` (full shas)."""
+        bad = [e for e in exclude if not _SHA_RE.match(e)]
+        if bad:
+            raise ValueError(f"first_parent excludes full shas only, got {bad[0]!r}")
         rng = [head] if since is None else [f"{since}..{head}"]
+        rng += [f"^{e}" for e in exclude]
         out = git(
             ["log", "-z", "--first-parent", "--reverse", f"--format={_FORMAT}", "--end-of-options", *rng, "--"],
             cwd=self.path,
         )
         return parse_log(out)
+
+
+@dataclass(frozen=True)
+class StoredOrders:
+    """What the store already orders, so that a branch new to it copies the first-parent prefix it shares with a
+    stored branch (a stable branch shares all of master's history before it forked) instead of walking all of
+    history: postgres.git's branches are ~60,000 commits deep, its stable branches a few thousand past the fork."""
+
+    heads: Sequence[str]  # head shas of stored branches (full shas)
+    locate: Callable[[str], tuple[str, int] | None]  # sha -> (stored branch, its position there), or None
+    copy: Callable[[str, int], None]  # (stored branch, last position): take its positions 0..last as ours
 
 
 def sync_branch(
@@ -302,11 +319,13 @@ def sync_branch(
     stored_head: tuple[int, str] | None,
     append: Callable[[list[CommitInfo], int], None],
     reset: Callable[[], None],
+    orders: StoredOrders | None = None,
 ) -> int:
     """Bring a branch's stored first-parent order up to `head_sha`; returns how many commits were added.
 
     Incremental when the stored head is still on the chain (the common case: a few new commits); a rewritten
-    branch is reset and rebuilt.
+    branch is reset and rebuilt. A branch with no stored order starts from the first-parent prefix it shares with
+    a stored branch (`orders`) when its chain reaches one: only the commits past the fork are read from git.
     """
     if stored_head is not None:
         position, sha = stored_head
@@ -317,6 +336,17 @@ def sync_branch(
             append(new, position + 1)
             return len(new)
         reset()
+    if orders is not None and orders.heads:
+        # The chain's commits that no stored branch reaches, then the commit they fork from: if that one is on a
+        # stored branch's first-parent order at position p, our positions 0..p are that branch's 0..p.
+        new = mirror.first_parent(head_sha, exclude=orders.heads)
+        fork = head_sha if not new else (new[0].parents[0] if new[0].parents else None)
+        where = orders.locate(fork) if fork else None
+        if where is not None:
+            branch, last = where
+            orders.copy(branch, last)
+            append(new, last + 1)
+            return last + 1 + len(new)
     chain = mirror.first_parent(head_sha)
     append(chain, 0)
     return len(chain)

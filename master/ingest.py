@@ -161,19 +161,35 @@ def _update_mirror(settings: Settings, sha: str) -> gitmirror.Mirror:
     return mirror
 
 
+MAINLINE = ("master", "main")  # ordered first among new branches: stable branches fork from it
+
+
 def _sync_history(conn, settings: Settings, mirror: gitmirror.Mirror, sha: str, ref: str) -> int:
     """Bring every watched branch's first-parent order and every watched tag up to date (in the caller's
     transaction); returns how many commits were added to branch histories."""
     branches, tags = mirror.refs()
+    names = [b for b in branches if settings.ref_matches("refs/heads/" + b) or b == ref]
+    stored = {b: store.branch_head(conn, b) for b in names}
+    # Branches the store orders already first (a few new commits each), then new ones, the mainline first, so that
+    # a new branch finds the history it shares with one ordered before it (gitmirror.StoredOrders).
+    order = sorted(names, key=lambda b: (stored[b] is None, b not in MAINLINE, b))
+    known = {b: h[1] for b, h in stored.items() if h is not None}
     added = 0
-    for branch in sorted(b for b in branches if settings.ref_matches("refs/heads/" + b) or b == ref):
+    for branch in order:
+        orders = gitmirror.StoredOrders(
+            heads=sorted({s for b, s in known.items() if b != branch}),
+            locate=lambda at: min(store.commits.positions_of(conn, at).items(), default=None),
+            copy=lambda src, last, b=branch: store.copy_branch_prefix(conn, src, b, last),
+        )
         added += gitmirror.sync_branch(
             mirror,
             branches[branch],
-            store.branch_head(conn, branch),
+            stored[branch],
             lambda commits, start, b=branch: store.append_branch(conn, b, commits, start),
             lambda b=branch: store.reset_branch(conn, b),
+            orders,
         )
+        known[branch] = branches[branch]
     store.set_tags(conn, {t: s for t, s in tags.items() if settings.ref_matches("refs/tags/" + t) or t == ref})
     store.upsert_commits(conn, [mirror.commit(sha)])
     return added

@@ -57,6 +57,15 @@ def append_branch(conn: sqlite3.Connection, branch: str, commits: Sequence[Commi
     )
 
 
+def copy_branch_prefix(conn: sqlite3.Connection, source: str, branch: str, last: int) -> None:
+    """Give `branch` the positions 0..last of `source`'s order: the first-parent history the two share."""
+    conn.execute(
+        "INSERT INTO branch_commits (branch, position, sha) "
+        "SELECT ?, position, sha FROM branch_commits WHERE branch = ? AND position <= ?",
+        (branch, source, last),
+    )
+
+
 def reset_branch(conn: sqlite3.Connection, branch: str) -> None:
     """Forget a branch's order (its history was rewritten); it is rebuilt from the mirror."""
     conn.execute("DELETE FROM branch_commits WHERE branch = ?", (branch,))
