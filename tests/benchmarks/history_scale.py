@@ -38,7 +38,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from master import gitmirror, ingest, store
+from master import gitmirror, ingest, pipeline, store
+from master.publish import publisher as publish
 from master.settings import load_settings
 from tests.benchmarks.synth_history import Shape, write_repo
 from tests.harness import Farm
@@ -134,15 +135,20 @@ def measure_core(repo: Path, work: Path, environ: dict[str, str], ingests: int) 
     out["watched_branches"] = len(watched)
     out["watched_tags"] = sum(settings.ref_matches("refs/tags/" + t) for t in tags)
     build = iter(range(1, 1_000_000))
+    after: list[dict[str, Any]] = []
 
-    def ingest_one(sha: str, ref: str, source: str = "poll") -> dict[str, Any]:
+    def ingest_one(sha: str, ref: str, source: str = "poll", after_ingest: bool = False) -> dict[str, Any]:
         doc = good()
         doc["commit"] = {"sha": sha, "ref": ref}
         bid = next(build)
         path = settings.incoming_dir / f"b-{bid}.json"
         path.write_text(json.dumps(doc))
         run = store.RunContext("fixture@local", "local", source, build_id=bid, got_revision=sha, ref=ref)
-        return timed(lambda: ingest.ingest_file(settings, path, run, "fixture"))
+        stored: list[ingest.IngestOutcome] = []
+        figures = timed(lambda: stored.append(ingest.ingest_file(settings, path, run, "fixture")))
+        if after_ingest:  # what the ingest step runs next: detection, bisection, alerts, the site's partial publish
+            after.append(timed(lambda: pipeline.after_ingest(settings, stored[0].run_id)))
+        return figures
 
     out["first_ingest"] = ingest_one(branches["master"], "master")  # indexes every watched branch
     conn = store.connect(settings.results_db)
@@ -151,6 +157,12 @@ def measure_core(repo: Path, work: Path, environ: dict[str, str], ingests: int) 
     finally:
         conn.close()
     out["ingest_new"] = summary([ingest_one(push_commit(repo, "master", i), "master") for i in range(ingests)])
+    # Then the stages after ingest, for new commits on master (the site is published first in full, once).
+    after.clear()
+    out["publish_all"] = timed(lambda: publish.publish_all(settings, jobs=1))
+    for i in range(min(ingests, 5)):
+        ingest_one(push_commit(repo, "master", 1000 + i), "master", after_ingest=True)
+    out["after_ingest_new"] = summary(after)
     deep = g(repo, "rev-list", "--first-parent", "--reverse", "refs/heads/master").split()[1000]
     out["ingest_old_master"] = summary([ingest_one(deep, "master", "bisect") for _ in range(ingests)])
     stable = next((b for b in reversed(watched) if b != "master"), None)
@@ -279,7 +291,11 @@ def report(name: str, r: dict[str, Any]) -> None:
         f"first ingest (indexes {c['indexed_positions']} branch positions): {fi['wall']:.1f} s wall, "
         f"{fi['cpu']:.1f} s CPU, {fi['git']} git processes"
     )
-    for key in ("ingest_new", "ingest_old_master", "ingest_old_stable"):
+    pa = c["publish_all"]
+    print(
+        f"publish_all (whole site, {c['indexed_positions']} positions): {pa['wall']:.1f} s wall, {pa['cpu']:.1f} s CPU"
+    )
+    for key in ("ingest_new", "ingest_old_master", "ingest_old_stable", "after_ingest_new"):
         if key in c:
             x = c[key]
             print(
