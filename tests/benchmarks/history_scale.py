@@ -170,6 +170,11 @@ def measure_core(repo: Path, work: Path, environ: dict[str, str], ingests: int) 
         first = g(repo, "rev-list", "--first-parent", "--reverse", f"refs/heads/master..refs/heads/{stable}").split()[0]
         out["ingest_old_stable"] = summary([ingest_one(first, stable, "bisect") for _ in range(ingests)])
         out["ingest_old_stable_branch"] = stable
+    # A new stable branch appears (a year's branching: five commits back from master's head, one back-patch on
+    # it); the next ingest orders it. REL_19_STABLE is watched by the default filter too.
+    g(repo, "update-ref", "refs/heads/REL_19_STABLE", g(repo, "rev-parse", "refs/heads/master~5"))
+    push_commit(repo, "REL_19_STABLE", 0)
+    out["ingest_new_branch"] = ingest_one(push_commit(repo, "master", 2000), "master")
     return out
 
 
@@ -247,19 +252,22 @@ def measure_poll(repo: Path, work: Path, environ: dict[str, str], polls: int, in
         out["steady_git_per_interval"] = [n for _, n in per]
         out["steady_cpu_median"] = statistics.median(c for c, _ in per)
         out["steady_git_median"] = statistics.median(n for _, n in per)
-        kinds = Counter(line.split(" ", 1)[-1] for line in lines[starts[-2][1] : starts[-1][1]])
-        out["steady_git_kinds"] = dict(kinds.most_common())
         # A poll's wall time: its `--version` to the start of its last git process.
-        at = [line_no for _, line_no in starts]
+        ps = _poll_starts(log)
+        first, last = (max(i for i in ps if i < n) for n in (starts[0][1], starts[-1][1]))
+        at = [i for i in ps if first <= i <= last]
         walls = [float(lines[b - 1].split()[0]) - float(lines[a].split()[0]) for a, b in zip(at, at[1:], strict=False)]
         out["steady_poll_wall_median"] = statistics.median(walls)
+        kinds = Counter(line.split(" ", 1)[-1] for line in lines[at[-2] : at[-1]])
+        out["steady_git_kinds"] = dict(kinds.most_common())
         # A new commit arrives on master: the poll that sees it is the costliest of the next two intervals.
         push_commit(repo, "master", 10_000)
         marks = [(_master_cpu(pid), len(log.read_text().splitlines()))]
         for _ in range(3):
             wait_polls(1, 1800)
             marks.append((_master_cpu(pid), len(log.read_text().splitlines())))
-        cpu, git = max((b[0] - a[0], b[1] - a[1]) for a, b in zip(marks[1:], marks[2:], strict=False))
+        # (the poll running at the push may be the one that sees it: every interval from the push on counts)
+        cpu, git = max((b[0] - a[0], b[1] - a[1]) for a, b in zip(marks, marks[1:], strict=False))
         out["new_commit_cpu"], out["new_commit_git"] = cpu, git
         out["rss_kb"] = _status_kb(pid, "VmRSS")
         out["hwm_kb"] = _status_kb(pid, "VmHWM")
@@ -290,6 +298,10 @@ def report(name: str, r: dict[str, Any]) -> None:
     print(
         f"first ingest (indexes {c['indexed_positions']} branch positions): {fi['wall']:.1f} s wall, "
         f"{fi['cpu']:.1f} s CPU, {fi['git']} git processes"
+    )
+    nb = c["ingest_new_branch"]
+    print(
+        f"ingest that first sees a new stable branch: {nb['wall']:.2f} s wall, {nb['cpu']:.2f} s CPU, {nb['git']} git"
     )
     pa = c["publish_all"]
     print(
