@@ -151,3 +151,23 @@ def test_new_branches_copy_the_order_they_share_and_match_git(tmp_path, monkeypa
     monkeypatch.setattr(gitmirror, "git", real)
     assert "REL_19_STABLE" in check_orders()
     assert all("-1" in a or any(x.startswith("^") or ".." in x for x in a) for a in logs), logs
+
+
+def test_branch_heads_seek_one_entry_per_branch_instead_of_reading_history(tmp_path):
+    conn = store.connect(tmp_path / "results.sqlite")
+    try:
+        with store.transaction(conn):
+            for b, n in (("master", 300), ("REL_17_STABLE", 120), ("REL9_6_STABLE", 40), ("z", 1)):
+                chain = [store.CommitInfo(f"{b}-{i}", "s", "a", 0, 0, ()) for i in range(n)]
+                store.append_branch(conn, b, chain, 0)
+        grouped = dict(conn.execute("SELECT branch, MAX(position) FROM branch_commits GROUP BY branch").fetchall())
+        ran: list[str] = []
+        conn.set_trace_callback(ran.append)
+        heads = store.commits.branch_heads(conn)
+        conn.set_trace_callback(None)
+        assert heads == grouped == {"master": 299, "REL_17_STABLE": 119, "REL9_6_STABLE": 39, "z": 0}
+        for sql in ran:  # whatever SQL branch_heads runs: index seeks, never a pass over every stored position
+            plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
+            assert "SCAN branch_commits" not in plan, plan
+    finally:
+        conn.close()
