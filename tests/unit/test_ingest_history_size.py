@@ -171,3 +171,27 @@ def test_branch_heads_seek_one_entry_per_branch_instead_of_reading_history(tmp_p
             assert "SCAN branch_commits" not in plan, plan
     finally:
         conn.close()
+
+
+def test_health_figures_read_measured_commits_not_every_position(tmp_path):
+    conn = store.connect(tmp_path / "results.sqlite")
+    try:
+        with store.transaction(conn):
+            main = [store.CommitInfo(f"{i:040x}", "s", "a", 0, 0, ()) for i in range(300)]
+            store.append_branch(conn, "master", main, 0)
+            store.append_branch(conn, "REL_17_STABLE", main[:100], 0)
+            for n, i in enumerate((50, 120, 250)):
+                doc = good()
+                doc["commit"] = {"sha": main[i].sha, "ref": "master"}
+                store.insert_run(conn, doc, store.RunContext("fixture@local", "local", "poll", build_id=n))
+        ran: list[str] = []
+        conn.set_trace_callback(ran.append)
+        last = store.runs.last_result_per_branch(conn)
+        conn.set_trace_callback(None)
+        assert {b: v[1:] for b, v in last.items()} == {"master": (299, 250), "REL_17_STABLE": (99, 50)}
+        assert last["master"][0] >= last["REL_17_STABLE"][0] > 0
+        for sql in ran:
+            plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
+            assert "SCAN branch_commits" not in plan and "SCAN bc" not in plan, plan
+    finally:
+        conn.close()
