@@ -154,8 +154,10 @@ def measure_core(repo: Path, work: Path, environ: dict[str, str], ingests: int) 
     conn = store.connect(settings.results_db)
     try:
         out["indexed_positions"] = conn.execute("SELECT COUNT(*) FROM branch_commits").fetchone()[0]
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
+    out["results_db_bytes"] = settings.results_db.stat().st_size
     out["ingest_new"] = summary([ingest_one(push_commit(repo, "master", i), "master") for i in range(ingests)])
     # Then the stages after ingest, for new commits on master (the site is published first in full, once).
     after.clear()
@@ -297,7 +299,7 @@ def report(name: str, r: dict[str, Any]) -> None:
     fi = c["first_ingest"]
     print(
         f"first ingest (indexes {c['indexed_positions']} branch positions): {fi['wall']:.1f} s wall, "
-        f"{fi['cpu']:.1f} s CPU, {fi['git']} git processes"
+        f"{fi['cpu']:.1f} s CPU, {fi['git']} git processes; results.sqlite {c['results_db_bytes'] / 2**20:.0f} MiB"
     )
     nb = c["ingest_new_branch"]
     print(
