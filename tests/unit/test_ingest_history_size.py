@@ -1,4 +1,4 @@
-"""Nothing on an ingest's path grows with the length of history: the same git work for 800 or 4,000 commits.
+"""Nothing on an ingest's path grows with the length of history: the same git work for 600 or 3,000 commits.
 
 Real synthetic repositories (tests/benchmarks/synth_history.py) with the same refs and different history lengths;
 every git process the master's ingest runs is recorded at master.gitmirror.git with the size of what it printed.
@@ -82,12 +82,12 @@ def _ingest_calls(tmp: Path, commits: int, monkeypatch: pytest.MonkeyPatch) -> d
 def calls(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, list[tuple[list[str], int]]]]:
     tmp = tmp_path_factory.mktemp("history-size")
     with pytest.MonkeyPatch.context() as mp:
-        return {n: _ingest_calls(tmp, n, mp) for n in (800, 4000)}
+        return {n: _ingest_calls(tmp, n, mp) for n in (600, 3000)}
 
 
 @pytest.mark.parametrize("kind", ["new", "old"])
 def test_ingest_runs_the_same_git_work_for_five_times_the_history(calls, kind):
-    short, long = calls[800][kind], calls[4000][kind]
+    short, long = calls[600][kind], calls[3000][kind]
     assert [a[:2] for a, _ in short] == [a[:2] for a, _ in long]  # the same git commands, in the same order
     assert len(long) <= 6
     printed_short, printed_long = sum(n for _, n in short), sum(n for _, n in long)
@@ -96,7 +96,7 @@ def test_ingest_runs_the_same_git_work_for_five_times_the_history(calls, kind):
 
 @pytest.mark.parametrize("kind", ["new", "old"])
 def test_no_ingest_walks_a_whole_branch(calls, kind):
-    for args, _ in calls[4000][kind]:
+    for args, _ in calls[3000][kind]:
         if args[0] == "log":  # one commit (-1) or the new part of a branch (since..head), never all of it
             assert "-1" in args or any(".." in a for a in args), args
 
