@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from typing import Any, cast
 
 from buildbot.changes import gitpoller
@@ -34,6 +35,15 @@ def parse_ls_remote(text: str) -> dict[str, str]:
         if m:
             refs[m.group(2)] = m.group(1)
     return refs
+
+
+def watched_refs(listing: str, match: Callable[[str], bool]) -> dict[str, str]:
+    """The refs of an `ls-remote --refs` listing that `match` watches, ref -> object.
+
+    An all-zero object is a broken ref (upload-pack advertises one git could not read): fetching it would fail the
+    one fetch of every moved ref, so it is left out, as the master's mirror leaves it out.
+    """
+    return {ref: sha for ref, sha in parse_ls_remote(listing).items() if sha.strip("0") and match(ref)}
 
 
 def moved_refs(advertised: dict[str, str], last: dict[str, str]) -> list[str]:
@@ -65,7 +75,7 @@ class FarmGitPoller(gitpoller.GitPoller):
         with tmp_dir as tmp_path:
             yield self._git_auth.download_auth_files_if_needed(cast(str, tmp_path))
             listing = yield self._dovccmd("ls-remote", ["--refs", self.repourl], auth_files_path=tmp_path)
-            advertised = {ref: sha for ref, sha in parse_ls_remote(listing).items() if self.branches(ref)}
+            advertised = watched_refs(listing, self.branches)
             if not advertised:
                 return
             if self.lastRev is None:

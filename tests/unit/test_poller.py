@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from master.poller import moved_refs, parse_ls_remote
+from master.poller import moved_refs, parse_ls_remote, watched_refs
 
 
 def test_poller_reads_commits_from_ls_remote_and_skips_refs_that_did_not_move():
@@ -12,3 +12,9 @@ def test_poller_reads_commits_from_ls_remote_and_skips_refs_that_did_not_move():
     assert refs == {"refs/heads/master": sha1, "refs/tags/REL_17_5": sha2}
     assert moved_refs(refs, {"refs/heads/master": sha1, "refs/tags/REL_17_5": sha2}) == []
     assert moved_refs(refs, {"refs/heads/master": sha2}) == ["refs/heads/master", "refs/tags/REL_17_5"]
+
+
+def test_a_broken_ref_or_an_unwatched_one_is_never_fetched():
+    good, broken = "3" * 40, "0" * 40
+    text = f"{good}\trefs/heads/master\n{broken}\trefs/heads/REL_17_STABLE\n{good}\trefs/heads/wip\n"
+    assert watched_refs(text, lambda ref: not ref.endswith("/wip")) == {"refs/heads/master": good}
