@@ -72,6 +72,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             from master.alerts import channel_health
 
             out["channels"] = [dataclasses.asdict(h) for h in channel_health(conn, settings.alerts)]
+            out["refused"] = [dataclasses.asdict(r) for r in store.workers.refused_logins(conn)]
             out["bisections"] = [
                 {
                     k: getattr(b, k)
@@ -103,6 +104,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"master      {settings.web_url} {state}")
     for w in out["workers"]:
         print(f"worker      {v(w['name']):<20} {'connected' if w['connected'] else 'DISCONNECTED'}")
+    for r in out.get("refused", []):
+        why = "wrong password" if r["reason"] == "wrong-password" else "not in workers.names"
+        print(
+            f"refused     {v(r['name']):<20} {why}, {r['attempts']} attempt(s) from {v(r['address']) or '?'}, "
+            f"last {_when(r['last_seen'])}"
+        )
     if out["master_running"]:
         print(f"queue       {len(out['queue'])} build request(s) waiting or running")
         for q in out["queue"]:

@@ -39,6 +39,7 @@ from master.steps import (
     source_checked,
     upload_wanted,
 )
+from master.workerlink import WorkerWatch
 from recipes import registry
 from recipes.api import SOURCE_DIR, WORK_DIR
 from recipes.result import NAME_RE
@@ -459,5 +460,6 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             AlertDelivery(settings=settings.alerts, results_db=str(settings.results_db)),
             web.WebGuard(hosts=web.allowed_hosts(settings.web_url, settings.web_host, settings.web_port)),
             health.StorageWatch(),
+            WorkerWatch(settings=settings),
         ],
     }

@@ -109,6 +109,13 @@ def publish_jobs(settings: Settings) -> str:
     return _publish_pages(settings, publish)
 
 
+def publish_health(settings: Settings) -> str:
+    """Re-render the farm health page (a worker was refused, or connected after refusals); a line for the log."""
+    from master.publish import publish_health as publish
+
+    return _publish_pages(settings, publish)
+
+
 def _publish_pages(settings: Settings, publish: Callable[[Settings], PublishReport]) -> str:
     """Run one of the site's partial publishes; what it did, or why it failed, as one line for a log."""
     try:

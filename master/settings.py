@@ -63,6 +63,7 @@ class Settings:
     worker_names: tuple[str, ...]
     worker_hosts: Mapping[str, str]
     run_local_worker: bool
+    worker_lost_after: int  # seconds of silence before the master drops a worker connection (master/workerlink.py)
     recipes: tuple[str, ...]
     recipe_options: Mapping[str, tuple[str, ...]]  # recipe -> KEY=VALUE options for every build of it
     site_out_dir: Path | None  # None: <data_dir>/site (see the site_dir property)
@@ -169,6 +170,7 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("workers", "names"): ("name_list", "worker_names"),
     ("workers", "hosts"): ("host_map", "worker_hosts"),
     ("workers", "run_local"): ("bool", "run_local_worker"),
+    ("workers", "lost_after"): ("pos_int", "worker_lost_after"),
     ("recipes", "enabled"): ("name_list", "recipes"),
     ("recipes", "options"): ("option_map", "recipe_options"),
     ("site", "out_dir"): ("opt_path", "site_out_dir"),

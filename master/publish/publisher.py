@@ -302,6 +302,12 @@ def publish_bisections(settings: Any, out_dir: Path | None = None, *, now: float
     return _publish_site_pages(settings, pages.of_bisections(), out_dir, now)
 
 
+def publish_health(settings: Any, out_dir: Path | None = None, *, now: float | None = None) -> PublishReport:
+    """Re-render the farm health page on top of the live version: a worker refused or connected
+    (master/workerlink.py) changes it without any run being stored."""
+    return _publish_site_pages(settings, pages.of_health(), out_dir, now)
+
+
 def _publish_site_pages(
     settings: Any, chosen: Sequence[pages.Page], out_dir: Path | None, now: float | None
 ) -> PublishReport:

@@ -17,11 +17,12 @@ does (tests/unit/test_store_boundary.py holds the rest of the code to it).
     alerts      alerts, alert_lines, alert_history, alert_outbox
     bisections  bisections, bisection_runs, and what their probes measured
     jobs        jobs: sides measured interleaved in one build (release archaeology, try-jobs)
+    workers     refused_logins: worker logins the master refused, for the health page
 """
 
 from __future__ import annotations
 
-from master.store import alerts, bisections, changes, commits, connection, jobs, migrations, runs, series
+from master.store import alerts, bisections, changes, commits, connection, jobs, migrations, runs, series, workers
 from master.store.commits import (
     CommitInfo,
     append_branch,
@@ -93,5 +94,6 @@ __all__ = [
     "short_ref",
     "transaction",
     "upsert_commits",
+    "workers",
     "workload_config_hash",
 ]

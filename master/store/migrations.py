@@ -310,4 +310,17 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, workload)
     )
     """,
+    # 12: worker logins the master refused (a wrong password, a name not in workers.names), per name and reason,
+    # until that worker connects: what the health page and `perffarm status` show (master/workerlink.py)
+    """
+    CREATE TABLE refused_logins (
+        name       TEXT NOT NULL,
+        reason     TEXT NOT NULL CHECK (reason IN ('wrong-password', 'unknown-worker')),
+        address    TEXT NOT NULL,
+        attempts   INTEGER NOT NULL,
+        first_seen REAL NOT NULL,
+        last_seen  REAL NOT NULL,
+        PRIMARY KEY (name, reason)
+    )
+    """,
 ]

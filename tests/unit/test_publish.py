@@ -94,7 +94,7 @@ def test_templates_autoescape_and_undefined_names_are_errors():
     with pytest.raises(jinja2.UndefinedError):
         render("commit.html", root="", title="t")  # `bands` missing
     assert "&lt;b&gt;" in render(
-        "health.html", root="", title="<b>", branches=[], workers=[], noisy=[], now=0, channels=[]
+        "health.html", root="", title="<b>", branches=[], workers=[], refused=[], noisy=[], now=0, channels=[]
     )
 
 

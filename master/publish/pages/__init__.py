@@ -105,6 +105,11 @@ def of_bisections() -> list[Page]:
     return [p for p in PAGES if p.scope is SITE and p.write in (alerts.write, feed.write)]
 
 
+def of_health() -> list[Page]:
+    """What a refused or newly connected worker changes (master/workerlink.py): the farm health page."""
+    return [p for p in PAGES if p.scope is SITE and p.write is health.write]
+
+
 def of_jobs() -> list[Page]:
     """What a finished job changes: its own pages and the release pages that read jobs' paired numbers."""
     return [p for p in PAGES if p.scope is SITE and p.when in (TAGS, JOBS)]

@@ -1,5 +1,5 @@
 """health.html: last result age per branch, unmeasured commits among the newest 100, results and failures per
-worker, alert channel health, hosts flagged noisy."""
+worker, worker logins the master refused, alert channel health, hosts flagged noisy."""
 
 from __future__ import annotations
 
@@ -47,7 +47,15 @@ def view(ctx: Context) -> dict[str, Any]:
                     "last": row.ingested_at,
                 }
             )
-    return {"branches": branches, "workers": workers, "noisy": noisy, "now": now, "channels": ctx.channels()}
+    refused = [dataclasses.asdict(r) for r in store.workers.refused_logins(ctx.conn)]
+    return {
+        "branches": branches,
+        "workers": workers,
+        "refused": refused,
+        "noisy": noisy,
+        "now": now,
+        "channels": ctx.channels(),
+    }
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
