@@ -1,6 +1,6 @@
 """Create and register a perffarm worker: `buildbot-worker create-worker` here, the password secret for the master.
 
-    python3 workers/create_worker.py NAME --master HOST:PORT --basedir DIR [--secrets-dir DIR] [--check]
+    python3 workers/create_worker.py NAME --master HOST:PORT --basedir DIR [--secrets-dir DIR] [--keepalive S] [--check]
 
 Why one helper: a worker only works when three things agree (its name in the master's `workers.names`, the
 password given to create-worker, and the master's secret file `worker-NAME`), and a benchmark worker should be
@@ -29,6 +29,10 @@ from workers import hostinfo  # noqa: E402
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 DEFAULT_SECRETS = Path("var") / "secrets"
+# Seconds between the worker's keepalives to the master (buildbot-worker's default is 600). After a host lost its
+# link, the master drops the connection (workers.lost_after) but the worker only learns it when it next sends
+# something: with nothing in flight, that is its next keepalive. 30 s brings it back soon after the link is.
+KEEPALIVE = 30
 
 
 def write_secret(secrets_dir: Path, name: str, password: str | None = None) -> tuple[Path, str]:
@@ -44,10 +48,23 @@ def write_secret(secrets_dir: Path, name: str, password: str | None = None) -> t
     return path, password
 
 
-def create_worker(basedir: Path, master: str, name: str, password: str, buildbot_worker: str) -> None:
+def create_worker(
+    basedir: Path, master: str, name: str, password: str, buildbot_worker: str, keepalive: int = KEEPALIVE
+) -> None:
     """Run `buildbot-worker create-worker` (argv list; the password never goes through a shell)."""
     subprocess.run(
-        [buildbot_worker, "create-worker", "--quiet", "--force", "--umask=0o22", str(basedir), master, name, password],
+        [
+            buildbot_worker,
+            "create-worker",
+            "--quiet",
+            "--force",
+            "--umask=0o22",
+            f"--keepalive={keepalive}",
+            str(basedir),
+            master,
+            name,
+            password,
+        ],
         check=True,
     )
     info = basedir / "info"
@@ -75,6 +92,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="the master's secrets directory (<data_dir>/secrets) when it is on this machine; "
         "otherwise the secret is written next to the worker for you to copy",
+    )
+    p.add_argument(
+        "--keepalive",
+        type=int,
+        default=KEEPALIVE,
+        help=f"seconds between the worker's keepalives (default {KEEPALIVE}): how soon it reconnects after its host's "
+        "link comes back",
     )
     p.add_argument("--check", action="store_true", help="only print the host checks and fingerprint")
     return p
@@ -111,7 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     local_secret = args.secrets_dir is None
     secrets_dir = args.secrets_dir or (args.basedir.parent / f"{args.basedir.name}-master-secret")
     path, password = write_secret(secrets_dir, args.name)
-    create_worker(args.basedir.resolve(), args.master, args.name, password, bw)
+    if args.keepalive < 1:
+        print(f"error: --keepalive {args.keepalive}: expected a number of seconds >= 1", file=sys.stderr)
+        return 2
+    create_worker(args.basedir.resolve(), args.master, args.name, password, bw, args.keepalive)
     print(f"\nworker {args.name!r} created in {args.basedir}")
     if local_secret:
         print(

@@ -31,6 +31,7 @@ def test_creates_worker_and_secret_that_agree(tmp_path: Path) -> None:
     assert "workername = 'w1'" in tac and "port = 9989" in tac
     assert f"passwd = {secret.read_text().strip()!r}" in tac
     assert "perffarm machine" in (tmp_path / "w1" / "info" / "host").read_text()
+    assert f"keepalive = {create_worker.KEEPALIVE}" in tac  # not buildbot-worker's 600 s: back soon after a cut link
     # A second run keeps the existing password (the master's secret stays valid).
     before = secret.read_text()
     assert (
@@ -53,6 +54,7 @@ def test_creates_worker_and_secret_that_agree(tmp_path: Path) -> None:
 def test_rejects_bad_names_and_addresses(tmp_path: Path) -> None:
     assert create_worker.main(["bad name; rm", "--master", "h:1", "--basedir", str(tmp_path / "x")]) == 2
     assert create_worker.main(["ok", "--master", "no-port", "--basedir", str(tmp_path / "x")]) == 2
+    assert create_worker.main(["ok", "--master", "h:1", "--basedir", str(tmp_path / "x"), "--keepalive", "0"]) == 2
     assert not (tmp_path / "x").exists()
 
 
