@@ -31,7 +31,9 @@ JOB_BUILD_MARKER = "job-build-ok.json"
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    # milliseconds, so that a run's measurement window [finished_at - bench_seconds, finished_at] can be compared
+    # with its neighbours' on one host (the per-host measurement lock, docs/scale.md)
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:

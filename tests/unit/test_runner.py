@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -86,6 +87,10 @@ def test_build_and_bench_write_a_valid_result(tmp_path, pyz):
     assert doc["recipe"]["options"] == {"samples": "3"}
     assert doc["machine"]["fingerprint"]["cores"] >= 1 and "noisy" in doc["host_checks"]
     assert set(doc["timings"]) == {"build_seconds", "bench_seconds"}
+    # milliseconds: [finished_at - bench_seconds, finished_at] is when the run measured (the fleet's lock check)
+    started, finished = (dt.datetime.fromisoformat(doc[k]) for k in ("started_at", "finished_at"))
+    assert started <= finished - dt.timedelta(seconds=doc["timings"]["bench_seconds"]) <= finished
+    assert "." in doc["finished_at"]
 
 
 def test_compile_error_is_a_build_failed_result_with_the_log(tmp_path, pyz):
