@@ -1,7 +1,7 @@
 """A fleet of workers on several hosts, through a real master: throughput, the per-host lock, a lost host, refusals.
 
     .venv/bin/python -m tests.benchmarks.fleet_scale [--hosts 4] [--workers 16] [--commits 12]
-        [--cut-commits 3] [--bench-ms 150] [--lost-after 10] [--json FILE] [--keep DIR]
+        [--cut-commits 3] [--bench-ms 150] [--lost-after 10] [--timeout 1800] [--json FILE] [--keep DIR]
     .venv/bin/python -m tests.benchmarks.fleet_scale --small    # 8 workers, 3 hosts: tests/integration/test_fleet.py
 
 Needs root. Each host is a network namespace on a private bridge (tests/fleet_support.py: veth pairs on a
@@ -62,13 +62,14 @@ class Options:
     lost_after: int = 10
     outage: float = 5.0  # seconds the link stays down after the master dropped the host's workers
     keepalive: int = 10
-    timeout: float = 600.0
+    timeout: float = 1800.0
     work: Path | None = None
     quiet: bool = False
 
     @classmethod
     def small(cls, **kw: Any) -> Options:
-        return cls(**{"hosts": 3, "workers": 8, "commits": 2, "cut_commits": 2, **kw})
+        # 400 ms samples: 2 s windows, so hosts' measurements surely meet and a bench step is easy to catch
+        return cls(**{"hosts": 3, "workers": 8, "commits": 1, "cut_commits": 2, "bench_ms": 400, **kw})
 
 
 @dataclass
@@ -478,7 +479,9 @@ def failed(report: Report) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--small", action="store_true", help="8 workers on 3 hosts, 2 + 2 commits (the make-test size)")
+    ap.add_argument(
+        "--small", action="store_true", help="8 workers on 3 hosts, 1 + 2 commits, 400 ms samples (the make-test size)"
+    )
     ap.add_argument("--hosts", type=int, help="hosts (network namespaces); default 4")
     ap.add_argument("--workers", type=int, help="workers, round-robin over the hosts; default 16")
     ap.add_argument("--commits", type=int, help="commits pushed at once for the throughput phase; default 12")
@@ -486,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench-ms", type=int, help="milliseconds each of the 5 samples sleeps; default 150")
     ap.add_argument("--lost-after", type=int, help="workers.lost_after for this farm, seconds; default 10")
     ap.add_argument("--outage", type=float, help="seconds the link stays down after the master noticed; default 5")
+    ap.add_argument("--timeout", type=float, help="seconds each phase may take before the run fails; default 1800")
     ap.add_argument("--json", type=Path, help="write the whole report here")
     ap.add_argument("--keep", type=Path, help="keep the repository and the farm's data dir here")
     args = ap.parse_args(argv)
@@ -499,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench_ms": args.bench_ms,
             "lost_after": args.lost_after,
             "outage": args.outage,
+            "timeout": args.timeout,
             "work": args.keep,
         }.items()
         if v is not None

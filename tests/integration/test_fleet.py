@@ -2,7 +2,7 @@
 
 One run of `python -m tests.benchmarks.fleet_scale --small` in this process: every host is a network namespace on
 a private bridge (tests/fleet_support.py), its workers provisioned by workers/create_worker.py inside it and
-connected to the master's PB port over TCP with their own passwords; 2 commits of a real git repository measured
+connected to the master's PB port over TCP with their own passwords; a commit of a real git repository measured
 on every worker, then 2 more while one host's link is cut mid-bench and restored; a worker with a wrong password
 and one with an unknown name keep trying to join. Each test asserts one property from the stored runs, the
 results database and the published health page, and prints the evidence when it fails. Needs root.
