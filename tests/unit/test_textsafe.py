@@ -157,9 +157,20 @@ def test_templates_show_controls_and_bidi_as_escapes():
         branches=[],
         workers=[],
         channels=[],
+        refused=[
+            {
+                "name": "w\u202e9",
+                "reason": "unknown-worker",
+                "address": "",
+                "attempts": 1,
+                "first_seen": 0,
+                "last_seen": 0,
+            }
+        ],
         noisy=[{"machine": "m\u202e1", "last": 0, "reasons": ["load \x1b[5m high", "two\nlines"]}],
     )
     assert_inert(page)
     assert "fix \\x1b[2J" in page and "m\\u202e1" in page and "load \\x1b[5m high" in page
+    assert "<td>w\\u202e9</td>" in page  # a refused worker's name, as a stranger sent it
     assert "two\nlines" in page  # newlines stay: harmless in HTML
     assert "<b>m\\u202e1</b>" in page  # the template's own markup is untouched
