@@ -1,0 +1,479 @@
+"""Ten years of results (issue #17): what the results store and its readers cost as history grows.
+
+    .venv/bin/python -m tests.benchmarks.results_scale [--work /tmp/perffarm-scale] [--commits 60,600,6000]
+        [--machines 20] [--workloads 100] [--samples 5] [--runs 5] [--json FILE] [--keep]
+
+The fleet of the issue is 20 machines x 100 series x 60,000 commits of history (one branch, every commit measured
+on every machine: 1.2M runs, 120M points, 600M samples). For each history length in --commits this builds a
+results DB of that fleet (bulk inserts into the real schema, made by master.store: commits, branch order, release
+tags, runs with their result JSON as received, one measurement row of 5 raw samples per series; change points
+reported through master.store.changes where the generated series step, and alerts derived from them by the real
+master.alerts.sync), then measures, each on its own:
+
+  * the DB file size (after a checkpoint);
+  * `perffarm status`, `perffarm results list` and `perffarm alerts list` through the real CLI
+    (`python -m master.cli ...`, a fresh interpreter each, median of --runs; the floor is `--help`);
+  * a detection pass: one new commit measured on one machine, stored by master.store.insert_run and re-detected
+    by master.analysis.analyse_run (its 100 series) and master.alerts.sync, as the pipeline does (median);
+  * a full publish (`python -m master.cli publish`, wall time and the peak RSS of that process);
+  * an incremental publish after one new run (master.publish.publish_incremental, median);
+  * the site's largest page: the largest HTML file, and the largest page with the local scripts and styles it
+    loads (what a browser fetches before any hover).
+
+Then it prints the table of cost per size and the growth factor per 10x data (between the two largest sizes, as
+(b/a) ** (1 / log10(size_b / size_a))). DBs are kept in --work/<machines>x<workloads>x<commits>/ and reused
+(--rebuild makes them again); check `df -h` first: ~4 kB per point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE, VERSION, CONFIG = "pgbench", 1, "cfg-scale-1"
+BRANCH = "master"
+TAG_EVERY = 1000  # a release tag every 1,000 commits (about two a year at 60,000 commits in ten years)
+STEP_EVERY = 200  # on average one commit in 200 shifts some workloads' level (change points, an alert)
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def sha_of(i: int) -> str:
+    return hashlib.sha1(f"scale-commit-{i}".encode()).hexdigest()
+
+
+def machine_of(m: int) -> str:
+    return f"m{m:02d}"
+
+
+def workload_of(w: int) -> str:
+    return f"pgbench-w{w:03d}"
+
+
+@dataclass
+class Fleet:
+    machines: int
+    workloads: int
+    commits: int
+    samples: int = 5
+    seed: int = 1
+
+    @property
+    def points(self) -> int:
+        return self.machines * self.workloads * self.commits
+
+    @property
+    def name(self) -> str:
+        return f"{self.machines}x{self.workloads}x{self.commits}"
+
+
+def _levels(fleet: Fleet, rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[int, int, int, float]]]:
+    """Per (machine, workload) a base level, and the level shifts: (machine, workload, commit, factor).
+
+    A shift is a commit that changes 1-10 workloads on every machine (one alert, a change point per series), on
+    average one per STEP_EVERY commits."""
+    base = 1000.0 * np.exp(rng.normal(0, 1, (fleet.machines, fleet.workloads)))
+    steps = []
+    n = max(1, int(rng.poisson(fleet.commits / STEP_EVERY)))
+    for c in sorted(set(rng.integers(10, max(fleet.commits - 10, 11), n).tolist())):
+        f = float(rng.choice([0.9, 0.95, 0.97, 1.04, 1.08]))
+        for w in rng.choice(fleet.workloads, min(int(rng.integers(1, 11)), fleet.workloads), replace=False).tolist():
+            steps.extend((m, int(w), int(c), f) for m in range(fleet.machines))
+    return base, steps
+
+
+def _doc_text(sha: str, machine: str, samples: list[str]) -> str:
+    """The result JSON as a worker writes it and insert_run stores it (sorted keys), built from text pieces."""
+    wl = ",".join(
+        f'{{"flags":[],"metrics":[{{"direction":"higher","name":"tps","samples":[{s}],"unit":"tx/s"}}],'
+        f'"name":"{workload_of(w)}"}}'
+        for w, s in enumerate(samples)
+    )
+    return (
+        f'{{"commit":{{"ref":"{BRANCH}","sha":"{sha}"}},"finished_at":"2026-01-01T00:00:00Z",'
+        f'"host_checks":{{"noisy":false}},"log_excerpt":"",'
+        f'"machine":{{"fingerprint":{{"cores":16,"cpu_model":"scale"}},"id":"{machine}"}},'
+        f'"recipe":{{"config_hash":"{CONFIG}","name":"{RECIPE}","version":{VERSION}}},'
+        f'"schema":"perffarm-result","schema_version":1,"started_at":"2026-01-01T00:00:00Z","status":"ok",'
+        f'"workloads":[{wl}]}}'
+    )
+
+
+def generate(path: Path, fleet: Fleet, quiet: bool = False) -> dict[str, float]:
+    """A results DB of `fleet` in the real schema: bulk inserts, one transaction per 1,000 commits."""
+    from master import alerts, store
+    from master.settings import load_settings
+    from master.store.changes import Placement
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        p.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(fleet.seed)
+    conn = store.connect(path)
+    conn.execute("PRAGMA synchronous = OFF")  # a generated DB: nothing to lose
+    infos = [
+        store.CommitInfo(
+            sha_of(i),
+            f"commit number {i} of ten years",
+            f"Author {i % 97} <a{i % 97}@example.org>",
+            1_500_000_000 + i * 5000,
+            1_500_000_000 + i * 5000,
+            (sha_of(i - 1),) if i else (),
+        )
+        for i in range(fleet.commits)
+    ]
+    with store.transaction(conn):
+        store.append_branch(conn, BRANCH, infos, 0)
+        store.set_tags(
+            conn, {f"REL_{k // TAG_EVERY + 1}_0": infos[k].sha for k in range(TAG_EVERY - 1, fleet.commits, TAG_EVERY)}
+        )
+        conn.executemany(
+            "INSERT INTO machines (id, fingerprint, first_seen) VALUES (?, ?, ?)",
+            [(machine_of(m), json.dumps({"cores": 16, "cpu_model": "scale"}), 1.5e9) for m in range(fleet.machines)],
+        )
+    base, steps = _levels(fleet, rng)
+    factor = np.ones((fleet.machines, fleet.workloads))
+    by_commit: dict[int, list[tuple[int, int, float]]] = {}
+    for m, w, c, f in steps:
+        by_commit.setdefault(c, []).append((m, w, f))
+    run_sql = (
+        "INSERT INTO runs (id, sha, revision, ref, builder, worker, machine_id, recipe, recipe_version, config_hash, "
+        "status, source, build_id, build_url, log_excerpt, host_checks, noisy, started_at, finished_at, ingested_at, "
+        "result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'ok', 'poll', ?, ?, '', '{\"noisy\": false}', 0, "
+        "'2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', ?, ?)"
+    )
+    meas_sql = (
+        "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags, config_hash) "
+        "VALUES (?, ?, 'tps', 'tx/s', 'higher', ?, '[]', ?)"
+    )
+    names = [workload_of(w) for w in range(fleet.workloads)]
+    run_id = 0
+    for start in range(0, fleet.commits, 1000):
+        runs, meas = [], []
+        for i in range(start, min(start + 1000, fleet.commits)):
+            for m, w, f in by_commit.get(i, ()):
+                factor[m, w] *= f
+            noise = 1 + rng.normal(0, 0.01, (fleet.machines, fleet.workloads, fleet.samples))
+            values = np.round((base * factor)[:, :, None] * noise, 6)
+            sha = infos[i].sha
+            for m in range(fleet.machines):
+                run_id += 1
+                texts = [",".join(map(repr, row)) for row in values[m].tolist()]
+                runs.append(
+                    (
+                        run_id,
+                        sha,
+                        sha,
+                        BRANCH,
+                        f"{RECIPE}@{machine_of(m)}",
+                        machine_of(m),
+                        machine_of(m),
+                        RECIPE,
+                        VERSION,
+                        CONFIG,
+                        run_id,
+                        f"http://127.0.0.1:8010/#/builders/{m + 1}/builds/{run_id}",
+                        1.5e9 + run_id,
+                        _doc_text(sha, machine_of(m), texts),
+                    )
+                )
+                meas.extend((run_id, names[w], f"[{t}]", CONFIG) for w, t in enumerate(texts))
+        with store.transaction(conn):
+            conn.executemany(run_sql, runs)
+            conn.executemany(meas_sql, meas)
+        if not quiet:
+            say(f"    {min(start + 1000, fleet.commits)}/{fleet.commits} commits, {run_id} runs")
+    # series (one run per machine names them all), change points where the generated series step, alerts
+    series: dict[tuple[int, int], int] = {}
+    with store.transaction(conn):
+        for m in range(fleet.machines):
+            ids = store.series.ensure_for_run(conn, m + 1)
+            for w, sid in enumerate(ids):
+                series[(m, w)] = sid
+        for m, w, c, f in steps:
+            if c <= 0 or c >= fleet.commits:
+                continue
+            p = Placement(
+                sha=infos[c].sha,
+                prev_sha=infos[c - 1].sha,
+                position=c,
+                prev_position=c - 1,
+                kind="improvement" if f > 1 else "regression",
+                ratio=f,
+                ci_low=f - 0.005,
+                ci_high=f + 0.005,
+                pvalue=1e-9,
+            )
+            store.changes.report(conn, series[(m, w)], infos[c].sha, p, 1.5e9 + c * 5000)
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(path.parent)})
+    events = alerts.sync(conn, settings.alerts, now=1.5e9 + fleet.commits * 5000)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return {"seconds": time.perf_counter() - t0, "change_points": len(steps), "alert_events": len(events)}
+
+
+def next_run(path: Path, fleet: Fleet, i: int, machine: int = 0) -> int:
+    """Commit `i` appended to the branch and measured on one machine, stored by insert_run (what ingest does)."""
+    from master import store
+
+    rng = random.Random(i)
+    sha = sha_of(i)
+    conn = store.connect(path)
+    try:
+        with store.transaction(conn):
+            if BRANCH not in store.commits.positions_of(conn, sha):
+                info = store.CommitInfo(
+                    sha, f"commit number {i}", "Author <a@example.org>", 1_500_000_000 + i * 5000,
+                    1_500_000_000 + i * 5000, (sha_of(i - 1),),
+                )  # fmt: skip
+                store.append_branch(conn, BRANCH, [info], i)
+            doc = json.loads(_doc_text(sha, machine_of(machine), ["1000.0"] * fleet.workloads))
+            for k, wl in enumerate(doc["workloads"]):
+                wl["metrics"][0]["samples"] = [1000.0 * (1 + k / 50) * (1 + rng.gauss(0, 0.01)) for _ in range(5)]
+            return store.insert_run(
+                conn,
+                doc,
+                store.RunContext(builder=f"{RECIPE}@{machine_of(machine)}", worker=machine_of(machine), source="poll"),
+            )
+    finally:
+        conn.close()
+
+
+def _median_time(fn, runs: int) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), times
+
+
+def _cli(data: Path, *args: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
+    env.update(
+        PERFFARM_MASTER_DATA_DIR=str(data),
+        PERFFARM_MASTER_WEB_PORT="1",  # nothing listens: status reports the master as down at once
+        PYTHONPATH=str(ROOT),
+    )
+    subprocess.run(
+        [sys.executable, "-m", "master.cli", *args], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL
+    )
+
+
+def _timed_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one child process."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return time.perf_counter() - t, usage.ru_maxrss / 1024
+
+
+_LOADS = re.compile(rb'<(?:script[^>]*\ssrc|link[^>]*\shref)="([^"?#:]+)"')
+
+
+def largest_pages(site: Path) -> dict[str, object]:
+    """The largest HTML file, and the largest page counting the local scripts and styles it loads."""
+    root = Path(os.path.realpath(site))
+    best_html = (0, "")
+    best_page = (0, "")
+    for p in root.rglob("*.html"):
+        data = p.read_bytes()
+        rel = str(p.relative_to(root))
+        best_html = max(best_html, (len(data), rel))
+        total = len(data)
+        for ref in set(_LOADS.findall(data)):
+            q = (p.parent / ref.decode()).resolve()
+            if q.is_file():
+                total += q.stat().st_size
+        best_page = max(best_page, (total, rel))
+    files = sum(1 for _ in root.rglob("*") if _.is_file())
+    return {
+        "largest_html": best_html[1],
+        "largest_html_bytes": best_html[0],
+        "largest_page": best_page[1],
+        "largest_page_bytes": best_page[0],
+        "files": files,
+    }
+
+
+@dataclass
+class Figures:
+    fleet: dict[str, int]
+    points: int
+    db_bytes: int = 0
+    generate_s: float = 0.0
+    cli_floor_s: float = 0.0
+    status_s: float = 0.0
+    results_list_s: float = 0.0
+    alerts_list_s: float = 0.0
+    detect_s: float = 0.0
+    full_publish_s: float = 0.0
+    full_publish_rss_mib: float = 0.0
+    incremental_s: float = 0.0
+    incremental_files: int = 0
+    site: dict[str, object] = field(default_factory=dict)
+    raw: dict[str, list[float]] = field(default_factory=dict)
+
+
+def measure(fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bool) -> Figures:
+    from master import alerts, analysis, store
+    from master.publish import publish_incremental
+    from master.publish.writer import wait_for_cleanup
+    from master.settings import load_settings
+
+    data = work / fleet.name
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
+    db = settings.results_db
+    fig = Figures(asdict(fleet), fleet.points)
+    if rebuild or not db.exists():
+        say(f"  building {fleet.name}: {fleet.points:,} points, {fleet.points * fleet.samples:,} samples")
+        for p in (data / "site", data / ".site.versions", data / "publish-cache.sqlite"):
+            if p.is_symlink() or p.is_file():
+                p.unlink()
+            elif p.exists():
+                shutil.rmtree(p)
+        g = generate(db, fleet)
+        fig.generate_s = g["seconds"]
+        say(f"  built in {g['seconds']:.1f} s: {g['change_points']} change points, {g['alert_events']} alert events")
+    conn = store.connect(db)
+    head = store.branch_head(conn, BRANCH)[0] + 1  # earlier measurements appended commits
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    fig.db_bytes = db.stat().st_size
+    say(f"  DB {fig.db_bytes / 1e9:.2f} GB")
+
+    fig.cli_floor_s, fig.raw["cli_floor"] = _median_time(lambda: _cli(data, "--help"), runs)
+    fig.status_s, fig.raw["status"] = _median_time(lambda: _cli(data, "status"), runs)
+    fig.results_list_s, fig.raw["results_list"] = _median_time(lambda: _cli(data, "results", "list"), runs)
+    fig.alerts_list_s, fig.raw["alerts_list"] = _median_time(lambda: _cli(data, "alerts", "list"), runs)
+    say(
+        f"  CLI (floor {fig.cli_floor_s:.2f} s): status {fig.status_s:.2f} s, results list {fig.results_list_s:.2f} s, "
+        f"alerts list {fig.alerts_list_s:.2f} s"
+    )
+
+    detect = []
+    for k in range(runs):
+        run_id = next_run(db, fleet, head + k, machine=k % fleet.machines)
+        conn = store.connect(db)
+        try:
+            t = time.perf_counter()
+            analysis.analyse_run(conn, run_id, settings.detection)
+            alerts.sync(conn, settings.alerts)
+            detect.append(time.perf_counter() - t)
+        finally:
+            conn.close()
+    head += runs
+    fig.detect_s, fig.raw["detect"] = statistics.median(detect), detect
+    say(f"  detection pass (one run, {fleet.workloads} series): {fig.detect_s:.2f} s median ({detect})")
+    if skip_publish:
+        return fig
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
+    env.update(PERFFARM_MASTER_DATA_DIR=str(data), PYTHONPATH=str(ROOT))
+    fig.full_publish_s, fig.full_publish_rss_mib = _timed_child(
+        [sys.executable, "-m", "master.cli", "publish", "--quiet"], env
+    )
+    wait_for_cleanup()
+    say(f"  full publish: {fig.full_publish_s:.1f} s, peak RSS {fig.full_publish_rss_mib:.0f} MiB")
+    inc, files = [], []
+    for k in range(runs):
+        run_id = next_run(db, fleet, head + k, machine=k % fleet.machines)
+        r = publish_incremental(settings, run_id)
+        wait_for_cleanup()
+        if not r.incremental:
+            raise RuntimeError(f"publish after run {run_id} was not incremental: {r}")
+        inc.append(r.seconds)
+        files.append(r.files_written)
+    fig.incremental_s, fig.raw["incremental"] = statistics.median(inc), inc
+    fig.incremental_files = int(statistics.median(files))
+    say(f"  incremental publish: {fig.incremental_s:.2f} s median, {fig.incremental_files} files ({inc})")
+    fig.site = largest_pages(data / "site")
+    say(
+        f"  largest page: {fig.site['largest_page']} {fig.site['largest_page_bytes'] / 1e6:.2f} MB with what it "
+        f"loads; largest HTML {fig.site['largest_html']} {fig.site['largest_html_bytes'] / 1e6:.2f} MB; "
+        f"{fig.site['files']} files"
+    )
+    return fig
+
+
+ROWS = [
+    ("DB size (GB)", lambda f: f.db_bytes / 1e9),
+    ("perffarm status (s)", lambda f: f.status_s),
+    ("perffarm results list (s)", lambda f: f.results_list_s),
+    ("perffarm alerts list (s)", lambda f: f.alerts_list_s),
+    ("detection pass, one run (s)", lambda f: f.detect_s),
+    ("full publish (s)", lambda f: f.full_publish_s),
+    ("full publish peak RSS (MiB)", lambda f: f.full_publish_rss_mib),
+    ("incremental publish (s)", lambda f: f.incremental_s),
+    ("largest page + its loads (MB)", lambda f: f.site.get("largest_page_bytes", 0) / 1e6),
+    ("largest HTML file (MB)", lambda f: f.site.get("largest_html_bytes", 0) / 1e6),
+]
+
+
+def growth(a: float, b: float, pa: int, pb: int) -> float | None:
+    """Factor per 10x data between two sizes, (b/a) ** (1 / log10(pb/pa))."""
+    if a <= 0 or b <= 0 or pb == pa:
+        return None
+    return (b / a) ** (1 / math.log10(pb / pa))
+
+
+def table(figs: list[Figures], cli_floor: float) -> str:
+    head = ["cost"] + [f"{f.fleet['commits']:,} commits ({f.points / 1e6:g}M points)" for f in figs]
+    head.append("x per 10x data")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, get in ROWS:
+        vals = [get(f) for f in figs]
+        g = growth(vals[-2], vals[-1], figs[-2].points, figs[-1].points) if len(figs) > 1 else None
+        lines.append(
+            "| " + " | ".join([label, *(f"{v:.3g}" for v in vals), f"{g:.2f}" if g is not None else "-"]) + " |"
+        )
+    lines.append(f"\n(CLI figures include the interpreter's start and imports: `--help` takes {cli_floor:.2f} s.)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/perffarm-scale"))
+    ap.add_argument("--commits", default="60,600,6000", help="history lengths, comma-separated")
+    ap.add_argument("--machines", type=int, default=20)
+    ap.add_argument("--workloads", type=int, default=100)
+    ap.add_argument("--samples", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=5, help="repetitions of each latency (median)")
+    ap.add_argument("--rebuild", action="store_true", help="generate the DBs again even when present")
+    ap.add_argument("--skip-publish", action="store_true")
+    ap.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
+    args = ap.parse_args(argv)
+    figs = []
+    for n in [int(x) for x in args.commits.split(",")]:
+        fleet = Fleet(args.machines, args.workloads, n, args.samples)
+        say(f"\n{fleet.name} ({fleet.points / 1.2e8:.4g} of 20 x 100 x 60,000), load average {os.getloadavg()[0]:.2f}")
+        figs.append(measure(fleet, args.work, args.runs, args.rebuild, args.skip_publish))
+    say("\n" + table(figs, statistics.median(f.cli_floor_s for f in figs)))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(f) for f in figs], indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
