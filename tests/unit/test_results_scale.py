@@ -1,0 +1,62 @@
+"""Ten years of results, small (docs/scale.md): the work that reads the results store for one series, one run or
+one `perffarm status` must not grow with the history or the number of machines. Work is counted, not timed: SQLite
+virtual-machine steps (a progress handler) and rows handed to the publisher, on databases made by the benchmark's
+generator (tests/benchmarks/results_scale.py) at two sizes; the benchmark shows what each is worth in seconds."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from master import store
+from master.store.series import SeriesKey
+from tests.benchmarks import results_scale
+
+STEP = 10  # VM instructions per progress-handler call
+
+
+def steps(conn: sqlite3.Connection, call: Callable[[], object]) -> int:
+    """SQLite virtual-machine instructions `call` executes on `conn` (in units of STEP)."""
+    n = 0
+
+    def tick() -> int:
+        nonlocal n
+        n += 1
+        return 0
+
+    conn.set_progress_handler(tick, STEP)
+    try:
+        call()
+    finally:
+        conn.set_progress_handler(None, STEP)
+    return n
+
+
+def fleet_db(tmp_path: Path, machines: int, workloads: int, commits: int) -> sqlite3.Connection:
+    path = tmp_path / f"{machines}x{workloads}x{commits}" / "results.sqlite"
+    results_scale.generate(path, results_scale.Fleet(machines, workloads, commits), quiet=True)
+    return store.connect(path)
+
+
+def key(machine: int, workload: int) -> SeriesKey:
+    return SeriesKey(
+        results_scale.machine_of(machine),
+        results_scale.RECIPE,
+        results_scale.VERSION,
+        results_scale.CONFIG,
+        results_scale.workload_of(workload),
+        "tps",
+        results_scale.BRANCH,
+    )
+
+
+def test_loading_a_series_reads_its_own_machines_rows_not_the_whole_fleets(tmp_path):
+    narrow, wide = fleet_db(tmp_path, 2, 4, 60), fleet_db(tmp_path, 16, 4, 60)
+    got = {name: store.series.branch_samples(c, key(1, 2)) for name, c in (("narrow", narrow), ("wide", wide))}
+    assert len(got["narrow"].commits) == len(got["wide"].commits) == 60
+    assert all(len(s) == 5 for s in got["wide"].samples)
+    work = {name: steps(c, lambda c=c: store.series.branch_samples(c, key(1, 2))) for name, c in (
+        ("narrow", narrow), ("wide", wide))}  # fmt: skip
+    # through measurements_series (every machine's rows of the workload) the wide fleet cost ~8x the narrow one
+    assert work["wide"] < 1.3 * work["narrow"], work
