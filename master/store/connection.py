@@ -52,9 +52,15 @@ def migrate(conn: sqlite3.Connection) -> int:
 
 
 def _statements(script: str) -> Iterator[str]:
+    """The statements of a migration script. A trigger's body holds ';' between BEGIN and END, so a piece grows
+    until SQLite calls it a complete statement."""
+    piece = ""
     for part in script.split(";"):
-        if part.strip():
-            yield part
+        piece += part + ";"
+        if sqlite3.complete_statement(piece):
+            if piece.strip(" \n;"):
+                yield piece
+            piece = ""
 
 
 @contextmanager
