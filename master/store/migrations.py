@@ -330,4 +330,32 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX runs_series ON runs(machine_id, recipe, recipe_version, status)
     """,
+    # 13: what `perffarm status` reads costs the same whatever the history (docs/scale.md): the newest run of each
+    # (ref, builder) is a probe of runs_latest (GROUP BY over runs read every run), and the rows of the tables
+    # that grow with the history are counted by triggers (COUNT(*) over a hundred million measurements reads them
+    # all). Cascaded deletes fire the delete triggers too; an upsert that updates fires no insert trigger.
+    """
+    CREATE INDEX runs_latest ON runs(ref, builder);
+    CREATE TABLE row_counts (name TEXT PRIMARY KEY, n INTEGER NOT NULL);
+    INSERT INTO row_counts (name, n) SELECT 'runs', COUNT(*) FROM runs;
+    INSERT INTO row_counts (name, n) SELECT 'measurements', COUNT(*) FROM measurements;
+    INSERT INTO row_counts (name, n) SELECT 'commits', COUNT(*) FROM commits;
+    INSERT INTO row_counts (name, n) SELECT 'branch_commits', COUNT(*) FROM branch_commits;
+    CREATE TRIGGER runs_counted AFTER INSERT ON runs
+        BEGIN UPDATE row_counts SET n = n + 1 WHERE name = 'runs'; END;
+    CREATE TRIGGER runs_uncounted AFTER DELETE ON runs
+        BEGIN UPDATE row_counts SET n = n - 1 WHERE name = 'runs'; END;
+    CREATE TRIGGER measurements_counted AFTER INSERT ON measurements
+        BEGIN UPDATE row_counts SET n = n + 1 WHERE name = 'measurements'; END;
+    CREATE TRIGGER measurements_uncounted AFTER DELETE ON measurements
+        BEGIN UPDATE row_counts SET n = n - 1 WHERE name = 'measurements'; END;
+    CREATE TRIGGER commits_counted AFTER INSERT ON commits
+        BEGIN UPDATE row_counts SET n = n + 1 WHERE name = 'commits'; END;
+    CREATE TRIGGER commits_uncounted AFTER DELETE ON commits
+        BEGIN UPDATE row_counts SET n = n - 1 WHERE name = 'commits'; END;
+    CREATE TRIGGER branch_commits_counted AFTER INSERT ON branch_commits
+        BEGIN UPDATE row_counts SET n = n + 1 WHERE name = 'branch_commits'; END;
+    CREATE TRIGGER branch_commits_uncounted AFTER DELETE ON branch_commits
+        BEGIN UPDATE row_counts SET n = n - 1 WHERE name = 'branch_commits'; END
+    """,
 ]

@@ -60,3 +60,35 @@ def test_loading_a_series_reads_its_own_machines_rows_not_the_whole_fleets(tmp_p
         ("narrow", narrow), ("wide", wide))}  # fmt: skip
     # through measurements_series (every machine's rows of the workload) the wide fleet cost ~8x the narrow one
     assert work["wide"] < 1.3 * work["narrow"], work
+
+
+def status_reads(conn: sqlite3.Connection) -> tuple[list[store.runs.LatestRun], dict[str, int]]:
+    return store.latest_per_ref(conn), store.counts(conn)
+
+
+def test_status_costs_the_same_after_ten_times_the_history(tmp_path):
+    short, long = fleet_db(tmp_path, 3, 4, 40), fleet_db(tmp_path, 3, 4, 400)
+    latest, counts = status_reads(long)
+    assert [(r.ref, r.builder, r.sha) for r in latest] == [
+        ("master", f"pgbench@m{m:02d}", results_scale.sha_of(399)) for m in range(3)
+    ]
+    for table in ("runs", "measurements"):
+        assert counts[table] == long.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    assert counts["runs"] == 1200
+    work = {name: steps(c, lambda c=c: status_reads(c)) for name, c in (("short", short), ("long", long))}
+    # GROUP BY over runs and COUNT(*) over measurements: ~10x the work for 10x the history
+    assert work["long"] < 1.5 * work["short"], work
+
+
+def test_the_row_counters_follow_inserts_and_cascaded_deletes(tmp_path):
+    conn = fleet_db(tmp_path, 2, 3, 5)
+    path = Path(conn.execute("PRAGMA database_list").fetchone()[2])
+    conn.close()
+    run_id = results_scale.next_run(path, results_scale.Fleet(2, 3, 5), 5)
+    conn = store.connect(path)
+    with store.transaction(conn):
+        conn.execute("DELETE FROM runs WHERE id = 1")  # its measurements go by ON DELETE CASCADE
+    counts = store.counts(conn)
+    assert run_id == 11 and counts["runs"] == 10 and counts["measurements"] == 30, counts
+    for table in ("runs", "measurements"):
+        assert counts[table] == conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
