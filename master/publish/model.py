@@ -122,7 +122,10 @@ def load(
     (branch, position) pairs it sits at. Runs of one commit are merged, oldest first (bisection probes add
     samples). Every step is a column operation on the million rows except merging those few commits. jobs=2:
     parse in two processes (it forks)."""
-    m = scan.read(conn, shas, jobs)
+    # only the runs that can hold a wanted key: a run's machine, recipe and version are part of every key it has,
+    # so an incremental publish of one machine's run does not read and parse the other machines' samples
+    machines = None if keys is None else {(k.machine_id, k.recipe, k.recipe_version) for k in keys}
+    m = scan.read(conn, shas, jobs, machines)
     wanted = np.array([keys is None or k in keys for k in m.keys], dtype=bool)
     # key rank in the published order (machine, recipe, version, config, workload, metric)
     by = sorted(

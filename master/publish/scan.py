@@ -75,10 +75,15 @@ SPLIT_MIN_CHARS = 1_000_000  # below ~50,000 samples a fork costs more than it s
 _FLATTEN = str.maketrans("[]|", "  ,")
 
 
-def read(conn: sqlite3.Connection, shas: Iterable[str] | None = None, jobs: int = 1) -> Measured:
-    """Every ok run's measurements (optionally only of runs at `shas`) as columns. jobs=2: parse in two processes
-    (only from a single-threaded process: it forks)."""
-    scanned = store.series.scan_measurements(conn, shas)
+def read(
+    conn: sqlite3.Connection,
+    shas: Iterable[str] | None = None,
+    jobs: int = 1,
+    machines: Iterable[tuple[str, str, int]] | None = None,
+) -> Measured:
+    """Every ok run's measurements (optionally only of runs at `shas`, only of runs by these (machine, recipe,
+    recipe version)) as columns. jobs=2: parse in two processes (only from a single-threaded process: it forks)."""
+    scanned = store.series.scan_measurements(conn, shas, machines)
     ids_text, wm_text, big, sla_text = scanned.row_runs, scanned.row_keys, scanned.row_samples, scanned.row_sla
     run_id = np.array(scanned.run_id, dtype=np.int64)
     run_sha = list(scanned.run_sha)

@@ -314,35 +314,55 @@ _SCAN = (
 )
 
 
-def _ok_runs(conn: sqlite3.Connection, shas: Iterable[str] | None) -> tuple[list[sqlite3.Row], str, list[str]]:
-    """The ok runs (optionally only at `shas`), and the SQL/parameters selecting their ids."""
-    base = "SELECT id, sha, noisy, machine_id, recipe, recipe_version FROM runs WHERE status = 'ok'"
+def _ok_runs(
+    conn: sqlite3.Connection, shas: Iterable[str] | None, machines: Iterable[tuple[str, str, int]] | None = None
+) -> tuple[list[sqlite3.Row], str, list[Any]]:
+    """The ok runs (optionally only at `shas`, only of `machines`), and the SQL/parameters selecting their ids."""
+    cond = "status = 'ok'"
+    if machines is not None:
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS publish_machines (machine_id TEXT, recipe TEXT, recipe_version INTEGER, "
+            "PRIMARY KEY (machine_id, recipe, recipe_version))"
+        )
+        conn.execute("DELETE FROM publish_machines")
+        conn.executemany("INSERT OR IGNORE INTO publish_machines VALUES (?, ?, ?)", sorted(set(machines)))
+        cond += (
+            " AND (machine_id, recipe, recipe_version) IN "
+            "(SELECT machine_id, recipe, recipe_version FROM publish_machines)"
+        )
+    base = f"SELECT id, sha, noisy, machine_id, recipe, recipe_version FROM runs WHERE {cond}"
     if shas is None:
-        return conn.execute(base + " ORDER BY id").fetchall(), "SELECT id FROM runs WHERE status = 'ok'", []
+        return conn.execute(base + " ORDER BY id").fetchall(), f"SELECT id FROM runs WHERE {cond}", []
     want = sorted(set(shas))
     if len(want) <= 900:  # SQLite's bound-parameter limit (999 on old builds)
         marks = ",".join("?" * len(want))
         return (
             conn.execute(f"{base} AND sha IN ({marks}) ORDER BY id", want).fetchall(),
-            f"SELECT id FROM runs WHERE status = 'ok' AND sha IN ({marks})",
+            f"SELECT id FROM runs WHERE {cond} AND sha IN ({marks})",
             want,
         )
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS publish_shas (sha TEXT PRIMARY KEY)")
     conn.execute("DELETE FROM publish_shas")
     conn.executemany("INSERT OR IGNORE INTO publish_shas VALUES (?)", [(x,) for x in want])
-    sub = "SELECT id FROM runs WHERE status = 'ok' AND sha IN (SELECT sha FROM publish_shas)"
+    sub = f"SELECT id FROM runs WHERE {cond} AND sha IN (SELECT sha FROM publish_shas)"
     return conn.execute(f"{base} AND sha IN (SELECT sha FROM publish_shas) ORDER BY id").fetchall(), sub, []
 
 
-def scan_measurements(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> MeasurementScan:
-    """Every ok run's measurements (optionally only of runs at `shas`) in one pass: see MeasurementScan."""
+def scan_measurements(
+    conn: sqlite3.Connection,
+    shas: Iterable[str] | None = None,
+    machines: Iterable[tuple[str, str, int]] | None = None,
+) -> MeasurementScan:
+    """Every ok run's measurements (optionally only of runs at `shas`, and only of runs by these (machine, recipe,
+    recipe version): what an incremental publish shows of one run reads that run's machine, not the fleet) in one
+    pass: see MeasurementScan."""
     # one read transaction: the runs and their measurements come from the same snapshot even while the master
     # ingests (WAL), so every scanned row's run is in the runs read
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")
     try:
-        runs, ids_sql, params = _ok_runs(conn, shas)
+        runs, ids_sql, params = _ok_runs(conn, shas, machines)
         row_runs, row_keys, row_samples, row_sla = conn.execute(_SCAN.format(runs=ids_sql), params).fetchone()
     finally:
         if own:

@@ -92,3 +92,44 @@ def test_the_row_counters_follow_inserts_and_cascaded_deletes(tmp_path):
     assert run_id == 11 and counts["runs"] == 10 and counts["measurements"] == 30, counts
     for table in ("runs", "measurements"):
         assert counts[table] == conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+def incremental_rows(tmp_path: Path, monkeypatch, fleet: results_scale.Fleet) -> tuple[int, int]:
+    """(measurement rows the publisher read, files written) for an incremental publish after one new run on one
+    machine, over a site fully published from a generated DB of `fleet`."""
+    from master.publish import publish_all, publish_incremental, scan
+    from master.publish.writer import wait_for_cleanup
+    from master.settings import load_settings
+
+    data = tmp_path / fleet.name
+    results_scale.generate(data / "results.sqlite", fleet, quiet=True)
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
+    publish_all(settings, jobs=1)
+    run_id = results_scale.next_run(settings.results_db, fleet, fleet.commits)
+    read, rows = scan.read, []
+
+    def counted(*args, **kwargs):
+        m = read(*args, **kwargs)
+        rows.append(len(m.run))
+        return m
+
+    monkeypatch.setattr(scan, "read", counted)
+    report = publish_incremental(settings, run_id)
+    wait_for_cleanup()
+    assert report.incremental, report
+    return sum(rows), report.files_written
+
+
+def test_an_incremental_publish_reads_the_runs_machine_not_the_fleet(tmp_path, monkeypatch):
+    narrow = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(2, 3, 150))
+    wide = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(8, 3, 150))
+    # every machine's rows at the loaded commits were read and parsed, then dropped: 4x for 4x the machines
+    assert 150 * 3 <= wide[0] < 1.3 * narrow[0], (narrow, wide)
+
+
+def test_an_incremental_publish_reads_a_bounded_window_of_the_history(tmp_path, monkeypatch):
+    short = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(2, 3, 300))
+    long = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(2, 3, 3000))
+    # the chunk of the new commit and the sparkline window, not the series' 3,000 points (the files written grow
+    # with the alerts: every alert's page is rendered again, docs/scale.md)
+    assert long[0] <= short[0], (short, long)
