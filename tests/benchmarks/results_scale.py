@@ -257,36 +257,28 @@ def next_run(path: Path, fleet: Fleet, i: int, machine: int = 0) -> int:
         conn.close()
 
 
-def _median_time(fn, runs: int) -> tuple[float, list[float]]:
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), times
-
-
-def _cli(data: Path, *args: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
-    env.update(
-        PERFFARM_MASTER_DATA_DIR=str(data),
-        PERFFARM_MASTER_WEB_PORT="1",  # nothing listens: status reports the master as down at once
-        PYTHONPATH=str(ROOT),
-    )
-    subprocess.run(
-        [sys.executable, "-m", "master.cli", *args], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL
-    )
-
-
-def _timed_child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one child process."""
+def _child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS MiB) of one child process (with the children it waited for)."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, cmd)
-    return time.perf_counter() - t, usage.ru_maxrss / 1024
+    return time.perf_counter() - t, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def _cli(data: Path, runs: int, *args: str) -> tuple[float, float, list[float]]:
+    """`perffarm ARGS` in a fresh interpreter `runs` times: (median wall s, median CPU s, every wall time)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
+    env.update(
+        PERFFARM_MASTER_DATA_DIR=str(data),
+        PERFFARM_MASTER_WEB_PORT="1",  # nothing listens: status reports the master as down at once
+        PYTHONPATH=str(ROOT),
+    )
+    got = [_child([sys.executable, "-m", "master.cli", *args], env) for _ in range(runs)]
+    walls = [g[0] for g in got]
+    return statistics.median(walls), statistics.median(g[1] for g in got), walls
 
 
 _LOADS = re.compile(rb'<(?:script[^>]*\ssrc|link[^>]*\shref)="([^"?#:]+)"')
@@ -331,6 +323,7 @@ class Figures:
     full_publish_s: float = 0.0
     full_publish_rss_mib: float = 0.0
     incremental_s: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds beside each wall time (the box is shared)
     incremental_files: int = 0
     site: dict[str, object] = field(default_factory=dict)
     raw: dict[str, list[float]] = field(default_factory=dict)
@@ -363,51 +356,73 @@ def measure(fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bo
     fig.db_bytes = db.stat().st_size
     say(f"  DB {fig.db_bytes / 1e9:.2f} GB")
 
-    fig.cli_floor_s, fig.raw["cli_floor"] = _median_time(lambda: _cli(data, "--help"), runs)
-    fig.status_s, fig.raw["status"] = _median_time(lambda: _cli(data, "status"), runs)
-    fig.results_list_s, fig.raw["results_list"] = _median_time(lambda: _cli(data, "results", "list"), runs)
-    fig.alerts_list_s, fig.raw["alerts_list"] = _median_time(lambda: _cli(data, "alerts", "list"), runs)
+    for name, args in (
+        ("cli_floor", ["--help"]),
+        ("status", ["status"]),
+        ("results_list", ["results", "list"]),
+        ("alerts_list", ["alerts", "list"]),
+    ):
+        wall, fig.cpu[name], fig.raw[name] = _cli(data, runs, *args)
+        setattr(fig, f"{name}_s", wall)
     say(
         f"  CLI (floor {fig.cli_floor_s:.2f} s): status {fig.status_s:.2f} s, results list {fig.results_list_s:.2f} s, "
-        f"alerts list {fig.alerts_list_s:.2f} s"
+        f"alerts list {fig.alerts_list_s:.2f} s (CPU {fig.cpu})"
     )
 
-    detect = []
+    detect, detect_cpu, loads = [], [], []
     for k in range(runs):
         run_id = next_run(db, fleet, head + k, machine=k % fleet.machines)
         conn = store.connect(db)
         try:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             analysis.analyse_run(conn, run_id, settings.detection)
             alerts.sync(conn, settings.alerts)
             detect.append(time.perf_counter() - t)
+            detect_cpu.append(time.process_time() - c)
+            t = time.perf_counter()  # of which: loading the run's series from the store
+            for sid in store.series.ensure_for_run(conn, run_id):
+                analysis.load_series(conn, sid)
+            loads.append(time.perf_counter() - t)
         finally:
             conn.close()
     head += runs
     fig.detect_s, fig.raw["detect"] = statistics.median(detect), detect
-    say(f"  detection pass (one run, {fleet.workloads} series): {fig.detect_s:.2f} s median ({detect})")
+    fig.cpu["detect"], fig.cpu["detect_load_wall"] = statistics.median(detect_cpu), statistics.median(loads)
+    say(
+        f"  detection pass (one run, {fleet.workloads} series): {fig.detect_s:.2f} s median ({detect}), CPU "
+        f"{fig.cpu['detect']:.2f} s; loading its series alone {fig.cpu['detect_load_wall']:.2f} s"
+    )
     if skip_publish:
         return fig
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
     env.update(PERFFARM_MASTER_DATA_DIR=str(data), PYTHONPATH=str(ROOT))
-    fig.full_publish_s, fig.full_publish_rss_mib = _timed_child(
+    fig.full_publish_s, fig.cpu["full_publish"], fig.full_publish_rss_mib = _child(
         [sys.executable, "-m", "master.cli", "publish", "--quiet"], env
     )
     wait_for_cleanup()
-    say(f"  full publish: {fig.full_publish_s:.1f} s, peak RSS {fig.full_publish_rss_mib:.0f} MiB")
-    inc, files = [], []
+    say(
+        f"  full publish: {fig.full_publish_s:.1f} s, CPU {fig.cpu['full_publish']:.1f} s, peak RSS "
+        f"{fig.full_publish_rss_mib:.0f} MiB"
+    )
+    inc, inc_cpu, files = [], [], []
     for k in range(runs):
         run_id = next_run(db, fleet, head + k, machine=k % fleet.machines)
+        c = time.process_time()
         r = publish_incremental(settings, run_id)
+        inc_cpu.append(time.process_time() - c)
         wait_for_cleanup()
         if not r.incremental:
             raise RuntimeError(f"publish after run {run_id} was not incremental: {r}")
         inc.append(r.seconds)
         files.append(r.files_written)
     fig.incremental_s, fig.raw["incremental"] = statistics.median(inc), inc
+    fig.cpu["incremental"] = statistics.median(inc_cpu)
     fig.incremental_files = int(statistics.median(files))
-    say(f"  incremental publish: {fig.incremental_s:.2f} s median, {fig.incremental_files} files ({inc})")
+    say(
+        f"  incremental publish: {fig.incremental_s:.2f} s median, CPU {fig.cpu['incremental']:.2f} s, "
+        f"{fig.incremental_files} files ({inc})"
+    )
     fig.site = largest_pages(data / "site")
     say(
         f"  largest page: {fig.site['largest_page']} {fig.site['largest_page_bytes'] / 1e6:.2f} MB with what it "
@@ -419,15 +434,22 @@ def measure(fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bo
 
 ROWS = [
     ("DB size (GB)", lambda f: f.db_bytes / 1e9),
-    ("perffarm status (s)", lambda f: f.status_s),
-    ("perffarm results list (s)", lambda f: f.results_list_s),
-    ("perffarm alerts list (s)", lambda f: f.alerts_list_s),
+    ("`perffarm status` (s)", lambda f: f.status_s),
+    ("`perffarm results list` (s)", lambda f: f.results_list_s),
+    ("`perffarm alerts list` (s)", lambda f: f.alerts_list_s),
+    ("CLI CPU: `--help` (the floor) (s)", lambda f: f.cpu.get("cli_floor", 0)),
+    ("CLI CPU: status (s)", lambda f: f.cpu.get("status", 0)),
+    ("CLI CPU: results list (s)", lambda f: f.cpu.get("results_list", 0)),
+    ("CLI CPU: alerts list (s)", lambda f: f.cpu.get("alerts_list", 0)),
     ("detection pass, one run (s)", lambda f: f.detect_s),
+    ("detection pass, CPU (s)", lambda f: f.cpu.get("detect", 0)),
     ("full publish (s)", lambda f: f.full_publish_s),
-    ("full publish peak RSS (MiB)", lambda f: f.full_publish_rss_mib),
+    ("full publish, CPU (s)", lambda f: f.cpu.get("full_publish", 0)),
+    ("full publish, peak RSS (MiB)", lambda f: f.full_publish_rss_mib),
     ("incremental publish (s)", lambda f: f.incremental_s),
-    ("largest page + its loads (MB)", lambda f: f.site.get("largest_page_bytes", 0) / 1e6),
-    ("largest HTML file (MB)", lambda f: f.site.get("largest_html_bytes", 0) / 1e6),
+    ("incremental publish, CPU (s)", lambda f: f.cpu.get("incremental", 0)),
+    ("incremental publish, files", lambda f: f.incremental_files),
+    ("largest page + what it loads (MB)", lambda f: f.site.get("largest_page_bytes", 0) / 1e6),
 ]
 
 
