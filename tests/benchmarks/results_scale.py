@@ -13,6 +13,7 @@ master.alerts.sync), then measures, each on its own:
   * the DB file size (after a checkpoint);
   * `perffarm status`, `perffarm results list` and `perffarm alerts list` through the real CLI
     (`python -m master.cli ...`, a fresh interpreter each, median of --runs; the floor is `--help`);
+  * storing one run (what ingest does in the store: the commit appended, insert_run, one transaction);
   * a detection pass: one new commit measured on one machine, stored by master.store.insert_run and re-detected
     by master.analysis.analyse_run (its 100 series) and master.alerts.sync, as the pipeline does (median);
   * a full publish (`python -m master.cli publish`, wall time and the peak RSS of that process);
@@ -319,6 +320,7 @@ class Figures:
     status_s: float = 0.0
     results_list_s: float = 0.0
     alerts_list_s: float = 0.0
+    store_run_s: float = 0.0
     detect_s: float = 0.0
     full_publish_s: float = 0.0
     full_publish_rss_mib: float = 0.0
@@ -369,9 +371,11 @@ def measure(fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bo
         f"alerts list {fig.alerts_list_s:.2f} s (CPU {fig.cpu})"
     )
 
-    detect, detect_cpu, loads = [], [], []
+    detect, detect_cpu, loads, stores = [], [], [], []
     for k in range(runs):
+        t = time.perf_counter()  # storing one result: connect, append the commit, insert_run, commit (WAL, fsync)
         run_id = next_run(db, fleet, head + k, machine=k % fleet.machines)
+        stores.append(time.perf_counter() - t)
         conn = store.connect(db)
         try:
             t, c = time.perf_counter(), time.process_time()
@@ -386,6 +390,8 @@ def measure(fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bo
         finally:
             conn.close()
     head += runs
+    fig.store_run_s, fig.raw["store_run"] = statistics.median(stores), stores
+    say(f"  storing one run ({fleet.workloads} measurements): {fig.store_run_s * 1000:.0f} ms median")
     fig.detect_s, fig.raw["detect"] = statistics.median(detect), detect
     fig.cpu["detect"], fig.cpu["detect_load_wall"] = statistics.median(detect_cpu), statistics.median(loads)
     say(
@@ -441,6 +447,7 @@ ROWS = [
     ("CLI CPU: status (s)", lambda f: f.cpu.get("status", 0)),
     ("CLI CPU: results list (s)", lambda f: f.cpu.get("results_list", 0)),
     ("CLI CPU: alerts list (s)", lambda f: f.cpu.get("alerts_list", 0)),
+    ("storing one run (ms)", lambda f: f.store_run_s * 1000),
     ("detection pass, one run (s)", lambda f: f.detect_s),
     ("detection pass, CPU (s)", lambda f: f.cpu.get("detect", 0)),
     ("full publish (s)", lambda f: f.full_publish_s),
