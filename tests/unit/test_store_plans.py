@@ -22,3 +22,11 @@ def test_the_previous_point_walks_the_branch_back_instead_of_reading_the_whole_s
     steps = plan_of(conn, lambda: store.series.prev_point_position(conn, key, "master", 100))
     assert steps[0].startswith("SEARCH bc USING") and "position<?" in steps[0], steps
     assert not any("measurements_series" in s for s in steps), steps
+
+
+def test_the_previous_point_finds_each_commits_run_by_its_sha(tmp_path):
+    # with runs_series (schema 12) SQLite looked for the run among all of the machine's runs: 500x slower
+    conn = store.connect(tmp_path / "r.sqlite")
+    key = MeasureKey("m1", "fixture", 1, "cfg", "loop", "throughput")
+    steps = plan_of(conn, lambda: store.series.prev_point_position(conn, key, "master", 100))
+    assert steps[1].startswith("SEARCH r USING INDEX runs_sha (sha=?)"), steps
