@@ -133,3 +133,13 @@ def test_an_incremental_publish_reads_a_bounded_window_of_the_history(tmp_path, 
     # the chunk of the new commit and the sparkline window, not the series' 3,000 points (the files written grow
     # with the alerts: every alert's page is rendered again, docs/scale.md)
     assert long[0] <= short[0], (short, long)
+
+
+def test_the_paired_references_cost_the_same_after_ten_times_the_history(tmp_path):
+    # every publish asks for them; with no ratio series at all, they scanned every run of the farm
+    short, long = fleet_db(tmp_path, 3, 4, 40), fleet_db(tmp_path, 3, 4, 400)
+    for c in (short, long):
+        store.series.ensure_for_run(c, 1)
+    work = {name: steps(c, lambda c=c: store.series.references(c)) for name, c in (("short", short), ("long", long))}
+    assert store.series.references(long) == {}
+    assert work["long"] <= work["short"] + 1, work

@@ -30,3 +30,9 @@ def test_the_previous_point_finds_each_commits_run_by_its_sha(tmp_path):
     key = MeasureKey("m1", "fixture", 1, "cfg", "loop", "throughput")
     steps = plan_of(conn, lambda: store.series.prev_point_position(conn, key, "master", 100))
     assert steps[1].startswith("SEARCH r USING INDEX runs_sha (sha=?)"), steps
+
+
+def test_the_paired_references_start_from_the_ratio_series_not_from_every_run(tmp_path):
+    conn = store.connect(tmp_path / "r.sqlite")
+    steps = plan_of(conn, lambda: store.series.references(conn))
+    assert steps[0] == "SCAN s" and steps[1].startswith("SEARCH r USING INDEX runs_series"), steps
