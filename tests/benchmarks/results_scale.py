@@ -1,7 +1,7 @@
 """Ten years of results (issue #17): what the results store and its readers cost as history grows.
 
     .venv/bin/python -m tests.benchmarks.results_scale [--work /tmp/perffarm-scale] [--commits 60,600,6000]
-        [--machines 20] [--workloads 100] [--samples 5] [--runs 5] [--json FILE] [--keep]
+        [--machines 20] [--workloads 100] [--samples 5] [--runs 5] [--json FILE] [--rebuild] [--reuse-site]
 
 The fleet of the issue is 20 machines x 100 series x 60,000 commits of history (one branch, every commit measured
 on every machine: 1.2M runs, 120M points, 600M samples). For each history length in --commits this builds a
@@ -331,7 +331,9 @@ class Figures:
     raw: dict[str, list[float]] = field(default_factory=dict)
 
 
-def measure(fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bool) -> Figures:
+def measure(
+    fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bool, reuse_site: bool = False
+) -> Figures:
     from master import alerts, analysis, store
     from master.publish import publish_incremental
     from master.publish.writer import wait_for_cleanup
@@ -401,16 +403,19 @@ def measure(fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bo
     if skip_publish:
         return fig
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
-    env.update(PERFFARM_MASTER_DATA_DIR=str(data), PYTHONPATH=str(ROOT))
-    fig.full_publish_s, fig.cpu["full_publish"], fig.full_publish_rss_mib = _child(
-        [sys.executable, "-m", "master.cli", "publish", "--quiet"], env
-    )
-    wait_for_cleanup()
-    say(
-        f"  full publish: {fig.full_publish_s:.1f} s, CPU {fig.cpu['full_publish']:.1f} s, peak RSS "
-        f"{fig.full_publish_rss_mib:.0f} MiB"
-    )
+    if reuse_site and (data / "site").exists():
+        say("  full publish: skipped (--reuse-site: the incremental publishes build on the site already there)")
+    else:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
+        env.update(PERFFARM_MASTER_DATA_DIR=str(data), PYTHONPATH=str(ROOT))
+        fig.full_publish_s, fig.cpu["full_publish"], fig.full_publish_rss_mib = _child(
+            [sys.executable, "-m", "master.cli", "publish", "--quiet"], env
+        )
+        wait_for_cleanup()
+        say(
+            f"  full publish: {fig.full_publish_s:.1f} s, CPU {fig.cpu['full_publish']:.1f} s, peak RSS "
+            f"{fig.full_publish_rss_mib:.0f} MiB"
+        )
     inc, inc_cpu, files = [], [], []
     for k in range(runs):
         run_id = next_run(db, fleet, head + k, machine=k % fleet.machines)
@@ -491,13 +496,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="repetitions of each latency (median)")
     ap.add_argument("--rebuild", action="store_true", help="generate the DBs again even when present")
     ap.add_argument("--skip-publish", action="store_true")
+    ap.add_argument(
+        "--reuse-site",
+        action="store_true",
+        help="no full publish where an earlier run left a site: measure the incremental publishes on it",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
     args = ap.parse_args(argv)
     figs = []
     for n in [int(x) for x in args.commits.split(",")]:
         fleet = Fleet(args.machines, args.workloads, n, args.samples)
         say(f"\n{fleet.name} ({fleet.points / 1.2e8:.4g} of 20 x 100 x 60,000), load average {os.getloadavg()[0]:.2f}")
-        figs.append(measure(fleet, args.work, args.runs, args.rebuild, args.skip_publish))
+        figs.append(measure(fleet, args.work, args.runs, args.rebuild, args.skip_publish, args.reuse_site))
     say("\n" + table(figs, statistics.median(f.cli_floor_s for f in figs)))
     if args.json:
         args.json.write_text(json.dumps([asdict(f) for f in figs], indent=1, sort_keys=True) + "\n")
