@@ -42,9 +42,11 @@ def save_state(
     heads: Mapping[str, tuple[int, str]],
     tags: Mapping[str, str],
     runs_upto: int,
+    series_keys: Mapping[str, str] | None = None,
 ) -> None:
-    """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published, and
-    the highest run id up to which every stored run is shown (the next incremental publish catches up from it)."""
+    """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published, the
+    highest run id up to which every stored run is shown (the next incremental publish catches up from it), and
+    per series the digest of its page's inputs (pages.Page.key; None: unknown, every series page is written)."""
     conn = _state_tables(cache)
     if conn is None:
         return
@@ -61,7 +63,12 @@ def save_state(
             (
                 key,
                 json.dumps(
-                    {"heads": {b: list(h) for b, h in heads.items()}, "tags": dict(tags), "runs_upto": runs_upto},
+                    {
+                        "heads": {b: list(h) for b, h in heads.items()},
+                        "tags": dict(tags),
+                        "runs_upto": runs_upto,
+                        **({"series_keys": dict(series_keys)} if series_keys is not None else {}),
+                    },
                     sort_keys=True,
                 ),
             ),

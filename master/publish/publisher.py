@@ -153,7 +153,8 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         say("swapping the new version in")
         final = w.commit()
         cache.flush()
-        save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags, upto)
+        keys = _series_keys(ctx, summaries, sib)
+        save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags, upto, keys)
     except BaseException:
         w.abort()
         raise
@@ -345,6 +346,14 @@ def _publish_site_pages(
     )
 
 
+def _series_keys(ctx: Context, summaries: Sequence[Summary], sib: Mapping[str, list[Summary]]) -> dict[str, str] | None:
+    """Per series, the digest of every SERIES page's inputs (None when a SERIES page has no key: always write)."""
+    chosen = pages.of(pages.SERIES)
+    if any(p.key is None for p in chosen):
+        return None
+    return {s.sid: "/".join(p.key(ctx, s, sib[s.sid]) for p in chosen if p.key is not None) for s in summaries}
+
+
 def _pending_runs(settings: Any, out: Path, run_id: int) -> list[int]:
     """The runs an incremental publish for `run_id` must show, in id order: every stored run above the last
     publish's `runs_upto` (including `run_id` unless an earlier publish showed it already)."""
@@ -470,7 +479,13 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             lo_chunk = pos // CHUNK if s.sid in cached else summ.first_position // CHUNK
             for page in pages.of(pages.CHUNKS):
                 page.write(w, ctx, s, lo_chunk, summ.last_position // CHUNK)
-        for summ in summaries:  # every series page: markers, siblings and change points may have moved
+        # a series page whose inputs (markers, siblings, change points, summary) are what the last publish rendered
+        # stays as it is: with 2,000 series, rendering them all was most of an incremental publish (docs/scale.md)
+        keys = _series_keys(ctx, summaries, sib)
+        old_keys = state.get("series_keys")
+        for summ in summaries:
+            if keys is not None and old_keys is not None and old_keys.get(summ.sid) == keys[summ.sid]:
+                continue
             for page in pages.of(pages.SERIES):
                 page.write(w, ctx, summ, sib[summ.sid])
         for b, order in grown.items():
@@ -490,7 +505,9 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             page.write(w, ctx, summaries)
         final = w.commit()
         cache.flush()
-        save_state(cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags, max(run_id, upto))
+        save_state(
+            cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags, max(run_id, upto), keys
+        )
     except BaseException:
         if w is not None:
             w.abort()

@@ -127,6 +127,13 @@ def test_an_incremental_publish_reads_the_runs_machine_not_the_fleet(tmp_path, m
     assert 150 * 3 <= wide[0] < 1.3 * narrow[0], (narrow, wide)
 
 
+def test_an_incremental_publish_renders_the_series_pages_of_the_runs_machine_only(tmp_path, monkeypatch):
+    narrow = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(2, 3, 150))
+    wide = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(8, 3, 150))
+    # every series page (and its index.json) was rendered again: 2 files more per series of the other machines
+    assert wide[1] == narrow[1], (narrow, wide)
+
+
 def test_an_incremental_publish_reads_a_bounded_window_of_the_history(tmp_path, monkeypatch):
     short = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(2, 3, 300))
     long = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(2, 3, 3000))

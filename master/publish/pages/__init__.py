@@ -11,8 +11,8 @@ says when it is called and with what else:
 | scope  | called for                                             | further arguments                      |
 |--------|--------------------------------------------------------|----------------------------------------|
 | SITE   | once per publish                                       | summaries: every series' Summary       |
-| SERIES | every series, in every publish (markers, siblings and  | summ: the series' Summary, siblings:   |
-|        | change points may move)                                | views.siblings_of(summaries)[summ.sid] |
+| SERIES | every series whose page key (Page.key) differs from    | summ: the series' Summary, siblings:   |
+|        | the last publish's (markers, siblings, change points)  | views.siblings_of(summaries)[summ.sid] |
 | CHUNKS | each series whose points changed, its chunks lo..hi    | s: SiteSeries, lo_chunk, hi_chunk      |
 | COMMIT | each commit whose data changed                         | sha, rows: JSON text (commits.rows),   |
 |        |                                                        | runs: context.run_views(...)[sha]      |
@@ -69,6 +69,9 @@ class Page:
     scope: Scope
     write: Callable[..., None]
     when: When = When.EVERY
+    # SERIES pages: a digest of everything the page's files are made from (its view model), same arguments as
+    # `write`. An incremental publish writes the page only when it differs from the last publish's (docs/scale.md).
+    key: Callable[..., str] | None = None
 
 
 SITE, SERIES, CHUNKS, COMMIT, BRANCH = Scope
@@ -76,7 +79,7 @@ EVERY, TAGS, JOBS = When
 
 PAGES: tuple[Page, ...] = (
     Page("series chunks", CHUNKS, series_data.write),
-    Page("series", SERIES, series.write),
+    Page("series", SERIES, series.write, key=series.key),
     Page("commit data", COMMIT, commit.write),
     Page("branch commit facts", BRANCH, branches.write),
     Page("overview", SITE, overview.write),

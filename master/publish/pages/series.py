@@ -3,6 +3,7 @@ and its index for tools. The chart's points are in the series' chunk files (seri
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from master import store
@@ -67,6 +68,16 @@ def _pairing(ctx: Context, summ: Summary) -> dict[str, str] | None:
         return None
     role = "reference" if summ.metric.endswith(store.series.REFERENCE_SUFFIX) else "unpaired"
     return {"role": role, "ratio_sid": ratio}
+
+
+def key(ctx: Context, summ: Summary, siblings: list[Summary]) -> str:
+    """A digest of what write() renders: the page and its index are a function of the view model (and of the
+    templates, which a new version of the code renders afresh with the full publish at start). Of the siblings the
+    page shows only who they are (the link and the config marks from their first positions): their latest values
+    change with every run of their machine and must not make every page of the workload new."""
+    v = view(ctx, summ, siblings)
+    v["siblings"] = [(o.sid, o.machine_id, o.recipe, o.recipe_version, o.config_hash) for o in v["siblings"]]
+    return hashlib.sha1(repr(v).encode()).hexdigest()[:20]
 
 
 def write(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
