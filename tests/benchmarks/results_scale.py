@@ -23,7 +23,7 @@ master.alerts.sync), then measures, each on its own:
 
 Then it prints the table of cost per size and the growth factor per 10x data (between the two largest sizes, as
 (b/a) ** (1 / log10(size_b / size_a))). DBs are kept in --work/<machines>x<workloads>x<commits>/ and reused
-(--rebuild makes them again); check `df -h` first: ~4 kB per point.
+(--rebuild makes them again); check `df -h` first: ~370 bytes per point (4.4 GB at 6,000 commits).
 """
 
 from __future__ import annotations
