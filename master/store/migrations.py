@@ -330,7 +330,7 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX runs_series ON runs(machine_id, recipe, recipe_version, status)
     """,
-    # 13: what `perffarm status` reads costs the same whatever the history (docs/scale.md): the newest run of each
+    # 14: what `perffarm status` reads costs the same whatever the history (docs/scale.md): the newest run of each
     # (ref, builder) is a probe of runs_latest (GROUP BY over runs read every run), and the rows of the tables
     # that grow with the history are counted by triggers (COUNT(*) over a hundred million measurements reads them
     # all). Cascaded deletes fire the delete triggers too; an upsert that updates fires no insert trigger.

@@ -377,7 +377,7 @@ def latest_per_ref(conn: sqlite3.Connection) -> list[LatestRun]:
 
 def counts(conn: sqlite3.Connection) -> dict[str, int]:
     """Rows per table, for `perffarm status`. The tables that grow with the history (after ten years of a
-    20-machine fleet: a million runs, a hundred million measurements) are counted by triggers (migration 13), not
+    20-machine fleet: a million runs, a hundred million measurements) are counted by triggers (migration 14), not
     scanned."""
     out = {name: int(n) for name, n in conn.execute("SELECT name, n FROM row_counts")}
     for table in ("tags", "machines", "rejections"):

@@ -271,7 +271,7 @@ def prev_point_position(conn: sqlite3.Connection, key: MeasureKey, branch: str, 
     CROSS JOIN fixes the order: walk the branch back from `before` and stop at the first commit with a point of the
     series, usually a step or two. Left to itself, SQLite picks the `measurements_series` index and reads the
     series' whole history first: 25 ms instead of 0.03 ms per call at 10,000 commits, and an incremental publish
-    makes two calls per series (docs/site.md). INDEXED BY: with runs_series (schema 12) SQLite found each commit's
+    makes two calls per series (docs/site.md). INDEXED BY: with runs_series (schema 13) SQLite found each commit's
     run among all of the machine's runs instead of by its sha, 12.6 ms instead of 0.025 ms at 6,000 commits
     (docs/scale.md).
     """

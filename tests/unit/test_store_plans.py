@@ -25,7 +25,7 @@ def test_the_previous_point_walks_the_branch_back_instead_of_reading_the_whole_s
 
 
 def test_the_previous_point_finds_each_commits_run_by_its_sha(tmp_path):
-    # with runs_series (schema 12) SQLite looked for the run among all of the machine's runs: 500x slower
+    # with runs_series (schema 13) SQLite looked for the run among all of the machine's runs: 500x slower
     conn = store.connect(tmp_path / "r.sqlite")
     key = MeasureKey("m1", "fixture", 1, "cfg", "loop", "throughput")
     steps = plan_of(conn, lambda: store.series.prev_point_position(conn, key, "master", 100))
