@@ -150,15 +150,16 @@ def add_release_job(
     levels: dict[str, dict[str, float]],
     now: float = 1_700_000_100.0,
     metric: tuple[str, str] = ("tps", "tx/s"),
+    shas: dict[str, str] | None = None,
 ) -> int:
     """A done release job (docs/jobs.md) in the results DB: `levels` is tag -> workload -> median of `metric`
     (name, unit; higher is better); each side gets three rounds at 0.99, 1.0 and 1.01 of its level, the same
-    round pattern on every side."""
+    round pattern on every side. The tags' commits come from the store unless `shas` names them."""
     from master.store.jobs import JobSide
 
     conn = store.connect(settings.results_db)
     try:
-        tags = store.commits.tags(conn)
+        tags = shas if shas is not None else store.commits.tags(conn)
         sides = tuple(JobSide(chr(ord("A") + i), t, tags[t]) for i, t in enumerate(levels))
         doc = {
             "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},

@@ -116,6 +116,28 @@ def test_a_release_measured_only_by_a_job_gets_a_curve_and_a_bar(tmp_path):
     assert f"REL_15_18: 9,900 tps at 1 clients (release job {job})" in chart
 
 
+def test_a_farm_whose_releases_only_a_job_measured_shows_them_on_both_release_pages(tmp_path):
+    """The farm never ingested a tagged commit (its store has no tags), but a release job measured two releases:
+    the release tables and the archaeology page both show the job's paired numbers (found by running the job on
+    real PostgreSQL tags: releases.html said "No release tags measured yet")."""
+    from master import store
+    from tests.site_support import settings_for
+
+    settings = settings_for(tmp_path / "data", tmp_path / "no-repo")
+    store.connect(settings.results_db).close()
+    job = add_release_job(
+        settings,
+        {"REL_13_16": {"pgbench-ro-prepared-c1": 50_000.0}, "REL_18_6": {"pgbench-ro-prepared-c1": 55_000.0}},
+        shas={"REL_13_16": "a" * 40, "REL_18_6": "b" * 40},
+    )
+    publish_all(settings, now=1_800_000_000.0)
+    releases = (settings.site_dir / "releases.html").read_text()
+    assert "No release tags measured yet." not in releases
+    assert f'href="jobs/{job}.html">paired</a>' in releases and "1.100" in releases
+    chart = figure((settings.site_dir / "archaeology.html").read_text(), "pgbench-ro-prepared-c1 · tps relative")
+    assert "paired: the releases measured interleaved in one job" in chart and 'class="whisker"' in chart
+
+
 def test_tag_names_are_text_and_checkboxes_name_releases_by_position(page):
     hostile = ARCHAEOLOGY_TAGS[2]
     assert hostile not in page and "<img src=x" not in page

@@ -92,13 +92,13 @@ def view(ctx: Context) -> list[ReleaseTable]:
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    if not ctx.tags:
+    tables = view(ctx)  # a release job's tags count even when the farm has measured no tagged commit itself
+    if not tables:
         w.write(
             "releases.html", render("releases.html", root="", title="Releases", table=None, bands=ctx.bands, values="")
         )
         w.keep_only("releases", set())
         return
-    tables = view(ctx)
     values = None
     for table in tables:
         if values is None:  # the absolute values do not depend on the base: rendered once, escaped there
