@@ -269,18 +269,7 @@ class FleetFarm(Farm):
         return self
 
     def start_master(self) -> None:
-        launcher.prepare_master(self.settings)
-        self.master = subprocess.Popen(
-            [str(BIN / "buildbot"), "start", "--nodaemon", str(self.settings.master_dir)],
-            cwd=self.settings.master_dir,
-            env=self.env,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_until(lambda: self.api("masters") is not None or self._died(self.master), 90, "the master's web API")
-        if self._died(self.master):
-            raise RuntimeError("master exited at start:\n" + self.master_log()[-3000:])
+        self._start_master_process()  # no "local" worker: the fleet's workers have their own passwords
 
     def start_fleet_worker(self, w: FleetWorker) -> None:
         basedir = self.worker_basedir(w)

@@ -158,6 +158,10 @@ class Farm:
 
     def start_master(self) -> None:
         launcher.worker_password(self.settings, "local")
+        self._start_master_process()
+
+    def _start_master_process(self) -> None:
+        """Create the master directory (once), start the master and wait for its web API."""
         launcher.prepare_master(self.settings, env=self.env)
         self.master = subprocess.Popen(
             [str(BIN / "buildbot"), "start", "--nodaemon", str(self.settings.master_dir)],
