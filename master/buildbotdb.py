@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from master import secretfile
 from master.redact import redact_text
 
 if TYPE_CHECKING:
@@ -123,23 +124,13 @@ def read_password(settings: Settings) -> str | None:
     name = settings.buildbot_db_password_secret
     if not name:
         return None
-    path = settings.secrets_dir / name
-    try:
-        if path.stat().st_mode & 0o077:  # Buildbot's SecretInAFile refuses such a file at start, so do we
-            raise BuildbotDbError(
-                f"master.buildbot_db_password_secret: {path} can be read by other users; chmod 600 it"
-            )
-        value = path.read_text(encoding="utf-8").rstrip("\r\n")
-    except FileNotFoundError:
-        raise BuildbotDbError(
-            f"master.buildbot_db_password_secret: the secret {name!r} does not exist; create {path} (mode 0600) "
-            "holding the password of Buildbot's database user"
-        ) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise BuildbotDbError(f"master.buildbot_db_password_secret: cannot read {path}: {type(e).__name__}") from None
-    if not value or any(ch in value for ch in "\r\n\0"):
-        raise BuildbotDbError(f"master.buildbot_db_password_secret: {path} must hold one line (the password)")
-    return value
+    return secretfile.read_line(
+        settings.secrets_dir,
+        name,
+        "master.buildbot_db_password_secret",
+        "the password of Buildbot's database user",
+        BuildbotDbError,
+    )
 
 
 def sqlite_path(settings: Settings) -> Path | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from master import secretfile
+
 if TYPE_CHECKING:
     from master.settings import Settings
 
@@ -50,22 +52,7 @@ def read_credentials(settings: Settings) -> GitCredentials | None:
     name = settings.repository_password_secret
     if not name:
         return None
-    path = settings.secrets_dir / name
-    try:
-        if path.stat().st_mode & 0o077:  # Buildbot's SecretInAFile refuses such a file at start, so do we
-            raise CredentialsError(f"repository.password_secret: {path} can be read by other users; chmod 600 it")
-        value = path.read_text(encoding="utf-8").rstrip("\r\n")  # as Buildbot's SecretInAFile strips it
-    except FileNotFoundError:
-        raise CredentialsError(
-            f"repository.password_secret: the secret {name!r} does not exist; create {path} (mode 0600) holding "
-            "the repository's password or token"
-        ) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise CredentialsError(
-            f"repository.password_secret: cannot read the secret {name!r}: {type(e).__name__}"
-        ) from None
-    if not value or any(ch in value for ch in "\r\n\0"):
-        raise CredentialsError(
-            f"repository.password_secret: the secret {name!r} must hold one line (the password or token)"
-        )
+    value = secretfile.read_line(
+        settings.secrets_dir, name, "repository.password_secret", "the repository's password or token", CredentialsError
+    )
     return GitCredentials(settings.repository_user, value)
