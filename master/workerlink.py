@@ -90,28 +90,30 @@ def watch_socket(sock: socket.socket, lost_after: int) -> None:
         sock.setsockopt(level, option, value)
 
 
-def record(results_db: str, refusal: Refusal, now: float) -> bool:
-    """Store one refusal (in a thread); True when the name is newly refused."""
+def _in_store(results_db: str, change: Any, *args: Any) -> Any:
+    """Run `change(conn, *args)` in one transaction of the results database (in a thread); its result."""
     from master import store
 
     conn = store.connect(results_db)
     try:
         with store.transaction(conn):
-            return store.workers.record_refused(conn, refusal.name, refusal.reason, refusal.address, now)
+            return change(conn, *args)
     finally:
         conn.close()
+
+
+def record(results_db: str, refusal: Refusal, now: float) -> bool:
+    """Store one refusal (in a thread); True when the name is newly refused."""
+    from master import store
+
+    return bool(_in_store(results_db, store.workers.record_refused, refusal.name, refusal.reason, refusal.address, now))
 
 
 def forget(results_db: str, name: str) -> bool:
     """Forget a worker's refusals now that it has connected (in a thread); True when there were any."""
     from master import store
 
-    conn = store.connect(results_db)
-    try:
-        with store.transaction(conn):
-            return store.workers.clear_refused(conn, name) > 0
-    finally:
-        conn.close()
+    return _in_store(results_db, store.workers.clear_refused, name) > 0
 
 
 class WorkerWatch(service.BuildbotService):
