@@ -364,15 +364,11 @@ def latest_per_ref(conn: sqlite3.Connection) -> list[LatestRun]:
                 "SELECT ref, builder FROM runs WHERE ref > ? ORDER BY ref, builder LIMIT 1", (ref,)
             ).fetchone()
         )
-    rows = []
-    for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit
-        part = ids[i : i + 900]
-        rows += conn.execute(
-            "SELECT r.ref, r.builder, r.sha, r.status, r.finished_at, r.ingested_at, c.subject "
-            f"FROM runs r LEFT JOIN commits c ON c.sha = r.sha WHERE r.id IN ({','.join('?' * len(part))})",
-            part,
-        ).fetchall()
-    return sorted((LatestRun(*r) for r in rows), key=lambda r: (r.ref, r.builder))
+    sql = (
+        "SELECT r.ref, r.builder, r.sha, r.status, r.finished_at, r.ingested_at, c.subject "
+        "FROM runs r LEFT JOIN commits c ON c.sha = r.sha"
+    )
+    return sorted((LatestRun(*r) for r in _chunked(conn, sql, "r.id", ids)), key=lambda r: (r.ref, r.builder))
 
 
 def counts(conn: sqlite3.Connection) -> dict[str, int]:
