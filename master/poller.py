@@ -76,10 +76,13 @@ class FarmGitPoller(gitpoller.GitPoller):
             yield self._git_auth.download_auth_files_if_needed(cast(str, tmp_path))
             listing = yield self._dovccmd("ls-remote", ["--refs", self.repourl], auth_files_path=tmp_path)
             advertised = watched_refs(listing, self.branches)
-            if not advertised:
-                return
             if self.lastRev is None:
                 self.lastRev = yield self.getState("lastRev", {})
+            if not advertised:
+                if self.lastRev:  # every watched ref was deleted: the state forgets them as it forgets one deleted ref
+                    self.lastRev = {}
+                    yield self.setState("lastRev", self.lastRev)
+                return
             moved = moved_refs(advertised, self.lastRev)
             if not moved and set(self.lastRev) == set(advertised):
                 return  # nothing new: no fetch, no log, no state write
