@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from master import launcher
+from recipes.procs import pid_alive
 from tests.harness import BIN, Farm, wait_until
 
 PREFIX = "pff"
@@ -49,16 +50,6 @@ def can_run() -> str | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _owner(name: str) -> int | None:
     """The pid encoded in a fleet object's name (pff<pid hex 6><kind>...), or None for another name."""
     if not name.startswith(PREFIX) or len(name) < len(PREFIX) + 6:
@@ -75,7 +66,7 @@ def remove_stale() -> list[str]:
     for line in _ip("netns", "list", check=False).stdout.splitlines():
         name = line.split()[0] if line.split() else ""
         owner = _owner(name)
-        if owner is not None and not _pid_alive(owner):
+        if owner is not None and not pid_alive(owner):
             _ip("netns", "delete", name, check=False)
             shutil.rmtree(NETNS_ETC / name, ignore_errors=True)
             removed.append(name)
@@ -83,7 +74,7 @@ def remove_stale() -> list[str]:
     for link in links:
         name = link.get("ifname", "")
         owner = _owner(name)
-        if owner is not None and not _pid_alive(owner):
+        if owner is not None and not pid_alive(owner):
             _ip("link", "delete", name, check=False)
             removed.append(name)
     return removed

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from recipes.api import BenchFailed, CommandFailed, Context
 from recipes.pg.build import Install
+from recipes.procs import pid_alive
 
 OWNER_FILE = "owner.pid"
 
@@ -47,16 +48,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _postmaster_pid(datadir: Path) -> int | None:
     try:
         first = (datadir / "postmaster.pid").read_text().splitlines()[0]
@@ -68,7 +59,7 @@ def _postmaster_pid(datadir: Path) -> int | None:
 def _kill_postmaster(datadir: Path) -> None:
     """SIGKILL a postmaster still running on `datadir` (its backends exit when they notice it died)."""
     pid = _postmaster_pid(datadir)
-    if pid is None or not _pid_alive(pid):
+    if pid is None or not pid_alive(pid):
         return
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -78,7 +69,7 @@ def _kill_postmaster(datadir: Path) -> None:
         return  # the pid was reused by something else
     os.kill(pid, signal.SIGKILL)
     for _ in range(100):
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             break
         time.sleep(0.05)
 
@@ -93,7 +84,7 @@ def sweep_stale(root: Path) -> list[Path]:
             owner = int((d / OWNER_FILE).read_text().strip())
         except (OSError, ValueError):
             owner = -1
-        if owner > 0 and _pid_alive(owner):
+        if owner > 0 and pid_alive(owner):
             continue
         _kill_postmaster(d / "data")
         try:
@@ -252,7 +243,7 @@ class Server:
 
     def alive(self) -> bool:
         pid = self.postmaster_pid()
-        return pid is not None and _pid_alive(pid)
+        return pid is not None and pid_alive(pid)
 
     def check_alive(self, what: str) -> None:
         if not self.alive():
