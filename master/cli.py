@@ -64,7 +64,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 }
             )
     if settings.results_db.exists():
-        conn = store.connect(settings.results_db)
+        conn = store.connect_readonly(settings.results_db)
         try:
             for row in store.latest_per_ref(conn):
                 out["latest"].append(dataclasses.asdict(row))
@@ -159,7 +159,7 @@ def cmd_results_list(args: argparse.Namespace) -> int:
     if not settings.results_db.exists():
         print(f"no results database at {settings.results_db} yet", file=sys.stderr)
         return 0
-    conn = store.connect(settings.results_db)
+    conn = store.connect_readonly(settings.results_db)
     try:
         rows = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=args.limit)
     finally:
@@ -215,7 +215,7 @@ def cmd_results_export(args: argparse.Namespace) -> int:
     if not settings.results_db.exists():
         print(f"no results database at {settings.results_db} yet", file=sys.stderr)
         return 1
-    conn = store.connect(settings.results_db)
+    conn = store.connect_readonly(settings.results_db)
     try:
         runs = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=None)
         by_id = {r.id: r for r in runs}

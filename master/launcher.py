@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import requests
 
-from master import buildbotdb, gitauth, gitmirror
+from master import buildbotdb, gitauth, gitmirror, store
 from master.atomicfile import create_once
 from master.health import RESTART_STATUS
 from master.redact import redact_text, redact_url
@@ -298,6 +299,11 @@ def run(settings: Settings, check_repo: bool = True) -> int:
             "they log in to the web UI to force builds (see docs/security.md).",
             file=sys.stderr,
         )
+        return 2
+    try:  # the results database at this code's schema now: commands that only read it never migrate it
+        store.connect(settings.results_db).close()
+    except (store.StoreError, sqlite3.Error) as e:
+        print(f"perffarm: the results database {settings.results_db}: {e}", file=sys.stderr)
         return 2
     try:
         master_dir = prepare_master(settings)

@@ -119,11 +119,12 @@ def read_secret_dir(path: Path, names: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _connect(args: argparse.Namespace):
+def _connect(args: argparse.Namespace, read_only: bool):
+    """The results database; a verb that only reads it opens it as it is (store.connect_readonly: never migrated)."""
     path = _db_path(args)
     if not path.exists():
         raise FileNotFoundError(f"no results database at {path}")
-    return store.connect(path)
+    return store.connect_readonly(path) if read_only else store.connect(path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,7 +142,7 @@ def _run(args: argparse.Namespace) -> int:
     cmd = args.alerts_command
     if cmd == "deliver":
         return _deliver(args)
-    conn = _connect(args)
+    conn = _connect(args, read_only=cmd in ("list", "show", "channels"))
     try:
         if cmd == "list":
             return _list(conn, args)

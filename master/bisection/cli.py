@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"follow it with: perffarm bisect --status {bisection_id}")
         return 0
     while True:
-        conn = store.connect(settings.results_db)
+        conn = store.connect_readonly(settings.results_db)
         try:
             current = state.get(conn, bisection_id).state
         finally:
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _status(settings, bisection_id: int, fmt: str) -> int:
-    conn = store.connect(settings.results_db)
+    conn = store.connect_readonly(settings.results_db)
     try:
         try:
             b = state.get(conn, bisection_id)
@@ -131,7 +131,7 @@ LIST_FIELDS = ("id", "state", "workload", "metric", "branch", "good", "bad", "cu
 
 
 def _list(settings, fmt: str) -> int:
-    conn = store.connect(settings.results_db)
+    conn = store.connect_readonly(settings.results_db)
     try:
         rows = store.bisections.newest_first(conn)
     finally:

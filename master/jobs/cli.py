@@ -102,7 +102,7 @@ def run_jobs(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.status is not None:
         return _status(settings, args.status, args.format, args.all_metrics)
-    conn = store.connect(settings.results_db)
+    conn = store.connect_readonly(settings.results_db)
     try:
         jobs = store.jobs.newest_first(conn, args.kind)
     finally:
@@ -136,7 +136,7 @@ def _summary(j: Job) -> dict:
 
 
 def _status(settings: Settings, job_id: int, fmt: str, all_metrics: bool = False) -> int:
-    conn = store.connect(settings.results_db)
+    conn = store.connect_readonly(settings.results_db)
     try:
         try:
             job = core.get(conn, job_id)
@@ -168,7 +168,7 @@ def _status(settings: Settings, job_id: int, fmt: str, all_metrics: bool = False
 
 def _wait(settings: Settings, job_id: int, fmt: str) -> int:
     while True:
-        conn = store.connect(settings.results_db)
+        conn = store.connect_readonly(settings.results_db)
         try:
             job = core.get(conn, job_id)
         finally:

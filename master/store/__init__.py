@@ -8,7 +8,7 @@ be atomic. Nothing here imports Buildbot or Twisted; the master calls it from a 
 Keeping all SQL in this package is what would let the store move to PostgreSQL the way Buildbot's own database
 does (tests/unit/test_store_boundary.py holds the rest of the code to it).
 
-    connection  connect, migrate, transaction
+    connection  connect, connect_readonly, migrate, transaction
     migrations  the schema
     commits     commits, branch_commits, tags
     runs        runs, measurements, machines, attempts, rejections
@@ -33,7 +33,7 @@ from master.store.commits import (
     set_tags,
     upsert_commits,
 )
-from master.store.connection import StoreError, connect, migrate, transaction
+from master.store.connection import StoreError, connect, connect_readonly, migrate, transaction
 from master.store.migrations import MIGRATIONS
 from master.store.runs import (
     AUTOMATIC_SOURCES,
@@ -74,6 +74,7 @@ __all__ = [
     "copy_branch_prefix",
     "commits",
     "connect",
+    "connect_readonly",
     "connection",
     "counts",
     "insert_run",

@@ -1,4 +1,5 @@
-"""Opening the results database (WAL, foreign keys on, migrated to the current schema) and its transactions."""
+"""Opening the results database (WAL, foreign keys on, migrated to the current schema; or, for commands that only
+read it, as it is) and its transactions."""
 
 from __future__ import annotations
 
@@ -29,6 +30,47 @@ def connect(path: Path | str) -> sqlite3.Connection:
     return conn
 
 
+def connect_readonly(path: Path | str) -> sqlite3.Connection:
+    """Open the results database only to read it, as the `perffarm` verbs that only look do (status, results
+    list, jobs, alerts list, ...): never created and never migrated, and `query_only`, so no write slips through.
+
+    A newer checkout's read-only verb pointed at a running older master's data directory once migrated the database
+    under that master. Now a database at another schema than this code's is a StoreError saying so."""
+    path = Path(path)
+    if not path.is_file():
+        raise StoreError(f"no results database at {path}")
+    # mode=rw: never creates the file (WAL readers still write the -shm index, so not mode=ro)
+    conn = sqlite3.connect(
+        f"{path.resolve().as_uri()}?mode=rw", uri=True, timeout=30, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute("PRAGMA foreign_keys=ON")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except BaseException:
+        conn.close()
+        raise
+    if version != len(MIGRATIONS):
+        conn.close()
+        if version > len(MIGRATIONS):
+            raise StoreError(_newer(version))
+        raise StoreError(
+            f"the results database {path} is at schema version {version}, older than this code's "
+            f"({len(MIGRATIONS)}); commands that only read it do not migrate it. The master migrates it when it "
+            "starts (`perffarm run`, `make run`): restart the master with this code, or use the perffarm of the "
+            "checkout the running master was started from"
+        )
+    return conn
+
+
+def _newer(version: int) -> str:
+    return (
+        f"the results database is at schema version {version}, newer than this code "
+        f"({len(MIGRATIONS)}); upgrade perffarm or point it at another data directory"
+    )
+
+
 def migrate(conn: sqlite3.Connection) -> int:
     """Apply the migrations this database has not seen; return the resulting schema version.
 
@@ -40,10 +82,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     with transaction(conn):
         current = conn.execute("PRAGMA user_version").fetchone()[0]
         if current > len(MIGRATIONS):
-            raise StoreError(
-                f"the results database is at schema version {current}, newer than this code "
-                f"({len(MIGRATIONS)}); upgrade perffarm or point it at another data directory"
-            )
+            raise StoreError(_newer(current))
         for version in range(current + 1, len(MIGRATIONS) + 1):
             for statement in _statements(MIGRATIONS[version - 1]):
                 conn.execute(statement)
