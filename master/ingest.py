@@ -12,7 +12,10 @@ import dataclasses
 import json
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -162,36 +165,143 @@ def _update_mirror(settings: Settings, sha: str) -> gitmirror.Mirror:
 
 
 MAINLINE = ("master", "main")  # ordered first among new branches: stable branches fork from it
+# Rows of branch order written per transaction. Ordering a new branch of postgres.git's size writes ~60,000 (seven
+# branches: ~400,000): in one transaction that held every other ingest out for a minute (docs/scale.md).
+BATCH_ROWS = 5_000
+# Pause between two such transactions. A writer that waits for SQLite's write lock retries every 100 ms once it has
+# waited a second (SQLite's busy handler): without a gap at least that long, back-to-back batches could keep another
+# ingest out for as long as one big transaction did.
+BATCH_PAUSE = 0.1
+# Branches a thread of this master is ordering now -> set when it is done (read and changed under _mirror_lock).
+_ordering: dict[str, threading.Event] = {}
 
 
-def _sync_history(conn, settings: Settings, mirror: gitmirror.Mirror, sha: str, ref: str) -> int:
-    """Bring every watched branch's first-parent order and every watched tag up to date (in the caller's
-    transaction); returns how many commits were added to branch histories."""
-    branches, tags = mirror.refs()
+class _Plan:
+    """What `gitmirror.sync_branch` decided to write for one branch, recorded instead of written: the writes are
+    then made in transactions of at most BATCH_ROWS rows."""
+
+    def __init__(self, stored_rows: int) -> None:
+        self.stored_rows = stored_rows  # rows of the branch in the store now (a reset deletes them)
+        self.steps: list[tuple[str, Any, int]] = []
+
+    def reset(self) -> None:
+        self.steps.append(("reset", None, self.stored_rows))
+
+    def copy(self, source: str, last: int) -> None:
+        self.steps.append(("copy", source, last))
+
+    def append(self, commits: list[store.CommitInfo], start: int) -> None:
+        self.steps.append(("append", commits, start))
+
+    def rows(self) -> int:
+        return sum(n + 1 if kind == "copy" else len(arg) if kind == "append" else n for kind, arg, n in self.steps)
+
+    def pieces(self, conn, branch: str) -> list[Callable[[], None]]:
+        """The writes, in order, as pieces of at most BATCH_ROWS rows each. Rows are deleted from the top and
+        written from position 0 up, so whatever prefix of the pieces is committed, the stored rows are positions
+        0..k of one first-parent chain: an ingest after a crash resumes from there."""
+        out: list[Callable[[], None]] = []
+        for kind, arg, n in self.steps:
+            if kind == "reset":  # from the top down
+                for top in range(n, 0, -BATCH_ROWS):
+                    out.append(partial(store.reset_branch, conn, branch, max(top - BATCH_ROWS, 0)))
+            elif kind == "copy":
+                for first in range(0, n + 1, BATCH_ROWS):
+                    out.append(partial(_copy, conn, arg, branch, first, min(first + BATCH_ROWS - 1, n)))
+            else:
+                for i in range(0, len(arg), BATCH_ROWS):
+                    out.append(partial(store.append_branch, conn, branch, arg[i : i + BATCH_ROWS], n + i))
+        return out
+
+
+def _copy(conn, source: str, branch: str, first: int, last: int) -> None:
+    """Copy positions first..last of `source`; if the source no longer holds them all (another thread reset it
+    since the plan was made), fail the transaction: the branch stays marked and the next ingest resumes it."""
+    if store.copy_branch_prefix(conn, source, branch, last, first) != last - first + 1:
+        raise RuntimeError(f"branch {source} changed while {branch} was copying its positions {first}..{last}")
+
+
+def _reserve(branch: str, wait: bool) -> threading.Event | None:
+    """Take the branch for this thread (None when another thread of this master orders it and `wait` is false;
+    with `wait`, until that thread is done)."""
+    while True:
+        with _mirror_lock:
+            busy = _ordering.get(branch)
+            if busy is None:
+                mine = _ordering[branch] = threading.Event()
+                return mine
+        if not wait:
+            return None
+        busy.wait()
+
+
+def _release(branch: str, mine: threading.Event) -> None:
+    with _mirror_lock:
+        del _ordering[branch]
+    mine.set()
+
+
+def _sync_branch(conn, mirror: gitmirror.Mirror, branch: str, head: str, known: list[str]) -> int:
+    """Bring one branch's stored order up to `head` (the caller holds the branch: `_reserve`); returns how many
+    commits were added. A few rows are one transaction; more are written BATCH_ROWS at a time, the branch marked
+    (`store.commits.begin_indexing`) from the first to the last so that readers leave it out, and the store free for
+    other ingests in between. A branch left marked (a master stopped midway) is resumed from its stored rows.
+    Another process ordering the same branch at once (`perffarm bisect --local`) collides on branch_commits'
+    primary key: its transaction fails and its result is retried; the rows are one chain's either way.
+    `known`: the heads of branches whose stored order is complete (a new branch copies the prefix it shares)."""
+    stored = store.branch_head(conn, branch)
+    marked = store.commits.indexing(conn).get(branch)
+    plan = _Plan(0 if stored is None else stored[0] + 1)
+    orders = gitmirror.StoredOrders(
+        heads=known,
+        locate=lambda at: min(store.commits.positions_of(conn, at).items(), default=None),
+        copy=plan.copy,
+    )
+    added = gitmirror.sync_branch(mirror, head, stored, plan.append, plan.reset, orders=orders)
+    pieces = plan.pieces(conn, branch)
+    if marked is None and plan.rows() <= BATCH_ROWS:
+        if pieces:
+            with store.transaction(conn):
+                for piece in pieces:
+                    piece()
+        return added
+    if not pieces:
+        pieces = [lambda: None]
+    for i, piece in enumerate(pieces):
+        if i:
+            time.sleep(BATCH_PAUSE)
+        with store.transaction(conn):
+            if i == 0:
+                store.commits.begin_indexing(conn, branch, head)
+            piece()
+            if i == len(pieces) - 1:
+                store.commits.end_indexing(conn, branch)
+    return added
+
+
+def _sync_history(conn, settings: Settings, mirror: gitmirror.Mirror, branches: dict[str, str], ref: str) -> int:
+    """Bring every watched branch's first-parent order up to date (each branch in its own transactions); returns
+    how many commits were added to branch histories. A branch another thread of this master is ordering is left
+    to it, unless it is the result's own branch: then this ingest waits for it."""
     names = [b for b in branches if settings.ref_matches("refs/heads/" + b) or b == ref]
     stored = {b: store.branch_head(conn, b) for b in names}
+    marked = store.commits.indexing(conn)
     # Branches the store orders already first (a few new commits each), then new ones, the mainline first, so that
     # a new branch finds the history it shares with one ordered before it (gitmirror.StoredOrders).
-    order = sorted(names, key=lambda b: (stored[b] is None, b not in MAINLINE, b))
-    known = {b: h[1] for b, h in stored.items() if h is not None}
+    order = sorted(names, key=lambda b: (stored[b] is None or b in marked, b not in MAINLINE, b))
+    known = {b: h[1] for b, h in stored.items() if h is not None and b not in marked}
     added = 0
     for branch in order:
-        orders = gitmirror.StoredOrders(
-            heads=sorted({s for b, s in known.items() if b != branch}),
-            locate=lambda at: min(store.commits.positions_of(conn, at).items(), default=None),
-            copy=lambda src, last, b=branch: store.copy_branch_prefix(conn, src, b, last),
-        )
-        added += gitmirror.sync_branch(
-            mirror,
-            branches[branch],
-            stored[branch],
-            lambda commits, start, b=branch: store.append_branch(conn, b, commits, start),
-            lambda b=branch: store.reset_branch(conn, b),
-            orders,
-        )
-        known[branch] = branches[branch]
-    store.set_tags(conn, {t: s for t, s in tags.items() if settings.ref_matches("refs/tags/" + t) or t == ref})
-    store.upsert_commits(conn, [mirror.commit(sha)])
+        mine = _reserve(branch, wait=branch == ref)
+        if mine is None:
+            known.pop(branch, None)
+            continue
+        try:
+            heads = sorted({s for b, s in known.items() if b != branch})
+            added += _sync_branch(conn, mirror, branch, branches[branch], heads)
+            known[branch] = branches[branch]
+        finally:
+            _release(branch, mine)
     return added
 
 
@@ -269,13 +379,19 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
     try:
         with _mirror_lock:
             mirror = _update_mirror(settings, sha)
-            conn = store.connect(settings.results_db)
-            try:
-                with store.transaction(conn):  # all of it or nothing
-                    added = _sync_history(conn, settings, mirror, sha, ref)
-                    run_id = store.insert_run(conn, doc, run)
-            finally:
-                conn.close()
+            branches, tags = mirror.refs()
+        commit = mirror.commit(sha)  # git reads by sha need no lock: a fetch only adds objects and moves refs
+        conn = store.connect(settings.results_db)
+        try:
+            added = _sync_history(conn, settings, mirror, branches, ref)
+            with store.transaction(conn):  # the run, its commit and the tags: all of it or nothing
+                store.set_tags(
+                    conn, {t: s for t, s in tags.items() if settings.ref_matches("refs/tags/" + t) or t == ref}
+                )
+                store.upsert_commits(conn, [commit])
+                run_id = store.insert_run(conn, doc, run)
+        finally:
+            conn.close()
     except IngestRejected as e:
         _reject(settings, path, run, str(e))
         raise

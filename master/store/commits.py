@@ -1,4 +1,9 @@
-"""Commits, their first-parent order on each watched branch, and tags (tables commits, branch_commits, tags)."""
+"""Commits, their first-parent order on each watched branch, and tags (tables commits, branch_commits, tags).
+
+A long branch is ordered in several transactions (master/ingest.py); while its row is in `branch_indexing` its
+rows in branch_commits are an incomplete prefix, and every reader here leaves the branch out: a half-ordered
+branch never looks like a branch whose head is older.
+"""
 
 from __future__ import annotations
 
@@ -41,7 +46,8 @@ def upsert_commits(conn: sqlite3.Connection, commits: Sequence[CommitInfo]) -> N
 
 
 def branch_head(conn: sqlite3.Connection, branch: str) -> tuple[int, str] | None:
-    """(position, sha) of the newest commit stored for a branch, or None."""
+    """(position, sha) of the newest commit stored for a branch, or None; for the ingest that writes the order,
+    so a branch still being ordered (`indexing`) counts too."""
     row = conn.execute(
         "SELECT position, sha FROM branch_commits WHERE branch = ? ORDER BY position DESC LIMIT 1", (branch,)
     ).fetchone()
@@ -57,18 +63,41 @@ def append_branch(conn: sqlite3.Connection, branch: str, commits: Sequence[Commi
     )
 
 
-def copy_branch_prefix(conn: sqlite3.Connection, source: str, branch: str, last: int) -> None:
-    """Give `branch` the positions 0..last of `source`'s order: the first-parent history the two share."""
-    conn.execute(
+def copy_branch_prefix(conn: sqlite3.Connection, source: str, branch: str, last: int, first: int = 0) -> int:
+    """Give `branch` the positions first..last of `source`'s order (the first-parent history the two share);
+    returns how many rows were copied."""
+    return conn.execute(
         "INSERT INTO branch_commits (branch, position, sha) "
-        "SELECT ?, position, sha FROM branch_commits WHERE branch = ? AND position <= ?",
-        (branch, source, last),
+        "SELECT ?, position, sha FROM branch_commits WHERE branch = ? AND position BETWEEN ? AND ?",
+        (branch, source, first, last),
+    ).rowcount
+
+
+def reset_branch(conn: sqlite3.Connection, branch: str, keep: int = 0) -> None:
+    """Forget a branch's order from position `keep` on (all of it by default: its history was rewritten); it is
+    rebuilt from the mirror."""
+    conn.execute("DELETE FROM branch_commits WHERE branch = ? AND position >= ?", (branch, keep))
+
+
+def begin_indexing(conn: sqlite3.Connection, branch: str, head: str) -> None:
+    """Mark a branch as being ordered up to `head` over several transactions: readers leave it out until
+    `end_indexing`."""
+    conn.execute(
+        "INSERT INTO branch_indexing (branch, head, started_at) VALUES (?, ?, ?) "
+        "ON CONFLICT(branch) DO UPDATE SET head = excluded.head",
+        (branch, head, time.time()),
     )
 
 
-def reset_branch(conn: sqlite3.Connection, branch: str) -> None:
-    """Forget a branch's order (its history was rewritten); it is rebuilt from the mirror."""
-    conn.execute("DELETE FROM branch_commits WHERE branch = ?", (branch,))
+def end_indexing(conn: sqlite3.Connection, branch: str) -> None:
+    """The branch's order is complete: readers see it again."""
+    conn.execute("DELETE FROM branch_indexing WHERE branch = ?", (branch,))
+
+
+def indexing(conn: sqlite3.Connection) -> dict[str, str]:
+    """Branches whose order is incomplete (being written, or left half-written by a master that was stopped),
+    branch -> the head it is being ordered up to."""
+    return {r[0]: r[1] for r in conn.execute("SELECT branch, head FROM branch_indexing")}
 
 
 def set_tags(conn: sqlite3.Connection, tags: dict[str, str]) -> None:
@@ -79,6 +108,10 @@ def set_tags(conn: sqlite3.Connection, tags: dict[str, str]) -> None:
         "WHERE tags.sha != excluded.sha",
         [(name, sha, now) for name, sha in tags.items()],
     )
+
+
+# For the queries of one branch (bound last): the branch is not being ordered (its rows are complete).
+_ORDERED = "NOT EXISTS (SELECT 1 FROM branch_indexing WHERE branch = ?)"
 
 
 def commit_exists(conn: sqlite3.Connection, sha: str) -> bool:
@@ -111,7 +144,8 @@ def positions_on(conn: sqlite3.Connection, branch: str, shas: Sequence[str]) -> 
     marks = ",".join("?" * len(shas))
     return dict(
         conn.execute(
-            f"SELECT sha, position FROM branch_commits WHERE branch = ? AND sha IN ({marks})", (branch, *shas)
+            f"SELECT sha, position FROM branch_commits WHERE branch = ? AND sha IN ({marks}) AND {_ORDERED}",
+            (branch, *shas, branch),
         ).fetchall()
     )
 
@@ -122,8 +156,9 @@ def branch_order(conn: sqlite3.Connection, branch: str, lo: int = 0, hi: int | N
     return [
         (r[0], r[1])
         for r in conn.execute(
-            "SELECT position, sha FROM branch_commits WHERE branch = ? AND position BETWEEN ? AND ? ORDER BY position",
-            (branch, lo, hi),
+            f"SELECT position, sha FROM branch_commits WHERE branch = ? AND position BETWEEN ? AND ? AND {_ORDERED} "
+            "ORDER BY position",
+            (branch, lo, hi, branch),
         )
     ]
 
@@ -142,23 +177,32 @@ WITH RECURSIVE b(name) AS (
     UNION ALL
     SELECT (SELECT MIN(branch) FROM branch_commits WHERE branch > b.name) FROM b WHERE b.name IS NOT NULL
 )
-SELECT name, (SELECT MAX(position) FROM branch_commits WHERE branch = b.name) FROM b WHERE name IS NOT NULL
+SELECT name, (SELECT MAX(position) FROM branch_commits WHERE branch = b.name) FROM b
+WHERE name IS NOT NULL AND name NOT IN (SELECT branch FROM branch_indexing)
 """
 
 
 def branch_heads(conn: sqlite3.Connection) -> dict[str, int]:
-    """branch -> position of its newest stored commit (the cost grows with branches, not with history)."""
+    """branch -> position of its newest stored commit (the cost grows with branches, not with history); a branch
+    still being ordered is left out."""
     return {r[0]: r[1] for r in conn.execute(_BRANCH_HEADS)}
 
 
 def positions_of(conn: sqlite3.Connection, sha: str) -> dict[str, int]:
     """branch -> the commit's position on it, for every branch whose first-parent history holds it."""
-    return {r[0]: r[1] for r in conn.execute("SELECT branch, position FROM branch_commits WHERE sha = ?", (sha,))}
+    return {
+        r[0]: r[1]
+        for r in conn.execute(
+            "SELECT branch, position FROM branch_commits WHERE sha = ? "
+            "AND branch NOT IN (SELECT branch FROM branch_indexing)",
+            (sha,),
+        )
+    }
 
 
 def sha_at(conn: sqlite3.Connection, branch: str, position: int) -> str | None:
     row = conn.execute(
-        "SELECT sha FROM branch_commits WHERE branch = ? AND position = ?", (branch, position)
+        f"SELECT sha FROM branch_commits WHERE branch = ? AND position = ? AND {_ORDERED}", (branch, position, branch)
     ).fetchone()
     return row[0] if row else None
 

@@ -358,4 +358,15 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER branch_commits_uncounted AFTER DELETE ON branch_commits
         BEGIN UPDATE row_counts SET n = n - 1 WHERE name = 'branch_commits'; END
     """,
+    # 15: a branch whose first-parent order is being written in several short transactions (master/ingest.py: a
+    # branch of postgres.git's ~60,000 commits in one held every other ingest out for a minute). Until its row here
+    # is gone its rows in branch_commits are incomplete: readers leave the branch out, and the next ingest resumes
+    # it (a master killed midway).
+    """
+    CREATE TABLE branch_indexing (
+        branch TEXT PRIMARY KEY,
+        head TEXT NOT NULL,
+        started_at REAL NOT NULL
+    )
+    """,
 ]

@@ -82,7 +82,13 @@ def ensure_for_run(conn: sqlite3.Connection, run_id: int) -> list[int]:
     ).fetchone()
     if run is None or run["status"] != "ok":
         return []
-    branches = [r[0] for r in conn.execute("SELECT branch FROM branch_commits WHERE sha = ?", (run["sha"],))]
+    branches = [
+        r[0]
+        for r in conn.execute(
+            "SELECT branch FROM branch_commits WHERE sha = ? AND branch NOT IN (SELECT branch FROM branch_indexing)",
+            (run["sha"],),
+        )
+    ]
     ids = []
     for m in conn.execute(
         "SELECT workload, metric, unit, direction, config_hash FROM measurements WHERE run_id = ?", (run_id,)
@@ -142,7 +148,7 @@ def branch_samples(conn: sqlite3.Connection, key: SeriesKey) -> BranchSamples:
         "JOIN runs r ON r.sha = bc.sha JOIN measurements m ON m.run_id = r.id "
         "WHERE bc.branch = ? AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? "
         "AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
-        "ORDER BY bc.position, r.id",
+        "AND bc.branch NOT IN (SELECT branch FROM branch_indexing) ORDER BY bc.position, r.id",
         (key.branch, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric),
     ).fetchall()
     commits: list[str] = []
@@ -175,7 +181,8 @@ def references(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, str 
         "WHERE s.metric LIKE ? AND r.machine_id = s.machine_id AND r.recipe = s.recipe "
         "AND r.recipe_version = s.recipe_version AND r.status = 'ok' AND m.run_id = r.id "
         "AND m.config_hash = s.config_hash AND m.workload = s.workload AND m.metric = s.metric "
-        "AND bc.branch = s.branch AND bc.sha = r.sha ORDER BY s.id, bc.position, r.id",
+        "AND bc.branch = s.branch AND bc.sha = r.sha AND s.branch NOT IN (SELECT branch FROM branch_indexing) "
+        "ORDER BY s.id, bc.position, r.id",
         ("%" + RATIO_SUFFIX,),
     )
     for *key, position, reference in rows:
@@ -279,7 +286,7 @@ def prev_point_position(conn: sqlite3.Connection, key: MeasureKey, branch: str, 
         "SELECT bc.position FROM branch_commits bc CROSS JOIN runs r INDEXED BY runs_sha CROSS JOIN measurements m "
         "WHERE bc.branch = ? AND bc.position < ? AND r.sha = bc.sha AND r.status = 'ok' AND r.machine_id = ? "
         "AND r.recipe = ? AND r.recipe_version = ? AND m.run_id = r.id AND m.config_hash = ? AND m.workload = ? "
-        "AND m.metric = ? ORDER BY bc.position DESC LIMIT 1",
+        "AND m.metric = ? AND bc.branch NOT IN (SELECT branch FROM branch_indexing) ORDER BY bc.position DESC LIMIT 1",
         (branch, before, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric),
     ).fetchone()
     return None if row is None else int(row[0])

@@ -199,9 +199,11 @@ def test_a_failing_insert_leaves_nothing_behind(env, monkeypatch):
     with pytest.raises(ingest.IngestDeferred, match="disk I/O error"):
         ingest.ingest_file(settings, put(settings, result_for(sha)), run_ctx(1, sha), "fixture")
     conn = store.connect(settings.results_db)
-    # the branch history written earlier in the same transaction was rolled back too
-    assert conn.execute("SELECT COUNT(*) FROM branch_commits").fetchone()[0] == 0
-    assert conn.execute("SELECT COUNT(*) FROM commits").fetchone()[0] == 0
+    # nothing of the run is stored; the branch order is the repository's, kept whole for the next ingest
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 0
+    assert store.commits.indexing(conn) == {}
+    assert [sha for _, sha in store.commits.branch_order(conn, "master")][-1] == sha
 
 
 # ---------------------------------------------------------------------------------------------- issue 12

@@ -13,7 +13,9 @@ def plan_of(conn, call) -> list[str]:
     call()
     conn.set_trace_callback(None)
     (sql,) = [s for s in seen if s.lstrip().upper().startswith("SELECT")]
-    return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+    # Lines on branch_indexing (the few branches being ordered, schema 15; every branch query leaves them out) are
+    # not the plan's order over the large tables.
+    return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql) if "branch_indexing" not in row[3]]
 
 
 def test_the_previous_point_walks_the_branch_back_instead_of_reading_the_whole_series(tmp_path):
