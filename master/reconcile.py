@@ -3,14 +3,18 @@
 Buildbot 4.3 cancels a running build on SIGTERM and never retries it; a master killed between a poll and its
 scheduler's buildset loses the commit too. This service compares the poller's recent changes with the results
 database and Buildbot's unfinished build requests, and submits a build for a (commit, builder) that has
-neither — after seeing it missing on two consecutive passes (so a change the scheduler is still handling is
-not doubled), and at most `max_attempts` times. It also retries results whose ingest was deferred.
+neither — after seeing it missing on two consecutive passes at least `master.reconcile_grace` seconds apart (a
+burst of new commits can take Buildbot's scheduler a minute or more to queue on a busy master: a change it is
+still handling must not be doubled), and at most `max_attempts` times. Buildbot's queue is read again right
+before submitting, so a request the scheduler made while the pass was deciding is not doubled either. It also
+retries results whose ingest was deferred.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from buildbot.data import resultspec
@@ -32,6 +36,7 @@ class PassReport:
     at: float
     changes: int = 0
     missing: list[dict] = field(default_factory=list)
+    scheduled_meanwhile: int = 0  # pairs the pass would have re-queued but Buildbot queued while it decided
     requeued: list[dict] = field(default_factory=list)
     gave_up: list[dict] = field(default_factory=list)
     retried: list[str] = field(default_factory=list)
@@ -43,19 +48,26 @@ def plan_requeues(
     have: dict[str, set[str]],
     pending: set[tuple[int, str]],
     attempts: dict[str, dict[str, int]],
-    seen_missing: set[tuple[str, str]],
+    seen_missing: Mapping[tuple[str, str], float],
     max_attempts: int,
     newest_only: bool = False,
-) -> tuple[list[tuple[dict, str]], list[tuple[dict, str]], set[tuple[str, str]]]:
+    *,
+    now: float = 0.0,
+    grace: float = 0.0,
+) -> tuple[list[tuple[dict, str]], list[tuple[dict, str]], dict[tuple[str, str], float]]:
     """Pure decision: which (change, builder) to re-queue now, which to give up on, and what is missing.
 
-    A pair is re-queued only if it was already missing on the previous pass (`seen_missing`), has no stored
+    `seen_missing` maps each (builder, revision) missing on the previous pass to when it was first seen missing;
+    the third result is the same for this pass (first sightings at `now`). A pair is re-queued only if it was
+    already missing on the previous pass, first seen missing at least `grace` seconds before `now`, has no stored
     result, no unfinished build request, and fewer than `max_attempts` started builds. With `newest_only`
     (`master.queued = "newest"`), a commit is not missing when a newer change of its branch (in `changes`,
     oldest first) has a result or a request on that builder: it was skipped on purpose, and detection and
     bisection cover it.
     """
-    requeue, give_up, missing_now = [], [], set()
+    requeue: list[tuple[dict, str]] = []
+    give_up: list[tuple[dict, str]] = []
+    missing_now: dict[tuple[str, str], float] = {}
     done = {
         (i, name)
         for i, change in enumerate(changes)
@@ -69,8 +81,9 @@ def plan_requeues(
             if (i, name) in done or (newest_only and newest_done.get((name, change.get("branch")), -1) > i):
                 continue
             key = (name, rev)
-            missing_now.add(key)
-            if key not in seen_missing:
+            first_seen = seen_missing.get(key, now)
+            missing_now[key] = first_seen
+            if key not in seen_missing or now - first_seen < grace:
                 continue
             if attempts.get(name, {}).get(rev, 0) >= max_attempts:
                 give_up.append((change, name))
@@ -106,7 +119,7 @@ class Reconciler(PeriodicService):
     def reconfigService(self, settings: Settings, builder_names: list[str]) -> None:  # noqa: D102
         self.settings = settings
         self.builder_names = builder_names
-        self.seen_missing: set[tuple[str, str]] = set()
+        self.seen_missing: dict[tuple[str, str], float] = {}
 
     def interval_seconds(self) -> float:
         return self.settings.reconcile_interval
@@ -151,7 +164,14 @@ class Reconciler(PeriodicService):
             self.seen_missing,
             self.settings.max_attempts,
             newest_only=self.settings.queued == "newest",
+            now=report.at,
+            grace=self.settings.reconcile_grace,
         )
+        if requeue:  # the scheduler may have queued some of them while this pass read and decided
+            queued = await pending_requests(self.master)
+            kept = [(c, n) for c, n in requeue if (builders[n], c["revision"]) not in queued]
+            report.scheduled_meanwhile = len(requeue) - len(kept)
+            requeue = kept
         self.seen_missing = missing_now
         report.missing = [{"builder": b, "revision": r} for b, r in sorted(missing_now)]
         for change, name in requeue:

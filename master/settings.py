@@ -55,6 +55,7 @@ class Settings:
     web_users: tuple[str, ...]  # who may log in and control the farm; passwords are secrets web-user-<name>
     web_url_setting: str  # "" = http://<web_host>:<web_port>/
     reconcile_interval: int
+    reconcile_grace: int  # seconds a commit must stay missing before the reconciler re-queues it
     max_attempts: int
     reconcile_window: int
     queued: str  # "every": every watched commit is measured; "newest": queued commits collapse into the newest
@@ -162,6 +163,7 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("master", "web_users"): ("name_list", "web_users"),
     ("master", "web_url"): ("opt_url", "web_url_setting"),
     ("master", "reconcile_interval"): ("pos_int", "reconcile_interval"),
+    ("master", "reconcile_grace"): ("pos_int", "reconcile_grace"),
     ("master", "max_attempts"): ("pos_int", "max_attempts"),
     ("master", "reconcile_window"): ("pos_int", "reconcile_window"),
     ("master", "queued"): ("queued", "queued"),

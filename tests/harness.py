@@ -125,6 +125,7 @@ class Farm:
         recipes: tuple[str, ...] = ("fixture",),
         poll_interval: int = 1,
         reconcile_interval: int = 2,
+        reconcile_grace: int = 4,
         env: dict[str, str] | None = None,
     ) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PERFFARM_")}
@@ -137,6 +138,7 @@ class Farm:
                 "PERFFARM_REPOSITORY_URL": repo_url,
                 "PERFFARM_REPOSITORY_POLL_INTERVAL": str(poll_interval),
                 "PERFFARM_MASTER_RECONCILE_INTERVAL": str(reconcile_interval),
+                "PERFFARM_MASTER_RECONCILE_GRACE": str(reconcile_grace),
                 "PERFFARM_MASTER_WEB_PORT": str(free_port()),
                 "PERFFARM_MASTER_WORKER_PORT": str(free_port()),
                 "PERFFARM_RECIPES_ENABLED": ",".join(recipes),

@@ -70,3 +70,10 @@ def test_refused_workers_are_stored_and_shown_on_the_health_page(report: Report)
     assert reasons == {"wrongpw": "wrong-password", "stranger": "unknown-worker"}
     assert all(r["address"].startswith("10.") and r["attempts"] >= 1 for r in report.refused), report.refused
     assert report.health_page == {"wrongpw": True, "stranger": True}
+
+
+def test_no_commit_is_built_twice_but_the_builds_the_cut_interrupted(report: Report) -> None:
+    # Buildbot retries each build the cut interrupted (one per worker of that host at most); any other second build
+    # of a (commit, builder) is the reconciler doubling a request the scheduler was still queueing
+    cut_host_workers = len(report.hosts[max(report.hosts)])
+    assert report.figures["builds_repeated"] <= cut_host_workers, report.figures
