@@ -12,6 +12,12 @@ FDR, retraction level) arrive as a ``DetectionSettings`` argument. Pure: no Buil
 `master/detect/` is the statistics over arrays of samples and knows no database; this module is the other half:
 it loads series from the store, runs the detectors, controls false discoveries across series and keeps stored
 change points' identities.
+
+A pass holds the results database's write lock only to write its outcome (docs/scale.md, "One writer at a
+time"): each series is read in its own short read snapshot, detected with no lock held, and the outcome written
+in one short `BEGIN IMMEDIATE` transaction that first checks that no other pass wrote those series meanwhile
+(their `Stamp`); a series another pass wrote is read and detected again, so a pass never writes change points
+reconciled against rows that are no longer there.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,10 +35,11 @@ from master.detect.config import DetectionSettings
 from master.detect.identity import Reconciliation, Reported, reconcile
 from master.detect.model import ChangePoint, Direction, Kind, Series
 from master.detect.tracker import Tracker, review_unmatched
-from master.store.changes import Placement
+from master.store.changes import Placement, StoredChangePoint
 from master.store.series import SeriesKey
 
 IDENTITY_WINDOW = 5  # commits: a re-detection this close (same kind) is the same change moved by data
+WRITE_ROUNDS = 3  # passes whose series another pass wrote meanwhile re-read them this often outside the lock
 
 
 @dataclass(frozen=True)
@@ -77,11 +84,11 @@ def load_series(conn: sqlite3.Connection, series_id: int) -> LoadedSeries:
     )
 
 
-def _reported(conn: sqlite3.Connection, data: LoadedSeries) -> list[Reported]:
+def _reported(data: LoadedSeries, rows: tuple[StoredChangePoint, ...]) -> list[Reported]:
     """Every change point stored for the series, retracted ones too (so a returning change keeps its identity)."""
     index_of = {sha: i for i, sha in enumerate(data.series.commits)}
     out = []
-    for row in store.changes.for_series(conn, data.id):
+    for row in rows:
         if row.sha not in index_of:
             continue  # its commit left the branch (history rewritten): it cannot be matched
         cp = ChangePoint(
@@ -111,11 +118,26 @@ def _with_ci(data: LoadedSeries, cp: ChangePoint, next_index: int | None) -> Cha
 
 
 @dataclass(frozen=True)
+class Stamp:
+    """What a series' proposal was reconciled against: when a pass last wrote the series and its stored change
+    points. A pass writes a series only if its stamp is unchanged when the write lock is taken."""
+
+    analysed_at: float | None
+    change_points: tuple[StoredChangePoint, ...]
+
+
+def stamp(conn: sqlite3.Connection, series_id: int) -> Stamp:
+    s = store.series.get(conn, series_id)
+    return Stamp(s.analysed_at if s else None, tuple(store.changes.for_series(conn, series_id)))
+
+
+@dataclass(frozen=True)
 class Proposal:
     """One series' detection round before it is written: what is new, moved, kept or withdrawn."""
 
     data: LoadedSeries
     result: Reconciliation
+    stamp: Stamp | None = field(default=None, compare=False)
 
 
 def not_searched(conn: sqlite3.Connection, key: SeriesKey) -> str | None:
@@ -135,10 +157,17 @@ def not_searched(conn: sqlite3.Connection, key: SeriesKey) -> str | None:
 
 
 def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettings) -> Proposal:
-    """Detect on one series and reconcile with its stored change points, without writing anything."""
-    data = load_series(conn, series_id)
-    if not_searched(conn, data.key) is not None:
-        return Proposal(data, Reconciliation(tuple(_reported(conn, data)), (), (), ()))
+    """Detect on one series and reconcile with its stored change points, without writing anything.
+
+    The series is read in one short read snapshot (its samples, its change points and its stamp agree); the
+    detection runs after it, holding no lock."""
+    with store.read_snapshot(conn):
+        data = load_series(conn, series_id)
+        searched = not_searched(conn, data.key) is None
+        stamped = stamp(conn, series_id)
+    reported = _reported(data, stamped.change_points)
+    if not searched:
+        return Proposal(data, Reconciliation(tuple(reported), (), (), ()), stamped)
     tracker = Tracker.configured(
         str(series_id),
         data.direction,
@@ -150,12 +179,12 @@ def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettin
     detected = [
         _with_ci(data, cp, detected[i + 1].index if i + 1 < len(detected) else None) for i, cp in enumerate(detected)
     ]
-    result = reconcile(str(series_id), _reported(conn, data), detected, IDENTITY_WINDOW)
+    result = reconcile(str(series_id), reported, detected, IDENTITY_WINDOW)
     if len(data.series):
         result = review_unmatched(
             data.series, result, detected, data.direction, tracker.offline_settings, tracker.keep_alpha, data.rebases
         )
-    return Proposal(data, result)
+    return Proposal(data, result, stamped)
 
 
 def admit(proposals: list[Proposal], n_series: int, q: float) -> list[Proposal]:
@@ -216,23 +245,55 @@ def write(conn: sqlite3.Connection, proposal: Proposal, now: float) -> list[Chan
 def analyse_many(
     conn: sqlite3.Connection, series_ids: list[int], detection: DetectionSettings, now: float | None = None
 ) -> list[ChangeEvent]:
-    """One analysis pass: detect each series, control false alarms across them, store (caller holds the transaction)."""
+    """One analysis pass: detect each series, control false alarms across them (one FDR family), store.
+
+    Inside the caller's transaction, all of it happens there. Otherwise the series are read and detected with no
+    lock held and only the outcome is written, in one short transaction (``_write_pass``)."""
     now = time.time() if now is None else now
-    proposals = admit([propose(conn, sid, detection) for sid in series_ids], store.series.count(conn), detection.fdr)
-    return [e for prop in proposals for e in write(conn, prop, now)]
+    if conn.in_transaction:
+        proposals = [propose(conn, sid, detection) for sid in series_ids]
+        return [e for prop in admit(proposals, store.series.count(conn), detection.fdr) for e in write(conn, prop, now)]
+    return _write_pass(conn, {sid: propose(conn, sid, detection) for sid in series_ids}, detection, now)
+
+
+def _write_pass(
+    conn: sqlite3.Connection, proposals: dict[int, Proposal], detection: DetectionSettings, now: float
+) -> list[ChangeEvent]:
+    """Write a pass computed outside the lock, in one short ``BEGIN IMMEDIATE`` transaction.
+
+    A series whose stamp changed since it was read was written by another pass meanwhile (two runs of one machine
+    stored close together): its proposal was reconciled against change points that are no longer those stored,
+    and that pass may have seen newer data, so writing it could duplicate events or put older figures over newer
+    ones. Such series are read and detected again, outside the lock, up to ``WRITE_ROUNDS`` times, then inside
+    it, so a pass always ends; then the whole pass is judged as one FDR family and written. New data alone
+    (a run stored since the read, whose own pass has not written yet) is no reason: the outcome is the one a pass
+    run just before that run was stored would have written, and that run's pass follows and sees it."""
+    for round_ in range(WRITE_ROUNDS + 1):
+        with store.transaction(conn):
+            stale = [sid for sid, prop in proposals.items() if prop.stamp != stamp(conn, sid)]
+            if stale and round_ == WRITE_ROUNDS:
+                proposals.update({sid: propose(conn, sid, detection) for sid in stale})
+                stale = []
+            if not stale:
+                admitted = admit(list(proposals.values()), store.series.count(conn), detection.fdr)
+                return [e for prop in admitted for e in write(conn, prop, now)]
+        proposals.update({sid: propose(conn, sid, detection) for sid in stale})
+    raise AssertionError("unreachable: the last round writes")
 
 
 def analyse_series(
     conn: sqlite3.Connection, series_id: int, detection: DetectionSettings, now: float | None = None
 ) -> list[ChangeEvent]:
-    """Re-detect one series and reconcile its change points (caller holds the transaction)."""
+    """Re-detect one series and reconcile its change points (in the caller's transaction, or see analyse_many)."""
     return analyse_many(conn, [series_id], detection, now)
 
 
 def analyse_run(conn: sqlite3.Connection, run_id: int, detection: DetectionSettings) -> list[ChangeEvent]:
-    """Re-detect every series a newly stored run touches, in one transaction and one FDR family."""
+    """Re-detect every series a newly stored run touches, in one FDR family; the write lock is held to create the
+    run's series and to write the outcome, not while reading and detecting (analyse_many)."""
     with store.transaction(conn):
-        return analyse_many(conn, sorted(set(store.series.ensure_for_run(conn, run_id))), detection)
+        series_ids = sorted(set(store.series.ensure_for_run(conn, run_id)))
+    return analyse_many(conn, series_ids, detection)
 
 
 def analyse_all(conn: sqlite3.Connection, detection: DetectionSettings) -> list[ChangeEvent]:
@@ -240,7 +301,7 @@ def analyse_all(conn: sqlite3.Connection, detection: DetectionSettings) -> list[
     with store.transaction(conn):
         run_ids = store.runs.ok_run_ids(conn)
         series_ids = sorted({sid for run_id in run_ids for sid in store.series.ensure_for_run(conn, run_id)})
-        return analyse_many(conn, series_ids, detection)
+    return analyse_many(conn, series_ids, detection)
 
 
 def series_summary(data: LoadedSeries) -> dict[str, object]:

@@ -8,7 +8,7 @@ be atomic. Nothing here imports Buildbot or Twisted; the master calls it from a 
 Keeping all SQL in this package is what would let the store move to PostgreSQL the way Buildbot's own database
 does (tests/unit/test_store_boundary.py holds the rest of the code to it).
 
-    connection  connect, connect_readonly, migrate, transaction
+    connection  connect, connect_readonly, migrate, transaction, read_snapshot
     migrations  the schema
     commits     commits, branch_commits, tags
     runs        runs, measurements, machines, attempts, rejections
@@ -33,7 +33,7 @@ from master.store.commits import (
     set_tags,
     upsert_commits,
 )
-from master.store.connection import StoreError, connect, connect_readonly, migrate, transaction
+from master.store.connection import StoreError, connect, connect_readonly, migrate, read_snapshot, transaction
 from master.store.migrations import MIGRATIONS
 from master.store.runs import (
     AUTOMATIC_SOURCES,
@@ -84,6 +84,7 @@ __all__ = [
     "measurements_for",
     "migrate",
     "migrations",
+    "read_snapshot",
     "record_attempt",
     "record_rejection",
     "reset_branch",

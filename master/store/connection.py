@@ -114,6 +114,20 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN (deferred) ... COMMIT: the reads inside see one snapshot of the database and, in WAL mode, never take
+    the write lock nor keep a writer waiting. Inside the caller's own transaction, that one."""
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
 def columns(record: type, alias: str = "") -> str:
     """The SELECT list for a record type: its fields in order (so `record(*row)` builds it), optionally
     qualified by a table alias."""

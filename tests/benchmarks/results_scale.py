@@ -15,7 +15,8 @@ master.alerts.sync), then measures, each on its own:
     (`python -m master.cli ...`, a fresh interpreter each, median of --runs; the floor is `--help`);
   * storing one run (what ingest does in the store: the commit appended, insert_run, one transaction);
   * a detection pass: one new commit measured on one machine, stored by master.store.insert_run and re-detected
-    by master.analysis.analyse_run (its 100 series) and master.alerts.sync, as the pipeline does (median);
+    by master.analysis.analyse_run (its 100 series) and master.alerts.sync, as the pipeline does (median), and
+    the seconds analyse_run held the write lock (another result stored meanwhile waits that long);
   * a full publish (`python -m master.cli publish`, wall time and the peak RSS of that process);
   * an incremental publish after one new run (master.publish.publish_incremental, median);
   * the site's largest page: the largest HTML file, and the largest page with the local scripts and styles it
@@ -36,6 +37,7 @@ import os
 import random
 import re
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -322,6 +324,7 @@ class Figures:
     alerts_list_s: float = 0.0
     store_run_s: float = 0.0
     detect_s: float = 0.0
+    detect_lock_s: float = 0.0  # of analyse_run: seconds between BEGIN IMMEDIATE and COMMIT, summed
     full_publish_s: float = 0.0
     full_publish_rss_mib: float = 0.0
     incremental_s: float = 0.0
@@ -329,6 +332,27 @@ class Figures:
     incremental_files: int = 0
     site: dict[str, object] = field(default_factory=dict)
     raw: dict[str, list[float]] = field(default_factory=dict)
+
+
+class WriteLockClock:
+    """Seconds a connection holds SQLite's write lock: from each BEGIN IMMEDIATE to its COMMIT or ROLLBACK, summed
+    (from the statement trace, so it times whatever code runs, not what that code says it does)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn, self.held, self._since = conn, 0.0, None
+        conn.set_trace_callback(self._statement)
+
+    def _statement(self, sql: str) -> None:
+        word = sql.lstrip().upper()
+        if word.startswith("BEGIN IMMEDIATE"):
+            self._since = time.perf_counter()
+        elif word.startswith(("COMMIT", "ROLLBACK")) and self._since is not None:
+            self.held += time.perf_counter() - self._since
+            self._since = None
+
+    def stop(self) -> float:
+        self.conn.set_trace_callback(None)
+        return self.held
 
 
 def measure(
@@ -373,15 +397,17 @@ def measure(
         f"alerts list {fig.alerts_list_s:.2f} s (CPU {fig.cpu})"
     )
 
-    detect, detect_cpu, loads, stores = [], [], [], []
+    detect, detect_cpu, loads, stores, locked = [], [], [], [], []
     for k in range(runs):
         t = time.perf_counter()  # storing one result: connect, append the commit, insert_run, commit (WAL, fsync)
         run_id = next_run(db, fleet, head + k, machine=k % fleet.machines)
         stores.append(time.perf_counter() - t)
         conn = store.connect(db)
         try:
+            lock = WriteLockClock(conn)
             t, c = time.perf_counter(), time.process_time()
             analysis.analyse_run(conn, run_id, settings.detection)
+            locked.append(lock.stop())
             alerts.sync(conn, settings.alerts)
             detect.append(time.perf_counter() - t)
             detect_cpu.append(time.process_time() - c)
@@ -396,9 +422,11 @@ def measure(
     say(f"  storing one run ({fleet.workloads} measurements): {fig.store_run_s * 1000:.0f} ms median")
     fig.detect_s, fig.raw["detect"] = statistics.median(detect), detect
     fig.cpu["detect"], fig.cpu["detect_load_wall"] = statistics.median(detect_cpu), statistics.median(loads)
+    fig.detect_lock_s, fig.raw["detect_lock"] = statistics.median(locked), locked
     say(
         f"  detection pass (one run, {fleet.workloads} series): {fig.detect_s:.2f} s median ({detect}), CPU "
-        f"{fig.cpu['detect']:.2f} s; loading its series alone {fig.cpu['detect_load_wall']:.2f} s"
+        f"{fig.cpu['detect']:.2f} s; loading its series alone {fig.cpu['detect_load_wall']:.2f} s; write lock "
+        f"held {fig.detect_lock_s:.3f} s ({locked})"
     )
     if skip_publish:
         return fig
@@ -455,6 +483,7 @@ ROWS = [
     ("storing one run (ms)", lambda f: f.store_run_s * 1000),
     ("detection pass, one run (s)", lambda f: f.detect_s),
     ("detection pass, CPU (s)", lambda f: f.cpu.get("detect", 0)),
+    ("detection pass, write lock held (s)", lambda f: f.detect_lock_s),
     ("full publish (s)", lambda f: f.full_publish_s),
     ("full publish, CPU (s)", lambda f: f.cpu.get("full_publish", 0)),
     ("full publish, peak RSS (MiB)", lambda f: f.full_publish_rss_mib),

@@ -165,3 +165,107 @@ def test_a_borderline_change_does_not_survive_fdr_across_a_thousand_series(conn)
     _more_series(conn, 999)  # Benjamini-Hochberg at 0.01 over 1000 series: a lone point needs p <= 1e-5
     assert analysis.analyse_run(conn, run_id, DEFAULTS) == []
     assert conn.execute("SELECT COUNT(*) FROM change_points").fetchone()[0] == 0
+
+
+# ------------------------------------------------------------------ the write lock: held to write, not to detect
+
+
+def _other_connection(tmp_path):
+    """A second connection to the same file that gives up at once on a held write lock (no 30 s busy wait)."""
+    c = store.connect(tmp_path / "r.sqlite")
+    c.execute("PRAGMA busy_timeout = 0")
+    return c
+
+
+def _stepped_history(conn, n, step_at=40, start=0, rng=None):
+    rng = rng or random.Random(7)
+    add_commits(conn, n, start=start)
+    for i in range(start, start + n):
+        run_id = add_run(conn, i, values(i, rng, step_at=step_at), 1000 + i)
+    return run_id
+
+
+def test_another_run_is_stored_while_a_pass_detects(conn, tmp_path, monkeypatch):
+    """Before: analyse_run held BEGIN IMMEDIATE from the first series loaded to the last change point written, so
+    another machine's result stored meanwhile failed with "database is locked" (after the 30 s busy timeout)."""
+    run_id = _stepped_history(conn, 60)
+    other = _other_connection(tmp_path)
+    stored, propose = [], analysis.propose
+
+    def propose_while_another_run_is_stored(c, series_id, detection):
+        prop = propose(c, series_id, detection)
+        if c is conn and not stored:  # the pass is between reading its series and writing its outcome
+            add_commits(other, 1, start=60)
+            stored.append(add_run(other, 60, values(60, random.Random(1)), 5000))
+        return prop
+
+    monkeypatch.setattr(analysis, "propose", propose_while_another_run_is_stored)
+    # what runs while the pass holds the write lock: statements between BEGIN IMMEDIATE and COMMIT
+    locked, held = [], [False]
+
+    def trace(sql):
+        word = sql.split(None, 1)[0].upper()
+        if sql.upper().startswith("BEGIN IMMEDIATE"):
+            held[0] = True
+        elif word in ("COMMIT", "ROLLBACK"):
+            held[0] = False
+        elif held[0]:
+            locked.append(sql)
+
+    conn.set_trace_callback(trace)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
+    conn.set_trace_callback(None)
+    other.close()
+    assert len(stored) == 1 and conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 61
+    assert [(e.action, e.sha) for e in events] == [("new", sha(40))]
+    # no series' samples are read under the write lock (before: every series of the pass was)
+    assert [q for q in locked if "JOIN measurements" in q] == []
+
+
+def test_a_pass_does_not_write_over_what_a_newer_pass_wrote_meanwhile(conn, tmp_path, monkeypatch):
+    """Pass 1 reads 60 commits; meanwhile 30 more are stored and their pass reports the step at 40 with its
+    figures from 90 commits. Pass 1 must not report it again from its older read, nor put its figures over them."""
+    rng = random.Random(7)
+    run_id = _stepped_history(conn, 60, rng=rng)
+    other = _other_connection(tmp_path)
+    newer: list[analysis.ChangeEvent] = []
+    calls, propose = [], analysis.propose
+
+    def another_pass_meanwhile(c, series_id, detection):
+        prop = propose(c, series_id, detection)
+        if c is conn:
+            calls.append(series_id)
+            if len(calls) == 1:
+                newest = _stepped_history(other, 30, start=60, rng=rng)
+                newer.extend(analysis.analyse_run(other, newest, DEFAULTS))
+        return prop
+
+    monkeypatch.setattr(analysis, "propose", another_pass_meanwhile)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
+    other.close()
+    assert [(e.action, e.sha) for e in newer] == [("new", sha(40))]
+    assert events == []  # read again: the newer pass already said it all
+    assert len(calls) == 2  # the series was read and detected again, once
+    rows = conn.execute("SELECT first_sha, ratio, ci_low, ci_high FROM change_points").fetchall()
+    assert len(rows) == 1 and rows[0]["ratio"] == newer[0].ratio
+
+
+def test_a_pass_that_keeps_losing_the_race_ends_under_the_lock(conn, tmp_path, monkeypatch):
+    run_id = _stepped_history(conn, 60)
+    other = _other_connection(tmp_path)
+    calls, propose = [], analysis.propose
+
+    def written_by_another_pass_every_time(c, series_id, detection):
+        prop = propose(c, series_id, detection)
+        calls.append(c.in_transaction)
+        if not c.in_transaction:
+            with store.transaction(other):
+                store.series.mark_analysed(other, series_id, float(len(calls)))
+        return prop
+
+    monkeypatch.setattr(analysis, "propose", written_by_another_pass_every_time)
+    events = analysis.analyse_run(conn, run_id, DEFAULTS)
+    other.close()
+    assert [(e.action, e.sha) for e in events] == [("new", sha(40))]
+    # read once, again in each of the rounds outside the lock, and a last time under it
+    assert calls == [False] * (1 + analysis.WRITE_ROUNDS) + [True]
