@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import random
 
 import numpy as np
@@ -269,3 +270,25 @@ def test_a_pass_that_keeps_losing_the_race_ends_under_the_lock(conn, tmp_path, m
     assert [(e.action, e.sha) for e in events] == [("new", sha(40))]
     # read once, again in each of the rounds outside the lock, and a last time under it
     assert calls == [False] * (1 + analysis.WRITE_ROUNDS) + [True]
+
+
+def test_a_change_points_ci_is_computed_once_for_the_same_segments(conn, monkeypatch):
+    """Every pass re-detects the whole history; the bootstrap CI (2,000 resamples) of a change point whose
+    segments no new data touched is the one computed before, not computed again."""
+    from master.detect import rqps
+
+    monkeypatch.setattr(analysis, "_ci_cache", collections.OrderedDict(), raising=False)
+    rng = random.Random(7)
+    run_id = _stepped_history(conn, 100, rng=rng)
+    boots, median_ratio = [], rqps.median_ratio
+    monkeypatch.setattr(rqps, "median_ratio", lambda b, a: boots.append(1) or median_ratio(b, a))
+    analysis.analyse_run(conn, run_id, DEFAULTS)
+    assert len(boots) == 1
+    first = tuple(conn.execute("SELECT ratio, ci_low, ci_high FROM change_points").fetchone())
+    run_id = add_run(conn, 99, values(99, rng, step_at=40), 5000)  # 59 commits after it: outside its segments
+    analysis.analyse_run(conn, run_id, DEFAULTS)
+    assert len(boots) == 1  # before: 2
+    assert tuple(conn.execute("SELECT ratio, ci_low, ci_high FROM change_points").fetchone()) == first
+    data = analysis.load_series(conn, conn.execute("SELECT id FROM series").fetchone()[0])
+    est = median_ratio(data.series.samples(0, 40), data.series.samples(40, 90))
+    assert first == (est.ratio, est.low, est.high)
