@@ -66,8 +66,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     if settings.results_db.exists():
         conn = store.connect_readonly(settings.results_db)
         try:
+            tags = set(store.commits.tags(conn)) - set(store.commits.branch_heads(conn))
             for row in store.latest_per_ref(conn):
-                out["latest"].append(dataclasses.asdict(row))
+                if row.ref in tags and not getattr(args, "tags", False):  # a row per tag and builder: on request
+                    out["tag_rows_hidden"] = out.get("tag_rows_hidden", 0) + 1
+                else:
+                    out["latest"].append(dataclasses.asdict(row))
             out["counts"] = store.counts(conn)
             from master.alerts import channel_health
 
@@ -138,16 +142,19 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"bisection   {b['id']}: {v(b['workload'])} on {v(b['branch'])} {v(b['good'][:10])}..{v(b['bad'][:10])} "
             f"{v(what)} ({b['probes']} probes, {b['rounds']} runs)"
         )
-    if not out["latest"]:
+    hidden = out.get("tag_rows_hidden", 0)
+    if not out["latest"] and not hidden:
         print("results     none stored yet" + ("" if settings.results_db.exists() else f" ({settings.results_db})"))
     else:
-        print("latest result per ref:")
+        print("latest result per ref:" if getattr(args, "tags", False) else "latest result per branch:")
         for row in out["latest"]:
             subject = v((row.get("subject") or "")[:50])
             print(
                 f"  {v(row['ref']):<22} {v(row['builder']):<24} {v(row['sha'][:12])} {v(row['status']):<13} "
                 f"{_when(row['ingested_at'])}  {subject}"
             )
+        if hidden:
+            print(f"  ({hidden} row(s) of release tags not shown: `perffarm status --tags` lists them)")
     return 0
 
 
@@ -382,11 +389,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "status",
-        help="workers, queue, re-queues and the latest result per ref",
+        help="workers, queue, re-queues and the latest result per branch",
         description="Show whether the master runs, its workers and queue (from the REST API), "
-        "what the reconciler re-queued or gave up on, and the newest stored result per ref.",
+        "what the reconciler re-queued or gave up on, and the newest stored result per branch and builder "
+        "(--tags: also per release tag; a farm measuring tags on every builder has one row per tag and builder).",
     )
     s.add_argument("--format", choices=["text", "json"], default="text")
+    s.add_argument(
+        "--tags",
+        action="store_true",
+        help="also list the newest result at each release tag (hidden by default; the output says how many)",
+    )
     s.set_defaults(func=cmd_status)
 
     s = sub.add_parser("results", help="list or export stored results", description="List or export stored runs.")

@@ -150,3 +150,37 @@ def test_the_paired_references_cost_the_same_after_ten_times_the_history(tmp_pat
     work = {name: steps(c, lambda c=c: store.series.references(c)) for name, c in (("short", short), ("long", long))}
     assert store.series.references(long) == {}
     assert work["long"] <= work["short"] + 1, work
+
+
+def status_lines(tmp_path: Path, monkeypatch, capsys, tags: int, *flags: str) -> list[str]:
+    """`perffarm status` on 3 machines whose builders also measured `tags` release tags (one run per builder at
+    each tag, ref = the tag, as a tag build stores it): the lines of its latest-result list."""
+    from master import cli
+
+    data = tmp_path / f"tags{tags}"
+    path = data / "results.sqlite"
+    results_scale.generate(path, results_scale.Fleet(3, 2, 40), quiet=True)
+    conn = store.connect(path)
+    named = {f"REL_{k + 1}_0": results_scale.sha_of(k) for k in range(tags)}
+    with store.transaction(conn):
+        store.set_tags(conn, named)
+        for name, sha in named.items():
+            conn.execute("UPDATE runs SET ref = ? WHERE sha = ?", (name, sha))
+    conn.close()
+    monkeypatch.setenv("PERFFARM_MASTER_DATA_DIR", str(data))
+    monkeypatch.setenv("PERFFARM_MASTER_WEB_PORT", "9")  # nothing listens there: "master not running"
+    capsys.readouterr()
+    assert cli.main(["status", *flags]) == 0
+    out = capsys.readouterr().out
+    return out[out.index("latest result per") :].splitlines()
+
+
+def test_status_lists_branches_and_counts_the_release_tag_rows_it_hides(tmp_path, monkeypatch, capsys):
+    few, many = (status_lines(tmp_path, monkeypatch, capsys, n) for n in (2, 8))
+    # one line per (tag, builder) grew the list by 3 lines per tag; now the branch rows and one line of count
+    assert len(few) == len(many) == 5, many
+    assert many[0] == "latest result per branch:" and all(" master " in line for line in many[1:4])
+    assert many[4] == "  (24 row(s) of release tags not shown: `perffarm status --tags` lists them)"
+    everything = status_lines(tmp_path / "all", monkeypatch, capsys, 8, "--tags")
+    assert everything[0] == "latest result per ref:" and len(everything) == 1 + 3 + 24
+    assert sum(" REL_8_0 " in line for line in everything) == 3
