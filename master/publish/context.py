@@ -84,6 +84,8 @@ class Context:
         self.tag_positions: dict[str, dict[str, int]] = {}
         self._got: dict = {}
         self.now = 0.0
+        # the machines whose per-machine pages a SITE writer re-renders (an incremental publish: the run's); None: all
+        self.machines: set[str] | None = None
 
     def load(
         self,

@@ -394,6 +394,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         ctx = Context(conn, cache, bands(settings), settings)
         ctx.now = now
         retagged = tag_changes(state["tags"], ctx.tags)
+        ctx.machines = None if retagged else {run.machine_id}  # a tag change redraws every machine's releases
         old_heads = {b: tuple(h) for b, h in state["heads"].items()}
         for b, (pos, sha) in old_heads.items():
             if b in ctx.heads and store.commits.sha_at(conn, b, pos) != sha:

@@ -1,4 +1,4 @@
-/* Overview filters: show only the rows matching the chosen branch, machine and workload. */
+/* overview/<machine>.html filters: show only the rows matching the chosen branch and workload. */
 (function () {
   "use strict";
   document.addEventListener("DOMContentLoaded", function () {

@@ -54,7 +54,7 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
         assert page.status_code == 200 and "<html" in page.text.lower()
         site = f"http://127.0.0.1:{env['PERFFARM_SITE_PORT']}/"
         assert site in out  # the history site, published at start and served by `perffarm run`
-        assert "Every series" in requests.get(site + "index.html", timeout=10).text
+        assert "Every machine" in requests.get(site + "index.html", timeout=10).text
         workers = requests.get(f"http://127.0.0.1:{port}/api/v2/workers", timeout=10).json()["workers"]
         connected = {w["name"]: bool(w["connected_to"]) for w in workers}
         # the local benchmark worker, and the in-process control worker of the bisection form

@@ -16,7 +16,14 @@ from tests.site_support import ARCHAEOLOGY_TAGS, add_release_job, build_archaeol
 def page(tmp_path_factory) -> str:
     settings = build_archaeology(tmp_path_factory.mktemp("arch") / "data")
     publish_all(settings, now=1_800_000_000.0)
-    return (settings.site_dir / "archaeology.html").read_text()
+    return machine_page(settings)
+
+
+def machine_page(settings) -> str:
+    """The fixture machine's archaeology page (archaeology.html lists the machines and links to theirs)."""
+    index = (settings.site_dir / "archaeology.html").read_text()
+    assert '<a href="archaeology/m1.html">m1</a>' in index
+    return (settings.site_dir / "archaeology" / "m1.html").read_text()
 
 
 def figure(page: str, title: str) -> str:
@@ -73,7 +80,7 @@ def paired_page(tmp_path_factory) -> tuple[str, int]:
         },
     )
     publish_all(settings, now=1_800_000_000.0)
-    return (settings.site_dir / "archaeology.html").read_text(), job
+    return machine_page(settings), job
 
 
 def test_a_release_jobs_numbers_replace_the_farm_runs_and_the_chart_says_so(paired_page):
@@ -84,7 +91,7 @@ def test_a_release_jobs_numbers_replace_the_farm_runs_and_the_chart_says_so(pair
     assert "REL_13_16: 5,000 tps" not in chart
     assert "tps at 1000 clients (farm runs at the tag)" in chart  # 18.6: only the farm measured it
     assert "REL_13_16: 10,000 tps at 1 clients (farm runs at the tag)" in chart  # c1: the job did not run it
-    assert "mixed: some releases from release jobs" in chart and f'href="jobs/{job}.html">job {job}</a>' in chart
+    assert "mixed: some releases from release jobs" in chart and f'href="../jobs/{job}.html">job {job}</a>' in chart
 
 
 def test_a_paired_bar_is_the_jobs_ratio_with_its_ci_as_a_whisker(paired_page):
@@ -112,7 +119,7 @@ def test_a_release_measured_only_by_a_job_gets_a_curve_and_a_bar(tmp_path):
         settings, {"REL_13_16": {"select-only-c1": 9_000.0}, "REL_15_18": {"select-only-c1": 9_900.0}}
     )
     publish_all(settings, now=1_800_000_000.0)
-    chart = figure((settings.site_dir / "archaeology.html").read_text(), "select-only · tps vs clients")
+    chart = figure(machine_page(settings), "select-only · tps vs clients")
     assert f"REL_15_18: 9,900 tps at 1 clients (release job {job})" in chart
 
 
@@ -134,7 +141,7 @@ def test_a_farm_whose_releases_only_a_job_measured_shows_them_on_both_release_pa
     releases = (settings.site_dir / "releases.html").read_text()
     assert "No release tags measured yet." not in releases
     assert f'href="jobs/{job}.html">paired</a>' in releases and "1.100" in releases
-    chart = figure((settings.site_dir / "archaeology.html").read_text(), "pgbench-ro-prepared-c1 · tps relative")
+    chart = figure(machine_page(settings), "pgbench-ro-prepared-c1 · tps relative")
     assert "paired: the releases measured interleaved in one job" in chart and 'class="whisker"' in chart
 
 
@@ -153,3 +160,55 @@ def test_a_farm_without_tags_says_so(tmp_path):
     store.connect(settings.results_db).close()
     publish_all(settings, now=1_800_000_000.0)
     assert "No release tags measured yet." in (settings.site_dir / "archaeology.html").read_text()
+
+
+def test_a_tag_belongs_to_its_major_release():
+    from master.publish.pages.archaeology import major_of
+
+    assert [major_of(t) for t in ("REL_16_4", "REL_16_BETA1", "REL_13_16", "REL9_6_3", "REL8_0_26", "REL7_4")] == [
+        "16", "16", "13", "9.6", "8.0", "7.4"
+    ]  # fmt: skip
+    assert major_of("v1.2") == "v1.2" and major_of(ARCHAEOLOGY_TAGS[2]) == "18"
+
+
+def synthetic(tags: list[str], machines: int = 1):
+    """Points of one bar-chart workload at every tag on `machines` machines, and no release jobs."""
+    from master.jobs.core import release_numbers
+    from master.publish.pages.archaeology import Point
+    from master.store.series import MeasureKey
+
+    points = {
+        MeasureKey(f"m{k}", "pg", 1, "cfg", "pgbench-ro-prepared-c1", "tps"): {
+            t: Point(1000.0 + i) for i, t in enumerate(tags)
+        }
+        for k in range(machines)
+    }
+    return points, release_numbers([])
+
+
+def test_a_machine_page_draws_the_newest_release_of_each_major_and_a_major_page_its_minors():
+    from master.publish.pages.archaeology import machine_pages, machines_of
+
+    tags = ["REL_13_14", "REL_15_18", "REL_13_16", "REL_18_6"]  # 13.16 came out after 15.18: majors stay in order
+    points, jobs = synthetic(tags)
+    [m] = machines_of(points, tags)
+    pages = dict(machine_pages(m, jobs))
+    assert sorted(pages) == ["archaeology/m0.html", "archaeology/m0/major-13.html"]
+    main, minors = pages["archaeology/m0.html"], pages["archaeology/m0/major-13.html"]
+    assert [r.tag for r in main["releases"]] == ["REL_13_16", "REL_15_18", "REL_18_6"]
+    assert [b.release.tag for b in main["bars"][0].bars] == ["REL_13_16", "REL_15_18", "REL_18_6"]
+    assert [r.tag for r in minors["releases"]] == ["REL_13_14", "REL_13_16"] and minors["root"] == "../../"
+    assert [(link.label, link.href) for link in main["majors"]] == [("13: 2 releases", "archaeology/m0/major-13.html")]
+
+
+def test_bars_per_chart_are_bounded_by_majors_shown_and_every_major_is_one_page_away():
+    from master.publish.pages.archaeology import MAJORS, machine_pages, machines_of
+
+    tags = [f"REL_{10 + k}_0" for k in range(MAJORS + 5)]
+    points, jobs = synthetic(tags)
+    [m] = machines_of(points, tags)
+    pages = dict(machine_pages(m, jobs))
+    main = pages["archaeology/m0.html"]
+    assert len(main["bars"][0].bars) == MAJORS and main["releases"][0].tag == f"REL_{15}_0"
+    assert main["every"].href == "archaeology/m0/every-major.html"
+    assert len(pages["archaeology/m0/every-major.html"]["bars"][0].bars) == MAJORS + 5

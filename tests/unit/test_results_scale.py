@@ -184,3 +184,73 @@ def test_status_lists_branches_and_counts_the_release_tag_rows_it_hides(tmp_path
     everything = status_lines(tmp_path / "all", monkeypatch, capsys, 8, "--tags")
     assert everything[0] == "latest result per ref:" and len(everything) == 1 + 3 + 24
     assert sum(" REL_8_0 " in line for line in everything) == 3
+
+
+def published_pages(tmp_path: Path, machines: int) -> dict[str, str]:
+    """Every HTML page of a site fully published from a generated DB of `machines` x 3 workloads x 30 commits
+    with three release tags, by path."""
+    import os
+
+    from master.publish import publish_all
+    from master.settings import load_settings
+
+    fleet = results_scale.Fleet(machines, 3, 30)
+    data = tmp_path / fleet.name
+    results_scale.generate(data / "results.sqlite", fleet, quiet=True)
+    conn = store.connect(data / "results.sqlite")
+    with store.transaction(conn):
+        store.set_tags(conn, {f"REL_{k}_0": results_scale.sha_of(10 * k - 1) for k in (1, 2, 3)})
+    conn.close()
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
+    publish_all(settings, jobs=1)
+    site = Path(os.path.realpath(settings.site_dir))
+    return {str(p.relative_to(site)): p.read_text() for p in site.rglob("*.html")}
+
+
+def test_the_largest_page_holds_one_machines_series_and_release_charts(tmp_path):
+    got = {}
+    for machines in (2, 8):
+        pages = published_pages(tmp_path, machines)
+        # the overview and archaeology pages; releases.html and releases/<tag>.html (a row per series, a column per
+        # release) still grow with the fleet and the tags (docs/scale.md)
+        ours = {k: t for k, t in pages.items() if k == "index.html" or k.startswith(("overview/", "archaeology"))}
+        got[machines] = {
+            "sparklines": max(t.count('class="spark"') for t in pages.values()),
+            "release charts": max(t.count('<figure class="chart') for t in pages.values()),
+            "bytes": max(len(t) for t in ours.values()),
+        }
+    # index.html had every series' sparkline and archaeology.html every machine's charts: 6 vs 24 of each
+    assert got[2]["sparklines"] == got[8]["sparklines"] == 3, got
+    assert got[2]["release charts"] == got[8]["release charts"] == 3, got
+    assert got[8]["bytes"] < 1.2 * got[2]["bytes"], got
+    assert f'<a href="overview/{results_scale.machine_of(7)}.html">' in pages["index.html"]
+    assert f'<a href="archaeology/{results_scale.machine_of(7)}.html">' in pages["archaeology.html"]
+
+
+def test_a_run_at_a_release_tag_redraws_its_own_machines_archaeology_only(tmp_path):
+    import os
+
+    from master.publish import publish_all, publish_incremental
+    from master.publish.writer import wait_for_cleanup
+    from master.settings import load_settings
+
+    fleet = results_scale.Fleet(3, 2, 20)
+    data = tmp_path / fleet.name
+    results_scale.generate(data / "results.sqlite", fleet, quiet=True)
+    conn = store.connect(data / "results.sqlite")
+    with store.transaction(conn):
+        store.set_tags(conn, {"REL_1_0": results_scale.sha_of(9), "REL_2_0": results_scale.sha_of(19)})
+    conn.close()
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
+    publish_all(settings, jobs=1)
+    before = Path(os.path.realpath(settings.site_dir))
+    run_id = results_scale.next_run(settings.results_db, fleet, 19, machine=1)  # measured again at REL_2_0
+    assert publish_incremental(settings, run_id).incremental
+    wait_for_cleanup()
+    after = Path(os.path.realpath(settings.site_dir))
+    redrawn = sorted(
+        str(p.relative_to(after))
+        for p in [after / "archaeology.html", *(after / "archaeology").rglob("*")]
+        if p.is_file() and p.stat().st_ino != (before / p.relative_to(after)).stat().st_ino
+    )
+    assert redrawn == ["archaeology.html", f"archaeology/{results_scale.machine_of(1)}.html"]

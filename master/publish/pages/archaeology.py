@@ -1,4 +1,11 @@
-"""archaeology.html: the seeds' release charts from the samples stored at release tags, drawn as SVG (offline).
+"""archaeology.html and archaeology/<machine>*.html: the seeds' release charts from the samples stored at release
+tags, drawn as SVG (offline), one machine per page.
+
+archaeology.html lists the machines with the releases measured on each. A machine's page draws one release per
+major, the newest release measured of it (what a user of that major runs), for the newest MAJORS majors, oldest
+first; a major measured at two or more tags has a page of its own with every one of them (a back branch's minor
+releases: where a back-patched fix shows); past MAJORS majors one more page draws them all. So a page holds one
+machine's workloads and at most MAJORS bars per chart, however many tags the farm measured (docs/scale.md).
 
 * **Throughput vs clients** (seeds 000, 003, 004): for every sweep (workloads named `<base>-c<N>`, or
   `<base>-c<N>-i<M>` for idle connections), one line per release through the median at each count, the count on a
@@ -27,6 +34,7 @@ from master import store
 from master.jobs.core import RELEASES, ReleaseNumbers, release_numbers
 from master.publish import source
 from master.publish.context import Context
+from master.publish.names import safe_name
 from master.publish.render import render
 from master.publish.views import Summary, tag_order
 from master.publish.writer import SiteWriter
@@ -307,21 +315,182 @@ def points_of(ctx: Context, jobs: ReleaseNumbers) -> dict[MeasureKey, dict[str, 
     return points
 
 
-def view(ctx: Context) -> dict[str, object]:
-    jobs = release_numbers(store.jobs.newest_first(ctx.conn, RELEASES))
-    tags = {**jobs.tags, **ctx.tags}
-    authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(tags.values())).items()}
-    ordered = tag_order(tags, authored)
-    releases = [Release(t, f"r{i}", PALETTE[i % len(PALETTE)]) for i, t in enumerate(ordered)]
-    points = points_of(ctx, jobs)
+MAJORS = 20  # majors drawn on a machine's page (Vondra's 001 drew 20 releases, 8.0 to 18dev); the rest on request
+_MAJOR = re.compile(r"^REL_?(\d+)(?:_(\d+))?")
+
+
+def major_of(tag: str) -> str:
+    """The PostgreSQL major release a tag belongs to: REL_16_4 and REL_16_BETA1 -> 16, REL9_6_3 -> 9.6 (before
+    10 a major had two numbers). A name that is not a release tag is a major of its own."""
+    m = _MAJOR.match(tag)
+    if m is None:
+        return tag
+    first = int(m.group(1))
+    return str(first) if first >= 10 or m.group(2) is None else f"{first}.{m.group(2)}"
+
+
+def releases_of(tags: Sequence[str]) -> list[Release]:
+    """A page's releases, in the order drawn; keys and colours by position on the page."""
+    return [Release(t, f"r{i}", PALETTE[i % len(PALETTE)]) for i, t in enumerate(tags)]
+
+
+@dataclass(frozen=True)
+class Link:
+    label: str
+    href: str  # relative to the site root
+
+
+@dataclass(frozen=True)
+class MachineRow:
+    """archaeology.html: one machine and the releases measured on it."""
+
+    machine_id: str
+    href: str
+    tags: int
+    majors: tuple[str, ...]  # oldest first
+    workloads: int
+    jobs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MachinePages:
+    """What one machine's archaeology pages are drawn from: its release points and its measured tags."""
+
+    machine_id: str
+    file: str
+    points: dict[MeasureKey, dict[str, Point]]
+    majors: dict[str, list[str]]  # major -> its measured tags, oldest first; majors oldest first
+
+    @property
+    def shown(self) -> list[str]:
+        """The machine page's releases: the newest tag measured of each major (what users of that major run),
+        for the newest MAJORS majors, oldest major first (bars are relative to it)."""
+        return [tags[-1] for tags in self.majors.values()][-MAJORS:]
+
+
+def machines_of(points: Points, ordered: Sequence[str]) -> list[MachinePages]:
+    per: dict[str, dict[MeasureKey, dict[str, Point]]] = {}
+    for key, cells in points.items():
+        per.setdefault(key.machine_id, {})[key] = dict(cells)
+    out = []
+    for machine, pts in sorted(per.items()):
+        measured = {t for cells in pts.values() for t in cells}
+        majors: dict[str, list[str]] = {}
+        for t in ordered:
+            if t in measured:
+                majors.setdefault(major_of(t), []).append(t)
+        out.append(MachinePages(machine, safe_name(machine), pts, majors))
+    return out
+
+
+def major_href(m: MachinePages, major: str) -> str:
+    return f"archaeology/{m.file}/major-{safe_name(major)}.html"
+
+
+def _charts(m: MachinePages, tags: Sequence[str], jobs: ReleaseNumbers) -> dict[str, object]:
+    releases = releases_of(tags)
     return {
         "releases": releases,
-        "sweeps": sweep_charts(points, releases),
-        "bars": bar_charts(points, releases, jobs.ratios),
+        "sweeps": sweep_charts(m.points, releases),
+        "bars": bar_charts(m.points, releases, jobs.ratios),
         "box": {"w": W, "h": H, "ml": ML, "mr": MR, "mt": MT, "mb": MB},
     }
 
 
+def machine_pages(m: MachinePages, jobs: ReleaseNumbers) -> list[tuple[str, dict[str, object]]]:
+    """(file, view) of every archaeology page of one machine: its page (one release per major, the newest
+    MAJORS majors), a page per major measured at two or more tags (every tag of it: the back branch's minor
+    releases), and with more than MAJORS majors one page drawing them all."""
+    shown = m.shown
+    every = len(m.majors) > MAJORS
+    nav = [
+        Link(f"{major}: {len(tags)} releases", major_href(m, major))
+        for major, tags in m.majors.items()
+        if len(tags) > 1
+    ]
+    base = {"machine": m.machine_id, "majors": nav, "root": "../"}
+    pages = [
+        (
+            f"archaeology/{m.file}.html",
+            {
+                **base,
+                **_charts(m, shown, jobs),
+                "title": f"Release archaeology · {m.machine_id}",
+                "heading": f"Release archaeology on {m.machine_id}",
+                "what": f"one release per major: the newest release measured of each of the newest {len(shown)} majors",
+                "every": Link(f"all {len(m.majors)} majors", f"archaeology/{m.file}/every-major.html")
+                if every
+                else None,
+            },
+        )
+    ]
+    deep = {**base, "root": "../../", "every": None}
+    if every:
+        pages.append(
+            (
+                f"archaeology/{m.file}/every-major.html",
+                {
+                    **deep,
+                    **_charts(m, [tags[-1] for tags in m.majors.values()], jobs),
+                    "title": f"Release archaeology · {m.machine_id} · every major",
+                    "heading": f"Every major release on {m.machine_id}",
+                    "what": f"one release per major, all {len(m.majors)} majors measured",
+                },
+            )
+        )
+    for major, tags in m.majors.items():
+        if len(tags) > 1:
+            pages.append(
+                (
+                    major_href(m, major),
+                    {
+                        **deep,
+                        **_charts(m, tags, jobs),
+                        "title": f"Release archaeology · {m.machine_id} · {major}",
+                        "heading": f"Releases of {major} on {m.machine_id}",
+                        "what": f"every release of {major} measured ({len(tags)})",
+                    },
+                )
+            )
+    return pages
+
+
+def index_view(machines: Sequence[MachinePages]) -> dict[str, object]:
+    rows = []
+    for m in machines:
+        jobs = sorted({p.job for cells in m.points.values() for p in cells.values() if p.job is not None})
+        rows.append(
+            MachineRow(
+                m.machine_id,
+                f"archaeology/{m.file}.html",
+                sum(len(t) for t in m.majors.values()),
+                tuple(m.majors),
+                len({k.workload for k in m.points}),
+                tuple(jobs),
+            )
+        )
+    return {"machines": rows, "majors_shown": MAJORS}
+
+
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    v = view(ctx)
-    w.write("archaeology.html", render("archaeology.html", root="", title="Release archaeology", **v))
+    """archaeology.html (the machines) and each machine's pages. An incremental publish that stored a run at a
+    tagged commit re-renders that machine's pages only (ctx.machines); a tag change or a job renders them all."""
+    jobs = release_numbers(store.jobs.newest_first(ctx.conn, RELEASES))
+    tags = {**jobs.tags, **ctx.tags}
+    authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(tags.values())).items()}
+    machines = machines_of(points_of(ctx, jobs), tag_order(tags, authored))
+    w.write(
+        "archaeology.html",
+        render("archaeology.html", root="", title="Release archaeology", **index_view(machines)),
+    )
+    written = set()
+    for m in machines:
+        if ctx.machines is not None and m.machine_id not in ctx.machines:
+            continue
+        for rel, v in machine_pages(m, jobs):
+            w.write(rel, render("archaeology_machine.html", **v))
+            written.add(rel)
+        if ctx.machines is None:
+            w.keep_only(f"archaeology/{m.file}", written)
+    if ctx.machines is None:
+        w.keep_only("archaeology", written)

@@ -1,21 +1,89 @@
-"""index.html: every series (sparkline, latest value, rQPS vs the previous release, open alerts), with filters."""
+"""index.html and overview/<machine>.html: the farm's machines, then one machine's series.
+
+index.html lists every machine with its series count, open alerts and how many series are below or above the
+previous release (the rQPS colour bands), linking to overview/<machine>.html: that machine's series (sparkline,
+latest value, rQPS vs the previous release, open alerts) with branch and workload filters. One page used to hold
+every series of the farm (3.5 MB for 20 machines x 100 series, docs/scale.md); a page now holds one machine's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from master.publish.context import Context
+from master.publish.names import safe_name
 from master.publish.render import render
 from master.publish.views import Summary
 from master.publish.writer import SiteWriter
 
 
-def view(ctx: Context, summaries: list[Summary]) -> dict[str, Any]:
-    open_by_sid: dict[str, int] = {}
+@dataclass(frozen=True)
+class MachineRow:
+    machine_id: str
+    file: str  # overview/<file>.html
+    series: int
+    branches: tuple[str, ...]
+    recipes: tuple[str, ...]
+    open_alerts: int  # open alerts with at least one of its series
+    red: int  # series whose latest point is in the red band vs the previous release
+    green: int
+    sla_miss: int
+
+
+def machine_file(machine_id: str) -> str:
+    """The machine's overview page under overview/ (and its archaeology page under archaeology/)."""
+    return safe_name(machine_id)
+
+
+def open_by_sid(ctx: Context) -> dict[str, int]:
+    out: dict[str, int] = {}
     for a in ctx.alerts:
         if a.is_open:
             for sid in a.sids:
-                open_by_sid[sid] = open_by_sid.get(sid, 0) + 1
+                out[sid] = out.get(sid, 0) + 1
+    return out
+
+
+def by_machine(summaries: list[Summary]) -> dict[str, list[Summary]]:
+    out: dict[str, list[Summary]] = {}
+    for s in summaries:
+        out.setdefault(s.machine_id, []).append(s)
+    return dict(sorted(out.items()))
+
+
+def machines_view(ctx: Context, summaries: list[Summary]) -> dict[str, Any]:
+    """index.html: one row per machine."""
+    machine_of = {s.sid: s.machine_id for s in summaries}
+    alerts: dict[str, int] = {}
+    for a in ctx.alerts:
+        if a.is_open:
+            for m in {machine_of[sid] for sid in a.sids if sid in machine_of}:
+                alerts[m] = alerts.get(m, 0) + 1
+    rows = []
+    for m, ss in by_machine(summaries).items():
+        rows.append(
+            MachineRow(
+                m,
+                machine_file(m),
+                len(ss),
+                tuple(sorted({s.branch for s in ss}, key=lambda b: (b != "master", b))),
+                tuple(sorted({f"{s.recipe} v{s.recipe_version}" for s in ss})),
+                alerts.get(m, 0),
+                sum(1 for s in ss if s.vs_tag is not None and s.vs_tag.colour == "red"),
+                sum(1 for s in ss if s.vs_tag is not None and s.vs_tag.colour == "green"),
+                sum(1 for s in ss if s.sla_miss),
+            )
+        )
+    return {
+        "machines": rows,
+        "series": len(summaries),
+        "bands": ctx.bands,
+        "open_alerts": [a for a in ctx.alerts if a.is_open][:20],
+    }
+
+
+def view(ctx: Context, summaries: list[Summary], opened: dict[str, int] | None = None) -> dict[str, Any]:
+    """overview/<machine>.html: one machine's series (`summaries`)."""
     rows = sorted(
         summaries,
         key=lambda s: (
@@ -31,14 +99,19 @@ def view(ctx: Context, summaries: list[Summary]) -> dict[str, Any]:
     )
     return {
         "rows": rows,
-        "open_by_sid": open_by_sid,
+        "open_by_sid": open_by_sid(ctx) if opened is None else opened,
         "bands": ctx.bands,
         "branches": sorted({s.branch for s in rows}),
-        "machines": sorted({s.machine_id for s in rows}),
         "workloads": sorted({s.workload for s in rows}),
-        "open_alerts": [a for a in ctx.alerts if a.is_open][:20],
     }
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    w.write("index.html", render("index.html", root="", title="perffarm", **view(ctx, summaries)))
+    w.write("index.html", render("index.html", root="", title="perffarm", **machines_view(ctx, summaries)))
+    opened = open_by_sid(ctx)
+    pages = set()
+    for m, ss in by_machine(summaries).items():
+        rel = f"overview/{machine_file(m)}.html"
+        pages.add(rel)
+        w.write(rel, render("overview.html", root="../", title=f"{m} · overview", machine=m, **view(ctx, ss, opened)))
+    w.keep_only("overview", pages)
