@@ -9,7 +9,7 @@ tags them: REL_13_16, REL_15_18, REL_18_6). The script starts a real master and 
 a clone of R and queues `perffarm releases --tags PATTERN --recipe RECIPE`, one job per recipe, as a user would.
 The worker builds every release and measures them interleaved in one build per job (docs/jobs.md). Then it prints
 each release's ratio to the oldest per workload with its 95% CI (`perffarm jobs --status`), checks that the site's
-archaeology page now links each job, and with `--shots` saves Chromium screenshots of archaeology.html and
+archaeology page now links each job, and with `--shots` saves Chromium screenshots of archaeology/<machine>.html and
 releases.html (Debian's chromium through playwright, as tests/integration/test_site_browser.py does).
 
 Cost: pg-sweeps is about 2.7 min per release per sample on 2 cores, plus a build per release (ccache helps).
@@ -44,7 +44,8 @@ def perffarm(farm: Farm, *args: str) -> subprocess.CompletedProcess:
 
 
 def screenshots(site: Path, out: Path) -> list[Path]:
-    """Full-page PNGs of the archaeology and release pages, opened from disk in headless Chromium."""
+    """Full-page PNGs of each machine's archaeology page and the release tables, opened from disk in headless
+    Chromium."""
     os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
     from playwright.sync_api import sync_playwright
 
@@ -57,9 +58,11 @@ def screenshots(site: Path, out: Path) -> list[Path]:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            for name in ("archaeology", "releases"):
+            # archaeology.html lists the machines; the charts are on each machine's page
+            machines = sorted(p.stem for p in (site / "archaeology").glob("*.html"))
+            for name in (*(f"archaeology/{m}" for m in machines), "releases"):
                 page.goto((site / f"{name}.html").resolve().as_uri(), wait_until="load")
-                path = out / f"{name}.png"
+                path = out / f"{name.replace('/', '-')}.png"
                 page.screenshot(path=str(path), full_page=True)
                 saved.append(path)
             if errors:

@@ -102,6 +102,8 @@ def test_every_page_loads_without_errors(site, browser, artifacts_dir, scheme):
         "compare.html",
         "alerts.html",
         "health.html",
+        *sorted(str(x.relative_to(out)) for x in out.glob("overview/*.html")),
+        *sorted(str(x.relative_to(out)) for x in out.glob("archaeology/**/*.html")),
         *sorted(str(x.relative_to(out)) for x in out.glob("alerts/*.html")),
         *sorted(str(x.relative_to(out)) for x in out.glob("series/*.html"))[:1],
         *sorted(str(x.relative_to(out)) for x in out.glob("releases/*.html"))[:1],
@@ -212,7 +214,10 @@ def test_archaeology_charts_draw_every_release_and_the_picker_hides_one(browser,
     settings = build_archaeology(tmp_path / "data")
     publish_all(settings, tmp_path / "www", now=NOW)
     p = Page(browser, (tmp_path / "www").resolve().as_uri() + "/")
-    page = p.open("archaeology.html")
+    page = p.open("archaeology.html")  # the machines; each links to its page
+    page.locator("#machines a", has_text="m1").click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith("/archaeology/m1.html") and page.locator("main h1").inner_text().endswith("on m1")
     sweep = page.locator("figure.sweep").filter(has_text="select-only")
     assert sweep.locator("g.release").count() == 3
     box = sweep.locator("svg").bounding_box()

@@ -24,6 +24,9 @@ cache (ctx.cache). SERIES, CHUNKS and COMMIT writers may run in the forked secon
 they use only what the Context loaded. `when=TAGS` (SITE pages only): an incremental publish calls the writer
 only when a tag changed or the run is at a tagged commit; otherwise the live version's files stay (hard-linked).
 `when=JOBS`: written by a full publish and by publish_jobs when a job finishes (with the when=TAGS pages).
+Pages per machine (overview/<machine>.html, archaeology/<machine>*.html) are written by their SITE writer; a
+run's incremental publish sets ctx.machines to the run's machine (None when a tag changed: every machine), and
+the archaeology writer re-renders that machine's pages only.
 """
 
 from __future__ import annotations

@@ -417,7 +417,8 @@ def machine_pages(m: MachinePages, jobs: ReleaseNumbers) -> list[tuple[str, dict
                 **_charts(m, shown, jobs),
                 "title": f"Release archaeology · {m.machine_id}",
                 "heading": f"Release archaeology on {m.machine_id}",
-                "what": f"one release per major: the newest release measured of each of the newest {len(shown)} majors",
+                "what": "one release per major, the newest release measured of it, for "
+                + (f"the newest {len(shown)} of the {len(m.majors)} majors" if every else f"all {len(shown)} majors"),
                 "every": Link(f"all {len(m.majors)} majors", f"archaeology/{m.file}/every-major.html")
                 if every
                 else None,
