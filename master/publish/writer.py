@@ -124,6 +124,15 @@ class SiteWriter:
             os.close(fd)
         self.written.append(rel)
 
+    def write_changed(self, rel: str, text: str) -> bool:
+        """write(), except that a file of an incremental version whose bytes are already the live version's stays
+        the hard link it is and is not counted as written: for pages rendered on every publish that one run
+        rarely changes (each machine's overview page). Whether it wrote."""
+        if self.incremental and _holds(f"{self._root}/{_check_rel(rel)}", memoryview(text.encode("utf-8"))):
+            return False
+        self.write(rel, text)
+        return True
+
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Take turns with other processes writing this version (a full publish's forked writer): creating a file

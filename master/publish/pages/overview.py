@@ -113,5 +113,7 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     for m, ss in by_machine(summaries).items():
         rel = f"overview/{machine_file(m)}.html"
         pages.add(rel)
-        w.write(rel, render("overview.html", root="../", title=f"{m} · overview", machine=m, **view(ctx, ss, opened)))
+        # rendered for every machine (an alert of another machine may have been triaged), written where it changed
+        html = render("overview.html", root="../", title=f"{m} · overview", machine=m, **view(ctx, ss, opened))
+        w.write_changed(rel, html)
     w.keep_only("overview", pages)
