@@ -80,7 +80,7 @@ def check(name: str, kind: str, value: Any, base: Path | None = None, error: typ
                 "https, a host, no user or password)"
             )
         return value if value.endswith("/") else value + "/"
-    if kind == "db_url":  # Buildbot's database: sqlite, postgresql or mysql, never with a password in it
+    if kind == "db_url":  # Buildbot's database: sqlite or postgresql, never with a password in it
         from master.buildbotdb import parse
 
         try:

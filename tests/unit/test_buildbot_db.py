@@ -55,7 +55,7 @@ def test_the_default_is_sqlite_in_the_master_directory(tmp_path):
         ("postgresql://perffarm@db.example.org:5432/buildbot", "postgresql"),
         ("postgresql+psycopg://perffarm@127.0.0.1/buildbot", "postgresql"),
         ("postgresql:///buildbot?host=/var/run/postgresql", "postgresql"),
-        ("mysql://perffarm@db.example.org/buildbot?max_idle=300", "mysql"),
+        ("postgresql://perffarm@db.example.org/buildbot?connect_timeout=5", "postgresql"),
     ],
 )
 def test_accepted_urls(tmp_path, url, backend):
@@ -69,7 +69,9 @@ def test_accepted_urls(tmp_path, url, backend):
 @pytest.mark.parametrize(
     "url, says",
     [
-        ("oracle://perffarm@db/buildbot", "scheme must be one of sqlite, postgresql, mysql"),
+        ("oracle://perffarm@db/buildbot", "scheme must be one of sqlite, postgresql"),
+        ("mysql://perffarm@db.example.org/buildbot", "mysql is not supported"),
+        ("mariadb+pymysql://perffarm@db/buildbot", "tested on SQLite and PostgreSQL only"),
         ("postgresql+evil driver://u@h/db", "without spaces"),
         ("https://db.example.org/buildbot", "scheme must be one of"),
         ("state.sqlite", "is not a database URL"),
@@ -92,9 +94,9 @@ def test_bad_urls_are_refused_naming_the_key(tmp_path, url, says):
     [
         f"postgresql://perffarm:{SECRET}@db.example.org/buildbot",
         f"postgresql://perffarm:{SECRET}%40x@db.example.org/buildbot",
-        f"mysql://perffarm:{SECRET}@db.example.org/buildbot",
+        f"postgresql+psycopg://perffarm:{SECRET}@db.example.org/buildbot",
         f"postgresql://perffarm@db.example.org/buildbot?password={SECRET}",
-        f"mysql://perffarm@db.example.org/buildbot?passwd={SECRET}",
+        f"postgresql://perffarm@db.example.org/buildbot?passwd={SECRET}",
     ],
 )
 def test_a_password_in_the_url_is_refused_and_never_repeated(tmp_path, url):
@@ -178,12 +180,12 @@ def test_a_server_that_is_not_there_is_reported_with_what_to_do(tmp_path):
 def test_a_missing_driver_says_what_to_install(tmp_path):
     pytest.importorskip("sqlalchemy")
     try:
-        import MySQLdb  # noqa: F401
+        import pg8000  # noqa: F401
     except ImportError:
         pass
     else:
-        pytest.skip("a MySQL driver is installed here")
-    s = _settings(tmp_path, f"mysql://perffarm@127.0.0.1:{_closed_port()}/buildbot")
+        pytest.skip("the pg8000 driver is installed here")
+    s = _settings(tmp_path, f"postgresql+pg8000://perffarm@127.0.0.1:{_closed_port()}/buildbot")
     with pytest.raises(buildbotdb.BuildbotDbError, match="Python driver is not installed"):
         buildbotdb.check_reachable(s, timeout=5)
 
