@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -416,3 +416,69 @@ def tag_order(tags: Mapping[str, str], authored: Mapping[str, int]) -> list[str]
         return (authored.get(tags[name], 0), nums, name)
 
     return sorted(tags, key=key)
+
+
+MAJORS = 20  # majors on a machine's release page (Vondra's 001 drew 20 releases, 8.0 to 18dev); the rest on request
+_MAJOR = re.compile(r"^REL_?(\d+)(?:_(\d+))?")
+
+
+def major_of(tag: str) -> str:
+    """The PostgreSQL major release a tag belongs to: REL_16_4 and REL_16_BETA1 -> 16, REL9_6_3 -> 9.6 (before
+    10 a major had two numbers). A name that is not a release tag is a major of its own."""
+    m = _MAJOR.match(tag)
+    if m is None:
+        return tag
+    first = int(m.group(1))
+    return str(first) if first >= 10 or m.group(2) is None else f"{first}.{m.group(2)}"
+
+
+def by_major(ordered: Sequence[str], measured: Container[str]) -> dict[str, list[str]]:
+    """The measured tags of `ordered` (tag_order) per major, majors oldest first, each major's tags oldest first."""
+    majors: dict[str, list[str]] = {}
+    for t in ordered:
+        if t in measured:
+            majors.setdefault(major_of(t), []).append(t)
+    return majors
+
+
+@dataclass(frozen=True)
+class ReleaseSet:
+    """The releases one machine's release page (archaeology, release tables) shows together: `name` "" for the
+    machine's page (one release per major, the newest measured of it, for the newest MAJORS majors, oldest major
+    first), "every-major" (past MAJORS majors: one per major, all of them) or "major-<major>" (a major measured at
+    two or more tags: every one of them, its minor releases). So a page has at most MAJORS releases, or one
+    major's, or one per major ever measured (on request), however many tags the farm measured."""
+
+    name: str
+    tags: tuple[str, ...]
+    what: str  # what the page shows, in words
+    major: str | None = None
+
+
+def release_sets(majors: Mapping[str, Sequence[str]]) -> list[ReleaseSet]:
+    """A machine's release pages from its tags per major (by_major): its page, every-major past MAJORS majors,
+    and a page per major measured at two or more tags."""
+    newest = tuple(tags[-1] for tags in majors.values())
+    shown = newest[-MAJORS:]
+    every = len(majors) > MAJORS
+    out = [
+        ReleaseSet(
+            "",
+            shown,
+            "one release per major, the newest release measured of it, for "
+            + (f"the newest {len(shown)} of the {len(majors)} majors" if every else f"all {len(shown)} majors"),
+        )
+    ]
+    if every:
+        out.append(ReleaseSet("every-major", newest, f"one release per major, all {len(majors)} majors measured"))
+    for major, tags in majors.items():
+        if len(tags) > 1:
+            out.append(
+                ReleaseSet(
+                    f"major-{safe_name(major)}",
+                    tuple(tags),
+                    f"every release of {major} measured ({len(tags)})",
+                    major,
+                )
+            )
+    return out

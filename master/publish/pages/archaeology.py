@@ -36,7 +36,8 @@ from master.publish import source
 from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.render import render
-from master.publish.views import Summary, tag_order
+from master.publish.views import MAJORS, Summary, by_major, release_sets, tag_order
+from master.publish.views import major_of as major_of  # the grouping is views.py's, shared with the release tables
 from master.publish.writer import SiteWriter
 from master.store.series import MeasureKey
 
@@ -315,20 +316,6 @@ def points_of(ctx: Context, jobs: ReleaseNumbers) -> dict[MeasureKey, dict[str, 
     return points
 
 
-MAJORS = 20  # majors drawn on a machine's page (Vondra's 001 drew 20 releases, 8.0 to 18dev); the rest on request
-_MAJOR = re.compile(r"^REL_?(\d+)(?:_(\d+))?")
-
-
-def major_of(tag: str) -> str:
-    """The PostgreSQL major release a tag belongs to: REL_16_4 and REL_16_BETA1 -> 16, REL9_6_3 -> 9.6 (before
-    10 a major had two numbers). A name that is not a release tag is a major of its own."""
-    m = _MAJOR.match(tag)
-    if m is None:
-        return tag
-    first = int(m.group(1))
-    return str(first) if first >= 10 or m.group(2) is None else f"{first}.{m.group(2)}"
-
-
 def releases_of(tags: Sequence[str]) -> list[Release]:
     """A page's releases, in the order drawn; keys and colours by position on the page."""
     return [Release(t, f"r{i}", PALETTE[i % len(PALETTE)]) for i, t in enumerate(tags)]
@@ -365,7 +352,7 @@ class MachinePages:
     def shown(self) -> list[str]:
         """The machine page's releases: the newest tag measured of each major (what users of that major run),
         for the newest MAJORS majors, oldest major first (bars are relative to it)."""
-        return [tags[-1] for tags in self.majors.values()][-MAJORS:]
+        return list(release_sets(self.majors)[0].tags)
 
 
 def machines_of(points: Points, ordered: Sequence[str]) -> list[MachinePages]:
@@ -375,11 +362,7 @@ def machines_of(points: Points, ordered: Sequence[str]) -> list[MachinePages]:
     out = []
     for machine, pts in sorted(per.items()):
         measured = {t for cells in pts.values() for t in cells}
-        majors: dict[str, list[str]] = {}
-        for t in ordered:
-            if t in measured:
-                majors.setdefault(major_of(t), []).append(t)
-        out.append(MachinePages(machine, safe_name(machine), pts, majors))
+        out.append(MachinePages(machine, safe_name(machine), pts, by_major(ordered, measured)))
     return out
 
 
@@ -398,61 +381,31 @@ def _charts(m: MachinePages, tags: Sequence[str], jobs: ReleaseNumbers) -> dict[
 
 
 def machine_pages(m: MachinePages, jobs: ReleaseNumbers) -> list[tuple[str, dict[str, object]]]:
-    """(file, view) of every archaeology page of one machine: its page (one release per major, the newest
-    MAJORS majors), a page per major measured at two or more tags (every tag of it: the back branch's minor
-    releases), and with more than MAJORS majors one page drawing them all."""
-    shown = m.shown
-    every = len(m.majors) > MAJORS
-    nav = [
-        Link(f"{major}: {len(tags)} releases", major_href(m, major))
-        for major, tags in m.majors.items()
-        if len(tags) > 1
-    ]
+    """(file, view) of every archaeology page of one machine, one per views.release_sets: its page (one release
+    per major, the newest MAJORS majors), a page per major measured at two or more tags (every tag of it: the
+    back branch's minor releases), and with more than MAJORS majors one page drawing them all."""
+    sets = release_sets(m.majors)
+    every = next((s for s in sets if s.name == "every-major"), None)
+    nav = [Link(f"{s.major}: {len(s.tags)} releases", major_href(m, s.major)) for s in sets if s.major is not None]
     base = {"machine": m.machine_id, "majors": nav, "root": "../"}
-    pages = [
-        (
-            f"archaeology/{m.file}.html",
-            {
-                **base,
-                **_charts(m, shown, jobs),
-                "title": f"Release archaeology · {m.machine_id}",
-                "heading": f"Release archaeology on {m.machine_id}",
-                "what": "one release per major, the newest release measured of it, for "
-                + (f"the newest {len(shown)} of the {len(m.majors)} majors" if every else f"all {len(shown)} majors"),
-                "every": Link(f"all {len(m.majors)} majors", f"archaeology/{m.file}/every-major.html")
-                if every
-                else None,
-            },
-        )
-    ]
-    deep = {**base, "root": "../../", "every": None}
-    if every:
-        pages.append(
-            (
-                f"archaeology/{m.file}/every-major.html",
-                {
-                    **deep,
-                    **_charts(m, [tags[-1] for tags in m.majors.values()], jobs),
-                    "title": f"Release archaeology · {m.machine_id} · every major",
-                    "heading": f"Every major release on {m.machine_id}",
-                    "what": f"one release per major, all {len(m.majors)} majors measured",
-                },
+    pages = []
+    for s in sets:
+        if not s.name:  # the machine's page
+            file, title, heading = f"archaeology/{m.file}.html", "", f"Release archaeology on {m.machine_id}"
+            more = Link(f"all {len(m.majors)} majors", f"archaeology/{m.file}/{every.name}.html") if every else None
+            extra: dict[str, object] = {"every": more}
+        else:
+            file = f"archaeology/{m.file}/{s.name}.html"
+            title = f" · {s.major}" if s.major is not None else " · every major"
+            heading = (
+                f"Releases of {s.major} on {m.machine_id}"
+                if s.major is not None
+                else f"Every major release on {m.machine_id}"
             )
-        )
-    for major, tags in m.majors.items():
-        if len(tags) > 1:
-            pages.append(
-                (
-                    major_href(m, major),
-                    {
-                        **deep,
-                        **_charts(m, tags, jobs),
-                        "title": f"Release archaeology · {m.machine_id} · {major}",
-                        "heading": f"Releases of {major} on {m.machine_id}",
-                        "what": f"every release of {major} measured ({len(tags)})",
-                    },
-                )
-            )
+            extra = {"root": "../../", "every": None}
+        view = {**base, **extra, **_charts(m, s.tags, jobs)}
+        view.update(title=f"Release archaeology · {m.machine_id}{title}", heading=heading, what=s.what)
+        pages.append((file, view))
     return pages
 
 
