@@ -158,6 +158,28 @@ class SiteWriter:
             if p.is_file() and f"{rel_dir}/{p.name}" not in keep:
                 p.unlink()
 
+    def keep_only_tree(self, rel_dir: str, keep: set[str]) -> None:
+        """keep_only for `rel_dir` and every directory below it; directories left empty go too (a machine's release
+        tables of a major no longer measured at two tags)."""
+        d = self.root / _check_rel(rel_dir)
+        if not d.is_dir():
+            return
+        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            self.keep_only(str(sub.relative_to(self.root)), keep)
+            if not any(sub.iterdir()):
+                sub.rmdir()
+        self.keep_only(rel_dir, keep)
+
+    def keep_only_dirs(self, rel_dir: str, keep: set[str]) -> None:
+        """Delete the directories directly in `rel_dir` of the new version that are not in `keep` (paths relative
+        to the site), with what they hold: a machine no longer measured at any release tag."""
+        d = self.root / _check_rel(rel_dir)
+        if not d.is_dir():
+            return
+        for p in d.iterdir():
+            if p.is_dir() and not p.is_symlink() and f"{rel_dir}/{p.name}" not in keep:
+                shutil.rmtree(p)
+
     def copy_tree(self, src: Path, rel: str) -> None:
         """Copy static assets into the new version."""
         dst = self.root / _check_rel(rel)

@@ -9,8 +9,9 @@ tags them: REL_13_16, REL_15_18, REL_18_6). The script starts a real master and 
 a clone of R and queues `perffarm releases --tags PATTERN --recipe RECIPE`, one job per recipe, as a user would.
 The worker builds every release and measures them interleaved in one build per job (docs/jobs.md). Then it prints
 each release's ratio to the oldest per workload with its 95% CI (`perffarm jobs --status`), checks that the site's
-archaeology page now links each job, and with `--shots` saves Chromium screenshots of archaeology/<machine>.html and
-releases.html (Debian's chromium through playwright, as tests/integration/test_site_browser.py does).
+archaeology page now links each job, and with `--shots` saves Chromium screenshots of archaeology/<machine>.html,
+releases.html and releases/<machine>/index.html (Debian's chromium through playwright, as
+tests/integration/test_site_browser.py does).
 
 Cost: pg-sweeps is about 2.7 min per release per sample on 2 cores, plus a build per release (ccache helps).
 """
@@ -58,9 +59,10 @@ def screenshots(site: Path, out: Path) -> list[Path]:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            # archaeology.html lists the machines; the charts are on each machine's page
+            # archaeology.html and releases.html list the machines; charts and tables are on each machine's pages
             machines = sorted(p.stem for p in (site / "archaeology").glob("*.html"))
-            for name in (*(f"archaeology/{m}" for m in machines), "releases"):
+            tables = sorted(f"releases/{d.name}/index" for d in (site / "releases").glob("*/"))
+            for name in (*(f"archaeology/{m}" for m in machines), "releases", *tables):
                 page.goto((site / f"{name}.html").resolve().as_uri(), wait_until="load")
                 path = out / f"{name.replace('/', '-')}.png"
                 page.screenshot(path=str(path), full_page=True)
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--samples", type=int, default=3, help="interleaved rounds (default 3)")
     p.add_argument("--workloads", help="only these workloads (comma-separated; default the recipe's profile)")
-    p.add_argument("--shots", type=Path, help="save archaeology.png and releases.png here")
+    p.add_argument("--shots", type=Path, help="save the archaeology and release pages (PNG) here")
     p.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one, removed)")
     p.add_argument("--timeout", type=float, default=4 * 3600, help="seconds to wait for the job (default 4 h)")
     p.add_argument("--json", type=Path, help="also write the job's figures as JSON")

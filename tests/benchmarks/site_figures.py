@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "compare.html",
         "alerts.html",
         "releases.html",
+        *(f"releases/{d.name}/index.html" for d in sorted((site / "releases").glob("*/"))[:1]),  # a machine's table
         "health.html",
     ]
     chromium = shutil.which("chromium") or "/usr/bin/chromium"

@@ -106,7 +106,7 @@ def test_every_page_loads_without_errors(site, browser, artifacts_dir, scheme):
         *sorted(str(x.relative_to(out)) for x in out.glob("archaeology/**/*.html")),
         *sorted(str(x.relative_to(out)) for x in out.glob("alerts/*.html")),
         *sorted(str(x.relative_to(out)) for x in out.glob("series/*.html"))[:1],
-        *sorted(str(x.relative_to(out)) for x in out.glob("releases/*.html"))[:1],
+        *sorted(str(x.relative_to(out)) for x in out.glob("releases/**/*.html")),
     ]
     for rel in pages:
         page = p.open(rel)
@@ -233,4 +233,29 @@ def test_archaeology_charts_draw_every_release_and_the_picker_hides_one(browser,
     bars = page.locator("figure.bars").filter(has_text="pgbench-ro-prepared-c1")
     assert bars.locator("rect:visible").count() == 2  # REL_15_18's bar hidden with its lines
     p.shot(artifacts_dir, "archaeology-picked")
+    assert p.errors == [] and p.dialogs == []
+
+
+def test_release_tables_are_reached_from_the_list_and_switch_base(browser, artifacts_dir, tmp_path):
+    settings = build_archaeology(tmp_path / "data")
+    publish_all(settings, tmp_path / "www", now=NOW)
+    p = Page(browser, (tmp_path / "www").resolve().as_uri() + "/")
+    page = p.open("releases.html")  # the machines; each links to its tables
+    page.locator("#machines a", has_text="m1").click()
+    page.wait_for_load_state("load")
+    first, second = ARCHAEOLOGY_TAGS[0], ARCHAEOLOGY_TAGS[1]
+    assert page.url.endswith("/releases/m1/index.html")
+    assert page.locator("main h1").inner_text() == f"Releases on m1 vs {first}"
+    assert page.locator("table.rqps tbody tr").count() >= 3
+    assert page.locator("main p.muted").first.locator("a").count() == 1  # every machine: no major has two tags
+    assert ARCHAEOLOGY_TAGS[2] in page.inner_text("table.rqps thead") and page.locator("main img").count() == 0
+    p.shot(artifacts_dir, "releases-m1")
+    page.locator("main p a", has_text=second).first.click()  # another base release
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"/releases/m1/vs-{second}.html")
+    assert page.locator("main h1").inner_text() == f"Releases on m1 vs {second}"
+    page = p.open(f"releases/{second}.html")  # the old URL of the table vs a release: the machines' tables vs it
+    page.locator("#machines a", has_text="one release per major").click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"/releases/m1/vs-{second}.html")
     assert p.errors == [] and p.dialogs == []

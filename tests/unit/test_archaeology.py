@@ -138,9 +138,10 @@ def test_a_farm_whose_releases_only_a_job_measured_shows_them_on_both_release_pa
         shas={"REL_13_16": "a" * 40, "REL_18_6": "b" * 40},
     )
     publish_all(settings, now=1_800_000_000.0)
-    releases = (settings.site_dir / "releases.html").read_text()
-    assert "No release tags measured yet." not in releases
-    assert f'href="jobs/{job}.html">paired</a>' in releases and "1.100" in releases
+    listed = (settings.site_dir / "releases.html").read_text()
+    assert "No release tags measured yet." not in listed and '<a href="releases/m1/index.html">m1</a>' in listed
+    releases = (settings.site_dir / "releases" / "m1" / "index.html").read_text()
+    assert f'href="../../jobs/{job}.html">paired</a>' in releases and "1.100" in releases
     chart = figure(machine_page(settings), "pgbench-ro-prepared-c1 · tps relative")
     assert "paired: the releases measured interleaved in one job" in chart and 'class="whisker"' in chart
 

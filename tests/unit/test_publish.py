@@ -139,8 +139,12 @@ def test_hostile_tag_names_from_the_database_stay_inside_the_site(farm, tmp_path
     publish_all(farm.settings, out, now=NOW)
     assert sorted(p.name for p in (tmp_path / "www").iterdir()) == [".site.lock", ".site.versions", "site"]
     releases = [k for k in files(out) if k.startswith("releases/")]
-    assert len(releases) == 5 and all("/" not in k[len("releases/") :] for k in releases)
+    by_tag = [k for k in releases if "/" not in k[len("releases/") :]]  # releases/<tag>.html: the machines' tables
+    assert len(by_tag) == 5 and "releases/a_b.html" in by_tag
+    tables = sorted(k for k in releases if k not in by_tag)  # one machine's tables, a page per base release
+    assert len(tables) == 5 and all(re.fullmatch(r"releases/m1/(index|vs-[A-Za-z0-9._-]+)\.html", k) for k in tables)
     assert "../../escaped" in text_of(out, "releases.html")  # shown as text, only the file name is sanitised
+    assert "../../escaped" in text_of(out, "releases/m1/index.html")
 
 
 # ------------------------------------------------------------------------------------------------ publishing
@@ -457,15 +461,26 @@ def test_rqps_colour_bands_and_the_number_is_always_printed(ratio, direction, co
     assert f'class="rq {colour}"' in html and f"{ratio:.3f}{arrow}</span>" in html
 
 
+def release_table(out: Path, index: str, machine: str = "m1") -> str:
+    """The release table a list of machines (releases.html, releases/<tag>.html) links for `machine` first."""
+    page = text_of(out, index)
+    href = re.search(r'<td><a href="([^"]+)">' + re.escape(machine) + "</a></td>", page)
+    if index != "releases.html":  # releases/<tag>.html: the machine's first table relative to that tag
+        href = re.search(r'<td><a href="([^"]+)">[^<]*</a>', page[href.end() :]) if href else None
+    assert href, page
+    return (out / Path(index).parent / href.group(1)).read_text(encoding="utf-8")
+
+
 def test_release_comparison_table(farm, tmp_path):
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
-    page = text_of(out, "releases.html")  # base: the oldest release, REL_1_0; REL_2_0 is ~15% slower
+    page = release_table(out, "releases.html")  # base: the oldest release, REL_1_0; REL_2_0 is ~15% slower
     cells = re.findall(r'<td class="num cell-(red|grey|green) unpaired"[^>]*>([0-9.]+)( ▼| ▲)?', page)
     assert ("grey", "1.000", "") in cells
     assert any(c == "red" and 0.84 < float(v) < 0.86 and a == " ▼" for c, v, a in cells), cells
     assert "paired in job" not in page  # no job measured these releases: every number says it is unpaired
-    vs2 = text_of(out, "releases/REL_2_0.html")
+    vs2 = release_table(out, "releases/REL_2_0.html")  # the old URL of the table vs REL_2_0 lists the machines'
+    assert "<h1>Releases on m1 vs REL_2_0</h1>" in vs2
     assert re.search(r'cell-green unpaired"[^>]*>1\.1[67]\d ▲', vs2)
 
 
@@ -479,14 +494,14 @@ def test_a_release_jobs_paired_ratio_replaces_the_unpaired_one_and_says_so(farm,
     job_id = add_release_job(farm.settings, levels, now=NOW, metric=("throughput", "ops/s"))
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
-    page = text_of(out, "releases.html")
+    page = release_table(out, "releases.html")
     paired = re.findall(r'<td class="num cell-(?:red|grey|green) paired"[^>]*>([0-9.]+)', page)
     assert paired and all(v in ("1.000", "0.950") for v in paired) and "0.950" in paired, paired
-    assert f'href="jobs/{job_id}.html">paired</a>' in page
+    assert f'href="../../jobs/{job_id}.html">paired</a>' in page
     assert "0.9500" in text_of(out, f"jobs/{job_id}.html")
     # a job finishing re-renders its pages and the release tables on top of the live site
     report = publish.publish_jobs(farm.settings, out, now=NOW + 1)
-    assert report.files_written >= 3 and "0.950" in text_of(out, "releases.html")
+    assert report.files_written >= 3 and "0.950" in release_table(out, "releases.html")
 
 
 def test_works_from_disk_relative_links_no_network(farm, tmp_path):

@@ -186,20 +186,21 @@ def test_status_lists_branches_and_counts_the_release_tag_rows_it_hides(tmp_path
     assert sum(" REL_8_0 " in line for line in everything) == 3
 
 
-def published_pages(tmp_path: Path, machines: int) -> dict[str, str]:
+def published_pages(tmp_path: Path, machines: int, tags: dict[str, int] | None = None) -> dict[str, str]:
     """Every HTML page of a site fully published from a generated DB of `machines` x 3 workloads x 30 commits
-    with three release tags, by path."""
+    with release tags (name -> commit; default three, at commits 9, 19, 29), by path."""
     import os
 
     from master.publish import publish_all
     from master.settings import load_settings
 
     fleet = results_scale.Fleet(machines, 3, 30)
-    data = tmp_path / fleet.name
+    data = tmp_path / f"{fleet.name}-{len(tags or ())}"
     results_scale.generate(data / "results.sqlite", fleet, quiet=True)
     conn = store.connect(data / "results.sqlite")
+    named = {f"REL_{k}_0": 10 * k - 1 for k in (1, 2, 3)} if tags is None else tags
     with store.transaction(conn):
-        store.set_tags(conn, {f"REL_{k}_0": results_scale.sha_of(10 * k - 1) for k in (1, 2, 3)})
+        store.set_tags(conn, {name: results_scale.sha_of(k) for name, k in named.items()})
     conn.close()
     settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
     publish_all(settings, jobs=1)
@@ -211,8 +212,7 @@ def test_the_largest_page_holds_one_machines_series_and_release_charts(tmp_path)
     got = {}
     for machines in (2, 8):
         pages = published_pages(tmp_path, machines)
-        # the overview and archaeology pages; releases.html and releases/<tag>.html (a row per series, a column per
-        # release) still grow with the fleet and the tags (docs/scale.md)
+        # the overview and archaeology pages (the release tables: the next test)
         ours = {k: t for k, t in pages.items() if k == "index.html" or k.startswith(("overview/", "archaeology"))}
         got[machines] = {
             "sparklines": max(t.count('class="spark"') for t in pages.values()),
@@ -227,7 +227,54 @@ def test_the_largest_page_holds_one_machines_series_and_release_charts(tmp_path)
     assert f'<a href="archaeology/{results_scale.machine_of(7)}.html">' in pages["archaeology.html"]
 
 
-def test_a_run_at_a_release_tag_redraws_its_own_machines_archaeology_only(tmp_path):
+def release_tables(pages: dict[str, str]) -> dict[str, int]:
+    """The largest release page (releases.html, releases/**): its bytes, rows (absolute values table) and columns."""
+    ours = {k: t for k, t in pages.items() if k.startswith("releases")}
+    return {
+        "bytes": max(len(t) for t in ours.values()),
+        "rows": max(t.count('<span class="unit">') for t in ours.values()),
+        "columns": max(t.count('<th class="num">') // 2 for t in ours.values()),  # two tables on a page
+    }
+
+
+def test_the_largest_release_page_holds_one_machines_rows_and_a_bounded_set_of_releases(tmp_path):
+    few = published_pages(tmp_path, 2)
+    fleet = {2: release_tables(few), 8: release_tables(published_pages(tmp_path, 8))}
+    # releases.html and releases/<tag>.html had a row per series of the farm: 6 vs 24 rows
+    assert fleet[2]["rows"] == fleet[8]["rows"] == 3, fleet
+    assert fleet[8]["bytes"] < 1.2 * fleet[2]["bytes"], fleet
+    # 3 releases, then 12: 4 of each of 3 majors (REL_12_0 ... REL_12_3 are 12): a page had a column per tag, 3 vs 12
+    many = published_pages(
+        tmp_path, 2, {f"REL_{k}_{m}": 10 * (k - 10) - 7 + 2 * m for k in (11, 12, 13) for m in range(4)}
+    )
+    got = {"few": release_tables(few), "many": release_tables(many)}
+    assert got["few"]["columns"] == 3 and got["many"]["columns"] == 4, got  # a major's page: its 4 minors
+    machine = results_scale.machine_of(1)
+    main, minors = many[f"releases/{machine}/index.html"], many[f"releases/{machine}/major-12/index.html"]
+    assert main.count('<th class="num">') // 2 == 3  # one per major
+    assert '<a href="../../releases/' + machine + '/major-12/index.html">12: 4 releases</a>' in main
+    assert "one release per major</a>" not in main and f'{machine}/index.html">one release per major</a>' in minors
+    assert f'<a href="releases/{machine}/index.html">{machine}</a>' in many["releases.html"]
+    by_tag = many["releases/REL_12_3.html"]  # the old URL of the table vs REL_12_3: the machines' tables vs it
+    assert f'<a href="../releases/{machine}/vs-REL_12_3.html">one release per major</a>' in by_tag
+    assert f'<a href="../releases/{machine}/major-12/vs-REL_12_3.html">12: 4 releases</a>' in by_tag
+
+
+def test_past_the_majors_shown_every_major_has_one_table_not_one_per_base(tmp_path, monkeypatch):
+    from master.publish import views
+
+    monkeypatch.setattr(views, "MAJORS", 2)  # 3 majors measured: the machine's tables show the newest 2
+    pages = published_pages(tmp_path, 1)
+    machine = results_scale.machine_of(0)
+    assert sorted(k for k in pages if k.startswith(f"releases/{machine}/")) == [
+        f"releases/{machine}/every-major/index.html",  # vs REL_1_0 only: a page per base would be majors² cells
+        f"releases/{machine}/index.html",
+        f"releases/{machine}/vs-REL_3_0.html",
+    ]
+    assert pages[f"releases/{machine}/every-major/index.html"].count('<th class="num">') // 2 == 3
+
+
+def test_a_run_at_a_release_tag_redraws_its_own_machines_release_pages_only(tmp_path):
     import os
 
     from master.publish import publish_all, publish_incremental
@@ -254,3 +301,11 @@ def test_a_run_at_a_release_tag_redraws_its_own_machines_archaeology_only(tmp_pa
         if p.is_file() and p.stat().st_ino != (before / p.relative_to(after)).stat().st_ino
     )
     assert redrawn == ["archaeology.html", f"archaeology/{results_scale.machine_of(1)}.html"]
+    # the release tables: that machine's (a page per base release); the lists of machines did not change
+    tables = sorted(
+        str(p.relative_to(after))
+        for p in [after / "releases.html", *(after / "releases").rglob("*")]
+        if p.is_file() and p.stat().st_ino != (before / p.relative_to(after)).stat().st_ino
+    )
+    machine = results_scale.machine_of(1)
+    assert tables == [f"releases/{machine}/index.html", f"releases/{machine}/vs-REL_2_0.html"], tables
