@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from master.publish.model import COLOURS, pick
+from master.publish.model import COLOURS, SiteSeries, pick
 from master.publish.render import (
     float_column,
     int_column,
@@ -48,23 +48,18 @@ class CommitOrder:
         return {sha: g for g, sha in enumerate(self.shas)}
 
 
+def order_key(s: SiteSeries) -> tuple[str, str, str, str, str, int, str]:
+    """Where a series' row goes among a commit's rows."""
+    m = s.key.measure
+    return (m.workload, m.metric, s.key.branch, m.machine_id, m.recipe, m.recipe_version, s.sid)
+
+
 def order(ctx: Context, shas: Iterable[str] | None = None) -> CommitOrder | None:
     """Group the rows of every commit (or only of `shas`); None when nothing is loaded."""
     t = ctx.table
     if t is None or not ctx.series:
         return None
-    series = sorted(
-        ctx.series.values(),
-        key=lambda s: (
-            s.key.measure.workload,
-            s.key.measure.metric,
-            s.key.branch,
-            s.key.measure.machine_id,
-            s.key.measure.recipe,
-            s.key.measure.recipe_version,
-            s.sid,
-        ),
-    )
+    series = sorted(ctx.series.values(), key=order_key)
     rows = np.concatenate([np.arange(s.start, s.end) for s in series])
     if shas is not None:
         want = set(shas)
@@ -106,7 +101,6 @@ def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, str]:
     where every median's text is proven equal to its repr, else the rows as tuples through the encoder."""
     if not len(groups):
         return {}
-    t = ctx.table
     g = np.asarray(groups, dtype=np.int64)
     sizes = o.bounds[g + 1] - o.bounds[g]
     at = np.repeat(o.bounds[g] - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) + np.arange(int(sizes.sum()))
@@ -121,9 +115,20 @@ def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, str]:
             a, b = bounds[j], bounds[j + 1]
             out[o.shas[k]] = "[" + blob[a : b - 1].decode("utf-8") + "]" if b > a else "[]"
         return out
+    zipped = list(zip(*_row_columns(ctx, o, r)))
+    start = 0
+    for k, n in zip(g.tolist(), sizes.tolist()):
+        out[o.shas[k]] = js_literal(zipped[start : start + n])
+        start += n
+    return out
+
+
+def _row_columns(ctx: Context, o: CommitOrder, r: np.ndarray) -> list[list[Any]]:
+    """Rows r as Python columns (sid, median, n, ratio, ci_low, ci_high, colour, base, flags) for the encoder."""
+    t = ctx.table
     base = np.array([sha[:12] for sha in t.commits], dtype=object)[t.commit[r - 1]]
     base[o.first[r]] = ""
-    cols = [
+    return [
         o.sid_of[r].tolist(),
         ctx.med_r[r].tolist(),
         t.n[r].tolist(),
@@ -134,12 +139,65 @@ def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, str]:
         base.tolist(),
         ((t.noisy[r].astype(np.int64)) | (t.sla[r].astype(np.int64) * 2)).tolist(),
     ]
-    zipped = list(zip(*cols))
-    start = 0
-    for k, n in zip(g.tolist(), sizes.tolist()):
-        out[o.shas[k]] = js_literal(zipped[start : start + n])
-        start += n
-    return out
+
+
+@dataclass
+class RowParts:
+    """The rows of some commits as text, one commit after another, to be merged with other loads' rows of the same
+    commits (a full publish loads one machine at a time): group j has sizes[j] rows; per row its series (index into
+    the order's sids) and the length of its text `[...],` in blob."""
+
+    sizes: np.ndarray  # int64 per group
+    codes: np.ndarray  # int64 per row
+    lens: np.ndarray  # int64 per row
+    blob: bytes
+
+    def __post_init__(self) -> None:
+        self.first_row = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)  # of each group, and the end
+        self.first_byte = np.concatenate([[0], np.cumsum(self.lens)]).astype(np.int64)  # of each row, and the end
+        self.bytes = np.frombuffer(self.blob, dtype=np.uint8)
+
+
+def row_parts(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> RowParts:
+    """What rows() writes for the commits of `groups` (indexes into o.shas), per row: the same bytes, each row
+    followed by a comma."""
+    g = np.asarray(groups, dtype=np.int64)
+    if not len(g):
+        return RowParts(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), b"")
+    sizes = o.bounds[g + 1] - o.bounds[g]
+    at = np.repeat(o.bounds[g] - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) + np.arange(int(sizes.sum()))
+    r = o.rows[at]
+    assert o.sid_code is not None
+    text = _rows_text(ctx, o, r)
+    if text is not None:
+        blob, off = text
+        return RowParts(sizes, o.sid_code[r], np.diff(off), blob)
+    each = [(js_literal(list(row)) + ",").encode("utf-8") for row in zip(*_row_columns(ctx, o, r))]
+    return RowParts(sizes, o.sid_code[r], np.array([len(b) for b in each], dtype=np.int64), b"".join(each))
+
+
+def merged_rows(parts: Sequence[tuple[RowParts, int, np.ndarray]]) -> str:
+    """One commit's rows as rows() writes them, from the rows of several loads: (parts, the commit's group in
+    them, the rank of each of their series in the order rows() uses). Ranks are distinct (one per series)."""
+    ranks, lens, starts, blobs = [], [], [], []
+    size = 0
+    for p, j, rank in parts:
+        a, b = int(p.first_row[j]), int(p.first_row[j + 1])
+        if a == b:
+            continue
+        lo, hi = int(p.first_byte[a]), int(p.first_byte[b])
+        ranks.append(rank[p.codes[a:b]])
+        lens.append(p.lens[a:b])
+        starts.append(p.first_byte[a:b] - lo + size)
+        blobs.append(p.bytes[lo:hi])
+        size += hi - lo
+    if not size:
+        return "[]"
+    order = np.argsort(np.concatenate(ranks), kind="stable")
+    n = np.concatenate(lens)[order]
+    at = np.concatenate(starts)[order]
+    idx = np.repeat(at - (np.cumsum(n) - n), n) + np.arange(size)
+    return "[" + np.concatenate(blobs)[idx][:-1].tobytes().decode("utf-8") + "]"
 
 
 def _rows_text(ctx: Context, o: CommitOrder, r: np.ndarray) -> tuple[bytes, np.ndarray] | None:

@@ -93,12 +93,15 @@ class Context:
         shas: Iterable[str] | None,
         keys: set[MeasureKey] | None,
         jobs: int = 1,
+        machines: Iterable[tuple[str, str, int]] | None = None,
+        with_commits: bool = True,
     ) -> None:
-        """Load the series (replacing what was loaded) and every point's rQPS vs the previous point (jobs=2: the
-        parsing and the rQPS in two processes; it forks)."""
-        self.series = model.load(self.conn, where, shas, keys, jobs)
-        need = set(where) if shas is not None else None
-        self.commits.update(source.commits(self.conn, need))
+        """Load the series (replacing what was loaded; only of `machines` if given, see model.load) and every
+        point's rQPS vs the previous point (jobs=2: the parsing and the rQPS in two processes; it forks);
+        with_commits: also the facts of the loaded commits (a full publish loads them once, not per machine)."""
+        self.series = model.load(self.conn, where, shas, keys, jobs, machines)
+        if with_commits:
+            self.commits.update(source.commits(self.conn, set(where) if shas is not None else None))
         table = next(iter(self.series.values())).table if self.series else None
         self.table = table
         if table is None:
@@ -122,6 +125,15 @@ class Context:
         self.med_r = round6(table.med)
         self.lo_r = round6(table.lo)
         self.hi_r = round6(table.hi)
+
+    def unload(self) -> None:
+        """Drop the loaded series and their points (a full publish, between machines and after the last)."""
+        self.series = {}
+        self.table = None
+        for name in ("prev_ratio", "prev_low", "prev_high", "prev_band", "prev_colour", "has_prev"):
+            self.__dict__.pop(name, None)
+        for name in ("med_r", "lo_r", "hi_r"):
+            self.__dict__.pop(name, None)
 
     def vs_prev(self, i: int) -> RatioView | None:
         if not self.has_prev[i]:

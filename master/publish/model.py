@@ -117,14 +117,17 @@ def load(
     shas: Iterable[str] | None,
     keys: set[MeasureKey] | None,
     jobs: int = 1,
+    machines: Iterable[tuple[str, str, int]] | None = None,
 ) -> dict[SeriesRef, SiteSeries]:
-    """Series for every (measure key, branch) of the ok runs at `shas` (None: all); `where` maps a sha to the
-    (branch, position) pairs it sits at. Runs of one commit are merged, oldest first (bisection probes add
-    samples). Every step is a column operation on the million rows except merging those few commits. jobs=2:
-    parse in two processes (it forks)."""
+    """Series for every (measure key, branch) of the ok runs at `shas` (None: all), of the runs by `machines`
+    ((machine, recipe, recipe version); None: all); `where` maps a sha to the (branch, position) pairs it sits at.
+    Runs of one commit are merged, oldest first (bisection probes add samples). Every step is a column operation
+    on the million rows except merging those few commits. jobs=2: parse in two processes (it forks)."""
     # only the runs that can hold a wanted key: a run's machine, recipe and version are part of every key it has,
     # so an incremental publish of one machine's run does not read and parse the other machines' samples
-    machines = None if keys is None else {(k.machine_id, k.recipe, k.recipe_version) for k in keys}
+    if keys is not None:
+        of_keys = {(k.machine_id, k.recipe, k.recipe_version) for k in keys}
+        machines = of_keys if machines is None else of_keys & set(machines)
     m = scan.read(conn, shas, jobs, machines)
     wanted = np.array([keys is None or k in keys for k in m.keys], dtype=bool)
     # key rank in the published order (machine, recipe, version, config, workload, metric)

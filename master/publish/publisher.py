@@ -11,7 +11,10 @@ and a line in PAGES."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
+import pickle
+import shutil
 import sqlite3
 import threading
 import time
@@ -20,12 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from master import store
 from master.publish import commits, forkjoin, pages, source
 from master.publish.cache import load_state, open_cache, save_state
 from master.publish.context import Context, bands, run_views
+from master.publish.model import SiteSeries
 from master.publish.source import CHUNK, SeriesRef
-from master.publish.views import SPARK_WINDOW, Summary, siblings_of
+from master.publish.views import SPARK_WINDOW, RunView, Summary, siblings_of
 from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
 
 
@@ -90,11 +96,16 @@ def default_jobs() -> int:
 
 
 def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None, jobs: int = 1) -> PublishReport:
+    """One machine at a time (a machine's series share no point with another's): its samples are loaded, its
+    series' data chunks written and its rows of every commit's data kept on disk (a spill directory next to the
+    new version), then dropped, so the memory held is one machine's history, not the fleet's (docs/scale.md).
+    What the other pages need of every series is its Summary; the commit data merge the machines' rows."""
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
     conn = _open(settings)
     cache = open_cache(settings)
     w = SiteWriter(out, incremental=False)
+    spill = w.versions / (w.root.name.removesuffix(".tmp") + "-spill.tmp")  # a crashed publish's: pruned as stale
     try:
         upto = store.runs.last_run_id(conn)  # read first: a run stored while this publish loads is caught up later
         ctx = Context(conn, cache, bands(settings), settings)
@@ -105,29 +116,68 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
             for pos, sha in order:
                 where.setdefault(sha, []).append((b, pos))
         ctx.tag_positions = {b: {sha: pos for pos, sha in order if sha in ctx.tag_at} for b, order in orders.items()}
-        say(f"loading the samples of {len(where)} commits on {len(orders)} branch(es), rQPS of every point")
-        ctx.load(where, None, None, jobs)
-        summaries = list(ctx.summaries(ctx.series.values()).values())
+        ctx.commits = source.commits(conn, None)
+        shas = sorted(store.runs.run_shas(conn))  # every commit with a run has a data file
+        batches = [shas[i : i + COMMIT_BATCH] for i in range(0, len(shas), COMMIT_BATCH)]
+        fleet: dict[str, list[tuple[str, str, int]]] = {}
+        for config in store.runs.measured_configs(conn):
+            fleet.setdefault(config[0], []).append(config)
+        spill.mkdir()
+        summaries: list[Summary] = []
+        order_keys: list[list[tuple]] = []  # per machine: the commit rows' order key of each of its series
+        theirs = (0, 0)
+        chunk_pages = pages.of(pages.CHUNKS)
+        for g, machine in enumerate(sorted(fleet)):  # machine first: the summaries come in the published order
+            say(f"loading the samples of machine {g + 1}/{len(fleet)} at {len(where)} commits, rQPS of every point")
+            ctx.load(where, None, None, jobs, machines=fleet[machine], with_commits=False)
+            mine = list(ctx.summaries(ctx.series.values()).values())
+            summaries += mine
+            by_sid = {s.sid: s for s in ctx.series.values()}
+            by_commit = commits.order(ctx)
+            order_keys.append([commits.order_key(by_sid[sid]) for sid in by_commit.sids] if by_commit else [])
+
+            def write_chunks(summ: Summary, by_sid: dict[str, SiteSeries] = by_sid) -> None:
+                for page in chunk_pages:
+                    page.write(w, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
+
+            def spill_rows(i: int, g: int = g, o: commits.CommitOrder | None = by_commit) -> None:
+                if o is not None:
+                    group = o.index()
+                    present = [k for k, sha in enumerate(batches[i]) if sha in group]
+                    if present:
+                        parts = commits.row_parts(ctx, o, [group[batches[i][k]] for k in present])
+                        _spill_write(spill / f"rows-{g}-{i}", present, parts)
+
+            tasks: list[Callable[[], None]] = [lambda x=x: write_chunks(x) for x in mine]
+            tasks += [lambda i=i: spill_rows(i) for i in range(len(batches))]
+            theirs = _add(theirs, _share(w, tasks, jobs))
+        ctx.unload()
         sib = siblings_of(summaries)
-        by_sid = {s.sid: s for s in ctx.series.values()}
-        runs = run_views(ctx, None)
-        by_commit = commits.order(ctx)
-        group = by_commit.index() if by_commit is not None else {}
-        shas = sorted(set(group) | set(runs))
-        chunk_pages, series_pages, commit_pages = pages.of(pages.CHUNKS), pages.of(pages.SERIES), pages.of(pages.COMMIT)
+        rank = _ranks(order_keys)
+        say(f"the runs of {len(shas)} commits")
+        for i, part in enumerate(batches):
+            with open(spill / f"runs-{i}", "wb") as f:
+                pickle.dump(run_views(ctx, part), f, protocol=pickle.HIGHEST_PROTOCOL)
+        series_pages, commit_pages = pages.of(pages.SERIES), pages.of(pages.COMMIT)
 
         def write_series(summ: Summary) -> None:
-            for page in chunk_pages:
-                page.write(w, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
             for page in series_pages:
                 page.write(w, ctx, summ, sib[summ.sid])
 
-        def write_commits(part: list[str]) -> None:
-            got = commits.rows(ctx, by_commit, [group[x] for x in part if x in group]) if by_commit else {}
+        def write_commits(i: int) -> None:
+            part = batches[i]
+            with open(spill / f"runs-{i}", "rb") as f:
+                runs: dict[str, list[RunView]] = pickle.load(f)
+            loaded = []
+            for g in range(len(fleet)):
+                got = _spill_read(spill / f"rows-{g}-{i}", len(part))
+                if got is not None:
+                    loaded.append((*got, rank[g]))
             files = _Files()
-            for sha in part:
+            for k, sha in enumerate(part):
+                text = commits.merged_rows([(p, int(at[k]), r) for p, at, r in loaded if at[k] >= 0])
                 for page in commit_pages:
-                    page.write(files, ctx, sha, got.get(sha, "[]"), runs.get(sha, []))
+                    page.write(files, ctx, sha, text, runs.get(sha, []))
             with w.exclusive():  # one directory for both processes: they take turns per batch, encoding meanwhile
                 for rel, text in files.items:
                     w.write(rel, text)
@@ -139,17 +189,13 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
                 for page in pages.of(pages.BRANCH):
                     page.write(w, ctx, b, order)
 
-        tasks: list[Callable[[], None]] = [lambda x=x: write_series(x) for x in summaries]
-        tasks += [lambda p=shas[i : i + COMMIT_BATCH]: write_commits(p) for i in range(0, len(shas), COMMIT_BATCH)]
+        tasks = [lambda x=x: write_series(x) for x in summaries]
+        tasks += [lambda i=i: write_commits(i) for i in range(len(batches))]
         say(
             f"writing {len(summaries)} series and {len(shas)} commits' data" + (" in two processes" if jobs > 1 else "")
         )
-        try:
-            theirs = forkjoin.share(
-                tasks, jobs, here_first=write_summaries, child_result=lambda: (len(w.written), w.linked)
-            ) or (0, 0)
-        except forkjoin.ChildFailed as e:
-            raise PublishError(f"writing the site in the second process failed: {e}") from None
+        theirs = _add(theirs, _share(w, tasks, jobs, write_summaries))
+        shutil.rmtree(spill)
         say("swapping the new version in")
         final = w.commit()
         cache.flush()
@@ -159,6 +205,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         w.abort()
         raise
     finally:
+        shutil.rmtree(spill, ignore_errors=True)
         cache.close()
         conn.close()
     return PublishReport(
@@ -173,6 +220,57 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         time.perf_counter() - t0,
         w.linked + theirs[1],
     )
+
+
+def _share(
+    w: SiteWriter, tasks: Sequence[Callable[[], None]], jobs: int, here_first: Callable[[], None] | None = None
+) -> tuple[int, int]:
+    """forkjoin.share: (files written, of them linked) by the second process."""
+    written, linked = len(w.written), w.linked  # as the child starts: it counts from there
+    try:
+        got = forkjoin.share(
+            tasks, jobs, here_first=here_first, child_result=lambda: (len(w.written) - written, w.linked - linked)
+        )
+    except forkjoin.ChildFailed as e:
+        raise PublishError(f"writing the site in the second process failed: {e}") from None
+    return got or (0, 0)
+
+
+def _add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return a[0] + b[0], a[1] + b[1]
+
+
+def _ranks(order_keys: list[list[tuple]]) -> list[np.ndarray]:
+    """Per machine, the rank of each of its series among every machine's (commits.order_key)."""
+    flat = [k for keys in order_keys for k in keys]
+    rank = np.empty(len(flat), dtype=np.int64)
+    rank[sorted(range(len(flat)), key=flat.__getitem__)] = np.arange(len(flat))
+    bounds = np.cumsum([0] + [len(keys) for keys in order_keys]).tolist()
+    return [rank[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _spill_write(path: Path, present: list[int], p: commits.RowParts) -> None:
+    """One machine's rows of one batch of commits: the batch indexes of the commits it has rows at, the rows."""
+    head = np.array([len(present), len(p.codes)], dtype=np.int64)
+    with open(path, "wb") as f:
+        for a in (head, np.asarray(present, dtype=np.int64), p.sizes, p.codes, p.lens):
+            f.write(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        f.write(p.blob)
+
+
+def _spill_read(path: Path, batch: int) -> tuple[commits.RowParts, np.ndarray] | None:
+    """What _spill_write wrote, and per commit of the batch its group in the rows (-1: none); None: no rows."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    groups, rows = np.frombuffer(data, dtype=np.int64, count=2).tolist()
+    cols = np.frombuffer(data, dtype=np.int64, count=2 * groups + 2 * rows, offset=16)
+    present, sizes = cols[:groups], cols[groups : 2 * groups]
+    codes, lens = cols[2 * groups : 2 * groups + rows], cols[2 * groups + rows :]
+    at = np.full(batch, -1, dtype=np.int64)
+    at[present] = np.arange(groups)
+    return commits.RowParts(sizes, codes, lens, data[16 + 8 * (2 * groups + 2 * rows) :]), at
 
 
 class _Files:

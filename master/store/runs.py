@@ -471,6 +471,23 @@ def runs(
     }
 
 
+def measured_configs(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """Every (machine, recipe, recipe version) with an ok run, sorted: what a full publish loads one machine at a
+    time (from the runs_series index, without reading a run)."""
+    return [
+        (m, r, int(v))
+        for m, r, v in conn.execute(
+            "SELECT DISTINCT machine_id, recipe, recipe_version FROM runs WHERE status = 'ok' "
+            "ORDER BY machine_id, recipe, recipe_version"
+        )
+    ]
+
+
+def run_shas(conn: sqlite3.Connection) -> set[str]:
+    """The commits with at least one stored run (any status), from the runs_sha index."""
+    return {sha for (sha,) in conn.execute("SELECT DISTINCT sha FROM runs")}
+
+
 def run_of(conn: sqlite3.Connection, run_id: int) -> Run | None:
     return runs(conn, ids=[run_id]).get(run_id)
 

@@ -606,10 +606,24 @@ def test_one_or_two_processes_write_the_same_site(farm, tmp_path, monkeypatch):
     one = publish_all(farm.settings, tmp_path / "one", now=NOW, jobs=1)
     assert forks == []
     two = publish_all(farm.settings, tmp_path / "two", now=NOW, jobs=2)
-    assert len(forks) == 3  # parsing, rQPS, writing
+    assert len(forks) == 4  # the one machine's parsing, rQPS and chunks; then the pages and commit data
     a, b = files(tmp_path / "one"), files(tmp_path / "two")
     assert sorted(a) == sorted(b) and one.files_written == two.files_written
     assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
+
+
+def test_commit_rows_merged_from_the_encoders_rows_equal_the_byte_columns(farm, tmp_path, monkeypatch):
+    # a full publish merges each machine's commit rows; where a median's text is not proven the rows come from
+    # the JSON encoder one by one (commits.row_parts) and must join into the same bytes as the byte columns
+    from master.publish import commits
+
+    columns = publish_all(farm.settings, tmp_path / "columns", now=NOW, jobs=1)
+    monkeypatch.setattr(commits, "_rows_text", lambda *_a: None)
+    encoder = publish_all(farm.settings, tmp_path / "encoder", now=NOW, jobs=1)
+    a, b = files(tmp_path / "columns"), files(tmp_path / "encoder")
+    assert sorted(a) == sorted(b) and columns.files_written == encoder.files_written
+    assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
+    assert any('"rows":[["' in Path(a[k]).read_text() for k in a if k.startswith("data/commits/"))
 
 
 def test_float_columns_write_what_the_json_encoder_writes():

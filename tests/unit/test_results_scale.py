@@ -142,6 +142,39 @@ def test_an_incremental_publish_reads_a_bounded_window_of_the_history(tmp_path, 
     assert long[0] <= short[0], (short, long)
 
 
+def full_publish_samples(tmp_path: Path, monkeypatch, fleet: results_scale.Fleet) -> tuple[int, int, int]:
+    """(the most samples one load of a full publish held, samples loaded in all, commit rows written) for a full
+    publish of a generated DB of `fleet`."""
+    from master.publish import publish_all, scan
+    from master.publish.writer import wait_for_cleanup
+    from master.settings import load_settings
+
+    data = tmp_path / fleet.name
+    results_scale.generate(data / "results.sqlite", fleet, quiet=True)
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
+    read, held = scan.read, []
+
+    def counted(*args, **kwargs):
+        m = read(*args, **kwargs)
+        held.append(len(m.flat))
+        return m
+
+    monkeypatch.setattr(scan, "read", counted)
+    publish_all(settings, jobs=1)
+    wait_for_cleanup()
+    last = (settings.site_dir / "data" / "commits" / f"{results_scale.sha_of(fleet.commits - 1)}.js").read_text()
+    return max(held), sum(held), last.count('["')
+
+
+def test_a_full_publish_holds_one_machines_samples_not_the_fleets(tmp_path, monkeypatch):
+    narrow = full_publish_samples(tmp_path, monkeypatch, results_scale.Fleet(2, 3, 40))
+    wide = full_publish_samples(tmp_path, monkeypatch, results_scale.Fleet(8, 3, 40))
+    # one scan held every machine's samples at once: 4x for 4x the machines (7 GB at 6,000 commits x 20 machines)
+    assert wide[0] == narrow[0] == 3 * 40 * 5, (narrow, wide)
+    assert wide[1] == 4 * narrow[1], (narrow, wide)  # every sample is still loaded, one machine at a time
+    assert (narrow[2], wide[2]) == (2 * 3, 8 * 3)  # and the commit data hold every machine's rows
+
+
 def test_the_paired_references_cost_the_same_after_ten_times_the_history(tmp_path):
     # every publish asks for them; with no ratio series at all, they scanned every run of the farm
     short, long = fleet_db(tmp_path, 3, 4, 40), fleet_db(tmp_path, 3, 4, 400)
