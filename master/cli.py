@@ -38,6 +38,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     return launcher.run(_settings(args), check_repo=not args.no_repo_check)
 
 
+# ------------------------------------------------------------------------------------------------- migrate
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Bring the results database to this code's schema, unless a master runs on the data directory."""
+    from master import launcher
+    from master.store.migrations import MIGRATIONS
+
+    settings = _settings(args)
+    db = settings.results_db
+    current = len(MIGRATIONS)
+    if not db.exists():
+        print(f"no results database at {db}: nothing to migrate (whatever creates it creates it at schema {current})")
+        return 0
+    version = store.connection.schema_version(db)
+    if version == current:
+        print(f"{db} is at schema version {version}, this code's: nothing to migrate")
+        return 0
+    if version > current:
+        raise store.StoreError(store.connection._newer(version))
+    running = launcher.running_master(settings)
+    if running is not None:
+        # The running master is at the database's schema (every master migrates when it starts), so it is older
+        # code than this: a newer schema would stop it ("newer than this code").
+        print(
+            f"perffarm migrate: {db} is at schema version {version}, this code's is {current}, and a master runs on "
+            f"this data directory ({running}). Migrating would break that master, which is older code. Stop it, "
+            "then run `perffarm migrate` again, or start the master of this checkout (`perffarm run`, `make run`), "
+            "which migrates before it starts; nothing was changed",
+            file=sys.stderr,
+        )
+        return 1
+    store.connect(db, migrate=True).close()
+    print(f"migrated {db} from schema version {version} to {current}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------- status
 
 
@@ -386,6 +423,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--no-repo-check", action="store_true", help="skip the check that the repository answers")
     s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser(
+        "migrate",
+        help="bring the results database to this code's schema (refused while a master runs on the data dir)",
+        description="Migrate <data_dir>/results.sqlite to this checkout's schema. Only this verb and the master's "
+        "start (`perffarm run`, `make run`) migrate it; every other verb stops at a database of another schema "
+        "with a message naming both versions. Refused while a master runs on the data directory (it answers on "
+        "master.web_port, or <data_dir>/master/twistd.pid names a live process): that master is at the "
+        "database's schema, older code, and a newer schema would stop it. Stop the master first, or start the new "
+        "one with `perffarm run`, which migrates before it starts. A database already at this code's schema, or "
+        "none yet, is left as it is.",
+    )
+    s.set_defaults(func=cmd_migrate)
 
     s = sub.add_parser(
         "status",

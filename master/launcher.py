@@ -24,6 +24,7 @@ from master.atomicfile import create_once
 from master.health import RESTART_STATUS
 from master.redact import redact_text, redact_url
 from master.settings import REPO_ROOT, Settings, web_user_secret
+from recipes.procs import pid_alive
 
 LOCAL_WORKER = "local"
 START_TIMEOUT = 90
@@ -140,6 +141,25 @@ def _api(settings: Settings, path: str) -> dict | None:
         return r.json()
     except (requests.RequestException, ValueError):
         return None
+
+
+def running_master(settings: Settings) -> str | None:
+    """How a master on this data directory shows it is running, in words; None when nothing shows it.
+
+    `perffarm run` (and the tests' farm) start Buildbot with --nodaemon, which writes no pid file: such a master
+    shows by answering on its web port (what `perffarm status` and `bisect` ask too). A master daemonized by
+    `buildbot start <data_dir>/master` leaves twistd.pid there. Either holds for a master of any perffarm
+    version, the older one a newer checkout must not migrate the database under."""
+    pidfile = settings.master_dir / "twistd.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        pid = 0
+    if pid > 0 and pid_alive(pid):
+        return f"process {pid} of {pidfile} is running"
+    if _api(settings, "masters") is not None:
+        return f"a Buildbot master answers on port {settings.web_port} (http://127.0.0.1:{settings.web_port}/)"
+    return None
 
 
 def _wait(what: str, ready, procs: list[subprocess.Popen], logfile: Path, timeout: float = START_TIMEOUT) -> None:
@@ -300,8 +320,8 @@ def run(settings: Settings, check_repo: bool = True) -> int:
             file=sys.stderr,
         )
         return 2
-    try:  # the results database at this code's schema now: commands that only read it never migrate it
-        store.connect(settings.results_db).close()
+    try:  # the results database at this code's schema now: the other perffarm verbs never migrate it
+        store.connect(settings.results_db, migrate=True).close()
     except (store.StoreError, sqlite3.Error) as e:
         print(f"perffarm: the results database {settings.results_db}: {e}", file=sys.stderr)
         return 2

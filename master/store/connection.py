@@ -1,5 +1,5 @@
-"""Opening the results database (WAL, foreign keys on, migrated to the current schema; or, for commands that only
-read it, as it is) and its transactions."""
+"""Opening the results database (WAL, foreign keys on, migrated to the current schema by the master; as it is for
+the `perffarm` verbs) and its transactions."""
 
 from __future__ import annotations
 
@@ -17,26 +17,75 @@ class StoreError(RuntimeError):
     """The results database refused an operation; the message says why."""
 
 
-def connect(path: Path | str) -> sqlite3.Connection:
-    """Open (creating and migrating) the results database with WAL and foreign keys on."""
+# Whether store.connect migrates when its caller does not say: yes in the master's process (its services migrate
+# as they always did); no inside a `perffarm` verb (master/cli.py's main holds `verbs_do_not_migrate()`), whose
+# code reaches store.connect through shared modules too (ingest for `bisect --local`, the publisher).
+_MIGRATE_BY_DEFAULT = True
+
+
+@contextmanager
+def verbs_do_not_migrate() -> Iterator[None]:
+    """Inside: store.connect() without `migrate=` never migrates an existing database (see connect)."""
+    global _MIGRATE_BY_DEFAULT
+    before, _MIGRATE_BY_DEFAULT = _MIGRATE_BY_DEFAULT, False
+    try:
+        yield
+    finally:
+        _MIGRATE_BY_DEFAULT = before
+
+
+def connect(path: Path | str, *, migrate: bool | None = None) -> sqlite3.Connection:
+    """Open (creating) the results database with WAL and foreign keys on, for reading and writing.
+
+    migrate=True brings an existing database to this code's schema: the master does (`perffarm run` before it starts
+    Buildbot, and its services), and `perffarm migrate`. migrate=False, what the `perffarm` verbs get by default,
+    leaves an existing database's schema alone: one at another schema than this code's is a StoreError naming both
+    versions, because a running master of another checkout uses it. A database that does not exist yet (or has no
+    schema at all) is created at this code's schema either way: no master can be using it.
+    None: the process's default (True, except inside `verbs_do_not_migrate`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    migrate(conn)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        if _MIGRATE_BY_DEFAULT if migrate is None else migrate:
+            _migrate(conn)
+        else:
+            _create_or_check(conn, path)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
-def connect_readonly(path: Path | str) -> sqlite3.Connection:
-    """Open the results database only to read it, as the `perffarm` verbs that only look do (status, results
-    list, jobs, alerts list, ...): never created and never migrated, and `query_only`, so no write slips through.
+def _create_or_check(conn: sqlite3.Connection, path: Path) -> None:
+    """A new database (schema version 0) gets this code's schema; an existing one must already be at it."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == len(MIGRATIONS):
+        return
+    if version == 0:
+        with transaction(conn):  # read again inside the write lock: another opener may have created it meanwhile
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                _apply(conn, 0)
+                return
+    if version != len(MIGRATIONS):
+        raise StoreError(_other_schema(path, version))
 
-    A newer checkout's read-only verb pointed at a running older master's data directory once migrated the database
-    under that master. Now a database at another schema than this code's is a StoreError saying so."""
-    path = Path(path)
+
+def schema_version(path: Path | str) -> int:
+    """The schema version (`PRAGMA user_version`) of an existing database, read without changing anything."""
+    conn = _open_existing(Path(path))
+    try:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _open_existing(path: Path) -> sqlite3.Connection:
     if not path.is_file():
         raise StoreError(f"no results database at {path}")
     # mode=rw: never creates the file (WAL readers still write the -shm index, so not mode=ro)
@@ -47,21 +96,42 @@ def connect_readonly(path: Path | str) -> sqlite3.Connection:
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA query_only=ON")
         conn.execute("PRAGMA foreign_keys=ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def connect_readonly(path: Path | str) -> sqlite3.Connection:
+    """Open the results database only to read it, as the `perffarm` verbs that only look do (status, results
+    list, jobs, alerts list, ...): never created and never migrated, and `query_only`, so no write slips through.
+
+    A newer checkout's read-only verb pointed at a running older master's data directory once migrated the database
+    under that master. Now a database at another schema than this code's is a StoreError saying so."""
+    path = Path(path)
+    conn = _open_existing(path)
+    try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except BaseException:
         conn.close()
         raise
     if version != len(MIGRATIONS):
         conn.close()
-        if version > len(MIGRATIONS):
-            raise StoreError(_newer(version))
-        raise StoreError(
-            f"the results database {path} is at schema version {version}, older than this code's "
-            f"({len(MIGRATIONS)}); commands that only read it do not migrate it. The master migrates it when it "
-            "starts (`perffarm run`, `make run`): restart the master with this code, or use the perffarm of the "
-            "checkout the running master was started from"
-        )
+        raise StoreError(_other_schema(path, version))
     return conn
+
+
+def _other_schema(path: Path, version: int) -> str:
+    """Why a `perffarm` verb stops at a database of another schema, and what to do."""
+    if version > len(MIGRATIONS):
+        return _newer(version)
+    return (
+        f"the results database {path} is at schema version {version}, older than this code's "
+        f"({len(MIGRATIONS)}); perffarm commands do not migrate it (a running master of an older checkout would "
+        "break). The master migrates it when it starts (`perffarm run`, `make run`), and `perffarm migrate` does "
+        "while no master runs on this data directory; while an older master runs, use the perffarm of the "
+        "checkout it was started from"
+    )
 
 
 def _newer(version: int) -> str:
@@ -83,11 +153,19 @@ def migrate(conn: sqlite3.Connection) -> int:
         current = conn.execute("PRAGMA user_version").fetchone()[0]
         if current > len(MIGRATIONS):
             raise StoreError(_newer(current))
-        for version in range(current + 1, len(MIGRATIONS) + 1):
-            for statement in _statements(MIGRATIONS[version - 1]):
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version={version}")
+        _apply(conn, current)
     return len(MIGRATIONS)
+
+
+def _apply(conn: sqlite3.Connection, current: int) -> None:
+    """The migrations after `current`, inside the caller's transaction."""
+    for version in range(current + 1, len(MIGRATIONS) + 1):
+        for statement in _statements(MIGRATIONS[version - 1]):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={version}")
+
+
+_migrate = migrate  # connect's keyword `migrate` hides the function inside it
 
 
 def _statements(script: str) -> Iterator[str]:
