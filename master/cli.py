@@ -491,7 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with store.connection.verbs_do_not_migrate():  # only `run` and `migrate` do, by asking for it
+            return int(args.func(args) or 0)
     except SettingsError as e:
         print(f"perffarm: invalid settings: {redact_text(str(e))}", file=sys.stderr)
         return EXIT_USAGE

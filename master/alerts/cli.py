@@ -120,7 +120,8 @@ def read_secret_dir(path: Path, names: tuple[str, ...]) -> dict[str, str]:
 
 
 def _connect(args: argparse.Namespace, read_only: bool):
-    """The results database; a verb that only reads it opens it as it is (store.connect_readonly: never migrated)."""
+    """The results database, never migrated: a verb that only reads it opens it read-only (store.connect_readonly),
+    one that writes with store.connect, which inside a `perffarm` verb does not migrate either."""
     path = _db_path(args)
     if not path.exists():
         raise FileNotFoundError(f"no results database at {path}")

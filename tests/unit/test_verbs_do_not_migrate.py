@@ -22,6 +22,16 @@ from tests.unit.test_readonly_verbs import older_database
 CURRENT = len(MIGRATIONS)
 OLDER = CURRENT - 1
 
+WRITING = [
+    ["alerts", "ack", "1"],
+    ["alerts", "set-state", "1", "investigating"],
+    ["alerts", "deliver", "--once"],
+    ["bisect", "--good", "a", "--bad", "b", "--workload", "w"],
+    ["bisect", "--local", "--good", "a", "--bad", "b", "--workload", "w"],
+    ["releases", "--tags", "REL_*"],
+    ["publish", "--quiet", "--jobs", "1"],
+]
+
 
 def git(repo: Path, *args: str) -> None:
     subprocess.run(
@@ -53,6 +63,42 @@ def user_version(db: Path) -> int:
         return conn.execute("PRAGMA user_version").fetchone()[0]
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("verb", WRITING, ids=[" ".join(v) for v in WRITING])
+def test_a_writing_verb_stops_at_an_older_schema_and_leaves_it(verb, farm_env, capsys):
+    db = farm_env / "results.sqlite"
+    older_database(db, OLDER)
+    assert cli.main(verb) == 1
+    err = capsys.readouterr().err
+    assert f"schema version {OLDER}, older than this code's ({CURRENT})" in err, err
+    assert "perffarm migrate" in err and "perffarm run" in err and "Traceback" not in err
+    assert user_version(db) == OLDER
+
+
+def test_a_writing_verb_stops_at_a_newer_schema(farm_env, capsys):
+    db = farm_env / "results.sqlite"
+    store.connect(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version={CURRENT + 1}")
+    conn.close()
+    assert cli.main(["alerts", "ack", "1"]) == 1
+    assert f"schema version {CURRENT + 1}, newer than this code ({CURRENT})" in capsys.readouterr().err
+    assert user_version(db) == CURRENT + 1
+
+
+def test_the_master_process_still_migrates_after_a_verb_ran_in_it(farm_env):
+    db = farm_env / "results.sqlite"
+    older_database(db, OLDER)
+    assert cli.main(["alerts", "ack", "1"]) == 1
+    store.connect(db).close()  # outside a verb: the master's services migrate as before
+    assert user_version(db) == CURRENT
+
+
+def test_releases_on_a_fresh_data_dir_creates_the_database_at_this_schema(farm_env, capsys):
+    assert cli.main(["releases", "--tags", "REL_*"]) == 0
+    assert "job 1 queued" in capsys.readouterr().out
+    assert user_version(farm_env / "results.sqlite") == CURRENT
 
 
 def test_connect_without_migrating_creates_a_new_database_but_refuses_an_older_one(tmp_path):
