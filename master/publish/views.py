@@ -257,6 +257,11 @@ class DeliveryView:
     sent_at: float | None
 
 
+# alerts.html lists every alert; one that moved every workload of a fleet has thousands of lines, which only its own
+# page needs (at 6,000 commits × 20 machines × 100 series, 33 alerts made alerts.html 0.56 MB, the site's largest)
+LISTED_ALERT_LINES = 5
+
+
 @dataclass(frozen=True)
 class AlertPage:
     """An alert (docs/alerts.md) as the site shows it: triage state, lines, range or culprit, bisection log."""
@@ -292,6 +297,16 @@ class AlertPage:
     @property
     def sids(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(line.sid for line in self.lines))
+
+    @property
+    def listed_lines(self) -> tuple[AlertLineView, ...]:
+        """The lines alerts.html shows: the largest changes first, at most LISTED_ALERT_LINES (the page has all)."""
+        ranked = sorted(self.lines, key=lambda ln: -abs(math.log(ln.ratio.ratio)) if ln.ratio.ratio > 0 else 0.0)
+        return tuple(ranked[:LISTED_ALERT_LINES])
+
+    @property
+    def unlisted_lines(self) -> int:
+        return max(0, len(self.lines) - LISTED_ALERT_LINES)
 
     @property
     def title(self) -> str:
