@@ -34,7 +34,7 @@ import numpy as np
 
 from master import store
 from master.detect import fdr, rqps
-from master.detect.config import DetectionSettings
+from master.detect.config import WINDOW_EDGE, DetectionSettings
 from master.detect.identity import Reconciliation, Reported, reconcile
 from master.detect.model import ChangePoint, Direction, Kind, Series
 from master.detect.tracker import Tracker, review_unmatched
@@ -43,6 +43,14 @@ from master.store.series import SeriesKey
 
 IDENTITY_WINDOW = 5  # commits: a re-detection this close (same kind) is the same change moved by data
 WRITE_ROUNDS = 3  # passes whose series another pass wrote meanwhile re-read them this often outside the lock
+# Commits at the left edge of a windowed pass that are settled with the older history: a change point stored there
+# is kept as it is, and one detected there dropped (it has too little data on its left to be judged or placed),
+# so a change point at the edge is neither retracted nor reported twice. 50 is also the reach of a change point's
+# CI (_with_ci), so the CIs of the window's change points are those of the whole history.
+EDGE = WINDOW_EDGE
+# A windowed pass starts at a stored active change point when one lies this share of the window before its edge:
+# the window then begins with a whole level.
+SNAP = 0.25
 
 
 @dataclass(frozen=True)
@@ -189,16 +197,63 @@ def not_searched(conn: sqlite3.Connection, key: SeriesKey) -> str | None:
     return None
 
 
+def window_start(n: int, reported: list[Reported], window: int) -> int:
+    """Where a pass's re-detection of a series of ``n`` commits starts: 0 (the whole history) when the series is
+    no longer than ``window``; otherwise ``n - window``, or the newest stored active change point up to a quarter
+    of a window before that (the window starts with a whole level)."""
+    if n <= window:
+        return 0
+    edge = n - window
+    before = [r.current.index for r in reported if r.active and edge - SNAP * window <= r.current.index <= edge]
+    return max(before, default=edge)
+
+
+def _shifted(cp: ChangePoint, by: int) -> ChangePoint:
+    return replace(cp, index=cp.index + by)
+
+
+def _windowed(data: LoadedSeries, reported: list[Reported], lo: int) -> tuple[LoadedSeries, list[Reported]]:
+    """The series from commit ``lo`` on, and the reported change points it judges (past ``lo + EDGE``), in its
+    indices; those before are settled: kept as stored, neither matched, moved nor retracted."""
+    part = replace(
+        data,
+        series=data.series.window(lo, len(data.series)),
+        positions=data.positions[lo:],
+        rebases=tuple(b - lo for b in data.rebases if b > lo),
+    )
+    live = [replace(r, current=_shifted(r.current, -lo)) for r in reported if r.current.index >= lo + EDGE]
+    return part, live
+
+
+def _not_settled(detected: list[ChangePoint], settled: list[Reported], lo: int) -> list[ChangePoint]:
+    """Detections of a windowed pass (window indices) that are not at its edge nor a settled change point again
+    (same kind within IDENTITY_WINDOW commits)."""
+    return [
+        d
+        for d in detected
+        if d.index >= EDGE
+        and not any(
+            r.current.kind is d.kind and abs(r.current.index - lo - d.index) <= IDENTITY_WINDOW for r in settled
+        )
+    ]
+
+
 def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettings) -> Proposal:
     """Detect on one series and reconcile with its stored change points, without writing anything.
 
     The series is read in one short read snapshot (its samples, its change points and its stamp agree); the
-    detection runs after it, holding no lock."""
+    detection runs after it, holding no lock. Only the newest ``detection.window`` commits are re-detected
+    (``window_start``); the proposal's data is then that window, its change points' indices are in it."""
     with store.read_snapshot(conn):
         data = load_series(conn, series_id)
         searched = not_searched(conn, data.key) is None
         stamped = stamp(conn, series_id)
     reported = _reported(data, stamped.change_points)
+    lo = window_start(len(data.series), reported, detection.window) if searched else 0
+    settled: list[Reported] = []
+    if lo:
+        settled = [r for r in reported if r.current.index < lo + EDGE]
+        data, reported = _windowed(data, reported, lo)
     if not searched:
         return Proposal(data, Reconciliation(tuple(reported), (), (), ()), stamped)
     tracker = Tracker.configured(
@@ -209,6 +264,8 @@ def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettin
         ratio=store.series.is_ratio_to_reference(data.key.metric),
     )
     detected = tracker.detections(data.series, data.rebases) if len(data.series) else []
+    if lo:
+        detected = _not_settled(detected, settled, lo)
     detected = [
         _with_ci(data, cp, detected[i + 1].index if i + 1 < len(detected) else None) for i, cp in enumerate(detected)
     ]

@@ -20,7 +20,7 @@ from typing import Any
 from master import buildbotdb, refnames
 from master.alerts.config import ALERT_KEYS, AlertConfigError, AlertSettings
 from master.config_values import NAME_RE, ConfigError, check, from_env
-from master.detect.config import DetectionSettings
+from master.detect.config import MIN_WINDOW, WINDOW_EDGE, DetectionSettings
 from master.detect.offline import OfflineSettings
 from master.redact import credentials_problem, redact_url
 
@@ -182,6 +182,7 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("detection", "fdr"): ("fraction", "detection.fdr"),
     ("detection", "keep_alpha"): ("fraction", "detection.keep_alpha"),
     ("detection", "bisect_min_effect"): ("fraction", "detection.bisect_min_effect"),
+    ("detection", "window"): ("pos_int", "detection.window"),
 }
 # [alerts]: its scalar keys are settings like any other (env overrides, sources, `perffarm settings`), checked by
 # the same kinds; they are collected with its arrays of tables (overrides, channels) into AlertSettings.
@@ -348,6 +349,11 @@ def _check_buildbot_db(settings: Settings) -> None:
 
 def _check_detection(detection: DetectionSettings) -> None:
     """Refuse a retraction level stricter than the level that reports a change point (it would flap)."""
+    if detection.window < MIN_WINDOW:
+        raise SettingsError(
+            f"detection.window: {detection.window} commits leave too little to detect on past the settled edge "
+            f"of {WINDOW_EDGE} commits; expected at least {MIN_WINDOW}"
+        )
     reported_at = OfflineSettings().alpha
     if detection.keep_alpha < reported_at:
         raise SettingsError(

@@ -22,6 +22,12 @@ FDR = 0.01
 KEEP_ALPHA = 1e-2
 # The relative change a bisection's two ends must show before it searches (noisy ends; 1 %).
 BISECT_MIN_EFFECT = 0.01
+# Commits of a series each analysis pass re-detects, the newest ones; change points older than the window are
+# settled and kept as stored (master.analysis). A pass's cost no longer grows with the history.
+WINDOW = 1000
+# The commits at a window's left edge settled with the older history (master.analysis), and the smallest window.
+WINDOW_EDGE = 50
+MIN_WINDOW = 4 * WINDOW_EDGE
 
 
 @dataclass(frozen=True)
@@ -32,3 +38,4 @@ class DetectionSettings:
     fdr: float = FDR
     keep_alpha: float = KEEP_ALPHA
     bisect_min_effect: float = BISECT_MIN_EFFECT
+    window: int = WINDOW

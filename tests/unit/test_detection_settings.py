@@ -23,12 +23,18 @@ from master.detect.tracker import Tracker
 from master.settings import SettingsError, describe, load_settings
 from tests.unit.test_analysis import add_commits, add_run, sha, values
 
-KEYS = ["detection.min_effect", "detection.fdr", "detection.keep_alpha", "detection.bisect_min_effect"]
+KEYS = [
+    "detection.min_effect",
+    "detection.fdr",
+    "detection.keep_alpha",
+    "detection.bisect_min_effect",
+    "detection.window",
+]
 
 
 def test_defaults_are_todays_constants_so_nothing_changes():
     d = load_settings(environ={}).detection
-    assert d == DetectionSettings(min_effect=0.005, fdr=0.01, keep_alpha=0.01, bisect_min_effect=0.01)
+    assert d == DetectionSettings(min_effect=0.005, fdr=0.01, keep_alpha=0.01, bisect_min_effect=0.01, window=1000)
     assert OfflineSettings().min_effect == OnlineSettings().min_effect == SteadySettings().min_effect == d.min_effect
     assert Policy.configured(d) == Policy()
     tracker, default = Tracker.configured("s", Direction.HIGHER, d), Tracker("s")
@@ -68,6 +74,7 @@ def test_perffarm_settings_prints_the_section_with_its_effective_values(monkeypa
         "detection.fdr": 0.01,
         "detection.keep_alpha": 0.01,
         "detection.bisect_min_effect": 0.01,
+        "detection.window": 1000,
     }
 
 
@@ -245,3 +252,10 @@ def test_every_detection_setting_is_documented_with_its_default():
         field = key.split(".", 1)[1]
         default = getattr(DetectionSettings(), field)
         assert f"| `{field}` | {default:g} |" in table, f"{key} (default {default:g}) missing from docs/detection.md"
+
+
+@pytest.mark.parametrize("text", ["0", "199", "1.5", "many"])
+def test_a_window_too_small_or_not_a_whole_number_is_refused(text):
+    with pytest.raises(SettingsError, match=r"^detection\.window: "):
+        load_settings(environ={"PERFFARM_DETECTION_WINDOW": text})
+    assert load_settings(environ={"PERFFARM_DETECTION_WINDOW": "200"}).detection.window == 200
