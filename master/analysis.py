@@ -78,12 +78,13 @@ class ChangeEvent:
     ratio: float
 
 
-def load_series(conn: sqlite3.Connection, series_id: int) -> LoadedSeries:
-    """Every ok sample of a series, grouped per commit in first-parent order."""
+def load_series(conn: sqlite3.Connection, series_id: int, since: int | None = None) -> LoadedSeries:
+    """Every ok sample of a series, grouped per commit in first-parent order (with ``since``: of the commits at
+    branch positions ``since`` and later)."""
     s = store.series.get(conn, series_id)
     if s is None:
         raise KeyError(f"no series {series_id}")
-    points = store.series.branch_samples(conn, s.key)
+    points = store.series.branch_samples(conn, s.key, since)
     return LoadedSeries(
         series_id,
         s.key,
@@ -208,6 +209,20 @@ def window_start(n: int, reported: list[Reported], window: int) -> int:
     return max(before, default=edge)
 
 
+def _since(conn: sqlite3.Connection, series_id: int, window: int) -> int | None:
+    """The branch position a pass loads a series from: None (the whole history) when it has at most a window and
+    its snap range (``window_start``) of tested commits, else the first of the newest that many."""
+    s = store.series.get(conn, series_id)
+    if s is None:
+        raise KeyError(f"no series {series_id}")
+    count = window + math.ceil(SNAP * window)
+    head = store.branch_head(conn, s.key.branch)
+    if head is None or head[0] < count:
+        return None  # the branch (positions from 0) has no more commits than that: no need to count its tested ones
+    tail = store.series.tail_positions(conn, s.key, count + 1)
+    return tail[count - 1] if len(tail) > count else None
+
+
 def _shifted(cp: ChangePoint, by: int) -> ChangePoint:
     return replace(cp, index=cp.index + by)
 
@@ -243,15 +258,18 @@ def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettin
 
     The series is read in one short read snapshot (its samples, its change points and its stamp agree); the
     detection runs after it, holding no lock. Only the newest ``detection.window`` commits are re-detected
-    (``window_start``); the proposal's data is then that window, its change points' indices are in it."""
+    (``window_start``), and a longer series is read from the start of its snap range (``_since``); the
+    proposal's data is then that window, its change points' indices are in it."""
     with store.read_snapshot(conn):
-        data = load_series(conn, series_id)
+        since = _since(conn, series_id, detection.window)
+        data = load_series(conn, series_id, since)
         searched = not_searched(conn, data.key) is None
         stamped = stamp(conn, series_id)
     reported = _reported(data, stamped.change_points)
     lo = window_start(len(data.series), reported, detection.window) if searched else 0
+    windowed = searched and (lo > 0 or since is not None)
     settled: list[Reported] = []
-    if lo:
+    if windowed:
         settled = [r for r in reported if r.current.index < lo + EDGE]
         data, reported = _windowed(data, reported, lo)
     if not searched:
@@ -264,7 +282,7 @@ def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettin
         ratio=store.series.is_ratio_to_reference(data.key.metric),
     )
     detected = tracker.detections(data.series, data.rebases) if len(data.series) else []
-    if lo:
+    if windowed:
         detected = _not_settled(detected, settled, lo)
     detected = [
         _with_ci(data, cp, detected[i + 1].index if i + 1 < len(detected) else None) for i, cp in enumerate(detected)

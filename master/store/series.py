@@ -136,21 +136,37 @@ def get(conn: sqlite3.Connection, series_id: int) -> StoredSeries | None:
     return StoredSeries(s[0], SeriesKey(*s[1:8]), s[8], s[9], s[10]) if s else None
 
 
-def branch_samples(conn: sqlite3.Connection, key: SeriesKey) -> BranchSamples:
-    """Every ok sample of a series, grouped per commit in first-parent order.
+def branch_samples(conn: sqlite3.Connection, key: SeriesKey, since: int | None = None) -> BranchSamples:
+    """Every ok sample of a series, grouped per commit in first-parent order; with ``since``, of the commits at
+    branch positions ``since`` and later only (``tail_positions``), read from there (the cost of the tail,
+    whatever the history's length).
 
     A commit's reference is that of its first run. For a ratio metric (``.rqps``) only the runs measured
     against that reference count: a commit measured again after a rebase (a bisection probe, a forced run)
     keeps its place in the segment it was first measured in."""
     ratio = is_ratio_to_reference(key.metric)
-    rows = conn.execute(
-        "SELECT bc.position, bc.sha, m.samples, r.reference FROM branch_commits bc "
-        "JOIN runs r ON r.sha = bc.sha JOIN measurements m ON m.run_id = r.id "
-        "WHERE bc.branch = ? AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? "
-        "AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
-        "AND bc.branch NOT IN (SELECT branch FROM branch_indexing) ORDER BY bc.position, r.id",
-        (key.branch, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric),
-    ).fetchall()
+    params = (key.branch, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric)
+    if since is None:
+        rows = conn.execute(
+            "SELECT bc.position, bc.sha, m.samples, r.reference FROM branch_commits bc "
+            "JOIN runs r ON r.sha = bc.sha JOIN measurements m ON m.run_id = r.id "
+            "WHERE bc.branch = ? AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? "
+            "AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
+            "AND bc.branch NOT IN (SELECT branch FROM branch_indexing) ORDER BY bc.position, r.id",
+            params,
+        ).fetchall()
+    else:
+        # From the branch's positions (its primary key) to each commit's runs (runs_sha), so SQLite reads the
+        # tail only; left to itself it read every run of the machine (runs_series) for each commit
+        rows = conn.execute(
+            "SELECT bc.position, bc.sha, m.samples, r.reference FROM branch_commits bc "
+            "CROSS JOIN runs r INDEXED BY runs_sha CROSS JOIN measurements m "
+            "WHERE bc.branch = ? AND bc.position >= ? AND r.sha = bc.sha AND m.run_id = r.id AND r.machine_id = ? "
+            "AND r.recipe = ? AND r.recipe_version = ? AND m.config_hash = ? AND r.status = 'ok' "
+            "AND m.workload = ? AND m.metric = ? AND bc.branch NOT IN (SELECT branch FROM branch_indexing) "
+            "ORDER BY bc.position, r.id",
+            (params[0], since, *params[1:]),
+        ).fetchall()
     commits: list[str] = []
     positions: list[int] = []
     groups: list[list[float]] = []
@@ -165,6 +181,20 @@ def branch_samples(conn: sqlite3.Connection, key: SeriesKey) -> BranchSamples:
             continue
         groups[-1].extend(json.loads(samples))
     return BranchSamples(commits, positions, groups, references)
+
+
+def tail_positions(conn: sqlite3.Connection, key: SeriesKey, count: int) -> list[int]:
+    """The branch positions of the series' newest ``count`` tested commits (an ok run measured it), newest first;
+    all of them when it has fewer. Read from the branch's newest commit back, so it costs the tail only."""
+    rows = conn.execute(
+        "SELECT bc.position FROM branch_commits bc WHERE bc.branch = ? "
+        "AND bc.branch NOT IN (SELECT branch FROM branch_indexing) AND EXISTS (SELECT 1 FROM runs r INDEXED BY "
+        "runs_sha CROSS JOIN measurements m WHERE r.sha = bc.sha AND r.machine_id = ? AND r.recipe = ? "
+        "AND r.recipe_version = ? AND r.status = 'ok' AND m.run_id = r.id AND m.config_hash = ? "
+        "AND m.workload = ? AND m.metric = ?) ORDER BY bc.position DESC LIMIT ?",
+        (key.branch, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric, count),
+    )
+    return [position for (position,) in rows]
 
 
 def references(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, str | None]]]:

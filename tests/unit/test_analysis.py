@@ -326,8 +326,13 @@ def test_a_pass_detects_the_newest_window_whatever_the_history(conn, monkeypatch
     rng = random.Random(11)
     run_id = _long_history(conn, n, [n - 300], rng)
     lengths = _detected_lengths(monkeypatch)
+    loaded, branch_samples = [], store.series.branch_samples
+    monkeypatch.setattr(
+        store.series, "branch_samples", lambda *a: loaded.append(len((got := branch_samples(*a)).commits)) or got
+    )
     events = analysis.analyse_run(conn, run_id, DEFAULTS)
     assert lengths == [DEFAULTS.window]  # before: [n]
+    assert loaded == [DEFAULTS.window * 5 // 4]  # read: the window and its snap range; before: [n]
     assert [(e.action, e.sha) for e in events] == [("new", sha(n - 300))]
     row = conn.execute("SELECT position, prev_position FROM change_points").fetchone()
     assert tuple(row) == (n - 300, n - 301)
@@ -393,3 +398,18 @@ def test_window_start(conn):
     # the newest active change point up to a quarter of the window before the edge starts the window
     assert analysis.window_start(3000, [rep(1700), rep(1800), rep(1900, active=False), rep(2100)], 1000) == 1800
     assert analysis.window_start(3000, [rep(1700)], 1000) == 2000
+
+
+def test_reading_the_tail_proposes_what_reading_the_whole_history_would(conn, monkeypatch):
+    rng = random.Random(13)
+    run_id = _long_history(conn, 2_600, [400, 1_700, 2_450], rng)
+    analysis.analyse_run(conn, run_id, DetectionSettings(window=10**6))
+    run_id = _long_history(conn, 150, [400, 1_700, 2_450, 2_700], rng, start=2_600)
+    window = DetectionSettings(window=1000)
+    tail = analysis.propose(conn, 1, window)
+    monkeypatch.setattr(analysis, "_since", lambda *a: None)
+    whole = analysis.propose(conn, 1, window)
+    assert len(tail.data.series) == len(whole.data.series) == 1_050  # from the stored point at 1,700
+    assert (tail.data.series.commits, tail.data.positions) == (whole.data.series.commits, whole.data.positions)
+    assert tail.result == whole.result
+    assert [(r.first_commit, r.current.index) for r in tail.result.all] == [(sha(2_450), 750), (sha(2_700), 1_000)]
