@@ -9,7 +9,8 @@ then master.analysis.analyse_run on its series in this process. Per pass it prin
 analyse_run and the seconds it held the write lock, and writes to --json the events and every stored change
 point of the pass's series (position, kind, ratio, CI, p-value, state). --compare checks that two such files,
 made by two versions of the code from copies of the same DB, hold the same runs, events and change points,
-exactly. The passes write to DB: run them on a copy.
+exactly, and where they differ which change points (series, first commit) and which of their fields. The passes
+write to DB: run them on a copy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.benchmarks.results_scale import BRANCH, Fleet, WriteLockClock, next_run
 
@@ -79,8 +81,27 @@ def compare(a: list[dict[str, object]], b: list[dict[str, object]]) -> bool:
         diff = [f for f in ("run_id", "events", "change_points") if x[f] != y[f]]
         verdict = "different " + ", ".join(diff) if diff else "identical"
         print(f"pass {k}: run {x['run_id']}, machine {x['machine']}: {verdict}")
+        if "change_points" in diff:
+            for line in field_differences(x["change_points"], y["change_points"]):
+                print("  " + line)
         same = same and not diff
     return same
+
+
+CP_FIELDS = ("sha", "position", "kind", "ratio", "ci_low", "ci_high", "pvalue", "state")
+
+
+def field_differences(a: Any, b: Any) -> list[str]:
+    """Which stored change points (series, first commit) two passes hold differently, and in which fields."""
+    rows = [{(r[0], r[1]): dict(zip(CP_FIELDS, r[2:])) for r in rs} for rs in (a, b)]
+    out = [f"only before: {k}" for k in sorted(rows[0].keys() - rows[1].keys())]
+    out += [f"only after: {k} {rows[1][k]}" for k in sorted(rows[1].keys() - rows[0].keys())]
+    for key in sorted(rows[0].keys() & rows[1].keys()):
+        moved = {f: (rows[0][key][f], rows[1][key][f]) for f in CP_FIELDS if rows[0][key][f] != rows[1][key][f]}
+        if moved:
+            changes = ", ".join(f"{f} {u} -> {v}" for f, (u, v) in moved.items())
+            out.append(f"{key} at {rows[0][key]['position']}: {changes}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
