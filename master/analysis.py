@@ -3,7 +3,8 @@
 A series is (machine, recipe + version + the workload's config hash, workload, metric, branch). Its points are
 the branch's commits in first-parent order that have `ok` runs, each with every raw sample of every such run
 (bisection and forced runs add samples to a commit; build order never matters). After each ingest the touched series are
-re-detected and `change_points` is reconciled: a change point keeps its identity (series + first commit) and
+re-detected, their newest ``[detection] window`` commits (older change points are settled, kept as stored: see
+``propose``), and `change_points` is reconciled: a change point keeps its identity (series + first commit) and
 is updated in place when more data moves it, never duplicated; new points must survive Benjamini-Hochberg
 across the farm's series; a point whose evidence more data has taken away is marked `retracted`, and comes
 back under the same identity if the change reappears. The farm's `[detection]` settings (minimum effect,
@@ -51,6 +52,7 @@ EDGE = WINDOW_EDGE
 # A windowed pass starts at a stored active change point when one lies this share of the window before its edge:
 # the window then begins with a whole level.
 SNAP = 0.25
+WHOLE = 2**62  # a window longer than any history
 
 
 @dataclass(frozen=True)
@@ -405,11 +407,12 @@ def analyse_run(conn: sqlite3.Connection, run_id: int, detection: DetectionSetti
 
 
 def analyse_all(conn: sqlite3.Connection, detection: DetectionSettings) -> list[ChangeEvent]:
-    """Re-detect every series (after a detector upgrade, or to rebuild change_points)."""
+    """Re-detect every series over its whole history, not a window (after a detector upgrade, or to rebuild
+    change_points)."""
     with store.transaction(conn):
         run_ids = store.runs.ok_run_ids(conn)
         series_ids = sorted({sid for run_id in run_ids for sid in store.series.ensure_for_run(conn, run_id)})
-    return analyse_many(conn, series_ids, detection)
+    return analyse_many(conn, series_ids, replace(detection, window=WHOLE))
 
 
 def series_summary(data: LoadedSeries) -> dict[str, object]:

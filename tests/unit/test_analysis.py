@@ -413,3 +413,9 @@ def test_reading_the_tail_proposes_what_reading_the_whole_history_would(conn, mo
     assert (tail.data.series.commits, tail.data.positions) == (whole.data.series.commits, whole.data.positions)
     assert tail.result == whole.result
     assert [(r.first_commit, r.current.index) for r in tail.result.all] == [(sha(2_450), 750), (sha(2_700), 1_000)]
+
+
+def test_analyse_all_rebuilds_over_the_whole_history(conn):
+    rng = random.Random(3)
+    _long_history(conn, 700, [100], rng)
+    assert [(e.action, e.sha) for e in analysis.analyse_all(conn, DetectionSettings(window=200))] == [("new", sha(100))]
