@@ -342,3 +342,56 @@ def test_a_run_at_a_release_tag_redraws_its_own_machines_release_pages_only(tmp_
     )
     machine = results_scale.machine_of(1)
     assert tables == [f"releases/{machine}/index.html", f"releases/{machine}/vs-REL_2_0.html"], tables
+
+
+NOW = 1_800_000_000.0
+
+
+def run_at_a_tag(tmp_path: Path, fleet: results_scale.Fleet, commit: int) -> tuple[set[str], dict[str, bytes], dict]:
+    """A generated DB of `fleet` tagged every 50 commits, fully published, then one more commit measured (so the
+    tags are old) and commit `commit` measured again on machine 1: (the files its incremental publish wrote, the
+    site it made, a full publish of the same DB), files by path."""
+    import os
+
+    from master.publish import publish_all, publish_incremental
+    from master.publish.writer import wait_for_cleanup
+    from master.settings import load_settings
+
+    data = tmp_path / fleet.name
+    results_scale.generate(data / "results.sqlite", fleet, quiet=True)
+    conn = store.connect(data / "results.sqlite")
+    with store.transaction(conn):
+        store.set_tags(
+            conn, {f"REL_{k}_0": results_scale.sha_of(50 * k - 1) for k in range(1, fleet.commits // 50 + 1)}
+        )
+    conn.close()
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
+    publish_all(settings, jobs=1, now=NOW)
+    assert publish_incremental(settings, results_scale.next_run(settings.results_db, fleet, fleet.commits), now=NOW)
+    wait_for_cleanup()
+    before = Path(os.path.realpath(settings.site_dir))
+    inodes = {p: p.stat().st_ino for p in before.rglob("*") if p.is_file()}
+    run_id = results_scale.next_run(settings.results_db, fleet, commit, machine=1)
+    report = publish_incremental(settings, run_id, now=NOW)
+    wait_for_cleanup()
+    assert report.incremental, report
+    after = Path(os.path.realpath(settings.site_dir))
+    site = {str(p.relative_to(after)): p.read_bytes() for p in after.rglob("*") if p.is_file()}
+    written = {k for k in site if inodes.get(before / k) != (after / k).stat().st_ino}
+    full = tmp_path / f"{fleet.name}-full"
+    publish_all(settings, full, jobs=1, now=NOW)
+    wait_for_cleanup()
+    full = Path(os.path.realpath(full))
+    return written, site, {str(p.relative_to(full)): p.read_bytes() for p in full.rglob("*") if p.is_file()}
+
+
+def test_a_run_at_an_old_tagged_commit_rewrites_its_own_machines_files_only(tmp_path):
+    got = {m: run_at_a_tag(tmp_path / str(m), results_scale.Fleet(m, 3, 150), 99) for m in (2, 8)}
+    for _written, site, full in got.values():
+        assert sorted(site) == sorted(full)
+        assert [k for k in site if site[k] != full[k]] == []  # as a full publish would write it
+    narrow, wide = got[2][0], got[8][0]
+    # every machine's runs are at that commit: each one's series were loaded and their chunks and pages rewritten
+    assert len(wide) == len(narrow), (sorted(narrow), sorted(wide))
+    machine = results_scale.machine_of(1)
+    assert {k.split("/")[1] for k in wide if k.startswith("releases/") and k.count("/") > 1} == {machine}
