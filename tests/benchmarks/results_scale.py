@@ -19,7 +19,8 @@ master.alerts.sync), then measures, each on its own:
     pass on one machine, so all but the first reuse what an earlier pass of the process computed, as the master
     does), and the seconds analyse_run held the write lock (another result stored meanwhile waits that long);
   * a full publish (`python -m master.cli publish`, wall time and the peak RSS of that process);
-  * an incremental publish after one new run (master.publish.publish_incremental, median);
+  * an incremental publish after one new run (master.publish.publish_incremental, median), and after a run at
+    the newest release tag's commit (measured again on one machine: every machine has measured that commit);
   * the site's largest page: the largest HTML file, and the largest page with the local scripts and styles it
     loads (what a browser fetches before any hover).
 
@@ -45,6 +46,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -331,6 +333,8 @@ class Figures:
     incremental_s: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds beside each wall time (the box is shared)
     incremental_files: int = 0
+    incremental_tag_s: float = 0.0  # after a run at the newest tagged commit, which every machine measured
+    incremental_tag_files: int = 0
     site: dict[str, object] = field(default_factory=dict)
     raw: dict[str, list[float]] = field(default_factory=dict)
 
@@ -360,7 +364,6 @@ def measure(
     fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bool, reuse_site: bool = False
 ) -> Figures:
     from master import alerts, analysis, store
-    from master.publish import publish_incremental
     from master.publish.writer import wait_for_cleanup
     from master.settings import load_settings
 
@@ -448,9 +451,41 @@ def measure(
             f"  full publish: {fig.full_publish_s:.1f} s, CPU {fig.cpu['full_publish']:.1f} s, peak RSS "
             f"{fig.full_publish_rss_mib:.0f} MiB"
         )
+    fig.incremental_s, fig.cpu["incremental"], fig.incremental_files = incremental_publishes(
+        settings, fleet, [head + k for k in range(runs)], "new commit"
+    )
+    tag = newest_tag(fleet)
+    if tag is not None:  # every machine measured it: a re-run, a bisection probe, a run at a release tag
+        fig.incremental_tag_s, fig.cpu["incremental_tag"], fig.incremental_tag_files = incremental_publishes(
+            settings, fleet, [tag] * runs, f"run at the tagged commit {tag}", first_machine=1
+        )
+    fig.site = largest_pages(data / "site")
+    say(
+        f"  largest page: {fig.site['largest_page']} {fig.site['largest_page_bytes'] / 1e6:.2f} MB with what it "
+        f"loads; largest HTML {fig.site['largest_html']} {fig.site['largest_html_bytes'] / 1e6:.2f} MB; "
+        f"{fig.site['files']} files"
+    )
+    return fig
+
+
+def newest_tag(fleet: Fleet) -> int | None:
+    """The commit of the newest release tag generate() made (REL_<n>_0 at every TAG_EVERY-th commit), if any."""
+    last = fleet.commits // TAG_EVERY * TAG_EVERY - 1
+    return last if last >= 0 else None
+
+
+def incremental_publishes(
+    settings: Any, fleet: Fleet, commits: list[int], what: str, first_machine: int = 0
+) -> tuple[float, float, int]:
+    """One run stored at each of `commits` (a new one appended to the branch, or one there measured again) on
+    machines first_machine, +1, ..., each followed by its incremental publish: medians of (wall s, CPU s, files
+    written)."""
+    from master.publish import publish_incremental
+    from master.publish.writer import wait_for_cleanup
+
     inc, inc_cpu, files = [], [], []
-    for k in range(runs):
-        run_id = next_run(db, fleet, head + k, machine=k % fleet.machines)
+    for k, i in enumerate(commits):
+        run_id = next_run(settings.results_db, fleet, i, machine=(first_machine + k) % fleet.machines)
         c = time.process_time()
         r = publish_incremental(settings, run_id)
         inc_cpu.append(time.process_time() - c)
@@ -459,20 +494,12 @@ def measure(
             raise RuntimeError(f"publish after run {run_id} was not incremental: {r}")
         inc.append(r.seconds)
         files.append(r.files_written)
-    fig.incremental_s, fig.raw["incremental"] = statistics.median(inc), inc
-    fig.cpu["incremental"] = statistics.median(inc_cpu)
-    fig.incremental_files = int(statistics.median(files))
+    got = statistics.median(inc), statistics.median(inc_cpu), int(statistics.median(files))
     say(
-        f"  incremental publish: {fig.incremental_s:.2f} s median, CPU {fig.cpu['incremental']:.2f} s, "
-        f"{fig.incremental_files} files ({inc})"
+        f"  incremental publish, {what}: {got[0]:.2f} s median, CPU {got[1]:.2f} s ({inc_cpu}), {got[2]} files "
+        f"({files})"
     )
-    fig.site = largest_pages(data / "site")
-    say(
-        f"  largest page: {fig.site['largest_page']} {fig.site['largest_page_bytes'] / 1e6:.2f} MB with what it "
-        f"loads; largest HTML {fig.site['largest_html']} {fig.site['largest_html_bytes'] / 1e6:.2f} MB; "
-        f"{fig.site['files']} files"
-    )
-    return fig
+    return got
 
 
 ROWS = [
@@ -495,6 +522,8 @@ ROWS = [
     ("incremental publish (s)", lambda f: f.incremental_s),
     ("incremental publish, CPU (s)", lambda f: f.cpu.get("incremental", 0)),
     ("incremental publish, files", lambda f: f.incremental_files),
+    ("incremental publish at a tagged commit, CPU (s)", lambda f: f.cpu.get("incremental_tag", 0)),
+    ("incremental publish at a tagged commit, files", lambda f: f.incremental_tag_files),
     ("largest page + what it loads (MB)", lambda f: f.site.get("largest_page_bytes", 0) / 1e6),
 ]
 
