@@ -43,10 +43,12 @@ def save_state(
     tags: Mapping[str, str],
     runs_upto: int,
     series_keys: Mapping[str, str] | None = None,
+    page_keys: Mapping[str, str] | None = None,
 ) -> None:
     """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published, the
-    highest run id up to which every stored run is shown (the next incremental publish catches up from it), and
-    per series the digest of its page's inputs (pages.Page.key; None: unknown, every series page is written)."""
+    highest run id up to which every stored run is shown (the next incremental publish catches up from it), per
+    series the digest of its page's inputs (pages.Page.key; None: unknown, every series page is written), and per
+    file the digest of a SITE page rendered by key (an alert's page: Context.page_keys)."""
     conn = _state_tables(cache)
     if conn is None:
         return
@@ -68,11 +70,26 @@ def save_state(
                         "tags": dict(tags),
                         "runs_upto": runs_upto,
                         **({"series_keys": dict(series_keys)} if series_keys is not None else {}),
+                        **({"page_keys": dict(page_keys)} if page_keys is not None else {}),
                     },
                     sort_keys=True,
                 ),
             ),
         )
+
+
+def save_page_keys(cache: RatioCache, out: Path, page_keys: Mapping[str, str]) -> None:
+    """Update the page keys of the publish state of `out` (a publish of some SITE pages only: publish_bisections),
+    the rest as it was; nothing without a state."""
+    conn = _state_tables(cache)
+    if conn is None:
+        return
+    with conn:
+        row = conn.execute("SELECT json FROM site_state WHERE out = ?", (str(out),)).fetchone()
+        if row is not None:
+            state = json.loads(row[0])
+            state["page_keys"] = {**state.get("page_keys", {}), **page_keys}
+            conn.execute("UPDATE site_state SET json = ? WHERE out = ?", (json.dumps(state, sort_keys=True), str(out)))
 
 
 def load_state(cache: RatioCache, out: Path) -> tuple[dict[str, Summary], dict[str, Any] | None]:

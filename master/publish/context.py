@@ -86,6 +86,10 @@ class Context:
         self.now = 0.0
         # the machines whose per-machine pages a SITE writer re-renders (an incremental publish: the run's); None: all
         self.machines: set[str] | None = None
+        # SITE pages rendered by key (an alert's page): the digests of their view models in the last publish (None:
+        # render every one), and this publish's, which the publish state keeps for the next (docs/scale.md)
+        self.page_keys: Mapping[str, str] | None = None
+        self.new_page_keys: dict[str, str] = {}
 
     def load(
         self,

@@ -27,7 +27,7 @@ import numpy as np
 
 from master import store
 from master.publish import commits, forkjoin, pages, source
-from master.publish.cache import load_state, open_cache, save_state
+from master.publish.cache import load_state, open_cache, save_page_keys, save_state
 from master.publish.context import Context, bands, run_views
 from master.publish.model import SiteSeries
 from master.publish.source import CHUNK, SeriesRef
@@ -200,7 +200,9 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         final = w.commit()
         cache.flush()
         keys = _series_keys(ctx, summaries, sib)
-        save_state(cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags, upto, keys)
+        save_state(
+            cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags, upto, keys, ctx.new_page_keys
+        )
     except BaseException:
         w.abort()
         raise
@@ -427,11 +429,14 @@ def _publish_site_pages(
                 return _publish_all(settings, out, now, None)
             ctx = Context(conn, cache, bands(settings), settings)
             ctx.now = now
+            ctx.page_keys = state.get("page_keys")
             w = SiteWriter(out, incremental=True)
             for page in chosen:
                 page.write(w, ctx, list(cached.values()))
             final = w.commit()
             cache.flush()
+            if ctx.new_page_keys:
+                save_page_keys(cache, out, ctx.new_page_keys)
         except BaseException:
             if w is not None:
                 w.abort()
@@ -491,6 +496,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             raise ValueError(f"no run with id {run_id} in {settings.results_db}")
         ctx = Context(conn, cache, bands(settings), settings)
         ctx.now = now
+        ctx.page_keys = state.get("page_keys")
         retagged = tag_changes(state["tags"], ctx.tags)
         ctx.machines = None if retagged else {run.machine_id}  # a tag change redraws every machine's releases
         old_heads = {b: tuple(h) for b, h in state["heads"].items()}
@@ -612,7 +618,15 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         final = w.commit()
         cache.flush()
         save_state(
-            cache, fresh.values(), False, out, _heads_with_sha(conn, ctx.heads), ctx.tags, max(run_id, upto), keys
+            cache,
+            fresh.values(),
+            False,
+            out,
+            _heads_with_sha(conn, ctx.heads),
+            ctx.tags,
+            max(run_id, upto),
+            keys,
+            ctx.new_page_keys,
         )
     except BaseException:
         if w is not None:

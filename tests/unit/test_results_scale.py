@@ -395,3 +395,52 @@ def test_a_run_at_an_old_tagged_commit_rewrites_its_own_machines_files_only(tmp_
     assert len(wide) == len(narrow), (sorted(narrow), sorted(wide))
     machine = results_scale.machine_of(1)
     assert {k.split("/")[1] for k in wide if k.startswith("releases/") and k.count("/") > 1} == {machine}
+
+
+def test_an_incremental_publish_renders_the_pages_of_the_alerts_that_changed_only(tmp_path, monkeypatch):
+    import os
+
+    from master import alerts
+    from master.publish import publish_all, publish_incremental
+    from master.publish.pages import alerts as alert_pages
+    from master.publish.writer import wait_for_cleanup
+    from master.settings import load_settings
+
+    fleet = results_scale.Fleet(2, 3, 600)  # one step in 200 commits: a few alerts
+    data = tmp_path / fleet.name
+    results_scale.generate(data / "results.sqlite", fleet, quiet=True)
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
+    publish_all(settings, jobs=1, now=NOW)
+    rendered: list[str] = []
+    render = alert_pages.render
+
+    def counted(template: str, **kw):
+        rendered.append(template)
+        return render(template, **kw)
+
+    monkeypatch.setattr(alert_pages, "render", counted)
+
+    def publish(commit: int) -> list[str]:
+        rendered.clear()
+        run_id = results_scale.next_run(settings.results_db, fleet, commit)
+        assert publish_incremental(settings, run_id, now=NOW).incremental
+        wait_for_cleanup()
+        return [t for t in rendered if t == "alert.html"]
+
+    conn = store.connect(settings.results_db)
+    ids = [r[0] for r in conn.execute("SELECT id FROM alerts ORDER BY id")]
+    assert len(ids) >= 3, ids
+    # no alert changed: every alert's page was rendered again after each run
+    assert publish(fleet.commits) == []
+    alerts.set_state(conn, ids[1], "acknowledged", by="someone", now=NOW)
+    conn.close()
+    assert publish(fleet.commits + 1) == ["alert.html"]
+    site = Path(os.path.realpath(settings.site_dir))
+    page = next((site / "alerts").glob(f"*{ids[1]}*.html")).read_text()
+    assert "acknowledged" in page and "someone" in page
+    full = tmp_path / "full"
+    publish_all(settings, full, jobs=1, now=NOW)
+    wait_for_cleanup()
+    full = Path(os.path.realpath(full))
+    for p in (full / "alerts").iterdir():
+        assert (site / "alerts" / p.name).read_bytes() == p.read_bytes(), p.name

@@ -1,13 +1,18 @@
 """alerts.html and alerts/alert-<id>.html: the alerts (triage state, lines, range or culprit, bisection), the
-channels failing delivery, and one detail page per alert (alerts.link_template points there)."""
+channels failing delivery, and one detail page per alert (alerts.link_template points there).
+
+An alert's page is a function of its view model (views.AlertPage): a publish that builds on the live version
+renders the pages whose view model's digest differs from the last publish's (ctx.page_keys); the others stay the
+hard links they are. Every alert's page was rendered again after each run: 2 x 1,000 alerts at 60,000 commits."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from master.publish.context import Context
+from master.publish.names import digest
 from master.publish.render import render
-from master.publish.views import Summary
+from master.publish.views import AlertPage, Summary
 from master.publish.writer import SiteWriter
 
 
@@ -15,7 +20,18 @@ def view(ctx: Context) -> dict[str, Any]:
     return {"alerts": ctx.alerts, "failing": [c for c in ctx.channels() if c.status != "ok"]}
 
 
+def key(a: AlertPage) -> str:
+    """A digest of what an alert's page renders (the page is its view model through the template; a new version of
+    the code renders every page afresh with the full publish at start)."""
+    return digest(repr(a), 20)
+
+
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    w.write("alerts.html", render("alerts.html", root="", title="Alerts", **view(ctx)))
+    w.write_changed("alerts.html", render("alerts.html", root="", title="Alerts", **view(ctx)))
+    old = ctx.page_keys if w.incremental else None
     for a in ctx.alerts:
-        w.write(f"alerts/{a.file}.html", render("alert.html", root="../", title=f"Alert {a.id}", a=a))
+        rel, k = f"alerts/{a.file}.html", key(a)
+        ctx.new_page_keys[rel] = k
+        if old is not None and old.get(rel) == k:
+            continue  # the live version's page, hard-linked into this one
+        w.write(rel, render("alert.html", root="../", title=f"Alert {a.id}", a=a))
