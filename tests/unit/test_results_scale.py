@@ -442,5 +442,37 @@ def test_an_incremental_publish_renders_the_pages_of_the_alerts_that_changed_onl
     publish_all(settings, full, jobs=1, now=NOW)
     wait_for_cleanup()
     full = Path(os.path.realpath(full))
-    for p in (full / "alerts").iterdir():
-        assert (site / "alerts" / p.name).read_bytes() == p.read_bytes(), p.name
+    a = {str(p.relative_to(site)): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    b = {str(p.relative_to(full)): p.read_bytes() for p in full.rglob("*") if p.is_file()}
+    assert sorted(a) == sorted(b)
+    assert [k for k in a if a[k] != b[k]] == []  # the alert's page, its machine's overview: as a full publish
+
+
+def test_an_incremental_publish_renders_the_overview_of_the_runs_machine_only(tmp_path, monkeypatch):
+    from master.publish import publish_all, publish_incremental
+    from master.publish.pages import overview
+    from master.publish.writer import wait_for_cleanup
+    from master.settings import load_settings
+
+    rendered: list[str] = []
+    render = overview.render
+
+    def counted(template: str, **kw):
+        rendered.append(kw.get("machine", template))
+        return render(template, **kw)
+
+    monkeypatch.setattr(overview, "render", counted)
+    got = {}
+    for machines in (2, 8):
+        fleet = results_scale.Fleet(machines, 3, 40)
+        data = tmp_path / fleet.name
+        results_scale.generate(data / "results.sqlite", fleet, quiet=True)
+        settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
+        publish_all(settings, jobs=1, now=NOW)
+        rendered.clear()
+        run_id = results_scale.next_run(settings.results_db, fleet, fleet.commits, machine=1)
+        assert publish_incremental(settings, run_id, now=NOW).incremental
+        wait_for_cleanup()
+        got[machines] = sorted(rendered)
+    # every machine's page was rendered (then written where its bytes changed): 2 vs 8
+    assert got[2] == got[8] == ["index.html", results_scale.machine_of(1)], got

@@ -24,7 +24,10 @@ cache (ctx.cache). SERIES, CHUNKS and COMMIT writers may run in the forked secon
 they use only what the Context loaded. `when=TAGS` (SITE pages only): an incremental publish calls the writer
 only when a tag changed or the run is at a tagged commit; otherwise the live version's files stay (hard-linked).
 `when=JOBS`: written by a full publish and by publish_jobs when a job finishes (with the when=TAGS pages).
-Pages per machine (overview/<machine>.html, archaeology/<machine>*.html) are written by their SITE writer; a
+SITE writers may render by key too: the overview's machine pages and the alert pages keep a digest of each page's
+view model in ctx.new_page_keys (the publish state keeps them) and skip a page whose digest is ctx.page_keys' (the
+last publish's; None: render every one). Pages per machine (overview/<machine>.html, archaeology/<machine>*.html)
+are written by their SITE writer; a
 run's incremental publish sets ctx.machines to the run's machine (None when a tag changed: every machine), and
 the archaeology writer re-renders that machine's pages only.
 """

@@ -30,8 +30,8 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     w.write_changed("alerts.html", render("alerts.html", root="", title="Alerts", **view(ctx)))
     old = ctx.page_keys if w.incremental else None
     for a in ctx.alerts:
-        rel, k = f"alerts/{a.file}.html", key(a)
-        ctx.new_page_keys[rel] = k
+        rel = f"alerts/{a.file}.html"
+        k = ctx.new_page_keys[rel] = key(a)
         if old is not None and old.get(rel) == k:
             continue  # the live version's page, hard-linked into this one
         w.write(rel, render("alert.html", root="../", title=f"Alert {a.id}", a=a))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from master.publish.context import Context
-from master.publish.names import safe_name
+from master.publish.names import digest, safe_name
 from master.publish.render import render
 from master.publish.views import Summary
 from master.publish.writer import SiteWriter
@@ -106,14 +106,27 @@ def view(ctx: Context, summaries: list[Summary], opened: dict[str, int] | None =
     }
 
 
+def key(machine: str, v: dict[str, Any]) -> str:
+    """A digest of what a machine's page renders: its view, of the open alerts only its series' counts."""
+    rows = v["rows"]
+    opened = {s.sid: v["open_by_sid"][s.sid] for s in rows if s.sid in v["open_by_sid"]}
+    return digest(repr((machine, rows, opened, v["bands"], v["branches"], v["workloads"])), 20)
+
+
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
+    """index.html and every machine's page. A publish that builds on the live version renders the machine pages
+    whose view's digest differs from the last publish's (ctx.page_keys: a run changes its machine's series, a
+    triage any machine's alert counts) and writes them where their bytes changed."""
     w.write("index.html", render("index.html", root="", title="perffarm", **machines_view(ctx, summaries)))
     opened = open_by_sid(ctx)
+    old = ctx.page_keys if w.incremental else None
     pages = set()
     for m, ss in by_machine(summaries).items():
         rel = f"overview/{machine_file(m)}.html"
         pages.add(rel)
-        # rendered for every machine (an alert of another machine may have been triaged), written where it changed
-        html = render("overview.html", root="../", title=f"{m} · overview", machine=m, **view(ctx, ss, opened))
-        w.write_changed(rel, html)
+        v = view(ctx, ss, opened)
+        k = ctx.new_page_keys[rel] = key(m, v)
+        if old is not None and old.get(rel) == k:
+            continue  # the live version's page, hard-linked into this one
+        w.write_changed(rel, render("overview.html", root="../", title=f"{m} · overview", machine=m, **v))
     w.keep_only("overview", pages)
