@@ -33,6 +33,7 @@ from master.publish.model import SiteSeries
 from master.publish.source import CHUNK, SeriesRef
 from master.publish.views import SPARK_WINDOW, RunView, Summary, siblings_of
 from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
+from master.store.series import MeasureKey
 
 
 @dataclass(frozen=True)
@@ -339,6 +340,31 @@ def _load_for_tags(
             add(summ.latest_sha, summ.branch, summ.last_position)
 
 
+def _rows_where(
+    conn: sqlite3.Connection, changed: set[str], keys: set[MeasureKey], where: Mapping[str, list[tuple[str, int]]]
+) -> tuple[dict[str, list[tuple[str, int]]], list[str]]:
+    """What to load for the rows of the `changed` commits' data (positions from `where`): those commits and, per
+    series of `keys`, its previous point before each (its rQPS vs previous). Loaded alone, a series' point before a
+    changed commit is then that previous point: the series has none between them. Also the commits, for load()."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    sha_at: dict[tuple[str, int], str | None] = {}
+
+    def add(sha: str | None, b: str, pos: int) -> None:
+        if sha is not None and (b, pos) not in out.setdefault(sha, []):
+            out[sha].append((b, pos))
+
+    for sha in sorted(changed):
+        for b, pos in where.get(sha, []):
+            add(sha, b, pos)
+            for key in keys:
+                prev = store.series.prev_point_position(conn, key, b, pos)
+                if prev is not None:
+                    if (b, prev) not in sha_at:
+                        sha_at[(b, prev)] = store.commits.sha_at(conn, b, prev)
+                    add(sha_at[(b, prev)], b, prev)
+    return out, list(out)
+
+
 class _FullPublishNeeded(Exception):
     """The incremental path cannot prove it would match a full publish; the message says why."""
 
@@ -566,16 +592,14 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
                 changed.add(s.table.sha[idx + 1])
         # the other series measured at the changed commits: their rows are on those commits' pages too
         more = store.series.keys_at(conn, sorted(changed)) - keys
-        if more:
+        row_keys = keys | more
+        if more and loaded_keys is None:  # every series is loaded over the windows (a tag change): far enough?
             for b, lo_hi in windows.items():
                 starts = [pos for sha in changed for bb, pos in where.get(sha, []) if bb == b]
                 for key in more:
                     prev = store.series.prev_point_position(conn, key, b, min(starts)) if starts else None
                     if prev is not None and prev < lo_hi[0]:
                         raise _FullPublishNeeded("a changed commit's other series reach back past the window")
-            if loaded_keys is not None:
-                ctx.load(where, list(where), keys | more)
-                affected = {k: s for k, s in ctx.series.items() if k in affected}
         fresh = ctx.summaries(
             [*affected.values(), *(s for k, s in ctx.series.items() if k.branch in tag_branches and k not in affected)]
         )
@@ -603,6 +627,10 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         for b, order in grown.items():
             for page in pages.of(pages.BRANCH):
                 page.write(w, ctx, b, order)
+        if more and loaded_keys is not None:
+            # the changed commits' rows are every series measured there: those series at those commits and their
+            # previous points only (over the windows, at an older commit that was every machine's history since it)
+            ctx.load(*_rows_where(conn, changed, row_keys, where), row_keys)
         by_commit = commits.order(ctx, changed | retagged)
         rows = commits.rows(ctx, by_commit, range(len(by_commit.shas))) if by_commit is not None else {}
         runs = run_views(ctx, sorted(changed | retagged))

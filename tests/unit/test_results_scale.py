@@ -94,9 +94,10 @@ def test_the_row_counters_follow_inserts_and_cascaded_deletes(tmp_path):
         assert counts[table] == conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
 
-def incremental_rows(tmp_path: Path, monkeypatch, fleet: results_scale.Fleet) -> tuple[int, int]:
+def incremental_rows(tmp_path: Path, monkeypatch, fleet: results_scale.Fleet, at: int | None = None) -> tuple[int, int]:
     """(measurement rows the publisher read, files written) for an incremental publish after one new run on one
-    machine, over a site fully published from a generated DB of `fleet`."""
+    machine (or, `at`, a run on machine 1 at that commit, which every machine measured), over a site fully
+    published from a generated DB of `fleet`."""
     from master.publish import publish_all, publish_incremental, scan
     from master.publish.writer import wait_for_cleanup
     from master.settings import load_settings
@@ -105,7 +106,10 @@ def incremental_rows(tmp_path: Path, monkeypatch, fleet: results_scale.Fleet) ->
     results_scale.generate(data / "results.sqlite", fleet, quiet=True)
     settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(data)})
     publish_all(settings, jobs=1)
-    run_id = results_scale.next_run(settings.results_db, fleet, fleet.commits)
+    if at is None:
+        run_id = results_scale.next_run(settings.results_db, fleet, fleet.commits)
+    else:
+        run_id = results_scale.next_run(settings.results_db, fleet, at, machine=1)
     read, rows = scan.read, []
 
     def counted(*args, **kwargs):
@@ -132,6 +136,14 @@ def test_an_incremental_publish_renders_the_series_pages_of_the_runs_machine_onl
     wide = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(8, 3, 150))
     # every series page (and its index.json) was rendered again: 2 files more per series of the other machines
     assert wide[1] == narrow[1], (narrow, wide)
+
+
+def test_a_run_at_an_older_commit_reads_the_other_machines_rows_at_the_changed_commits_only(tmp_path, monkeypatch):
+    narrow = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(2, 3, 300), at=99)
+    wide = incremental_rows(tmp_path, monkeypatch, results_scale.Fleet(8, 3, 300), at=99)
+    # the changed commits' other series were loaded over the window (from the run's chunk to the head) for their
+    # rows there: every machine's history since that commit, 2,709 vs 8,109 rows
+    assert wide[0] < 1.3 * narrow[0], (narrow, wide)
 
 
 def test_an_incremental_publish_reads_a_bounded_window_of_the_history(tmp_path, monkeypatch):
