@@ -611,10 +611,18 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         sib = siblings_of(summaries)
         for key, s in affected.items():
             summ = summaries_map[s.sid]
-            pos = at[key.branch]
-            lo_chunk = pos // CHUNK if s.sid in cached else summ.first_position // CHUNK
-            for page in pages.of(pages.CHUNKS):
-                page.write(w, ctx, s, lo_chunk, summ.last_position // CHUNK)
+            if s.sid in cached:
+                # the chunk of the run's point and of the next point (its rQPS vs previous): at an older commit the
+                # chunks after them are as they were (the series' later chunks were all rewritten, docs/scale.md)
+                idx = s.index_of(run.sha)
+                assert idx is not None  # affected: measured at the run's commit
+                ks = {at[key.branch] // CHUNK} | ({int(s.table.pos[idx + 1]) // CHUNK} if idx + 1 < s.end else set())
+                spans = [(k, k) for k in sorted(ks)]
+            else:
+                spans = [(summ.first_position // CHUNK, summ.last_position // CHUNK)]
+            for lo, hi in spans:
+                for page in pages.of(pages.CHUNKS):
+                    page.write(w, ctx, s, lo, hi)
         # a series page whose inputs (markers, siblings, change points, summary) are what the last publish rendered
         # stays as it is: with 2,000 series, rendering them all was most of an incremental publish (docs/scale.md)
         keys = _series_keys(ctx, summaries, sib)

@@ -488,3 +488,19 @@ def test_an_incremental_publish_renders_the_overview_of_the_runs_machine_only(tm
         got[machines] = sorted(rendered)
     # every machine's page was rendered (then written where its bytes changed): 2 vs 8
     assert got[2] == got[8] == ["index.html", results_scale.machine_of(1)], got
+
+
+def test_a_run_at_an_old_commit_rewrites_the_chunks_of_its_point_and_the_next_only(tmp_path, monkeypatch):
+    from master.publish import publisher, source
+    from master.publish.pages import assets, branches, series, series_data
+
+    for module in (source, publisher, series, assets, series_data, branches):
+        monkeypatch.setattr(module, "CHUNK", 50)  # 150 commits: chunks 0..3
+    written, site, full = run_at_a_tag(tmp_path, results_scale.Fleet(2, 3, 150), 49)
+    assert sorted(site) == sorted(full)
+    assert [k for k in site if site[k] != full[k]] == []
+    chunks = sorted(
+        {k.rsplit("/", 1)[1].split(".")[0] for k in written if k.startswith("data/series/") and "index" not in k}
+    )
+    # commit 49 is in chunk 0, its next point (50) in chunk 1; every later one to the last point was rewritten: 0, 1, 2
+    assert chunks == ["0", "1"], chunks
