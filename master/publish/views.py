@@ -23,6 +23,14 @@ SPARK_W, SPARK_H = 120, 24
 
 
 @dataclass(frozen=True)
+class Link:
+    """A labelled link between pages (the archaeology and release pages' navigation)."""
+
+    label: str
+    href: str  # relative to the site root
+
+
+@dataclass(frozen=True)
 class RatioView:
     """A ratio as shown: number, CI text and colour band (the number is always printed)."""
 

@@ -34,6 +34,7 @@ from master.publish.render import render
 from master.publish.source import SeriesRef
 from master.publish.views import (
     MAJORS,
+    Link,
     RatioView,
     ReleaseCell,
     ReleaseRow,
@@ -50,12 +51,6 @@ from master.store.series import MeasureKey, Sample
 
 def _key_order(k: MeasureKey) -> tuple:
     return (k.workload, k.metric, k.machine_id, k.recipe, k.recipe_version, k.config_hash)
-
-
-@dataclass(frozen=True)
-class Link:
-    label: str
-    href: str  # relative to the site root
 
 
 @dataclass(frozen=True)
