@@ -31,6 +31,18 @@ class Link:
 
 
 @dataclass(frozen=True)
+class MachineRow:
+    """archaeology.html and releases.html: one machine, the releases measured on it and what its page holds."""
+
+    machine_id: str
+    href: str  # its page, relative to the site root
+    tags: int
+    majors: tuple[str, ...]  # oldest first
+    count: int  # what its page shows: workloads (archaeology) or table rows (releases)
+    jobs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class RatioView:
     """A ratio as shown: number, CI text and colour band (the number is always printed)."""
 

@@ -36,7 +36,7 @@ from master.publish import source
 from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.render import render
-from master.publish.views import MAJORS, Link, Summary, by_major, release_sets, tag_order
+from master.publish.views import MAJORS, Link, MachineRow, Summary, by_major, release_sets, tag_order
 from master.publish.views import major_of as major_of  # the grouping is views.py's, shared with the release tables
 from master.publish.writer import SiteWriter
 from master.store.series import MeasureKey
@@ -319,18 +319,6 @@ def points_of(ctx: Context, jobs: ReleaseNumbers) -> dict[MeasureKey, dict[str, 
 def releases_of(tags: Sequence[str]) -> list[Release]:
     """A page's releases, in the order drawn; keys and colours by position on the page."""
     return [Release(t, f"r{i}", PALETTE[i % len(PALETTE)]) for i, t in enumerate(tags)]
-
-
-@dataclass(frozen=True)
-class MachineRow:
-    """archaeology.html: one machine and the releases measured on it."""
-
-    machine_id: str
-    href: str
-    tags: int
-    majors: tuple[str, ...]  # oldest first
-    workloads: int
-    jobs: tuple[int, ...]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from master.publish.source import SeriesRef
 from master.publish.views import (
     MAJORS,
     Link,
+    MachineRow,
     RatioView,
     ReleaseCell,
     ReleaseRow,
@@ -192,18 +193,6 @@ def table(
                 cells.append(ReleaseCell(t, None, r, False))
         rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
     return ReleaseTable(base, m.page(s, base), s.tags, tuple(rows), tuple((t, m.page(s, t)) for t in m.bases(s)))
-
-
-@dataclass(frozen=True)
-class MachineRow:
-    """releases.html: one machine and the releases measured on it."""
-
-    machine_id: str
-    href: str
-    tags: int
-    majors: tuple[str, ...]  # oldest first
-    rows: int
-    jobs: tuple[int, ...]
 
 
 def index_view(rel: Releases, tag: str | None = None) -> dict[str, object]:
