@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recipes import sandbox as sandboxing
+
 if TYPE_CHECKING:
     from recipes.sides import SideSupport
 
@@ -111,6 +113,8 @@ class Context:
     sha: str
     ref: str
     options: Mapping[str, str]
+    # set for a job with a patched side (recipes/sandbox.py): what runs that side's code runs inside it
+    sandbox: sandboxing.Sandbox | None = None
     log_tail_lines: int = 60
     _tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=400))
 
@@ -134,19 +138,25 @@ class Context:
         timeout: float | None = None,
         capture: bool = False,
         check: bool = True,
+        sandbox: sandboxing.Sandbox | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run a command (an argv list, never a shell string), echoing its output to the log.
 
+        With `sandbox`, the command runs inside it (recipes/sandbox.py) with only `env` as its environment.
         Raises CommandFailed when it exits non-zero (and check is set) or exceeds `timeout` seconds.
         """
-        args = [str(a) for a in argv]
-        self.log("$ " + " ".join(args))
-        # A recipe's commands are never sub-makes of whatever started us: `make run` / `make test` export
-        # MAKELEVEL and MAKEFLAGS, and PostgreSQL's makefiles then skip generating headers (utils/errcodes.h:
-        # No such file) as a sub-make would — a cold build under `make test` failed that way.
-        full_env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
-        if env:
-            full_env.update(env)
+        args = shown = [str(a) for a in argv]
+        self.log(("$ [sandbox] " if sandbox is not None else "$ ") + " ".join(args))
+        if sandbox is not None:
+            full_env = sandboxing.host_env()
+            args, cwd = sandbox.argv(args, env, cwd), None
+        else:
+            # A recipe's commands are never sub-makes of whatever started us: `make run` / `make test` export
+            # MAKELEVEL and MAKEFLAGS, and PostgreSQL's makefiles then skip generating headers (utils/errcodes.h:
+            # No such file) as a sub-make would — a cold build under `make test` failed that way.
+            full_env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
+            if env:
+                full_env.update(env)
         try:
             proc = subprocess.run(
                 args,
@@ -161,12 +171,12 @@ class Context:
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             self._echo(out)
-            raise CommandFailed(f"{args[0]} timed out after {timeout:.0f} s", self.tail()) from None
+            raise CommandFailed(f"{shown[0]} timed out after {timeout:.0f} s", self.tail()) from None
         except FileNotFoundError:
-            raise CommandFailed(f"{args[0]}: command not found on this worker", self.tail()) from None
+            raise CommandFailed(f"{shown[0]}: command not found on this worker", self.tail()) from None
         self._echo(proc.stdout, quiet=capture)
         if check and proc.returncode != 0:
-            raise CommandFailed(f"{' '.join(args[:3])} exited with status {proc.returncode}", self.tail())
+            raise CommandFailed(f"{' '.join(shown[:3])} exited with status {proc.returncode}", self.tail())
         return proc
 
     def _echo(self, text: str, quiet: bool = False) -> None:
