@@ -23,13 +23,14 @@ from master.config_values import NAME_RE, ConfigError, check, from_env
 from master.detect.config import MIN_WINDOW, WINDOW_EDGE, DetectionSettings
 from master.detect.offline import OfflineSettings
 from master.redact import credentials_problem, redact_url
+from recipes.sandbox import BWRAP_ENV
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS_FILE = REPO_ROOT / "perffarm.toml"
 ENV_PREFIX = "PERFFARM_"
 # Environment variables with the prefix that are not settings of the farm: a try submitter's login (perffarm try)
-# and a worker operator's switch (recipes/sides.py). The loader refuses every other unknown PERFFARM_ name.
-NOT_SETTINGS = frozenset({"PERFFARM_TRY_USER", "PERFFARM_TRY_PASSWORD_FILE", "PERFFARM_WORKER_TRY_AS_ROOT"})
+# and where a worker's bubblewrap is (recipes/sandbox.py). The loader refuses every other unknown PERFFARM_ name.
+NOT_SETTINGS = frozenset({"PERFFARM_TRY_USER", "PERFFARM_TRY_PASSWORD_FILE", BWRAP_ENV})
 WORKER_NAME_RE = NAME_RE
 
 

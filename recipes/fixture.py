@@ -30,7 +30,8 @@ from recipes.api import (
     WorkloadResult,
     listed_workloads,
 )
-from recipes.sides import Side, SideSupport
+from recipes.sandbox import Sandbox
+from recipes.sides import Side, SideSupport, untrusted_dir
 
 CONFIG = {
     "source": "perffarm_bench.c",
@@ -44,7 +45,7 @@ CONFIG = {
 }
 
 
-def _compile(ctx: Context, tree: Path, out: Path, what: str) -> None:
+def _compile(ctx: Context, tree: Path, out: Path, what: str, sandbox: Sandbox | None = None) -> None:
     src = tree / CONFIG["source"]
     if not src.is_file():
         raise BuildFailed(f"{CONFIG['source']} is not in {what}; the fixture recipe needs it")
@@ -52,7 +53,8 @@ def _compile(ctx: Context, tree: Path, out: Path, what: str) -> None:
     if cc is None:
         raise BuildFailed("no C compiler on this worker: apt-get install gcc")
     # A compile error raises CommandFailed, which the runner stores as build-failed with the log tail.
-    ctx.run([cc, *CONFIG["cflags"], "-o", out, src, *CONFIG["ldlibs"]], timeout=120)
+    box = sandbox.seeing(ro=[tree], rw=[out.parent]) if sandbox is not None else None
+    ctx.run([cc, *CONFIG["cflags"], "-o", out, src, *CONFIG["ldlibs"]], timeout=120, sandbox=box)
 
 
 def build(ctx: Context) -> None:
@@ -84,16 +86,17 @@ def _chosen(ctx: Context) -> list[dict]:
 
 
 class _Program:
-    """One program's samples: per workload, and the wall time of each run."""
+    """One program's samples: per workload, and the wall time of each run (inside `sandbox` when given)."""
 
-    def __init__(self, program: Path, chosen: list[dict]) -> None:
+    def __init__(self, program: Path, chosen: list[dict], sandbox: Sandbox | None = None) -> None:
         self.program = program
         self.collected: dict[str, list[float]] = {w["name"]: [] for w in chosen}
         self.seconds: list[float] = []
+        self.sandbox = sandbox.seeing(ro=[program]) if sandbox is not None else None
 
     def sample(self, ctx: Context, i: int, chosen: list[dict]) -> None:
         t0 = time.perf_counter()
-        proc = ctx.run([self.program], timeout=CONFIG["timeout_seconds"], capture=True)
+        proc = ctx.run([self.program], timeout=CONFIG["timeout_seconds"], capture=True, sandbox=self.sandbox)
         self.seconds.append(time.perf_counter() - t0)
         values = _parse(proc.stdout)
         for w in chosen:
@@ -133,17 +136,29 @@ def bench(ctx: Context) -> list[WorkloadResult]:
     return paired.merge(run.results(chosen), reference.results(chosen))
 
 
+def _side_program(ctx: Context, side: Side) -> Path:
+    """Where a side's program is: a patched side's in its own untrusted directory (recipes/sides.py)."""
+    if side.patch is not None:
+        return untrusted_dir(ctx, side.label) / "bin" / "bench"
+    return ctx.state_dir / f"bench-{side.label}"
+
+
 def build_sides(ctx: Context, sides: Sequence[Side]) -> None:
+    """Every side's program; a patched side's compiled inside the job's sandbox, seeing only its own tree."""
     for side in sides:
         assert side.tree is not None  # prepare() gave it one
-        _compile(ctx, side.tree, ctx.state_dir / f"bench-{side.label}", f"side {side.label}")
+        out = _side_program(ctx, side)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        box = ctx.sandbox if side.patch is not None else None
+        _compile(ctx, side.tree, out, f"side {side.label}", sandbox=box)
 
 
 def bench_sides(ctx: Context, sides: Sequence[Side]) -> dict[str, list[WorkloadResult]]:
-    """Every side's program run in turn, sample by sample, the order rotating per round."""
+    """Every side's program run in turn, sample by sample, the order rotating per round. In a try-job every side
+    runs inside the sandbox, so that the patched side and the others are timed under the same conditions."""
     samples = int(ctx.options.get("samples", CONFIG["samples"]))
     chosen = _chosen(ctx)
-    runs = {s.label: _Program(ctx.state_dir / f"bench-{s.label}", chosen) for s in sides}
+    runs = {s.label: _Program(_side_program(ctx, s), chosen, ctx.sandbox) for s in sides}
     labels = [s.label for s in sides]
     for i in range(samples):
         k = i % len(labels)

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from recipes import registry
+from recipes import sandbox as sandboxing
 from recipes.api import Context, Recipe, RecipeFailure, WorkloadResult
 from recipes.result import JOB_SCHEMA, JOB_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION, clean_text, validate, validate_job
-from recipes.sides import Side, check_isolation, parse_sides, prepare
+from recipes.sides import Side, open_sandbox, parse_sides, prepare, untrusted_dir
 from workers import hostinfo
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_RECIPE_FAILED = 0, 1, 2, 3
@@ -242,11 +243,17 @@ def _job_phase(args: argparse.Namespace, phase: str) -> int:
     ctx.log(f"recipe {recipe.name} v{recipe.version}: {phase} of job {args.job}: {listing}")
     try:
         if phase == "job-build":
-            check_isolation(sides, os.geteuid(), os.environ)
+            # what an earlier job's patched side left is never seen again (recipes/sandbox.py)
+            sandboxing.remove_tree(untrusted_dir(ctx))
+            ctx = open_sandbox(ctx, sides)
             ctx.state_dir.mkdir(parents=True, exist_ok=True)
             recipe.sides.build(ctx, [prepare(ctx, s) for s in sides])
         else:
-            results = recipe.sides.bench(ctx, sides)
+            ctx = open_sandbox(ctx, sides)
+            try:
+                results = recipe.sides.bench(ctx, sides)
+            finally:
+                sandboxing.remove_tree(untrusted_dir(ctx))
     except RecipeFailure as e:
         status = "build-failed" if phase == "job-build" else "bench-failed"
         ctx.log(f"{status}: {e.message}")

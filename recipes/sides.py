@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from recipes import sandbox as sandboxing
 from recipes.api import BuildFailed, Context, WorkloadResult
 
 LABELS = "ABCDEFGH"
@@ -61,20 +61,27 @@ class SideSupport:
     bench: Callable[[Context, Sequence[Side]], Mapping[str, Sequence[WorkloadResult]]]
 
 
-TRY_AS_ROOT_ENV = "PERFFARM_WORKER_TRY_AS_ROOT"  # "1": a root worker builds and runs patched sides anyway
+UNTRUSTED = "untrusted"  # under the work directory: what a patched side builds, removed at every job's start
 
 
-def check_isolation(sides: Sequence[Side], euid: int, environ: Mapping[str, str]) -> None:
-    """A patched side is a submitter's C code: its build scripts and its server run on this worker. Refuse it
-    (BuildFailed, saying what to do) when the worker runs as root, unless the worker's operator said
-    TRY_AS_ROOT_ENV=1 for a throwaway machine. Root could rewrite the worker, its clone and every other side's
-    install; the server's user namespace (recipes/pg/server.py) drops root's capabilities, not its files."""
-    if euid == 0 and any(s.patch is not None for s in sides) and environ.get(TRY_AS_ROOT_ENV) != "1":
-        raise BuildFailed(
-            "this worker runs as root, and a try-job's patch is someone else's C code: its build and server would "
-            "run as root. Run the worker as an unprivileged user with no secrets on its host (docs/security.md), "
-            f"or, on a throwaway machine, set {TRY_AS_ROOT_ENV}=1 in the worker's environment"
-        )
+def untrusted_dir(ctx: Context, label: str | None = None) -> Path:
+    """Where a patched side's tree, build directory and install live: a directory of their own that no cache and no
+    later build reads (recipes/sandbox.py), emptied at the start of every job build and after its bench."""
+    root = ctx.work_dir / UNTRUSTED
+    return root if label is None else root / label
+
+
+def open_sandbox(ctx: Context, sides: Sequence[Side]) -> Context:
+    """The context for a job: with a patched side, a working sandbox its code runs in (every side's server and
+    clients too, so that all sides are measured under the same conditions), or BuildFailed saying why there is
+    none: a try-job's patch never runs outside it. Without a patch, the context as it was."""
+    if not any(s.patch is not None for s in sides):
+        return ctx
+    try:
+        box = sandboxing.check(ctx.work_dir / "sandbox")
+    except sandboxing.SandboxUnavailable as e:
+        raise BuildFailed(f"this worker cannot run a try-job's patch: {e}") from None
+    return replace(ctx, sandbox=box)
 
 
 def parse_sides(specs: Sequence[str], patches: Sequence[str]) -> list[Side]:
@@ -115,10 +122,11 @@ def prepare(ctx: Context, side: Side) -> Side:
                 f"side {side.label}: commit {side.sha} is neither in this worker's clone nor fetchable from its "
                 "origin; is it a commit of the watched repository?"
             )
-    tree = ctx.work_dir / "sides" / side.label
-    shutil.rmtree(tree, ignore_errors=True)
+    patched = side.patch is not None
+    tree = untrusted_dir(ctx, side.label) / "src" if patched else ctx.work_dir / "sides" / side.label
+    sandboxing.remove_tree(tree)
     tree.mkdir(parents=True)
-    archive = ctx.work_dir / "sides" / f"{side.label}.tar"
+    archive = tree.parent / f"{side.label}.tar"
     try:
         ctx.run(["git", "archive", "--format=tar", "-o", str(archive), side.sha], cwd=ctx.src_dir, timeout=600)
         ctx.run(["tar", "-xf", str(archive), "-C", str(tree)], timeout=600)
@@ -130,17 +138,24 @@ def prepare(ctx: Context, side: Side) -> Side:
         if size > PATCH_LIMIT:
             raise BuildFailed(f"side {side.label}: the patch is {size} bytes, over the {PATCH_LIMIT}-byte limit")
         # The tree is no repository: git must not find an enclosing one (it would apply paths relative to that
-        # repository's root). --unsafe-paths is never given: git apply refuses paths outside the tree.
+        # repository's root). --unsafe-paths is never given: git apply refuses paths outside the tree. In a
+        # sandbox that sees only the tree (rw) and the patch (ro), as a second wall.
         alone = {"GIT_CEILING_DIRECTORIES": str(tree.parent)}
+        box = ctx.sandbox.seeing(ro=[patch], rw=[tree]) if ctx.sandbox is not None else None
         check = ctx.run(
-            ["git", "apply", "--check", "--verbose", str(patch)], cwd=tree, env=alone, check=False, capture=True
+            ["git", "apply", "--check", "--verbose", str(patch)],
+            cwd=tree,
+            env=alone,
+            check=False,
+            capture=True,
+            sandbox=box,
         )
         if check.returncode != 0:
             raise BuildFailed(
                 f"side {side.label}: the patch does not apply to {side.sha[:12]}: "
                 + " ".join(check.stdout.split())[-400:]
             )
-        ctx.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=tree, env=alone)
+        ctx.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=tree, env=alone, sandbox=box)
         ctx.log(f"side {side.label}: {side.sha[:12]} + patch {side.patch_id}")
     else:
         ctx.log(f"side {side.label}: {side.sha[:12]}")

@@ -1,18 +1,22 @@
 """Try-jobs through a real master and worker (issue #16 item 3): `perffarm try --patch` logs in, posts the try
 form, the master checks the patch against the base in its mirror and queues a job that measures base vs base+patch
-interleaved on the worker. Bad requests fail with one line and queue nothing."""
+interleaved on the worker. Bad requests fail with one line and queue nothing. A hostile patch runs in the worker's
+sandbox (issue #26 items 1-2): it reaches none of the farm's secrets, data or shared clone, and a later commit's
+result is its own."""
 
 from __future__ import annotations
 
-import os
+import json
 import subprocess
 
 import pytest
 
 from master import store
 from master.jobs import core
-from recipes.sides import TRY_AS_ROOT_ENV
+from recipes.api import SOURCE_DIR
+from recipes.sandbox import BWRAP_ENV
 from tests.harness import BENCH_C, BIN, Farm, make_repo, wait_until
+from tests.sandbox_support import hostile_program
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +43,11 @@ def test_a_try_job_measures_base_against_base_plus_patch_and_bad_requests_queue_
     farm = Farm(
         tmp_path / "data",
         str(repo.path),
-        env={"PERFFARM_MASTER_WEB_USERS": "alice", "PERFFARM_RECIPES_OPTIONS": "fixture:samples=4"},
+        env={
+            "PERFFARM_MASTER_WEB_USERS": "alice",
+            "PERFFARM_RECIPES_OPTIONS": "fixture:samples=4",
+            BWRAP_ENV: str(tmp_path / "no-bwrap-here"),
+        },
     )
     secret = farm.settings.secrets_dir / "web-user-alice"
     secret.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -74,16 +82,16 @@ def test_a_try_job_measures_base_against_base_plus_patch_and_bad_requests_queue_
             assert r.returncode == code and says in r.stderr, (argv, r.returncode, r.stderr)
             assert len(r.stderr.strip().splitlines()) == 1, r.stderr  # one line
             assert jobs_in(farm) == 0, argv  # nothing queued
-        job_id = 1
-        if os.geteuid() == 0:  # a root worker refuses someone's C code unless its operator says otherwise
-            refused = perffarm(farm, "try", "--patch", str(good), *login)
-            assert refused.returncode == 0 and "try job 1 queued" in refused.stdout, refused.stdout + refused.stderr
-            state = wait_until(lambda: ended(farm, 1), 300, "the refused try-job to end")
-            assert state[0] == "failed" and "runs as root" in state[1] and TRY_AS_ROOT_ENV in state[1], state
-            farm.stop_worker()  # CI runs as root: the operator's throwaway-machine switch, then the real job
-            farm.env[TRY_AS_ROOT_ENV] = "1"
-            farm.start_worker()
-            job_id = 2
+        # a worker that cannot set up the sandbox refuses the patch and says what to do (here: no bubblewrap)
+        refused = perffarm(farm, "try", "--patch", str(good), *login)
+        assert refused.returncode == 0 and "try job 1 queued" in refused.stdout, refused.stdout + refused.stderr
+        state = wait_until(lambda: ended(farm, 1), 300, "the refused try-job to end")
+        assert state[0] == "failed" and "cannot run a try-job's patch" in state[1], state
+        assert "apt-get install bubblewrap" in state[1], state
+        farm.stop_worker()
+        del farm.env[BWRAP_ENV]
+        farm.start_worker()
+        job_id = 2
         ok = perffarm(farm, "try", "--patch", str(good), *login, "--option", "samples=5")
         assert ok.returncode == 0 and f"try job {job_id} queued" in ok.stdout, ok.stdout + ok.stderr
         state = wait_until(lambda: ended(farm, job_id), 300, "the try-job to end")
@@ -105,5 +113,54 @@ def test_a_try_job_measures_base_against_base_plus_patch_and_bad_requests_queue_
             lambda: (p := farm.settings.site_dir / "jobs" / f"{job_id}.html").exists() and p.read_text(), 60, "page"
         )
         assert "0.9000" in page and "+ patch" in page
+
+        # Issue #26 items 1-2: a patch whose program tries to read the master's secrets and the worker's password,
+        # write the results database, plant a post-checkout hook in the worker's clone (which the next commit's
+        # checkout would run), reach the master's web port and see the worker's process.
+        worker_dir = farm.settings.worker_dir("local")
+        clone = next(worker_dir.glob(f"fixture*/{SOURCE_DIR}"))
+        hook = clone / ".git" / "hooks" / "post-checkout"
+        secrets = [secret, farm.settings.secrets_dir / "worker-local", worker_dir / "buildbot.tac"]
+        assert all(p.exists() for p in secrets)
+        (repo.path / "perffarm_bench.c").write_text(
+            hostile_program(
+                1100,
+                reads=secrets,
+                writes=[hook, farm.settings.results_db],
+                database=farm.settings.results_db,
+                port=farm.settings.web_port,
+                pid=farm.worker.pid,
+            )
+        )
+        hostile = tmp_path / "hostile.patch"
+        hostile.write_text(repo.git("diff") + "\n")
+        repo.git("checkout", "--", "perffarm_bench.c")
+        r = perffarm(farm, "try", "--patch", str(hostile), *login)
+        assert r.returncode == 0 and "try job 3 queued" in r.stdout, r.stdout + r.stderr
+        assert wait_until(lambda: ended(farm, 3), 300, "the hostile try-job to end") == ("done", None)
+        conn = store.connect(farm.settings.results_db)
+        try:
+            (side,) = core.comparisons(core.get(conn, 3))
+        finally:
+            conn.close()
+        b = next(c for c in side.comparisons if c.metric == "throughput").b
+        assert list(b) == [1100.0] * 4, b  # 666666 if a secret was read, the port reached or the worker seen
+        assert not hook.exists()
+        assert farm.query("PRAGMA integrity_check") == [("ok",)] and farm.query("SELECT COUNT(*) FROM jobs") == [(3,)]
+        builds = (farm.api("builds?property=perffarm_job&order=buildid") or {"builds": []})["builds"]
+        bench = [x for x in builds if str(x["properties"].get("perffarm_job", [None])[0]) == "3"]
+        log = farm.step_log(bench[-1]["buildid"], "job-bench", "stdio")
+        assert "[sandbox]" in log and "correct horse" not in log
+
+        # the next honest commit is measured as itself (it printed 777777 when the hook got planted)
+        honest = repo.bench_commit("honest work", 1500)
+        farm.wait_for_runs(1, timeout=300)
+        (samples,) = farm.query(
+            "SELECT m.samples FROM runs r JOIN measurements m ON m.run_id = r.id "
+            "WHERE r.sha = ? AND m.metric = 'throughput'",
+            (honest,),
+        )[0]
+        assert json.loads(samples) == [1500.0] * 4, samples
+        assert farm.query("SELECT COUNT(*) FROM runs WHERE status = 'forged'")[0][0] == 0
     finally:
         farm.stop()

@@ -127,7 +127,7 @@ def test_unknown_detection_key_is_named(tmp_path):
 def test_the_try_login_and_the_worker_switch_are_not_settings_and_not_refused():
     """`PERFFARM_TRY_USER=alice perffarm try ...` (docs/jobs.md) loads the farm's settings too: the loader, which
     refuses unknown PERFFARM_ names, must let the documented non-setting variables through."""
-    env = {"PERFFARM_TRY_USER": "alice", "PERFFARM_TRY_PASSWORD_FILE": "/x", "PERFFARM_WORKER_TRY_AS_ROOT": "1"}
+    env = {"PERFFARM_TRY_USER": "alice", "PERFFARM_TRY_PASSWORD_FILE": "/x", "PERFFARM_WORKER_BWRAP": "1"}
     assert load_settings(environ=env).web_port > 0
     with pytest.raises(SettingsError, match="PERFFARM_TRY_USERS: unknown environment setting"):
         load_settings(environ={"PERFFARM_TRY_USERS": "alice"})

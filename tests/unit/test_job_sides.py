@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from master import shipping
-from recipes.api import BuildFailed
+from recipes import sandbox
 from recipes.result import ResultError, validate_job
-from recipes.sides import TRY_AS_ROOT_ENV, Side, check_isolation, parse_sides
+from recipes.sides import UNTRUSTED, parse_sides
 from tests.harness import BENCH_C, make_repo
+from tests.sandbox_support import hostile_program
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +40,9 @@ def upstream(tmp_path):
     return repo, clone, first, slower
 
 
-def job(pyz, tmp_path, clone, sides, *extra, phases=("job-build", "job-bench"), as_root_ok=True):
-    """Run the job phases as a worker would. These tests run as root in CI: `as_root_ok` is the worker operator's
-    TRY_AS_ROOT_ENV=1 for a throwaway machine, so patched sides are built (test_isolation_* checks the refusal)."""
-    env = {k: v for k, v in os.environ.items() if k != TRY_AS_ROOT_ENV}
-    if as_root_ok:
-        env[TRY_AS_ROOT_ENV] = "1"
+def job(pyz, tmp_path, clone, sides, *extra, phases=("job-build", "job-bench"), env=None):
+    """Run the job phases as a worker would (with `env` added to the worker's environment)."""
+    env = {**os.environ, **(env or {})}
     procs = []
     for phase in phases:
         argv = [
@@ -91,25 +89,65 @@ def test_a_job_measures_every_side_interleaved_and_its_result_validates(pyz, tmp
     assert "fetching it from origin" in procs[0].stdout  # B was not in the clone
 
 
-def test_isolation_refuses_a_patched_side_on_a_root_worker_unless_its_operator_says_so():
-    plain, patched = Side("A", "a" * 40), Side("B", "a" * 40, patch=Path("p.diff"))
-    with pytest.raises(BuildFailed, match="runs as root.*unprivileged user.*PERFFARM_WORKER_TRY_AS_ROOT=1"):
-        check_isolation([plain, patched], euid=0, environ={})
-    check_isolation([plain, patched], euid=0, environ={TRY_AS_ROOT_ENV: "1"})
-    check_isolation([plain, patched], euid=1000, environ={})  # an unprivileged worker
-    check_isolation([plain, Side("B", "b" * 40)], euid=0, environ={})  # release comparisons: no patch, no code
+def _patch(tmp_path: Path, clone: Path, program: str) -> Path:
+    """A patch of the fixture program made with git diff in a copy of the clone."""
+    src = tmp_path / "p"
+    subprocess.run(["git", "clone", "--quiet", str(clone), str(src)], check=True)
+    (src / "perffarm_bench.c").write_text(program)
+    patch = tmp_path / "side.patch"
+    patch.write_text(subprocess.run(["git", "-C", str(src), "diff"], capture_output=True, text=True).stdout)
+    return patch
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal applies to a worker running as root")
-def test_isolation_a_root_worker_fails_a_try_job_build_with_what_to_do(pyz, tmp_path, upstream):
+def test_a_patched_sides_program_runs_in_the_sandbox_and_reaches_nothing_of_the_worker(pyz, tmp_path, upstream):
+    """Issue #26 items 1-2 on the worker's runner: the patched program tries to read a secret of the worker's
+    host, plant a post-checkout hook in the worker's shared clone and overwrite the job's own build marker; all
+    refused, the job measures it like any side, and what it built is gone after the bench."""
     _, clone, first, _ = upstream
-    patch = tmp_path / "p.patch"
-    patch.write_text("--- a/perffarm_bench.c\n+++ b/perffarm_bench.c\n@@ -1,1 +1,1 @@\n-x\n+y\n")
-    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={first}"], f"--patch=B={patch}", as_root_ok=False)
+    secret = tmp_path / "secrets" / "worker-local"
+    secret.parent.mkdir()
+    secret.write_text("hunter2\n")
+    hook = clone / ".git" / "hooks" / "post-checkout"
+    marker = tmp_path / "state" / "job-build-ok.json"
+    program = hostile_program(1100, reads=[secret, clone / "perffarm_bench.c"], writes=[hook, marker], pid=os.getpid())
+    patch = _patch(tmp_path, clone, program)
+    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={first}"], f"--patch=B={patch}")
+    assert [p.returncode for p in procs] == [0, 0], procs[-1].stdout + procs[-1].stderr
+    doc = validate_job(json.loads((tmp_path / "job.json").read_text()))
+    ops = {s["label"]: s["workloads"][0]["metrics"][0]["samples"] for s in doc["sides"]}
+    assert ops == {"A": [1000.0] * 4, "B": [1100.0] * 4}, procs[1].stdout  # B prints 666666 if anything got out
+    assert not hook.exists()
+    assert "[sandbox]" in procs[0].stdout and "[sandbox]" in procs[1].stdout
+    assert not (tmp_path / "work" / UNTRUSTED).exists()  # the patched tree and program are gone
+    assert not (tmp_path / "work" / "sides" / "B").exists()  # never where an unpatched side's tree is kept
+
+
+def test_a_patch_cannot_compile_a_file_of_the_worker_into_its_program(pyz, tmp_path, upstream):
+    _, clone, first, _ = upstream
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2\n")
+    program = BENCH_C.format(value=1, sleep_us=0) + f'asm(".incbin \\"{secret}\\"");\n'
+    patch = _patch(tmp_path, clone, program)
+    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={first}"], f"--patch=B={patch}")
+    assert procs[0].returncode == 3, procs[0].stdout
+    doc = validate_job(json.loads((tmp_path / "job.json").read_text()))
+    assert doc["status"] == "build-failed" and str(secret) in doc["log_excerpt"]  # "cannot open": not there
+    assert "hunter2" not in procs[0].stdout + procs[0].stderr + doc["log_excerpt"]
+
+
+def test_a_try_job_is_refused_with_what_to_do_where_the_sandbox_cannot_be_set_up(pyz, tmp_path, upstream):
+    _, clone, first, _ = upstream
+    patch = _patch(tmp_path, clone, BENCH_C.format(value=900, sleep_us=0))
+    env = {sandbox.BWRAP_ENV: str(tmp_path / "no-bwrap-here")}
+    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={first}"], f"--patch=B={patch}", env=env)
     assert procs[0].returncode == 3
     doc = validate_job(json.loads((tmp_path / "job.json").read_text()))
-    assert doc["status"] == "build-failed" and "runs as root" in doc["log_excerpt"]
-    assert not (tmp_path / "work" / "sides").exists()  # refused before any tree was made
+    assert doc["status"] == "build-failed"
+    assert "cannot run a try-job's patch" in doc["log_excerpt"] and "apt-get install bubblewrap" in doc["log_excerpt"]
+    assert not (tmp_path / "work" / "sides").exists() and not (tmp_path / "work" / UNTRUSTED).exists()
+    # a release comparison has no patch and needs no sandbox
+    procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={first}"], env=env)
+    assert [p.returncode for p in procs] == [0, 0], procs[-1].stdout + procs[-1].stderr
 
 
 def test_a_patch_that_does_not_apply_is_a_build_failed_job_result_that_says_so(pyz, tmp_path, upstream):
