@@ -4,6 +4,7 @@ and when a job finishes (`when=JOBS`)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ class Cell:
     high: float
     verdict: str
     n: int
+    problem: str | None = None  # the samples form no ratio: why (the numbers above are then NaN)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,10 @@ def rows(job: Job) -> list[Row]:
                 base[key] = (c.unit, c.direction, statistics.median(c.a))
                 cells[key] = [None] * len(per_side)
             e = c.estimate
-            cells[key][k] = Cell(e.ratio, e.low, e.high, c.verdict, e.n)
+            if e is None:
+                cells[key][k] = Cell(math.nan, math.nan, math.nan, c.verdict, 0, c.problem)
+            else:
+                cells[key][k] = Cell(e.ratio, e.low, e.high, c.verdict, e.n)
     return [Row(w, m, *base[(w, m)], tuple(cells[(w, m)])) for (w, m) in base]
 
 

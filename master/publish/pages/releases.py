@@ -111,7 +111,7 @@ def load(ctx: Context) -> Releases:
     authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(all_tags.values())).items()}
     tags = tag_order(all_tags, authored)
     per_machine: dict[str, list[MeasureKey]] = {}
-    for key in sorted(set(tag_samples) | set(jobs.ratios), key=_key_order):
+    for key in sorted(set(tag_samples) | set(jobs.ratios) | set(jobs.problems), key=_key_order):
         per_machine.setdefault(key.machine_id, []).append(key)
     machines = []
     for machine, keys in sorted(per_machine.items()):
@@ -183,16 +183,23 @@ def table(
                 r = RatioView(p.ratio, p.low, p.high, band, base, p.job)
             elif x is not None and b is not None:
                 r = RatioView.of(got[(sid, x.sha, b.sha)], base)
+            problem = None if r is not None else _problem(jobs, key, t, base)
             if x is not None:
                 unit, direction = x.unit, x.direction
-                cells.append(ReleaseCell(t, statistics.median(x.samples), r, x.sla_miss))
+                cells.append(ReleaseCell(t, statistics.median(x.samples), r, x.sla_miss, problem=problem))
             elif t in jobs.medians.get(key, {}):
                 job = next(iter({p.job for (tt, _), p in paired.items() if tt == t}), None)
-                cells.append(ReleaseCell(t, jobs.medians[key][t], r, False, job))
+                cells.append(ReleaseCell(t, jobs.medians[key][t], r, False, job, problem))
             else:
-                cells.append(ReleaseCell(t, None, r, False))
+                cells.append(ReleaseCell(t, None, r, False, problem=problem))
         rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
     return ReleaseTable(base, m.page(s, base), s.tags, tuple(rows), tuple((t, m.page(s, t)) for t in m.bases(s)))
+
+
+def _problem(jobs: ReleaseNumbers, key: MeasureKey, tag: str, base: str) -> str | None:
+    """Why the release job that measured `tag` and `base` gives them no ratio (None: it does, or none did)."""
+    got = jobs.problems.get(key, {}).get((tag, base))
+    return None if got is None else f"job {got[1]}: {got[0]}"
 
 
 def index_view(rel: Releases, tag: str | None = None) -> dict[str, object]:
