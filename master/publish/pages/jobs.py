@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from master import store
 from master.jobs import core
+from master.publish import isolate
 from master.publish.context import Context
 from master.publish.render import render
 from master.publish.views import Summary
@@ -92,15 +93,17 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     jobs = store.jobs.newest_first(ctx.conn, limit=LIST_LIMIT)
     w.write("jobs.html", render("jobs.html", root="", title="Jobs", jobs=jobs, file=job_file))
     for job in jobs:
-        w.write(
-            job_file(job.id),
-            render(
-                "job.html",
-                root="../",
-                title=f"{job.kind} job {job.id}",
-                job=job,
-                rows=rows(job) if job.result and job.state == "done" else [],
-                explained=explanations(job) if job.result and job.state == "done" else [],
-            ),
-        )
+        title = f"{job.kind} job {job.id}"
+        with isolate.page(w, "jobs", job_file(job.id), title):  # one job's stored result never stops the others
+            w.write(
+                job_file(job.id),
+                render(
+                    "job.html",
+                    root="../",
+                    title=title,
+                    job=job,
+                    rows=rows(job) if job.result and job.state == "done" else [],
+                    explained=explanations(job) if job.result and job.state == "done" else [],
+                ),
+            )
     w.keep_only("jobs", {job_file(j.id) for j in jobs})

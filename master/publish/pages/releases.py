@@ -26,7 +26,7 @@ from master import store
 from master.detect.model import Direction
 from master.detect.rqps import colour
 from master.jobs.core import RELEASES, ReleaseNumbers, release_numbers
-from master.publish import source
+from master.publish import isolate, source
 from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.ratios import Ratio, Want
@@ -245,31 +245,35 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     for m in rel.machines:
         if ctx.machines is not None and m.machine_id not in ctx.machines:
             continue
-        got = _wants(ctx, rel, m)
-        written = set()
-        for s in m.sets:
-            values = None  # the absolute values do not depend on the base: rendered once per table, escaped there
-            root = "../../../" if s.name else "../../"  # releases/<machine>/[<set>/]
-            others = [m.link(x) for x in m.sets if x.name != s.name]
-            for base in m.bases(s):
-                t = table(ctx, rel, m, s, base, got)
-                if values is None:
-                    values = Markup(render("release_values.html", table=t))
-                w.write(
-                    t.base_file,
-                    render(
-                        "release_table.html",
-                        root=root,
-                        title=f"Releases on {m.machine_id} vs {base}",
-                        machine=m.machine_id,
-                        what=s.what,
-                        others=others,
-                        table=t,
-                        bands=ctx.bands,
-                        values=values,
-                    ),
-                )
-                written.add(t.base_file)
+        first = m.page(m.sets[0], m.sets[0].tags[0])
+        written = {first}
+        with isolate.page(w, "releases", first, f"Releases on {m.machine_id}"):  # one machine's tables
+            got = _wants(ctx, rel, m)
+            for s in m.sets:
+                values = None  # the absolute values do not depend on the base: rendered once per table, escaped there
+                root = "../../../" if s.name else "../../"  # releases/<machine>/[<set>/]
+                others = [m.link(x) for x in m.sets if x.name != s.name]
+                for base in m.bases(s):
+                    title = f"Releases on {m.machine_id} vs {base}"
+                    written.add(m.page(s, base))
+                    with isolate.page(w, "releases", m.page(s, base), title):  # one table
+                        t = table(ctx, rel, m, s, base, got)
+                        if values is None:
+                            values = Markup(render("release_values.html", table=t))
+                        w.write(
+                            t.base_file,
+                            render(
+                                "release_table.html",
+                                root=root,
+                                title=title,
+                                machine=m.machine_id,
+                                what=s.what,
+                                others=others,
+                                table=t,
+                                bands=ctx.bands,
+                                values=values,
+                            ),
+                        )
         w.keep_only_tree(m.dir, written)
     if ctx.machines is None:
         w.keep_only_dirs("releases", {m.dir for m in rel.machines})
