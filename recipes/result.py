@@ -431,8 +431,8 @@ def sample_problem(v: Any, unit: str, direction: str) -> str | None:
     if must_be_positive(unit, direction) and v <= 0:
         kind = "a ratio" if unit == RATIO_UNIT else "a throughput (per second, higher is better)"
         return (
-            f"{what}: {kind} must be above 0 to form ratios; a benchmark that measured nothing must fail "
-            "(bench-failed), not report 0"
+            f"{what}: {kind} must be above 0 to form ratios; a benchmark that measured nothing must report "
+            "bench-failed, not a number"
         )
     if v < 0:
         return f"{what}: a metric cannot be negative (it is a rate, a time, a count, a size or a ratio)"
