@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from master import store
+from master import cliargs, store
 from master.redact import redact_text
 from master.settings import Settings, SettingsError, describe, load_settings
 from master.textsafe import visible as v
@@ -463,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--builder", help="only this builder (recipe@worker)")
         r.add_argument("--commit", help="only commits starting with this sha prefix")
         if name == "list":
-            r.add_argument("--limit", type=int, default=50, help="at most this many runs (default 50)")
+            r.add_argument("--limit", type=cliargs.count, default=50, help="at most this many runs (default 50)")
             r.add_argument("--format", choices=["text", "json"], default="text")
         else:
             r.add_argument("--format", choices=["csv", "json"], default="csv")
