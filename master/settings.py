@@ -335,7 +335,11 @@ def _check_repository(settings: Settings) -> None:
 
 
 def _check_buildbot_db(settings: Settings) -> None:
-    """A password secret needs a server database with a user to log in as."""
+    """An sqlite database is a file in the data directory; a password secret needs a server database with a user
+    to log in as."""
+    problem = buildbotdb.sqlite_problem(settings)
+    if problem:
+        raise SettingsError(f"master.buildbot_db_url: {problem}")
     if not settings.buildbot_db_password_secret:
         return
     url = buildbotdb.parse(settings.buildbot_db_url)
