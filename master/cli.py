@@ -138,6 +138,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             "requeued": rec.get("requeued", []),
             "gave_up": rec.get("gave_up", []),
         }
+    from master.ingest import backlog
+
+    deferred = backlog(settings)
+    out["deferred"] = {"waiting": deferred.waiting, "oldest": _when(deferred.oldest), "gave_up": deferred.gave_up}
     if args.format == "json":
         print(json.dumps(out, indent=1, sort_keys=True, default=str))
         return 0
@@ -168,6 +172,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"            gave up on {v(g['revision'][:12])} ({v(g['branch'])}) on {v(g['builder'])} "
                 f"after {settings.max_attempts} attempts: force a build to retry"
             )
+    if deferred.waiting or deferred.gave_up:
+        print(
+            f"deferred    {deferred.waiting} result(s) waiting to be stored"
+            + (f" (the oldest deferred since {out['deferred']['oldest']})" if deferred.waiting else "")
+            + f", {deferred.gave_up} given up"
+            + (f" (in {settings.incoming_dir / 'gave-up'}, each with its reason)" if deferred.gave_up else "")
+        )
     for ch in out.get("channels", []):
         print(
             f"channel     {v(ch.get('name'))}: {v(ch.get('status'))}, {ch.get('pending', 0)} pending"
@@ -441,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         help="workers, queue, re-queues and the latest result per branch",
         description="Show whether the master runs, its workers and queue (from the REST API), "
-        "what the reconciler re-queued or gave up on, and the newest stored result per branch and builder "
+        "what the reconciler re-queued or gave up on, deferred results waiting to be stored or given up, and the "
+        "newest stored result per branch and builder "
         "(--tags: also per release tag; a farm measuring tags on every builder has one row per tag and builder).",
     )
     s.add_argument("--format", choices=["text", "json"], default="text")
