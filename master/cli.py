@@ -114,6 +114,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
             out["channels"] = [dataclasses.asdict(h) for h in channel_health(conn, settings.alerts)]
             out["refused"] = [dataclasses.asdict(r) for r in store.workers.refused_logins(conn)]
+            out["refused_results"] = [dataclasses.asdict(r) for r in store.machines.refusals(conn)]
             out["bisections"] = [
                 {
                     k: getattr(b, k)
@@ -154,6 +155,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(
             f"refused     {v(r['name']):<20} {why}, {r['attempts']} attempt(s) from {v(r['address']) or '?'}, "
             f"last {_when(r['last_seen'])}"
+        )
+    for r in out.get("refused_results", []):
+        bound = f", bound to {v(r['bound_worker'])}" if r["bound_worker"] else ""
+        print(
+            f"refused     {r['attempts']} result(s) of {v(r['worker'])} for machine {v(r['machine_id'])}{bound}, "
+            f"last {_when(r['last_seen'])}:\n            {v(r['reason'])}"
         )
     if out["master_running"]:
         print(f"queue       {len(out['queue'])} build request(s) waiting or running")

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from master import gitauth, gitmirror, store
+from master import gitauth, gitmirror, machinebinding, store
 from master.atomicfile import move_durably, write_atomic
 from master.redact import redact_text, redact_url
 from master.settings import Settings
@@ -35,6 +35,14 @@ log = logging.getLogger("perffarm.ingest")
 
 class IngestRejected(ValueError):
     """The result is malformed or does not belong to this build: nothing was stored."""
+
+
+class MachineRefused(IngestRejected):
+    """The result names a machine this worker may not write (master/machinebinding.py): nothing was stored."""
+
+    def __init__(self, refused: machinebinding.Refused) -> None:
+        super().__init__(refused.message)
+        self.refused = refused
 
 
 class NoResult(RuntimeError):
@@ -387,6 +395,7 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
         try:
             added = _sync_history(conn, settings, mirror, branches, ref)
             with store.transaction(conn):  # the run, its commit and the tags: all of it or nothing
+                _bind_machine(conn, settings, doc, run)
                 store.set_tags(
                     conn, {t: s for t, s in tags.items() if settings.ref_matches("refs/tags/" + t) or t == ref}
                 )
@@ -395,7 +404,7 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
         finally:
             conn.close()
     except IngestRejected as e:
-        _reject(settings, path, run, str(e))
+        _reject(settings, path, run, str(e), e.refused if isinstance(e, MachineRefused) else None)
         raise
     except store.AlreadyStored:
         path.unlink(missing_ok=True)
@@ -418,9 +427,30 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
     return IngestOutcome(run_id, sha, doc["status"], len(doc["workloads"]), n_samples, added, message)
 
 
-def _reject(settings: Settings, path: Path, run: store.RunContext, reason: str) -> None:
+def _bind_machine(conn, settings: Settings, doc: dict[str, Any], run: store.RunContext) -> None:
+    """Check the machine the result names against the worker that sent it (master/machinebinding.py) and bind an
+    unbound machine to it; MachineRefused says why not. Inside the ingest's transaction: two first results of one
+    machine are serialised, and a refused result leaves nothing behind. A run without a Buildbot build was measured
+    by the master's own process (`perffarm bisect --local`), not uploaded by a worker."""
+    machine, by_worker = doc["machine"], run.build_id is not None
+    bound = store.machines.binding(conn, machine["id"])
+    refused = machinebinding.check(machine, run.worker, bound, settings.host_of, by_worker)
+    if refused is not None:
+        raise MachineRefused(refused)
+    if by_worker:
+        store.machines.bind(conn, machine["id"], machine["fingerprint"], run.worker, time.time())
+
+
+def _reject(
+    settings: Settings,
+    path: Path,
+    run: store.RunContext,
+    reason: str,
+    refused: machinebinding.Refused | None = None,
+) -> None:
     """Keep a rejected result for inspection (incoming/rejected/, reason beside it) and record the rejection,
-    so the reconciler does not re-queue a commit whose recipe would write the same bad result again."""
+    so the reconciler does not re-queue a commit whose recipe would write the same bad result again; a result
+    refused for the machine it names is also counted for the health page and `perffarm status`."""
     reason = redact_text(reason)  # shown by the site and perffarm status; may quote a URL
     rejected = path.parent / "rejected"
     kept = rejected / path.name
@@ -430,11 +460,16 @@ def _reject(settings: Settings, path: Path, run: store.RunContext, reason: str) 
         write_atomic(rejected / (path.name + ".error"), reason + "\n")
     _context_path(path).unlink(missing_ok=True)
     revision = run.revision or run.got_revision
-    if revision:
+    if revision or refused:
         conn = store.connect(settings.results_db)
         try:
             with store.transaction(conn):
-                store.record_rejection(conn, run, revision, reason, str(kept) if kept.exists() else "")
+                if revision:
+                    store.record_rejection(conn, run, revision, reason, str(kept) if kept.exists() else "")
+                if refused:
+                    store.machines.record_refusal(
+                        conn, refused.machine_id, refused.worker, refused.bound_worker, reason, time.time()
+                    )
         finally:
             conn.close()
 
