@@ -15,14 +15,13 @@ import random
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.api import BenchFailed, Context
 from recipes.pg.build import Install
-from recipes.pg.server import as_server_user
+from recipes.pg.server import as_server_user, run_dir
 
 TOGGLE_FUNCTION = "exec_simple_query"
 TOTALS_RE = re.compile(r"^(?:totals|summary):\s+(\d+)", re.M)
@@ -81,7 +80,7 @@ def count(
     """Run the query lines in a single-user backend on a copy of `snapshot` under callgrind; count instructions.
     With `keep_profile`, callgrind's output file (the per-function profile of exactly what was counted) is moved
     there: the profile costs no run of its own."""
-    work = Path(tempfile.mkdtemp(prefix="pf-instr-", dir=scratch_root))
+    work = run_dir(scratch_root, "pf-instr-")  # owned: a concurrent run's sweep of stale dirs leaves it alone
     try:
         data = work / "data"
         shutil.copytree(snapshot, data, symlinks=True)
