@@ -1,9 +1,10 @@
 """The PostgreSQL recipes on real PostgreSQL 15 from Debian's source package: build, bench, failures, A/B, farm.
 
-One build is shared by every test: the module fixture makes the git repository with scripts/pg-source-repo.sh
-(deterministic shas), checks out its head in a private clone under a persistent work directory and builds it
-once; the install cache (keyed by sha) and ccache live in ~/.cache/perffarm, so a rerun on the same machine
-starts warm, and a cold machine pays one cold build (~6 min on 2 cores).
+One build is shared by every test, and by every other file of the run: the session fixture `pg15`
+(tests/pg_support.py) makes the git repository with scripts/pg-source-repo.sh (deterministic shas), checks out its
+head in a private clone under a persistent work directory and builds it once; the install cache (keyed by sha) and
+ccache live in ~/.cache/perffarm, so a rerun on the same machine starts warm, and a cold machine pays one cold
+build (~6 min on 2 cores). The tests here check out other commits in that clone: the file is one xdist group.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,16 +23,16 @@ import requests
 
 from master import compare
 from recipes.api import Context, checkout_layout
-from recipes.pg.build import BuildSpec, Install, build_install
 from recipes.sides import TRY_AS_ROOT_ENV
 from tests.benchmarks.pg_inject import busy_loop_patch, lock_hold_patch
+from tests.pg_support import PG15_WORK, Pg, git
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "pg-source-repo.sh"
-WORK = Path(os.environ.get("PF_TEST_PG_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg")
+WORK = PG15_WORK
 RECIPE_WORK = checkout_layout(WORK)[1]  # the runner's --work, as `perffarm compare --work WORK` lays it out
+XDIST_GROUP = "pg15-work"  # the tests check out commits in WORK's clone: one worker at a time (tests/conftest.py)
 FAST = [
     "--option",
     "samples=2",
@@ -47,30 +47,9 @@ FAST = [
 ]
 
 
-@dataclass(frozen=True)
-class Pg:
-    repo: Path
-    src: Path
-    sha: str
-    install: Install
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-@pytest.fixture(scope="module")
-def pg(tmp_path_factory: pytest.TempPathFactory) -> Pg:
-    base = tmp_path_factory.mktemp("pg")
-    repo = base / "repo"
-    subprocess.run([str(SCRIPT), str(repo)], check=True, timeout=1200)
-    sha = git(repo, "rev-parse", "HEAD")
-    src = compare._clone(str(repo), WORK)
-    compare._checkout(src, sha, None)
-    (base / "state").mkdir()
-    ctx = Context(src_dir=src, work_dir=RECIPE_WORK, state_dir=base / "state", sha=sha, ref="compare", options={})
-    install = build_install(ctx, BuildSpec(), ref="compare")
-    return Pg(repo, src, sha, install)
+@pytest.fixture
+def pg(pg15: Pg) -> Pg:
+    return pg15
 
 
 def runner(
