@@ -29,11 +29,20 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
 INTEGRATION = ROOT / "tests" / "integration"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
-    """Every test under tests/integration/ is `integration`, so `make test-unit` never starts a real process."""
+    """Every test under tests/integration/ is `integration`, so `make test-unit` never starts a real process.
+
+    For `pytest -n N --dist loadgroup` (scripts/run-tests.sh), every file is one xdist group, so module fixtures
+    (a farm, a chaos or fleet run) are made once; a file that shares a mutable resource with others names a common
+    group in `XDIST_GROUP`. The `slow` files (real PostgreSQL builds, the longest by far) are put first, so a worker
+    starts them at once and the short files fill the other worker meanwhile."""
     for item in items:
         if INTEGRATION in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.integration)
+        group = getattr(item.module, "XDIST_GROUP", None) if isinstance(item, pytest.Function) else None
+        item.add_marker(pytest.mark.xdist_group(group or Path(str(item.path)).relative_to(ROOT).as_posix()))
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
 
 
 # ---------------------------------------------------------------------------------------------- shared PostgreSQL
