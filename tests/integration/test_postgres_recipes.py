@@ -246,10 +246,12 @@ def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> 
 def test_a_contention_regression_shows_in_paired_throughput_and_not_in_instructions(pg: Pg, tmp_path: Path) -> None:
     """Issue #14: the injected executor lock (pg_inject.lock_hold_patch) costs two clients throughput, measured
     paired, while instructions per query move by less than the steady series' 0.5 % floor: only throughput can
-    see this kind of regression. The same patch through the whole farm (alert, bisection, culprit) is
-    tests/benchmarks/contention_farm.py; docs/throughput.md has its figures."""
+    see this kind of regression. The lock is held across a 1 ms sleep (as across I/O), so the clients contend at
+    any outside load: the plain hold (~7 % here) left the CI across 1 at load 8. The same patch without the sleep
+    through the whole farm (alert, bisection, culprit) is tests/benchmarks/contention_farm.py; docs/throughput.md
+    has its figures."""
     patch = tmp_path / "lock.patch"
-    patch.write_text(lock_hold_patch(pg.src))
+    patch.write_text(lock_hold_patch(pg.src, hold_us=1000))
     out = tmp_path / "lock.json"
     opts = {
         "workloads": "pgbench-ro-prepared-c2,instr-point-select-prepared",
@@ -268,7 +270,7 @@ def test_a_contention_regression_shows_in_paired_throughput_and_not_in_instructi
         f"\nlock hold: c2 rQPS {c2['ratio']:.4f} [{c2['ci_low']:.4f}, {c2['ci_high']:.4f}], "
         f"instructions/query {instr['ratio']:.5f}"
     )
-    assert c2["ratio"] < 0.98 and c2["ci_high"] < 1.0, c2  # measured here: 0.93 [0.80, 0.95] with 5 rounds
+    assert c2["ratio"] < 0.98 and c2["ci_high"] < 1.0, c2
     assert 1.0 < instr["ratio"] < 1.005, instr  # the acquire and release are counted, but under the floor
 
 
