@@ -12,7 +12,8 @@ install is made once per `pytest` run, however many files and xdist workers want
 Everything is made under an exclusive `flock`, so a second worker waits for the first instead of building the same
 tree at once, and then reuses it. The install directories are read-only to the tests; a test that changes the
 checkout (`Pg.src`) or checks out another commit in it must run in the worker that owns that work directory: the
-files doing so carry `XDIST_GROUP` (tests/conftest.py keeps each group in one worker).
+files doing so carry `XDIST_GROUP` (tests/conftest.py keeps each group in one worker). A test that only reads the
+install or clones `Pg.repo` may run anywhere: once the install is cached, the fixture never touches the checkout.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pytest
 
 from master import compare
 from recipes.api import Context, checkout_layout
-from recipes.pg.build import BuildSpec, Install, build_install
+from recipes.pg.build import BuildSpec, Install, build_install, cached_install
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_SCRIPT = ROOT / "scripts" / "pg-source-repo.sh"
@@ -103,14 +104,18 @@ def _repo_once(shared: Path, name: str, argv: list[str]) -> Path:
 
 def build(repo: Path, rev: str, work: Path, state: Path) -> tuple[str, Install]:
     """(sha, install) of `rev`: checked out in `work`'s clone and built by the recipes' build code, or reused from
-    the install cache. Holds `work`'s lock: one build in a work directory at a time."""
+    the install cache without touching the clone (another worker's tests may be using it). Holds `work`'s lock:
+    one build in a work directory at a time."""
     sha = git(repo, "rev-parse", f"{rev}^{{commit}}")
+    state.mkdir(parents=True, exist_ok=True)
+    src, recipe_work = checkout_layout(work)
+    ctx = Context(src_dir=src, work_dir=recipe_work, state_dir=state, sha=sha, ref="compare", options={})
     with locked(work.parent / f"{work.name}.lock"):
-        src = compare._clone(str(repo), work)
+        cached = cached_install(ctx, BuildSpec(), sha)
+        if cached is not None:
+            return sha, cached
+        compare._clone(str(repo), work)
         compare._checkout(src, sha, None)
-        state.mkdir(parents=True, exist_ok=True)
-        recipe_work = checkout_layout(work)[1]
-        ctx = Context(src_dir=src, work_dir=recipe_work, state_dir=state, sha=sha, ref="compare", options={})
         return sha, build_install(ctx, BuildSpec(), ref="compare")
 
 

@@ -504,6 +504,7 @@ BISECT_WORKLOAD = "instr-point-select-prepared"
 
 
 @pytest.mark.timeout(2400)  # a farm measuring ~25 real PostgreSQL builds: ~8 min here, more on a cold ccache
+@pytest.mark.xdist_group("pg15-farm")  # its own clone and farm: it can run beside the tests that use WORK's clone
 def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: Pg, tmp_path: Path) -> None:
     """Issue 5 (e): real PostgreSQL, a 16-commit push in which one commit adds a busy loop per query.
 
