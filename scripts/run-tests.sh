@@ -23,7 +23,7 @@ fi
 # The site's browser tests use Debian's chromium (scripts/apt-packages-site.txt): never let Playwright download one.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 start=$(date +%s)
-.venv/bin/pytest -n "${PF_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder --junitxml=test-artifacts/junit.xml --durations=15 "$@"
+.venv/bin/pytest -n "${PF_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --junitxml=test-artifacts/junit.xml --durations=15 "$@"
 rc=$?
 echo "make test: pytest finished in $(( $(date +%s) - start )) s with exit code $rc"
 if [ $rc -eq 5 ]; then

@@ -29,21 +29,15 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
 INTEGRATION = ROOT / "tests" / "integration"
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
     """Every test under tests/integration/ is `integration`, so `make test-unit` never starts a real process.
 
-    For `pytest -n N --dist loadgroup` (scripts/run-tests.sh), every file is one xdist group, so module fixtures
-    (a farm, a chaos or fleet run) are made once; a file that shares a mutable resource with others names a common
-    group in `XDIST_GROUP`, and a long test that shares nothing with its file can take its own
-    `@pytest.mark.xdist_group(...)` to run beside it. The `slow` tests (real PostgreSQL builds, the longest by
-    far) are put first, so the workers start them at once and the short files fill in behind them."""
+    The `slow` tests (real PostgreSQL builds, the longest files by far) are put first: under
+    `pytest -n 2 --dist loadfile --no-loadscope-reorder` (scripts/run-tests.sh) the workers start them at once and
+    the short files fill in behind them."""
     for item in items:
         if INTEGRATION in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.integration)
-        if item.get_closest_marker("xdist_group") is None:  # a test's own mark wins over its file's group
-            group = getattr(item.module, "XDIST_GROUP", None) if isinstance(item, pytest.Function) else None
-            item.add_marker(pytest.mark.xdist_group(group or Path(str(item.path)).relative_to(ROOT).as_posix()))
     items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
 
 

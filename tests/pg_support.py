@@ -11,9 +11,10 @@ install is made once per `pytest` run, however many files and xdist workers want
 
 Everything is made under an exclusive `flock`, so a second worker waits for the first instead of building the same
 tree at once, and then reuses it. The install directories are read-only to the tests; a test that changes the
-checkout (`Pg.src`) or checks out another commit in it must run in the worker that owns that work directory: the
-files doing so carry `XDIST_GROUP` (tests/conftest.py keeps each group in one worker). A test that only reads the
-install or clones `Pg.repo` may run anywhere: once the install is cached, the fixture never touches the checkout.
+checkout (`Pg.src`) or checks out another commit in it belongs in the file that owns that work directory
+(test_postgres_recipes.py, test_pg_releases.py: pytest-xdist keeps a file in one worker). A test that only reads
+the install or clones `Pg.repo` may be in any file: once the install is cached, the fixture never touches the
+checkout.
 """
 
 from __future__ import annotations

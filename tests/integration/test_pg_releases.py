@@ -5,7 +5,7 @@ Debian's source packages (scripts/pg-releases-repo.sh: REL_13_16 from bullseye, 
 once per run with the recipes' build code; one three-way `perffarm compare` runs the whole quick profile on them,
 interleaved in one job, with a third side (18 plus an injected busy loop in the executor) that shows each ratio is
 to the first version. Builds are cached like the other PostgreSQL tests' (install cache by sha, ccache), so a rerun
-on the same machine starts warm. The tests check out commits in the work directory's clone: one xdist group.
+on the same machine starts warm.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from tests.pg_support import RELEASES_WORK, Releases
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 WORK = RELEASES_WORK
-XDIST_GROUP = "pg-releases-work"  # compare checks out commits in WORK's clone: one worker at a time
 QUICK_FAST = [
     *("--option", "samples=2"),
     *("--option", "duration_s=1"),
