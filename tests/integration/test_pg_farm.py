@@ -32,7 +32,9 @@ def pg(pg15: Pg) -> Pg:
 BISECT_WORKLOAD = "instr-point-select-prepared"
 
 
-@pytest.mark.timeout(2400)  # a farm measuring ~25 real PostgreSQL builds: ~8 min here, more on a cold ccache
+# a farm measuring ~25 real PostgreSQL builds: ~8 min on a quiet box; 27 min at load 7-14 (issue #30), and the
+# session's cold 15.18 build (14 min at that load) may be its setup
+@pytest.mark.timeout(3600)
 def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: Pg, tmp_path: Path) -> None:
     """Issue 5 (e): real PostgreSQL, a 16-commit push in which one commit adds a busy loop per query.
 
@@ -80,7 +82,7 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
         t_push = time.monotonic()
         wait_until(
             lambda: farm.query("SELECT 1 FROM runs WHERE sha = ?", (shas[16],)),
-            900,
+            1800,
             "the farm to measure the newest commit of the push",
         )
         measured = {r[0] for r in farm.query("SELECT sha FROM runs")}
@@ -90,7 +92,7 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
         after = doc_commits(repo, 1, first=2000)[0]
         bisection = wait_until(
             lambda: farm.query("SELECT id, good, bad, change_point_id FROM bisections"),
-            900,
+            1800,
             "a change point spanning the untested commits to start a bisection",
         )[0]
         assert bisection[3] is not None  # started by detection, not by hand

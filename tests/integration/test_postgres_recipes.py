@@ -91,6 +91,7 @@ def processes_running(prefix: Path) -> list[int]:
     return pids
 
 
+@pytest.mark.timeout(2400)  # the first test pays for (or waits on) the session's cold 15.18 build: 14 min at load 8
 def test_quick_profile_runs_through_the_runner(pg: Pg, tmp_path: Path) -> None:
     build = runner("build", pg, tmp_path)
     assert build.returncode == 0, build.stdout + build.stderr
