@@ -3,6 +3,10 @@
 The worker's word is checked, not trusted: the result must be for this job, its sides must be the commits (and
 the patch) the master asked for, in order, and it must follow the perffarm-job-result schema. A result that
 fails any check is kept in `<incoming>/rejected/` and the job fails with the reason; nothing half-stored.
+
+A job is measured once: its id is the idempotency key. A result (or failure) is stored only while the job has not
+ended, in the same transaction that ends it, so a build Buildbot retries after the master was killed mid-ingest (or
+any second build of the job) never replaces what the first stored; its file is kept in `rejected/`.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +29,7 @@ MAX_BYTES = 64 * 2**20  # the upload step's limit too
 
 @dataclass(frozen=True)
 class JobOutcome:
-    state: str  # done | failed
+    state: str  # done | failed (the job's state after this build)
     message: str
 
 
@@ -55,13 +60,17 @@ def ingest_file(settings: Settings, path: Path, job_id: int, build_id: int | Non
         job = store.jobs.get(conn, job_id)
         if job is None:
             return JobOutcome("failed", f"no job {job_id} in the results database")
+        if job.state in store.jobs.ENDED:
+            return _ended_already(conn, job_id, path)
 
         def fail(reason: str, result: dict | None = None, machine: str | None = None) -> JobOutcome:
             with store.transaction(conn):
                 if build_id is not None:
                     store.jobs.set_build(conn, job_id, build_id, build_url, time.time())
-                store.jobs.finish(conn, job_id, result=result, error=reason, machine_id=machine, now=time.time())
-            return JobOutcome("failed", reason)
+                ended = store.jobs.finish(
+                    conn, job_id, result=result, error=reason, machine_id=machine, now=time.time()
+                )
+            return JobOutcome("failed", reason) if ended else _ended_already(conn, job_id, path)
 
         if not path.exists():
             return fail("the worker produced no job result (the build log says why); queue the job again")
@@ -85,11 +94,32 @@ def ingest_file(settings: Settings, path: Path, job_id: int, build_id: int | Non
         with store.transaction(conn):
             if build_id is not None:
                 store.jobs.set_build(conn, job_id, build_id, build_url, time.time())
-            store.jobs.finish(conn, job_id, result=doc, error=None, machine_id=machine, now=time.time())
+            ended = store.jobs.finish(conn, job_id, result=doc, error=None, machine_id=machine, now=time.time())
+        if not ended:
+            return _ended_already(conn, job_id, path)
         path.unlink(missing_ok=True)
         return JobOutcome("done", f"job {job_id} done: {len(doc['sides'])} sides measured on {machine}")
     finally:
         conn.close()
+
+
+def ended_message(job: Job) -> str:
+    """What a build of a job that has ended already says: the job is not measured again, its result stays."""
+    build = f", build {job.build_id}" if job.build_id is not None else ""
+    return f"job {job.id} ended already ({job.state}{build}): not measured again; its stored result is kept"
+
+
+def _ended_already(conn: sqlite3.Connection, job_id: int, path: Path) -> JobOutcome:
+    """This build's result is not stored: the job ended (another build of it stored its result first)."""
+    job = store.jobs.get(conn, job_id)
+    if job is None:
+        return JobOutcome("failed", f"no job {job_id} in the results database")
+    if path.exists():
+        _reject(path)
+        kept = f"; this build's result file is kept in {path.parent / 'rejected'}"
+    else:
+        kept = ""
+    return JobOutcome(job.state, ended_message(job) + kept)
 
 
 def _reject(path: Path) -> None:

@@ -24,6 +24,7 @@ SIDES = "perffarm_job_sides"  # build property: ["A=<sha>", ...] as CheckJob rea
 PATCHED = "perffarm_job_patched"  # build property: the label of the patched side, or ""
 OPTIONS = "perffarm_job_options"
 CHECKED = "perffarm_job_checked"
+ENDED = "perffarm_job_ended"  # build property: the job had ended when this build started (done or failed)
 PATCH_ON_WORKER = "job.patch"
 RESULT_ON_WORKER = "job.json"
 
@@ -45,6 +46,12 @@ def has_patch(step: BuildStep) -> bool:
     return checked(step) and bool(step.getProperty(PATCHED))
 
 
+def checked_or_ended(step: BuildStep) -> bool:
+    """doStepIf for ingest-job: a checked build stores its result; a build of an ended job (Buildbot retried it
+    after the master was killed mid-ingest) only finishes what the killed one left undone, the job's pages."""
+    return checked(step) or bool(step.getProperty(ENDED))
+
+
 def _fail_job(settings: Settings, job_id: int, reason: str) -> None:
     conn = store.connect(settings.results_db)
     try:
@@ -55,7 +62,8 @@ def _fail_job(settings: Settings, job_id: int, reason: str) -> None:
 
 
 class CheckJob(BuildStep):
-    """Read the job this build runs, re-check every side in the master's mirror, hand the patch to the worker."""
+    """Read the job this build runs (one that has ended already is not run again), re-check every side in the
+    master's mirror, hand the patch to the worker."""
 
     name = "check-job"
     haltOnFailure = True
@@ -81,6 +89,14 @@ class CheckJob(BuildStep):
                 conn.close()
 
         job = await threads.deferToThread(load)
+        if job is not None and job.state in store.jobs.ENDED:
+            # a job is measured once (its id is the idempotency key): this is a retry of a build the master was
+            # killed in after the job's result was stored, or a second build of it; nothing runs on the worker
+            self.setProperty(ENDED, job.state, "CheckJob")
+            await log.addStdout(job_ingest.ended_message(job) + "\n")
+            await log.finish()
+            self.descriptionDone = [f"job {job_id} ended already: not measured again"]
+            return SUCCESS
         problem = None
         if job is None:
             problem = f"no job {job_id}"
@@ -169,10 +185,15 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
     timeout = 6 * 3600
     return [
         CheckJob(settings),
-        steps.RemoveDirectory(name="remove old result", dir=RESULT_ON_WORKER, hideStepIf=True),
+        steps.RemoveDirectory(name="remove old result", dir=RESULT_ON_WORKER, doStepIf=checked, hideStepIf=True),
         checkout,
         steps.FileDownload(
-            name="ship recipes", mastersrc=pyz, workerdest=shipping.ON_WORKER, workdir=".", haltOnFailure=True
+            name="ship recipes",
+            mastersrc=pyz,
+            workerdest=shipping.ON_WORKER,
+            workdir=".",
+            haltOnFailure=True,
+            doStepIf=checked,
         ),
         steps.FileDownload(
             name="ship patch",
@@ -187,6 +208,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
             name="job-build",
             command=job_command("job-build", recipe, defaults),
             workdir=".",
+            doStepIf=checked,
             haltOnFailure=True,
             decodeRC={0: SUCCESS, 3: FAILURE},
             locks=[lock.access("counting")],
@@ -197,6 +219,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
             name="job-bench",
             command=job_command("job-bench", recipe, defaults),
             workdir=".",
+            doStepIf=checked,
             decodeRC={0: SUCCESS, 3: FAILURE},
             locks=[lock.access("exclusive")],
             timeout=timeout,
@@ -211,7 +234,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
             alwaysRun=True,
             doStepIf=checked,
         ),
-        IngestJob(settings, doStepIf=checked),
+        IngestJob(settings, doStepIf=checked_or_ended),
     ]
 
 
@@ -231,9 +254,14 @@ class IngestJob(BuildStep):
         path = result_path(self.settings, builder, self.getProperty("buildnumber"))
         builderid = await self.build.builder.getBuilderId()
         url = f"{self.master.config.buildbotURL}#/builders/{builderid}/builds/{self.getProperty('buildnumber')}"
-        outcome = await threads.deferToThread(
-            job_ingest.ingest_file, self.settings, path, int(self.getProperty(JOB)), self.build.buildid, url
-        )
+        if self.getProperty(ENDED):
+            outcome = job_ingest.JobOutcome(
+                self.getProperty(ENDED), f"job {self.getProperty(JOB)} ended already: nothing measured, nothing stored"
+            )
+        else:
+            outcome = await threads.deferToThread(
+                job_ingest.ingest_file, self.settings, path, int(self.getProperty(JOB)), self.build.buildid, url
+            )
         write = log.addStdout if outcome.state == "done" else log.addStderr
         await write(redact_text(outcome.message) + "\n")
         self.descriptionDone = [f"job {outcome.state}"]

@@ -12,6 +12,7 @@ from typing import Any
 
 KINDS = ("releases", "try")
 STATES = ("queued", "running", "done", "failed")
+ENDED = ("done", "failed")  # final: a job's result (or failure) is stored once and never replaced
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,10 @@ def requeue(conn: sqlite3.Connection, job_id: int, now: float) -> None:
 
 
 def set_build(conn: sqlite3.Connection, job_id: int, build_id: int, build_url: str, now: float) -> None:
+    """The build that measured the job; an ended job keeps the build that ended it."""
     conn.execute(
-        "UPDATE jobs SET build_id = ?, build_url = ?, updated_at = ? WHERE id = ?", (build_id, build_url, now, job_id)
+        "UPDATE jobs SET build_id = ?, build_url = ?, updated_at = ? WHERE id = ? AND state NOT IN ('done', 'failed')",
+        (build_id, build_url, now, job_id),
     )
 
 
@@ -136,11 +139,13 @@ def finish(
     error: str | None,
     machine_id: str | None,
     now: float,
-) -> None:
-    """done with its result, or failed with the reason (a failed build's job result is kept too)."""
-    conn.execute(
+) -> bool:
+    """done with its result, or failed with the reason (a failed build's job result is kept too). Only once: False
+    (nothing written) when the job had ended already, so a retried or second build never replaces what the first
+    stored (the job's id is its idempotency key)."""
+    cur = conn.execute(
         "UPDATE jobs SET state = ?, result = ?, error = ?, machine_id = ?, updated_at = ?, finished_at = ? "
-        "WHERE id = ?",
+        "WHERE id = ? AND state NOT IN ('done', 'failed')",
         (
             "failed" if error else "done",
             json.dumps(result, sort_keys=True) if result is not None else None,
@@ -151,3 +156,4 @@ def finish(
             job_id,
         ),
     )
+    return cur.rowcount == 1

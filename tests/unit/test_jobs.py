@@ -183,3 +183,22 @@ def test_no_result_file_fails_the_job_and_says_what_to_do(conn, settings, tmp_pa
     job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
     outcome = ingest.ingest_file(settings, tmp_path / "missing.json", job_id, None, "")
     assert outcome.state == "failed" and "queue the job again" in outcome.message
+
+
+def test_a_job_is_stored_once_a_second_result_never_replaces_the_first(conn, settings, tmp_path):
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    first = ingest_doc(settings, tmp_path, job_id, result_for(core.get(conn, job_id)))
+    assert first.state == "done", first.message
+    stored = core.get(conn, job_id)
+    # the same job measured again (a build Buildbot retried after the master was killed mid-ingest): other numbers,
+    # another build; and a failing one
+    again = result_for(stored)
+    again["sides"][1]["workloads"][0]["metrics"][0]["samples"] = [1.0, 1.0, 1.0]
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(again))
+    second = ingest.ingest_file(settings, path, job_id, 13, "http://x/#/builders/1/builds/13")
+    assert second.state == "done" and f"job {job_id} ended already (done, build 12)" in second.message
+    assert (tmp_path / "rejected" / "job.json").exists()  # kept, not stored
+    failing = ingest.ingest_file(settings, tmp_path / "missing.json", job_id, 14, "u")
+    assert failing.state == "done" and "not measured again" in failing.message
+    assert core.get(conn, job_id) == stored

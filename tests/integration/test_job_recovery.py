@@ -1,0 +1,94 @@
+"""Jobs through crashes and cancels, with a real master and worker (issue #26, items 5 and 6).
+
+- a master killed while a job's result is being ingested: Buildbot retries the build, which must not measure the
+  job again nor replace the result the first build stored (a job's idempotency key is its id);
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import pytest
+
+from tests.harness import BIN, Farm, GitRepo, make_repo, wait_until
+
+pytestmark = pytest.mark.integration
+JOB_BUILDER = "jobs-fixture@local"
+SKIPPED = 3  # buildbot.process.results
+
+
+def perffarm(farm: Farm, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "perffarm"), *args], env=farm.env, capture_output=True, text=True, timeout=120)
+
+
+def tagged_repo(path) -> GitRepo:
+    repo = make_repo(path, first_value=1000)
+    repo.tag("REL_1_0")
+    repo.bench_commit("release 2", 900)
+    repo.tag("REL_2_0")
+    return repo
+
+
+def queue_release_job(farm: Farm) -> int:
+    r = perffarm(farm, "releases", "--tags", "REL_*")
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.split()[1])
+
+
+def job_row(farm: Farm, job_id: int) -> tuple:
+    return farm.query("SELECT state, build_id, finished_at, result, error FROM jobs WHERE id = ?", (job_id,))[0]
+
+
+def job_builds(farm: Farm, complete: bool | None = None) -> list[dict]:
+    builderid = farm.api(f"builders/{JOB_BUILDER}")["builders"][0]["builderid"]
+    query = "" if complete is None else f"?complete={'true' if complete else 'false'}"
+    return (farm.api(f"builders/{builderid}/builds{query}") or {"builds": []})["builds"]
+
+
+def step_results(farm: Farm, buildid: int) -> dict[str, int | None]:
+    return {s["name"]: s["results"] for s in (farm.api(f"builds/{buildid}/steps") or {"steps": []})["steps"]}
+
+
+@pytest.mark.timeout(900)
+def test_a_master_killed_while_a_job_is_ingested_does_not_measure_it_again(tmp_path):
+    repo = tagged_repo(tmp_path / "repo")
+    farm = Farm(tmp_path / "data", str(repo.path), env={"PERFFARM_RECIPES_OPTIONS": "fixture:samples=3"})
+    farm.start()
+    try:
+        hit = None
+        for _attempt in range(5):
+            job_id = queue_release_job(farm)
+            # SIGKILL the moment the job is stored as done: its build is still in ingest-job (the site's job pages
+            # come after the store), so Buildbot retries the build request after the restart
+            wait_until(
+                lambda j=job_id: job_row(farm, j)[0] != "running" and job_row(farm, j)[0] != "queued",
+                300,
+                "the job to end",
+                interval=0.01,
+            )
+            farm.stop_master(signal.SIGKILL)
+            stored = job_row(farm, job_id)
+            assert stored[0] == "done", stored
+            if not farm.build_complete_in_db(stored[1]):
+                hit = (job_id, stored)
+            farm.start_master()
+            farm.wait_worker_connected()
+            if hit:
+                break
+            wait_until(lambda: not job_builds(farm, complete=False), 120, "the job build to end")
+        assert hit, "never managed to kill the master between the job's store and the end of its build"
+        job_id, stored = hit
+        retried = wait_until(
+            lambda: [b for b in job_builds(farm, complete=True) if b["buildid"] > stored[1]],
+            300,
+            "the retried build of the job to finish",
+        )
+        assert job_row(farm, job_id) == stored, "the retried build replaced the job's stored result"
+        steps = step_results(farm, retried[0]["buildid"])
+        assert steps["job-bench"] == SKIPPED and steps["job-build"] == SKIPPED, steps
+        log = farm.step_log(retried[0]["buildid"], "check-job", "job")
+        assert f"job {job_id} ended already" in log and "not measured again" in log, log
+        assert (farm.settings.site_dir / "jobs" / f"{job_id}.html").exists()  # the retried build published it
+    finally:
+        farm.stop()
