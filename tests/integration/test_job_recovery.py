@@ -62,7 +62,7 @@ def test_a_master_killed_while_a_job_is_ingested_does_not_measure_it_again(tmp_p
             # SIGKILL the moment the job is stored as done: its build is still in ingest-job (the site's job pages
             # come after the store), so Buildbot retries the build request after the restart
             wait_until(
-                lambda j=job_id: job_row(farm, j)[0] != "running" and job_row(farm, j)[0] != "queued",
+                lambda j=job_id: job_row(farm, j)[0] in ("done", "failed"),
                 300,
                 "the job to end",
                 interval=0.01,
