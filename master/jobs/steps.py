@@ -15,11 +15,12 @@ from twisted.internet import threads
 from master import gitmirror, ingest, refnames, shipping, store
 from master.config_values import OPTION_RE
 from master.jobs import ingest as job_ingest
+from master.jobs import service as jobs_service
 from master.redact import redact_text
 from master.settings import Settings
 from recipes.api import SOURCE_DIR, WORK_DIR
 
-JOB = "perffarm_job"
+JOB = jobs_service.JOB_PROPERTY  # build property: the job this build runs
 SIDES = "perffarm_job_sides"  # build property: ["A=<sha>", ...] as CheckJob read them from the job
 PATCHED = "perffarm_job_patched"  # build property: the label of the patched side, or ""
 OPTIONS = "perffarm_job_options"

@@ -2,15 +2,20 @@
 
 - a master killed while a job's result is being ingested: Buildbot retries the build, which must not measure the
   job again nor replace the result the first build stored (a job's idempotency key is its id);
+- a job left `running` with no build (its build request cancelled, or the master stopped between taking the job and
+  submitting its build) is found by the job service and failed or queued again, with the reason shown.
 """
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import time
 
 import pytest
+import requests
 
+from master import store
 from tests.harness import BIN, Farm, GitRepo, make_repo, wait_until
 
 pytestmark = pytest.mark.integration
@@ -90,5 +95,69 @@ def test_a_master_killed_while_a_job_is_ingested_does_not_measure_it_again(tmp_p
         log = farm.step_log(retried[0]["buildid"], "check-job", "job")
         assert f"job {job_id} ended already" in log and "not measured again" in log, log
         assert (farm.settings.site_dir / "jobs" / f"{job_id}.html").exists()  # the retried build published it
+    finally:
+        farm.stop()
+
+
+def cancel_request(farm: Farm, brid: int) -> None:
+    """What the Cancel button of Buildbot's web UI does to a waiting build request."""
+    r = requests.post(
+        f"http://127.0.0.1:{farm.settings.web_port}/api/v2/buildrequests/{brid}",
+        json={"jsonrpc": "2.0", "method": "cancel", "id": 1, "params": {"reason": "not wanted"}},
+        timeout=10,
+    )
+    assert r.status_code == 200 and "error" not in r.json(), r.text
+
+
+@pytest.mark.timeout(900)
+def test_a_job_left_running_with_no_build_is_failed_or_queued_again_with_the_reason(tmp_path):
+    repo = tagged_repo(tmp_path / "repo")
+    farm = Farm(tmp_path / "data", str(repo.path), env={"PERFFARM_RECIPES_OPTIONS": "fixture:samples=3"})
+    farm.start()
+    try:
+        # 1. its build request is cancelled before a build started (the worker is away, so the request waits)
+        farm.stop_worker()
+        cancelled = queue_release_job(farm)
+        pending = wait_until(
+            lambda: job_row(farm, cancelled)[0] == "running" and farm.pending_requests(), 60, "the job's build request"
+        )
+        cancel_request(farm, pending[0]["buildrequestid"])
+        farm.start_worker()
+        state, *_, error = wait_until(
+            lambda: (row := job_row(farm, cancelled))[0] != "running" and row, 120, "the cancelled job to end"
+        )
+        assert state == "failed" and "was cancelled before a build started" in error, error
+        assert "perffarm releases" in error  # what to do
+        listed = perffarm(farm, "jobs")
+        assert f"job {cancelled:>4}  releases failed" in listed.stdout and "was cancelled" in listed.stdout
+        shown = perffarm(farm, "jobs", "--status", str(cancelled))
+        assert shown.returncode == 1 and "failed: " in shown.stdout and "was cancelled" in shown.stdout, shown.stdout
+        page = wait_until(
+            lambda: (p := farm.settings.site_dir / "jobs" / f"{cancelled}.html").exists() and p.read_text(),
+            60,
+            "the cancelled job's page",
+        )
+        assert "was cancelled before a build started" in page
+
+        # 2. the master stopped between marking a job running and submitting its build: the state it leaves
+        farm.stop_master()
+        lost = queue_release_job(farm)
+        conn = store.connect(farm.settings.results_db)
+        try:
+            with store.transaction(conn):
+                assert store.jobs.mark_running(conn, lost, time.time())
+        finally:
+            conn.close()
+        farm.start_master()
+        farm.wait_worker_connected()
+        state, *_, error = wait_until(
+            lambda: (row := job_row(farm, lost))[0] in ("done", "failed") and row, 300, "the lost job to end"
+        )
+        assert (state, error) == ("done", None)
+        shown = perffarm(farm, "jobs", "--status", str(lost))
+        assert shown.returncode == 0 and "queued again" in shown.stdout and "never submitted" in shown.stdout, (
+            shown.stdout
+        )
+        assert "B / A" in shown.stdout
     finally:
         farm.stop()

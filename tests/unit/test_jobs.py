@@ -202,3 +202,40 @@ def test_a_job_is_stored_once_a_second_result_never_replaces_the_first(conn, set
     failing = ingest.ingest_file(settings, tmp_path / "missing.json", job_id, 14, "u")
     assert failing.state == "done" and "not measured again" in failing.message
     assert core.get(conn, job_id) == stored
+
+
+def test_a_running_job_is_acted_on_only_after_two_passes_without_a_request_and_the_grace():
+    # pass 1: job 1 has a request, job 2 has none (first seen now), job 3 was seen without one 10 s ago
+    act, seen = core.stalled_jobs([1, 2, 3], alive={1}, seen={3: 90.0}, now=100.0, grace=5)
+    assert act == [3] and seen == {2: 100.0, 3: 90.0}
+    # pass 2, 2 s later: job 2 is still inside the grace; a job whose request appeared meanwhile is forgotten
+    act, seen = core.stalled_jobs([1, 2], alive={1}, seen=seen, now=102.0, grace=5)
+    assert act == [] and seen == {2: 100.0}
+    act, seen = core.stalled_jobs([1, 2], alive={1, 2}, seen=seen, now=106.0, grace=5)
+    assert act == [] and seen == {}
+
+
+def test_a_cancelled_request_fails_the_job_a_lost_build_queues_it_again_up_to_max_attempts(conn):
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    with store.transaction(conn):
+        assert store.jobs.mark_running(conn, job_id, 2.0)
+        store.jobs.set_request(conn, job_id, 7)
+    job = core.get(conn, job_id)
+    assert (job.attempts, job.build_request) == (1, 7)
+    cancelled = core.why_stalled(job, 7, [], max_attempts=3)
+    assert not cancelled.requeue and "build request 7 was cancelled before a build started" in cancelled.reason
+    assert "perffarm releases" in cancelled.reason
+    never = core.why_stalled(job, None, [], max_attempts=3)
+    assert never.requeue and "never submitted" in never.reason
+    ended = core.why_stalled(job, 7, [(4, "cancelled")], max_attempts=3)
+    assert ended.requeue and "its build 4 ended (cancelled)" in ended.reason
+    with store.transaction(conn):
+        assert store.jobs.requeue(conn, job_id, 3.0, note=never.reason)
+        for _ in range(3):
+            assert store.jobs.mark_running(conn, job_id, 4.0)
+            assert store.jobs.requeue(conn, job_id, 5.0)
+        assert store.jobs.mark_running(conn, job_id, 6.0)
+    job = core.get(conn, job_id)
+    assert (job.state, job.attempts, job.build_request, job.note) == ("running", 5, None, never.reason)
+    gave_up = core.why_stalled(job, None, [], max_attempts=3)
+    assert not gave_up.requeue and "given up after 5 builds" in gave_up.reason
