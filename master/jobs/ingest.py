@@ -29,8 +29,18 @@ MAX_BYTES = 64 * 2**20  # the upload step's limit too
 
 @dataclass(frozen=True)
 class JobOutcome:
-    state: str  # done | failed (the job's state after this build)
+    state: str  # done | failed | queued (the job's state after this build)
     message: str
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """The build was stopped before it could end the job. `requeue`: by the master's shutdown (SIGTERM cancels the
+    running build and Buildbot does not retry it), so the job is queued again with `reason` as its note; else by
+    someone (the web UI's Stop button): the job fails with `reason`."""
+
+    reason: str
+    requeue: bool
 
 
 def patch_id(patch: str) -> str:
@@ -53,8 +63,16 @@ def check(job: Job, doc: dict) -> str | None:
     return None
 
 
-def ingest_file(settings: Settings, path: Path, job_id: int, build_id: int | None, build_url: str) -> JobOutcome:
-    """Store the job result at `path` (or the job's failure) and say what happened."""
+def ingest_file(
+    settings: Settings,
+    path: Path,
+    job_id: int,
+    build_id: int | None,
+    build_url: str,
+    stopped: Stopped | None = None,
+) -> JobOutcome:
+    """Store the job result at `path` (or the job's failure) and say what happened. A build that was `stopped`
+    still stores a whole result it uploaded; without one, the job is queued again or fails as `stopped` says."""
     conn = store.connect(settings.results_db)
     try:
         job = store.jobs.get(conn, job_id)
@@ -72,7 +90,16 @@ def ingest_file(settings: Settings, path: Path, job_id: int, build_id: int | Non
                 )
             return JobOutcome("failed", reason) if ended else _ended_already(conn, job_id, path)
 
+        def interrupted(stopped: Stopped) -> JobOutcome:
+            if not stopped.requeue:
+                return fail(stopped.reason)
+            with store.transaction(conn):
+                store.jobs.requeue(conn, job_id, time.time(), note=stopped.reason)
+            return JobOutcome("queued", stopped.reason)
+
         if not path.exists():
+            if stopped is not None:
+                return interrupted(stopped)
             return fail("the worker produced no job result (the build log says why); queue the job again")
         if path.stat().st_size > MAX_BYTES:
             _reject(path)
@@ -81,6 +108,8 @@ def ingest_file(settings: Settings, path: Path, job_id: int, build_id: int | Non
             doc = validate_job(json.loads(path.read_text()))
         except (ValueError, ResultError) as e:
             _reject(path)
+            if stopped is not None and stopped.requeue:  # an upload the shutdown cut short
+                return interrupted(stopped)
             return fail(f"malformed job result: {e}")
         problem = check(job, doc)
         if problem:

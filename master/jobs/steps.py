@@ -9,7 +9,7 @@ from pathlib import Path
 
 from buildbot.plugins import steps, util
 from buildbot.process.buildstep import BuildStep
-from buildbot.process.results import FAILURE, SUCCESS
+from buildbot.process.results import CANCELLED, FAILURE, SUCCESS
 from twisted.internet import threads
 
 from master import gitmirror, ingest, refnames, shipping, store
@@ -18,6 +18,7 @@ from master.jobs import ingest as job_ingest
 from master.jobs import service as jobs_service
 from master.redact import redact_text
 from master.settings import Settings
+from master.textsafe import visible
 from recipes.api import SOURCE_DIR, WORK_DIR
 
 JOB = jobs_service.JOB_PROPERTY  # build property: the job this build runs
@@ -47,10 +48,11 @@ def has_patch(step: BuildStep) -> bool:
     return checked(step) and bool(step.getProperty(PATCHED))
 
 
-def checked_or_ended(step: BuildStep) -> bool:
+def ingest_wanted(step: BuildStep) -> bool:
     """doStepIf for ingest-job: a checked build stores its result; a build of an ended job (Buildbot retried it
-    after the master was killed mid-ingest) only finishes what the killed one left undone, the job's pages."""
-    return checked(step) or bool(step.getProperty(ENDED))
+    after the master was killed mid-ingest) only finishes what the killed one left undone, the job's pages; a
+    stopped build (the master's shutdown, the Stop button) says what becomes of the job."""
+    return checked(step) or bool(step.getProperty(ENDED)) or step.build.stopped
 
 
 def _fail_job(settings: Settings, job_id: int, reason: str) -> None:
@@ -235,7 +237,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
             alwaysRun=True,
             doStepIf=checked,
         ),
-        IngestJob(settings, doStepIf=checked_or_ended),
+        IngestJob(settings, doStepIf=ingest_wanted),
     ]
 
 
@@ -261,7 +263,13 @@ class IngestJob(BuildStep):
             )
         else:
             outcome = await threads.deferToThread(
-                job_ingest.ingest_file, self.settings, path, int(self.getProperty(JOB)), self.build.buildid, url
+                job_ingest.ingest_file,
+                self.settings,
+                path,
+                int(self.getProperty(JOB)),
+                self.build.buildid,
+                url,
+                self._stopped(),
             )
         write = log.addStdout if outcome.state == "done" else log.addStderr
         await write(redact_text(outcome.message) + "\n")
@@ -271,7 +279,21 @@ class IngestJob(BuildStep):
         message = await threads.deferToThread(pipeline.publish_jobs, self.settings)
         await log.addStdout(message + "\n")
         await log.finish()
-        return SUCCESS if outcome.state == "done" else FAILURE
+        return {"done": SUCCESS, "queued": CANCELLED}.get(outcome.state, FAILURE)
+
+    def _stopped(self) -> job_ingest.Stopped | None:
+        """Why this build was stopped before it ended the job, if it was. The master's shutdown (SIGTERM) cancels
+        the running build and Buildbot 4.3 does not retry it: the job is queued again, never failed by a restart.
+        Someone's Stop button fails the job with their reason."""
+        if not self.build.stopped:
+            return None
+        number = self.getProperty("buildnumber")
+        if self.master.botmaster.shuttingDown or self.build.stopped_reason == "Master Shutdown":
+            return job_ingest.Stopped(
+                f"queued again by the farm: its build {number} was cancelled by the master's shutdown", requeue=True
+            )
+        why = visible(str(self.build.stopped_reason or "no reason given"))[:200]
+        return job_ingest.Stopped(f"its build {number} was stopped before the job ended ({why})", requeue=False)
 
 
 TRY_FORM_BUILDER = "try-request"

@@ -3,7 +3,9 @@
 - a master killed while a job's result is being ingested: Buildbot retries the build, which must not measure the
   job again nor replace the result the first build stored (a job's idempotency key is its id);
 - a job left `running` with no build (its build request cancelled, or the master stopped between taking the job and
-  submitting its build) is found by the job service and failed or queued again, with the reason shown.
+  submitting its build) is found by the job service and failed or queued again, with the reason shown;
+- a master stopped with SIGTERM while a job is measured (Buildbot cancels the build and does not retry it) queues
+  the job again: a restart never fails a job (found by the chaos suite's job faults).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ def perffarm(farm: Farm, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN / "perffarm"), *args], env=farm.env, capture_output=True, text=True, timeout=120)
 
 
-def tagged_repo(path) -> GitRepo:
+def tagged_repo(path, sleep_us: int = 0) -> GitRepo:
     repo = make_repo(path, first_value=1000)
+    if sleep_us:
+        repo.bench_commit("release 1", 1000, sleep_us=sleep_us)
     repo.tag("REL_1_0")
-    repo.bench_commit("release 2", 900)
+    repo.bench_commit("release 2", 900, sleep_us=sleep_us)
     repo.tag("REL_2_0")
     return repo
 
@@ -159,5 +163,30 @@ def test_a_job_left_running_with_no_build_is_failed_or_queued_again_with_the_rea
             shown.stdout
         )
         assert "B / A" in shown.stdout
+    finally:
+        farm.stop()
+
+
+@pytest.mark.timeout(900)
+def test_a_master_stopped_while_a_job_is_measured_queues_it_again(tmp_path):
+    repo = tagged_repo(tmp_path / "repo", sleep_us=300_000)
+    farm = Farm(tmp_path / "data", str(repo.path), env={"PERFFARM_RECIPES_OPTIONS": "fixture:samples=4"})
+    farm.start()
+    try:
+        job_id = queue_release_job(farm)
+        wait_until(lambda: farm.step_running("job-bench"), 300, "the job's bench step", interval=0.1)
+        farm.stop_master(signal.SIGTERM)
+        # queued again (the job service may even have taken it again on the way down): never failed
+        assert job_row(farm, job_id)[0] in ("queued", "running"), job_row(farm, job_id)
+        farm.start_master()
+        farm.wait_worker_connected()
+        state, *_, error = wait_until(
+            lambda: (row := job_row(farm, job_id))[0] in ("done", "failed") and row, 300, "the job to end"
+        )
+        assert (state, error) == ("done", None)
+        shown = perffarm(farm, "jobs", "--status", str(job_id))
+        assert "note: queued again by the farm: its build 1 was cancelled by the master's shutdown" in shown.stdout, (
+            shown.stdout
+        )
     finally:
         farm.stop()

@@ -239,3 +239,38 @@ def test_a_cancelled_request_fails_the_job_a_lost_build_queues_it_again_up_to_ma
     assert (job.state, job.attempts, job.build_request, job.note) == ("running", 5, None, never.reason)
     gave_up = core.why_stalled(job, None, [], max_attempts=3)
     assert not gave_up.requeue and "given up after 5 builds" in gave_up.reason
+
+
+def test_a_build_stopped_without_a_result_queues_the_job_again_on_shutdown_and_fails_it_on_a_stop(
+    conn, settings, tmp_path
+):
+    shutdown = ingest.Stopped("queued again by the farm: its build 3 was cancelled by the master's shutdown", True)
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, job_id, 2.0)
+    outcome = ingest.ingest_file(settings, tmp_path / "missing.json", job_id, 3, "u", shutdown)
+    assert outcome.state == "queued"
+    job = core.get(conn, job_id)
+    assert (job.state, job.error, job.note) == ("queued", None, shutdown.reason)
+    # an upload the shutdown cut short: queued again too
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, job_id, 4.0)
+    (tmp_path / "cut.json").write_text('{"schema": "perffarm-job-re')
+    assert ingest.ingest_file(settings, tmp_path / "cut.json", job_id, 4, "u", shutdown).state == "queued"
+    # a whole result uploaded before the shutdown is stored
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, job_id, 5.0)
+    assert ingest_doc_stopped(settings, tmp_path, job_id, result_for(job), shutdown).state == "done"
+    # someone's Stop button: the job fails with the reason
+    other = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, other, 2.0)
+    stop = ingest.Stopped("its build 5 was stopped before the job ended (not wanted)", False)
+    outcome = ingest.ingest_file(settings, tmp_path / "missing.json", other, 5, "u", stop)
+    assert outcome.state == "failed" and core.get(conn, other).error == stop.reason
+
+
+def ingest_doc_stopped(settings, tmp_path, job_id, doc, stopped):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(doc))
+    return ingest.ingest_file(settings, path, job_id, 12, "u", stopped)
