@@ -177,13 +177,13 @@ class JobService(PeriodicService):
 
     async def _jobs_with_a_request(self) -> set[int]:
         """Jobs with a build request not finished yet (waiting, or its build running) on a job builder."""
-        builderids = {await self.master.data.updates.findBuilderId(name) for name in self.builders}
-        requests = await self.master.data.get(
-            ("buildrequests",), filters=[resultspec.Filter("complete", "eq", [False])]
-        )
         jobs: set[int] = set()
-        for req in requests:
-            if req["builderid"] in builderids:
+        for name in self.builders:
+            builderid = await self.master.data.updates.findBuilderId(name)
+            requests = await self.master.data.get(
+                ("builders", builderid, "buildrequests"), filters=[resultspec.Filter("complete", "eq", [False])]
+            )
+            for req in requests:
                 job_id = _job_of(await self.master.data.get(("buildsets", req["buildsetid"], "properties")))
                 if job_id is not None:
                     jobs.add(job_id)
