@@ -97,24 +97,24 @@ def ingest_file(
                 store.jobs.requeue(conn, job_id, time.time(), note=stopped.reason)
             return JobOutcome("queued", stopped.reason)
 
+        # A stopped build's file is not evidence against the job: the upload may be cut short, or be the previous
+        # job's result (the step removing it on the worker was skipped): kept in rejected/, the stop decides.
         if not path.exists():
             if stopped is not None:
                 return interrupted(stopped)
             return fail("the worker produced no job result (the build log says why); queue the job again")
         if path.stat().st_size > MAX_BYTES:
             _reject(path)
-            return fail(f"the job result is larger than {MAX_BYTES} bytes")
+            return interrupted(stopped) if stopped else fail(f"the job result is larger than {MAX_BYTES} bytes")
         try:
             doc = validate_job(json.loads(path.read_text()))
         except (ValueError, ResultError) as e:
             _reject(path)
-            if stopped is not None and stopped.requeue:  # an upload the shutdown cut short
-                return interrupted(stopped)
-            return fail(f"malformed job result: {e}")
+            return interrupted(stopped) if stopped else fail(f"malformed job result: {e}")
         problem = check(job, doc)
         if problem:
             _reject(path)
-            return fail(f"not this job's result: {problem}")
+            return interrupted(stopped) if stopped else fail(f"not this job's result: {problem}")
         machine = doc["machine"]["id"]
         if doc["status"] != "ok":
             first = (doc.get("log_excerpt") or doc["status"]).strip().splitlines()[0][:500]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from buildbot.plugins import steps, util
 from buildbot.process.buildstep import BuildStep
-from buildbot.process.results import CANCELLED, FAILURE, SUCCESS
+from buildbot.process.results import CANCELLED, FAILURE, SUCCESS, WARNINGS
 from twisted.internet import threads
 
 from master import gitmirror, ingest, refnames, shipping, store
@@ -46,6 +46,16 @@ def checked(step: BuildStep) -> bool:
 
 def has_patch(step: BuildStep) -> bool:
     return checked(step) and bool(step.getProperty(PATCHED))
+
+
+def result_produced(step: BuildStep) -> bool:
+    """doStepIf for the result upload: only a result this build produced, i.e. job-build or job-bench ran to its end
+    here. A build stopped before them (the master's shutdown during check-job) skipped the removal of the previous
+    job's job.json on the worker too: uploading that file would hand ingest another job's result."""
+    return checked(step) and any(
+        s.name in ("job-build", "job-bench") and s.results in (SUCCESS, WARNINGS, FAILURE)
+        for s in step.build.executedSteps
+    )
 
 
 def ingest_wanted(step: BuildStep) -> bool:
@@ -235,7 +245,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
             workdir=".",
             maxsize=job_ingest.MAX_BYTES,
             alwaysRun=True,
-            doStepIf=checked,
+            doStepIf=result_produced,
         ),
         IngestJob(settings, doStepIf=ingest_wanted),
     ]

@@ -274,3 +274,15 @@ def ingest_doc_stopped(settings, tmp_path, job_id, doc, stopped):
     path = tmp_path / "job.json"
     path.write_text(json.dumps(doc))
     return ingest.ingest_file(settings, path, job_id, 12, "u", stopped)
+
+
+def test_a_stopped_builds_stale_file_of_another_job_never_fails_the_job(conn, settings, tmp_path):
+    # the master's shutdown stopped the build before the previous job's job.json was removed on the worker
+    previous = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, job_id, 2.0)
+    stale = result_for(core.get(conn, previous))
+    shutdown = ingest.Stopped("queued again by the farm: its build 9 was cancelled by the master's shutdown", True)
+    assert ingest_doc_stopped(settings, tmp_path, job_id, stale, shutdown).state == "queued"
+    assert core.get(conn, job_id).state == "queued" and (tmp_path / "rejected" / "job.json").exists()
