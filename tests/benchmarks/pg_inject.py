@@ -36,9 +36,21 @@ def escape_attempt(reads: list[Path], writes: list[Path]) -> str:
     return "".join(lines)
 
 
-def busy_loop_patch(src: Path, iterations: int, extra: str = "") -> str:
-    """The busy loop (and `extra` C code, e.g. escape_attempt's) at the start of standard_ExecutorRun."""
-    old = (src / FILE).read_text()
+def original(src: Path, sha: str | None) -> str:
+    """FILE as commit `sha` has it (from git's objects), or as `src`'s work tree has it when no sha is given. A
+    test that shares a checkout with others passes its sha: `perffarm compare` checks other commits out there and
+    applies their patches, so the work tree may hold another commit's file or a patched one at any moment."""
+    if sha is None:
+        return (src / FILE).read_text()
+    return subprocess.run(
+        ["git", "show", f"{sha}:{FILE}"], cwd=src, check=True, capture_output=True, text=True
+    ).stdout  # not _git's: its strip() would drop the file's last newline
+
+
+def busy_loop_patch(src: Path, iterations: int, extra: str = "", sha: str | None = None) -> str:
+    """The busy loop (and `extra` C code, e.g. escape_attempt's) at the start of standard_ExecutorRun, against
+    commit `sha`'s file (see `original`)."""
+    old = original(src, sha)
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     at = old.find(ANCHOR, start) if start >= 0 else -1
     if at < 0:
@@ -53,7 +65,7 @@ def busy_loop_patch(src: Path, iterations: int, extra: str = "") -> str:
     return "".join(diff)
 
 
-def lock_hold_patch(src: Path, hold_us: int = 0) -> str:
+def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
     """A unified diff that makes every query's executor run hold one LWLock exclusively: a real contention
         regression. Two clients serialise their executor phases (throughput at 2 clients falls) while one client pays
         only an uncontended acquire and release, a few dozen instructions against tens of thousands per query (within
@@ -66,8 +78,9 @@ def lock_hold_patch(src: Path, hold_us: int = 0) -> str:
     With `hold_us`, the lock is also held across a sleep of that many microseconds, as a lock held across I/O
     would be: the clients then contend even when a loaded machine rarely runs their backends at the same moment
     (without it, the regression is ~7% at two clients on a quiet 2-core box and lost in the noise at load 8). The
-    sleep is a system call: a handful of instructions per query, still far under the floor."""
-    old = (src / FILE).read_text()
+    sleep is a system call: a handful of instructions per query, still far under the floor. Against commit
+    `sha`'s file (see `original`)."""
+    old = original(src, sha)
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     end = old.find("\n}\n", start) if start >= 0 else -1
     take = "\toldcontext = MemoryContextSwitchTo(estate->es_query_cxt);\n"

@@ -179,7 +179,7 @@ def test_server_crash_is_a_bench_failed_result(pg: Pg, tmp_path: Path) -> None:
 
 def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> None:
     patch = tmp_path / "busy.patch"
-    patch.write_text(busy_loop_patch(pg.src, 2000))
+    patch.write_text(busy_loop_patch(pg.src, 2000, sha=pg.sha))
     opts = [
         "--option",
         "workloads=instr-point-select,pgbench-ro-prepared-c1",
@@ -249,7 +249,7 @@ def test_a_contention_regression_shows_in_paired_throughput_and_not_in_instructi
     through the whole farm (alert, bisection, culprit) is tests/benchmarks/contention_farm.py; docs/throughput.md
     has its figures."""
     patch = tmp_path / "lock.patch"
-    patch.write_text(lock_hold_patch(pg.src, hold_us=1000))
+    patch.write_text(lock_hold_patch(pg.src, hold_us=1000, sha=pg.sha))
     out = tmp_path / "lock.json"
     opts = {
         "workloads": "pgbench-ro-prepared-c2,instr-point-select-prepared",
