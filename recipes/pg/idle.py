@@ -75,10 +75,11 @@ def held(srv: Server, count: int, active: int = 1, threads: int = 2) -> Iterator
     errors = srv.dir / f"idle-{count}.log"
     before = _client_backends(srv)
     argv = [str(srv.bin("pgbench")), "-n", "-c", str(count), "-j", str(max(1, min(threads, count))), "-T", "3600"]
+    command, env = srv.client([*argv, "-f", str(script)], ro=[script])
     with errors.open("wb") as err:
         proc = subprocess.Popen(
-            [*argv, "-f", str(script)],
-            env={**os.environ, **srv.env()},
+            command,
+            env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,
             preexec_fn=_raise_fd_limit(count + 64),  # noqa: PLW1509 - only sets a resource limit

@@ -20,11 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from recipes import sandbox as sandboxing
 from recipes.api import BenchFailed, Context
 from recipes.pg.build import Install
 from recipes.pg.server import as_server_user
+from recipes.sandbox import Sandbox
 
 TOGGLE_FUNCTION = "exec_simple_query"
+PROFILE_LIMIT = 256 << 20  # bytes of callgrind output read back (a profile of 1,000 queries is a few MB)
 TOTALS_RE = re.compile(r"^(?:totals|summary):\s+(\d+)", re.M)
 
 
@@ -77,18 +80,27 @@ def count(
     timeout: float = 1800,
     settings: Mapping[str, str] | None = None,
     keep_profile: Path | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Count:
     """Run the query lines in a single-user backend on a copy of `snapshot` under callgrind; count instructions.
     With `keep_profile`, callgrind's output file (the per-function profile of exactly what was counted) is moved
-    there: the profile costs no run of its own."""
+    there: the profile costs no run of its own. With `sandbox` (a try-job's install), the backend and valgrind run
+    inside it, seeing the install and a directory holding the data copy and callgrind's output, nothing else."""
     work = Path(tempfile.mkdtemp(prefix="pf-instr-", dir=scratch_root))
     try:
-        data = work / "data"
-        shutil.copytree(snapshot, data, symlinks=True)
+        # what the backend writes (the data copy, callgrind's output) is apart from the farm's own files (the
+        # queries, the captured output): a sandboxed backend can change the first, never the second
+        inner = work / "backend"
+        inner.mkdir()
+        data = inner / "data"
+        try:
+            shutil.copytree(snapshot, data, symlinks=True)
+        except (OSError, shutil.Error) as e:
+            raise BenchFailed(f"cannot copy the data directory for the instruction count: {str(e)[:300]}") from None
         (data / "postmaster.pid").unlink(missing_ok=True)
         qfile = work / "queries.sql"
         qfile.write_text("\n".join(query_lines) + "\n")
-        out_file = work / "callgrind.out"
+        out_file = inner / "callgrind.out"
         argv: list[str] = [
             "valgrind",
             "--tool=callgrind",
@@ -109,17 +121,18 @@ def count(
         for k, v in (settings or {}).items():
             argv += ["-c", f"{k}={v}"]
         argv.append("postgres")
-        argv = [str(a) for a in as_server_user(argv)]
-        ctx.log(f"$ {' '.join(argv)} < {qfile.name} ({len(query_lines)} lines)")
+        shown = [str(a) for a in argv]
+        if sandbox is not None:
+            env = sandboxing.host_env()
+            argv = sandbox.seeing(ro=[install.prefix], rw=[inner]).argv(argv, install.env())
+        else:
+            env = {**_base_env(), **install.env()}
+            argv = [str(a) for a in as_server_user(argv)]
+        ctx.log(f"$ {'[sandbox] ' if sandbox else ''}{' '.join(shown)} < {qfile.name} ({len(query_lines)} lines)")
         with qfile.open() as stdin, (work / "output.txt").open("w") as stdout:
             try:
                 proc = subprocess.run(
-                    argv,
-                    stdin=stdin,
-                    stdout=stdout,
-                    stderr=subprocess.STDOUT,
-                    timeout=timeout,
-                    env={**_base_env(), **install.env()},
+                    argv, stdin=stdin, stdout=stdout, stderr=subprocess.STDOUT, timeout=timeout, env=env
                 )
             except subprocess.TimeoutExpired:
                 raise BenchFailed(f"valgrind run timed out after {timeout:.0f} s", _tail(work / "output.txt")) from None
@@ -131,14 +144,18 @@ def count(
         errors = [ln for ln in output.splitlines() if "ERROR:" in ln or "FATAL:" in ln or "PANIC:" in ln]
         if errors:
             raise BenchFailed(f"the instruction workload hit {len(errors)} errors: {errors[0][:300]}", output[-3000:])
-        m = TOTALS_RE.search(out_file.read_text(errors="replace")) if out_file.exists() else None
+        try:  # written inside the sandbox for a try-job: read as untrusted (never through a link)
+            raw = sandboxing.read_untrusted(out_file, PROFILE_LIMIT)
+        except OSError:
+            raw = b""
+        m = TOTALS_RE.search(raw.decode(errors="replace"))
         if not m or int(m.group(1)) == 0:
             raise BenchFailed(
                 f"callgrind counted nothing inside {TOGGLE_FUNCTION} (inlined? stripped binary?)", output[-3000:]
             )
         if keep_profile is not None:
             keep_profile.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(out_file), keep_profile)
+            keep_profile.write_bytes(raw)
         return Count(int(m.group(1)), len(query_lines))
     finally:
         shutil.rmtree(work, ignore_errors=True)

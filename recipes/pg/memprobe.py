@@ -8,6 +8,7 @@ sampled. With JIT when this PostgreSQL was built with LLVM (jit forced on for ev
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ JIT_ON = "-c jit=on -c jit_above_cost=0 -c jit_inline_above_cost=0 -c jit_optimi
 
 
 def has_llvm(srv: Server) -> bool:
-    """True when this install can JIT (llvmjit.so is installed next to the other modules)."""
-    return any(srv.install.prefix.glob("lib/**/llvmjit.so"))
+    """True when this install can JIT (llvmjit.so is installed next to the other modules). Only the two places an
+    install puts it are looked at (lexists, no walk): a try-job's install may hold links anywhere."""
+    lib = srv.install.prefix / "lib"
+    return any(os.path.lexists(d / "llvmjit.so") for d in (lib, lib / "postgresql"))
 
 
 @dataclass

@@ -17,12 +17,14 @@ from recipes.api import BenchFailed
 from recipes.pg.procstat import Meter, Usage
 from recipes.pg.server import Server
 from recipes.pg.stats import percentile
+from recipes.sandbox import read_untrusted
 
 TPS_RE = re.compile(r"^tps = ([0-9.]+) \((without initial connection time|excluding connections establishing)\)", re.M)
 TPS_ANY_RE = re.compile(r"^tps = ([0-9.]+)", re.M)
 LAT_RE = re.compile(r"^latency average = ([0-9.]+) ms", re.M)
 TX_RE = re.compile(r"^number of transactions actually processed: (\d+)", re.M)
 FAILED_RE = re.compile(r"^number of failed transactions: (\d+)", re.M)
+LOG_LIMIT = 1 << 30  # bytes of one pgbench log file read back
 
 
 @dataclass(frozen=True)
@@ -59,14 +61,18 @@ def parse_output(text: str) -> PgbenchOutput:
 
 
 def log_latencies_us(log_dir: Path) -> list[int]:
-    """Per-transaction latencies (µs) from pgbench's --log files (column 3; failed/skipped rows ignored)."""
+    """Per-transaction latencies (µs) from pgbench's --log files (column 3; failed/skipped rows ignored). A
+    try-job's pgbench wrote them inside its sandbox: read as untrusted files (regular files, never through a link)."""
     out: list[int] = []
     for f in sorted(log_dir.glob("pgbench_log.*")):
-        with f.open(errors="replace") as fh:
-            for line in fh:
-                parts = line.split(None, 3)
-                if len(parts) >= 3 and parts[2].isdigit():
-                    out.append(int(parts[2]))
+        try:
+            text = read_untrusted(f, LOG_LIMIT).decode(errors="replace")
+        except OSError as e:
+            raise BenchFailed(f"unreadable pgbench log {f.name}: {e}") from None
+        for line in text.splitlines():
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[2].isdigit():
+                out.append(int(parts[2]))
     return out
 
 
@@ -170,7 +176,7 @@ def run(
     timeout = (duration_s or 0) + extra_timeout if transactions is None else 3600
     try:
         with Meter(pid) as meter:
-            text = srv.run_client(argv, what, timeout=timeout)
+            text = srv.run_client(argv, what, timeout=timeout, ro=[script] if script else [], rw=[log_dir])
         srv.check_alive(what)
         out = parse_output(text)
         if out.failed:

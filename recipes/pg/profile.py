@@ -312,7 +312,10 @@ def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool) -> None:
         srv.stop()
         assert srv.dir is not None
         t.snapshot = srv.dir / "snapshot"
-        shutil.copytree(srv.datadir, t.snapshot, symlinks=True)
+        try:  # links are copied as links, never followed: a try-job's server wrote this directory
+            shutil.copytree(srv.datadir, t.snapshot, symlinks=True)
+        except (OSError, shutil.Error) as e:
+            raise BenchFailed(f"[{t.label}] cannot copy the data directory: {str(e)[:300]}") from None
         srv.start()
 
 
@@ -403,7 +406,9 @@ def _instruction_samples(
     lines = instructions.queries(w.spec.get("queries", "point-select"), int(w.spec.get("count", 1000)), scale)
     for i in range(n):
         keep = callgrind_file(ctx, t.label, w.name) if callgrind and i == 0 else None
-        c = instructions.count(ctx, t.install, t.snapshot, lines, scratch, keep_profile=keep)
+        c = instructions.count(
+            ctx, t.install, t.snapshot, lines, scratch, keep_profile=keep, sandbox=t.server.client_sandbox()
+        )
         ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {c.per_query:,.1f} {w.unit}")
         t.collected.add(w.name, w.metric, w.unit, w.direction, c.per_query)
         if keep is not None:

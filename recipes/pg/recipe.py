@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import signal
@@ -75,8 +76,15 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     def build_sides(ctx: Context, sides: Sequence[Side]) -> None:
         deps.check_bench(need_valgrind)
         for side in sides:
-            # a build directory per label keeps a job's sides incremental from one job to the next
-            install = pgbuild.build_install(ctx, spec, src=side.tree, sha=side.key, ref=f"job-{side.label}")
+            assert side.tree is not None  # prepare() gave it one
+            if side.patch is not None:
+                # someone else's code: built inside the job's sandbox, never cached (recipes/sandbox.py)
+                install = pgbuild.build_untrusted(ctx, spec, side.tree, side.sha, side.label)
+            else:
+                # a build directory per label keeps a job's sides incremental from one job to the next
+                install = pgbuild.build_install(ctx, spec, src=side.tree, sha=side.key, ref=f"job-{side.label}")
+                if ctx.sandbox is not None:  # a try-job: every side's server runs in the sandbox, measured alike
+                    install = dataclasses.replace(install, jailed=True)
             pgbuild.save_install(ctx, install, f"pg-side-{side.label}.json")
 
     def bench_sides(ctx: Context, sides: Sequence[Side]) -> dict[str, list[WorkloadResult]]:

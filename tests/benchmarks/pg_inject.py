@@ -9,6 +9,7 @@ tunable: measure it in instructions (exact) and see whether wall-clock A/B separ
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -17,7 +18,26 @@ FILE = "src/backend/executor/execMain.c"
 ANCHOR = "\t/* sanity checks */\n\tAssert(queryDesc != NULL);\n"
 
 
-def busy_loop_patch(src: Path, iterations: int) -> str:
+def escape_attempt(reads: list[Path], writes: list[Path]) -> str:
+    """C for the start of standard_ExecutorRun that tries, once per backend, to read `reads` (an ERROR that fails
+    the query if one opens: a try-job's server must not see them) and to create `writes` (the test checks the
+    host's files). For the sandbox test of a try-job on real PostgreSQL (tests/integration/test_postgres_recipes)."""
+    lines = ["\t/* perffarm test-only: a try-job's server trying to leave its sandbox, once per backend */\n"]
+    lines.append("\t{\n\t\tstatic bool pf_tried = false;\n\n\t\tif (!pf_tried)\n\t\t{\n\t\t\tFILE\t   *pf_f;\n\n")
+    lines.append("\t\t\tpf_tried = true;\n")
+    for path in writes:
+        lines.append(f'\t\t\tif ((pf_f = fopen({json.dumps(str(path))}, "w")) != NULL)\n\t\t\t\tfclose(pf_f);\n')
+    for path in reads:
+        lines.append(
+            f'\t\t\tif ((pf_f = fopen({json.dumps(str(path))}, "r")) != NULL)\n'
+            f'\t\t\t\telog(ERROR, "perffarm test: the sandbox let the server read %s", {json.dumps(str(path))});\n'
+        )
+    lines.append("\t\t}\n\t}\n\n")
+    return "".join(lines)
+
+
+def busy_loop_patch(src: Path, iterations: int, extra: str = "") -> str:
+    """The busy loop (and `extra` C code, e.g. escape_attempt's) at the start of standard_ExecutorRun."""
     old = (src / FILE).read_text()
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     at = old.find(ANCHOR, start) if start >= 0 else -1
@@ -28,7 +48,7 @@ def busy_loop_patch(src: Path, iterations: int) -> str:
         "\t{\n\t\tvolatile int pf_i;\n\n"
         f"\t\tfor (pf_i = 0; pf_i < {int(iterations)}; pf_i++)\n\t\t\t;\n\t}}\n\n"
     )
-    new = old[:at] + loop + old[at:]
+    new = old[:at] + loop + extra + old[at:]
     diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
     return "".join(diff)
 

@@ -22,10 +22,9 @@ import pytest
 import requests
 
 from master import compare
-from recipes.api import Context, checkout_layout
+from recipes.api import BenchFailed, Context, checkout_layout
 from recipes.pg.build import BuildSpec, Install, build_install
-from recipes.sides import TRY_AS_ROOT_ENV
-from tests.benchmarks.pg_inject import busy_loop_patch, lock_hold_patch
+from tests.benchmarks.pg_inject import busy_loop_patch, escape_attempt, lock_hold_patch
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -519,6 +518,56 @@ def test_full_profile_kinds_run_at_small_sizes(pg: Pg, tmp_path: Path) -> None:
     assert processes_running(pg.install.prefix) == []
 
 
+def test_a_try_jobs_servers_and_clients_run_in_the_sandbox_and_see_nothing_of_the_worker(
+    pg: Pg, tmp_path: Path
+) -> None:
+    """Issue #26 on real PostgreSQL: a try-job's installs (here the module's build, as a try-job's unpatched side
+    would be) run their initdb, server, pgbench, psql, idle connections and valgrind inside the sandbox, and the
+    pair is measured like any job. A superuser's SQL is a shell on the server's host (COPY ... TO PROGRAM,
+    pg_read_file): inside the sandbox it reaches no file of the worker."""
+    import dataclasses
+
+    from recipes import sandbox
+    from recipes.pg.profile import load_profile, run_bench
+    from recipes.pg.server import Server
+
+    secret = tmp_path / "secrets" / "worker-local"
+    secret.parent.mkdir()
+    secret.write_text("hunter2\n")
+    marker = tmp_path / "escaped"
+    (tmp_path / "state").mkdir()
+    box = sandbox.check(tmp_path / "box")
+    opts = {
+        "samples": "1",
+        "duration_s": "1",
+        "warmup_s": "0",
+        "scale": "1",
+        "instruction_samples": "1",
+        "workloads": "pgbench-ro-prepared-c1,instr-point-select",
+    }
+    ctx = Context(pg.src, tmp_path / "work", tmp_path / "state", pg.sha, "t", opts, sandbox=box)
+    jailed = dataclasses.replace(pg.install, jailed=True)
+    res = run_bench(ctx, load_profile("quick"), {"A": jailed, "B": jailed})
+    for label in "AB":
+        got = {(w.name, m.name): m.samples for w in res[label] for m in w.metrics}
+        assert got[("pgbench-ro-prepared-c1", "tps")][0] > 0 and got[("pgbench-ro-prepared-c1", "cpu_per_tx")][0] > 0
+        assert got[("instr-point-select", "instructions")][0] > 10_000
+    assert processes_running(pg.install.prefix) == []
+
+    with Server(ctx, jailed, "", tmp_path / "run", name="B") as srv:
+        pid = srv.postmaster_pid()
+        assert pid is not None and b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        with pytest.raises(BenchFailed) as read:
+            srv.psql(f"SELECT pg_read_file('{secret}')")
+        assert "No such file" in read.value.log_excerpt, read.value.log_excerpt
+        shell = f"cat {secret} > {marker}; kill -0 {os.getpid()} && echo seen >> {marker}"
+        with pytest.raises(BenchFailed) as copy:
+            srv.psql(f"COPY (SELECT 1) TO PROGRAM '{shell}'")
+        assert "No such file" in copy.value.log_excerpt and "failed" in copy.value.log_excerpt, copy.value.log_excerpt
+        srv.psql("SELECT 1")  # the server and this test are both still there
+    assert not marker.exists() and processes_running(pg.install.prefix) == []
+
+
 BISECT_WORKLOAD = "instr-point-select-prepared"
 
 
@@ -544,7 +593,6 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
         "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={BISECT_WORKLOAD} pg-quick:instruction_samples=4",
     }
     env["PERFFARM_MASTER_WEB_USERS"] = "alice"  # try-jobs need a login
-    env[TRY_AS_ROOT_ENV] = "1"  # CI runs the worker as root: the operator's switch for a throwaway machine
     farm = Farm(tmp_path / "data", str(repo), recipes=("pg-quick",), reconcile_interval=5, env=env)
     secret = farm.settings.secrets_dir / "web-user-alice"
     secret.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -655,12 +703,18 @@ def _explained_on_the_farm(farm, bisection_id: int, culprit: str, base: str, ite
         conn.close()
     assert snapshot.explained and "standard_ExecutorRun" in snapshot.explained, snapshot.explained
 
-    # a try-job of the same loop on the base: B/A regresses, with the same top function
+    # a try-job of the same loop on the base: B/A regresses, with the same top function. Its server also tries,
+    # once per backend, to read the master's secrets and the worker's password (an ERROR would fail the job) and to
+    # plant a hook in the worker's clone: the try-job's sides build and run in the sandbox (issue #26)
     patch = tmp_path / "busy.patch"
     src = tmp_path / "try-src"
     subprocess.run(["git", "clone", "--quiet", str(farm.settings.repository_url), str(src)], check=True)
     subprocess.run(["git", "-C", str(src), "checkout", "--quiet", base], check=True)
-    patch.write_text(busy_loop_patch(src, iterations))
+    worker_dir = farm.settings.worker_dir("local")
+    hook = next(worker_dir.glob("pg-quick*/source")) / ".git" / "hooks" / "post-checkout"
+    secrets = [farm.settings.secrets_dir / "web-user-alice", worker_dir / "buildbot.tac"]
+    assert all(p.exists() for p in secrets) and not hook.exists()
+    patch.write_text(busy_loop_patch(src, iterations, escape_attempt(reads=secrets, writes=[hook])))
     password = tmp_path / "pw"
     password.write_text("correct horse\n")
     r = subprocess.run(
@@ -696,6 +750,8 @@ def _explained_on_the_farm(farm, bisection_id: int, culprit: str, base: str, ite
         "the try-job",
     )
     assert state == ("done", None), state
+    assert not hook.exists()
+    assert not (worker_dir / "pg-quick_local" / "work" / "untrusted").exists()  # the patched build is gone
     from master.jobs import core
     from master.publish.pages.jobs import explanations
 
