@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -120,6 +122,44 @@ def test_a_patched_sides_program_runs_in_the_sandbox_and_reaches_nothing_of_the_
     assert "[sandbox]" in procs[0].stdout and "[sandbox]" in procs[1].stdout
     assert not (tmp_path / "work" / UNTRUSTED).exists()  # the patched tree and program are gone
     assert not (tmp_path / "work" / "sides" / "B").exists()  # never where an unpatched side's tree is kept
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the tests already run as an ordinary user: the test above is that")
+def test_a_worker_running_as_an_ordinary_user_sandboxes_the_patch_the_same_way(pyz, tmp_path, upstream):
+    """The same hostile job with the worker's runner started as uid 65534 (setpriv), as `make run` runs it on a
+    host where the farm has its own user, with Debian's python3 (the zipapp needs only the standard library)."""
+    _, clone, first, _ = upstream
+    home = Path(tempfile.mkdtemp(prefix="pf-ordinary-", dir="/tmp"))
+    try:
+        home.chmod(0o755)
+        own = home / "clone"
+        subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(clone), str(own)], check=True)
+        secret = home / "secret"
+        secret.write_text("hunter2\n")
+        secret.chmod(0o644)  # readable by every user of the host: only the sandbox keeps it out
+        hook = own / ".git" / "hooks" / "post-checkout"
+        patch = _patch(tmp_path, clone, hostile_program(1100, reads=[secret], writes=[hook]))
+        shutil.copy(patch, home / "side.patch")
+        shutil.copy(pyz, home / "recipes.pyz")
+        subprocess.run(["chown", "-R", "65534:65534", str(own), str(home / "side.patch")], check=True)
+        (home / "run").mkdir()
+        os.chown(home / "run", 65534, 65534)
+        procs = []
+        for phase in ("job-build", "job-bench"):
+            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3"]
+            argv += [str(home / "recipes.pyz"), phase, "--recipe", "fixture", "--src", str(own)]
+            argv += ["--work", str(home / "run" / "work"), "--state", str(home / "run" / "state"), "--sha", first]
+            argv += ["--job", "7", "--result", str(home / "run" / "job.json"), "--option=samples=2"]
+            argv += [f"--side=A={first}", f"--side=B={first}", f"--patch=B={home / 'side.patch'}"]
+            env = {"PATH": os.environ["PATH"], "HOME": str(home / "run"), "LANG": "C.UTF-8"}
+            procs.append(subprocess.run(argv, capture_output=True, text=True, cwd=home / "run", env=env))
+            assert procs[-1].returncode == 0, procs[-1].stdout[-3000:] + procs[-1].stderr[-3000:]
+        doc = validate_job(json.loads((home / "run" / "job.json").read_text()))
+        ops = {s["label"]: s["workloads"][0]["metrics"][0]["samples"] for s in doc["sides"]}
+        assert ops == {"A": [1000.0] * 2, "B": [1100.0] * 2}
+        assert "[sandbox]" in procs[1].stdout and not hook.exists()
+    finally:
+        sandbox.remove_tree(home)
 
 
 def test_a_patch_cannot_compile_a_file_of_the_worker_into_its_program(pyz, tmp_path, upstream):
