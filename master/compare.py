@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         if e.log_excerpt:
             print(e.log_excerpt[-4000:], file=sys.stderr)
         return EXIT_FAILED
-    vs_base = {label: ab.compare(results[labels[0]], results[label]) for label in labels[1:]}
+    vs_base = {label: ab.compare(results[labels[0]], results[label], labels=(labels[0], label)) for label in labels[1:]}
     names = [
         f"{label} = {rev} ({sha[:12]})" + (f" + {patch.name}" if patch and i == len(shas) - 1 else "")
         for i, (label, rev, sha) in enumerate(zip(labels, revisions, shas))
@@ -222,7 +222,10 @@ def run(args: argparse.Namespace) -> int:
                 + ("(reconciled)" if rec.ok else f"(NOT within {rec.tolerance:.1%}: the profile is not of that work)")
             )
         print(f"flame graph and table: {report.write_html(e, explain_dir)}")
-    overlay_effects = {name: ab.compare(results[label], results[labels[-1]]) for name, label in effects.items()}
+    overlay_effects = {
+        name: ab.compare(results[label], results[labels[-1]], labels=(label, labels[-1]))
+        for name, label in effects.items()
+    }
     for name, cs in overlay_effects.items():
         print()
         print(

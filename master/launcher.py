@@ -274,7 +274,7 @@ def _start_site(settings: Settings):
     def publish() -> None:
         try:
             report = publish_all(settings)
-            say(f"site published: {report.files_written} files in {report.seconds:.1f} s")
+            say(f"site published: {report.files_written} files in {report.seconds:.1f} s{report.failed()}")
         except Exception as e:  # noqa: BLE001 - the farm runs without a site; say why
             say(f"publishing the site failed: {type(e).__name__}: {e} (retry with `perffarm publish`)")
 

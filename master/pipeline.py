@@ -93,6 +93,9 @@ def _publish(settings: Settings, run_id: int, out: AfterIngest) -> None:
             f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s "
             f"({'incremental' if report.incremental else 'full'}) at {report.out_dir}"
         )
+        if report.failures:  # every other page was published; these say on the site what went wrong
+            out.failed.append("publish")
+            out.messages += [f"site page could not be built: {f.line()}" for f in report.failures]
 
 
 def publish_bisections(settings: Settings) -> str:
@@ -122,4 +125,5 @@ def _publish_pages(settings: Settings, publish: Callable[[Settings], PublishRepo
         report = publish(settings)
     except Exception as e:
         return f"site publish failed: {type(e).__name__}: {e} (`perffarm publish` re-renders the whole site)"
-    return f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s at {report.out_dir}"
+    done = f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s at {report.out_dir}"
+    return done + report.failed()

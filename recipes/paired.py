@@ -23,6 +23,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from recipes import result
 from recipes.api import HIGHER, BuildFailed, Context, Metric, WorkloadResult
 from recipes.pg.stats import paired_ratios  # pure stdlib statistics, shared with perffarm compare
 
@@ -73,8 +74,9 @@ def reference_tree(ctx: Context, sha: str) -> Path:
 
 
 def is_throughput(m: Metric) -> bool:
-    """A metric rQPS applies to: higher is better and it counts something per second."""
-    return m.direction == HIGHER and m.unit.endswith("/s")
+    """A metric rQPS applies to: higher is better and it counts something per second (recipes/result.py, whose
+    validator holds its samples above 0)."""
+    return result.is_throughput(m.unit, m.direction)
 
 
 def merge(run: Sequence[WorkloadResult], reference: Sequence[WorkloadResult]) -> list[WorkloadResult]:

@@ -31,7 +31,13 @@ HASH_RE = re.compile(r"^[^\x00-\x1f\x7f]+$")
 # with the path of the field, never half-stored or retried forever.
 MAX_SAMPLES = 100_000  # per metric
 MAX_TOTAL_SAMPLES = 1_000_000  # per result, all workloads and metrics together (the master holds it in memory)
-MAX_SAMPLE_MAGNITUDE = 1e300  # |sample| above this is not a plausible measurement (and medians would overflow)
+# Every sample is 0 or of magnitude MIN_SAMPLE_MAGNITUDE ... MAX_SAMPLE_MAGNITUDE: far beyond any real measurement
+# (instructions per transaction ~1e10, a petabyte in KiB ~1e12, a nanosecond in seconds 1e-9), and close enough to
+# 1 that the ratio of any two samples (1e-60 ... 1e60), their squares and sums of a million of them stay finite.
+MAX_SAMPLE_MAGNITUDE = 1e30
+MIN_SAMPLE_MAGNITUDE = 1e-30
+RATIO_UNIT = "ratio"  # a metric of ratios (the `.rqps` of a paired run): above 0
+PER_SECOND = "/s"  # a unit ending in it counts something per second: with direction higher, a throughput
 MAX_WORKLOADS = 1_000
 MAX_METRICS = 100  # per workload
 MAX_FLAGS = 64  # per workload
@@ -386,22 +392,53 @@ def _workloads(workloads: Any, status: str, path: str = "$.workloads", total: in
             total += len(samples)
             if total > MAX_TOTAL_SAMPLES:
                 raise _fail(path, f"more than {MAX_TOTAL_SAMPLES} samples in all (at {mpath})")
-            _samples(samples, f"{mpath}.samples")
+            _samples(samples, f"{mpath}.samples", m["unit"], m["direction"])
     return total
 
 
-def _samples(samples: list[Any], path: str) -> None:
-    """Every sample a finite number of plausible magnitude: near a double's limit (1.8e308) the sums behind a
-    median overflow to infinity. Integers are bounded to SQLite's range by _check_values."""
+def is_throughput(unit: str, direction: str) -> bool:
+    """A metric that counts something per second, higher is better (tx/s, ops/s, rows/s): rQPS applies to it."""
+    return direction == "higher" and unit.endswith(PER_SECOND)
+
+
+def must_be_positive(unit: str, direction: str) -> bool:
+    """Whether a metric's samples must be above 0, not only at least 0: a throughput or a ratio is what ratios
+    (rQPS, a job's B/A) are formed of, and 0 there is a benchmark that measured nothing."""
+    return unit == RATIO_UNIT or is_throughput(unit, direction)
+
+
+def _samples(samples: list[Any], path: str, unit: str, direction: str) -> None:
+    """Every sample a finite number that the metric can be (docs/result-schema.md, "What a sample can be"): no
+    metric is negative (each is a rate, a time, a count, a size or a ratio), a throughput or a ratio is above 0,
+    and 0 or of magnitude 1e-30 ... 1e30, so any ratio of two samples is finite. Integers are bounded to SQLite's
+    range by _check_values."""
+    positive = must_be_positive(unit, direction)
+    lo, hi = MIN_SAMPLE_MAGNITUDE, MAX_SAMPLE_MAGNITUDE
     for k, v in enumerate(samples):
         kind = type(v)
-        if kind is float or kind is int:
-            if -MAX_SAMPLE_MAGNITUDE <= v <= MAX_SAMPLE_MAGNITUDE:
-                continue
-            if kind is float and not math.isfinite(v):
-                problem = f"expected a finite number, got {v!r}"
-            else:
-                problem = f"{_show(v)} is beyond ±{MAX_SAMPLE_MAGNITUDE:g}: not a plausible measurement"
-        else:
-            problem = f"expected a finite number, got {_show(v)}"
-        raise _fail(f"{path}[{k}]", problem)
+        if (kind is float or kind is int) and (lo <= v <= hi or (v == 0 and not positive)):
+            continue
+        raise _fail(f"{path}[{k}]", sample_problem(v, unit, direction) or f"expected a finite number, got {v!r}")
+
+
+def sample_problem(v: Any, unit: str, direction: str) -> str | None:
+    """Why `v` cannot be a sample of a metric in `unit` with `direction` (None: it can): the rule it breaks."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+        return f"expected a finite number, got {_show(v)}"
+    if abs(v) > MAX_SAMPLE_MAGNITUDE:
+        return f"{_show(v)} is beyond ±{MAX_SAMPLE_MAGNITUDE:g}: not a plausible measurement"
+    what = f"{_show(v)} {unit}"[:160]
+    if must_be_positive(unit, direction) and v <= 0:
+        kind = "a ratio" if unit == RATIO_UNIT else "a throughput (per second, higher is better)"
+        return (
+            f"{what}: {kind} must be above 0 to form ratios; a benchmark that measured nothing must report "
+            "bench-failed, not a number"
+        )
+    if v < 0:
+        return f"{what}: a metric cannot be negative (it is a rate, a time, a count, a size or a ratio)"
+    if v != 0 and abs(v) < MIN_SAMPLE_MAGNITUDE:
+        return (
+            f"{_show(v)} is below {MIN_SAMPLE_MAGNITUDE:g} and not 0: not a plausible measurement (ratios to it "
+            "would overflow)"
+        )
+    return None

@@ -64,10 +64,12 @@ def median_ratio(
         raise ValueError("median_ratio needs at least one base and one new sample")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    mb = float(np.median(b))
-    if mb == 0.0:
-        raise ValueError("base median is zero; a ratio is undefined")
-    ratio = float(np.median(x)) / mb
+    mb, mx = float(np.median(b)), float(np.median(x))
+    if not mb > 0.0:
+        raise ValueError(f"base median is {mb:g}, not above 0; a ratio is undefined")
+    ratio = mx / mb
+    if not (mx >= 0.0 and math.isfinite(ratio)):
+        raise ValueError(f"new median {mx:g} over base median {mb:g} is not a ratio")
     if len(b) < 2 or len(x) < 2:
         return RatioEstimate(ratio, math.nan, math.nan, confidence, len(b), len(x))
     rng = np.random.default_rng(seed)
@@ -164,7 +166,7 @@ def median_ratio_many(
     The ratio is the same median(new)/median(base); the CI is the exact (ideal) percentile bootstrap that
     median_ratio approximates with 2000 seeded resamples, computed for all pairs of one sample-size pair with
     array operations instead of a Python loop (the site needs ~1M of these; median_ratio costs ~1 ms each).
-    NaN bounds when a side has one sample, NaN everywhere when the base median is zero.
+    NaN bounds when a side has one sample, NaN everywhere when the pair has no ratio (median_ratio_block).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
@@ -186,7 +188,9 @@ def median_ratio_block(
     B: np.ndarray, X: np.ndarray, confidence: float = 0.95, batch: int = 2_000_000, presorted: bool = False
 ) -> np.ndarray:
     """median_ratio_many for N pairs given as arrays: B is (N, n_base), X is (N, n_new); rows (ratio, low, high).
-    presorted=True: each row of B and X is already in ascending order (saves two sorts)."""
+    presorted=True: each row of B and X is already in ascending order (saves two sorts). A row is NaN where the
+    pair has no ratio: a base median not above 0 or a new one below 0 (a results database may hold such samples
+    from before the validator refused them), or a ratio or bound that is not finite (1e300 over 1e-300)."""
     B = np.asarray(B, dtype=float)
     X = np.asarray(X, dtype=float)
     if not presorted:
@@ -195,8 +199,9 @@ def median_ratio_block(
     nx = X.shape[1]
     out = np.full((n_rows, 3), np.nan)
     mb, mx = np.median(B, axis=1), np.median(X, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(mb == 0.0, np.nan, mx / mb)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.where((mb > 0.0) & (mx >= 0.0), mx / mb, np.nan)
+    ratio[~np.isfinite(ratio)] = np.nan
     out[:, 0] = ratio
     if nb < 2 or nx < 2 or n_rows == 0:
         return out
@@ -209,7 +214,7 @@ def median_ratio_block(
         Bb, Xb = B[s : s + step], X[s : s + step]
         med_b = (Bb[:, bi] + Bb[:, bj]) / 2.0
         med_x = (Xb[:, xi] + Xb[:, xj]) / 2.0
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             r = (med_x[:, :, None] / med_b[:, None, :]).reshape(len(Bb), -1)
         # not a stable sort (the default is ~2x faster here): tied ratios are equal values, so whichever of them
         # the cumulative weight first reaches is the same bound; the order only moves sums by rounding, far
@@ -221,7 +226,8 @@ def median_ratio_block(
         lo_i = np.argmax(cw >= tail - 1e-12, axis=1)
         hi_i = np.argmax(cw >= 1.0 - tail - 1e-12, axis=1)
         idx = np.arange(len(Bb))
-        ok = ~np.isnan(ratio[s : s + step])
-        out[s : s + step, 1] = np.where(ok, rs[idx, lo_i], np.nan)
-        out[s : s + step, 2] = np.where(ok, rs[idx, hi_i], np.nan)
+        lo, hi = rs[idx, lo_i], rs[idx, hi_i]
+        ok = ~np.isnan(ratio[s : s + step]) & np.isfinite(lo) & np.isfinite(hi)
+        out[s : s + step, 1] = np.where(ok, lo, np.nan)
+        out[s : s + step, 2] = np.where(ok, hi, np.nan)
     return out

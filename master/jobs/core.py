@@ -8,7 +8,7 @@ import sqlite3
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from master import refnames, store
 from master.config_values import OPTION_RE
@@ -16,7 +16,7 @@ from master.store.jobs import Job, JobSide
 from master.store.series import MeasureKey
 from recipes.api import Metric, WorkloadResult
 from recipes.pg import ab
-from recipes.pg.stats import bootstrap_median_ratio
+from recipes.pg.stats import NoRatio, bootstrap_median_ratio
 from recipes.sides import LABELS, MAX_SIDES
 
 RELEASES, TRY = "releases", "try"
@@ -118,13 +118,17 @@ def results_of(job: Job) -> dict[str, list[WorkloadResult]]:
 
 def comparisons(job: Job, keep: Callable[[str], bool] | None = None) -> list[SideComparison]:
     """Every side after A against A: the median of the per-round ratios (sample i of both sides ran in the same
-    round) with its 95% bootstrap CI (recipes/pg/ab.py, as `perffarm compare` prints them). `keep(metric)`
-    selects metrics (default all)."""
+    round) with its 95% bootstrap CI (recipes/pg/ab.py, as `perffarm compare` prints them), or what keeps the
+    samples from forming one (Comparison.problem). `keep(metric)` selects metrics (default all)."""
     results = results_of(job)
     base = results.get(job.sides[0].label, [])
     out = []
     for side in job.sides[1:]:
-        cs = [c for c in ab.compare(base, results.get(side.label, [])) if keep is None or keep(c.metric)]
+        cs = [
+            c
+            for c in ab.compare(base, results.get(side.label, []), labels=(job.sides[0].label, side.label))
+            if keep is None or keep(c.metric)
+        ]
         out.append(SideComparison(side, tuple(cs)))
     return out
 
@@ -150,13 +154,15 @@ class PairedRatio:
 class ReleaseNumbers:
     """What done release jobs say, newest job first wins: per measure key, each (tag, base tag) pair's paired
     ratio and each tag's median (unit, direction) with the job that measured it; the tags they measured, name ->
-    commit."""
+    commit; per measure key, the pairs whose samples form no ratio, with why and the job (a throughput of 0
+    stored before the validator refused it)."""
 
     ratios: dict[MeasureKey, dict[tuple[str, str], PairedRatio]]
     medians: dict[MeasureKey, dict[str, float]]
     units: dict[MeasureKey, tuple[str, str]]
     tags: dict[str, str]
     measured_by: dict[MeasureKey, dict[str, int]]
+    problems: dict[MeasureKey, dict[tuple[str, str], tuple[str, int]]] = field(default_factory=dict)
 
 
 def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
@@ -168,6 +174,7 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
     units: dict[MeasureKey, tuple[str, str]] = {}
     tags: dict[str, str] = {}
     measured_by: dict[MeasureKey, dict[str, int]] = {}
+    problems: dict[MeasureKey, dict[tuple[str, str], tuple[str, int]]] = {}
     for job in jobs:
         if job.kind != RELEASES or job.state != "done" or not job.result:
             continue
@@ -195,14 +202,18 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
                     measured_by.setdefault(key, {})[tag] = job.id
                 for base, bs in per.items():
                     pair = (tag, base)
-                    if pair in ratios.get(key, {}):
+                    if pair in ratios.get(key, {}) or pair in problems.get(key, {}):
                         continue  # a newer job measured this pair
                     n = min(len(xs), len(bs))
                     if n == 0:
                         continue
-                    e = bootstrap_median_ratio(bs[:n], xs[:n])
+                    try:
+                        e = bootstrap_median_ratio(bs[:n], xs[:n])
+                    except NoRatio as no:
+                        problems.setdefault(key, {})[pair] = (no.describe(base, tag, key.metric), job.id)
+                        continue
                     ratios.setdefault(key, {})[pair] = PairedRatio(e.ratio, e.low, e.high, job.id)
-    return ReleaseNumbers(ratios, medians, units, tags, measured_by)
+    return ReleaseNumbers(ratios, medians, units, tags, measured_by, problems)
 
 
 MAX_PATCH_BYTES = 1 << 20  # recipes/sides.py PATCH_LIMIT: the worker refuses larger ones too

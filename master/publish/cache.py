@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from master.publish.context import bands
+from master.publish.isolate import PageFailure
 from master.publish.ratios import RatioCache
 from master.publish.views import Summary
 
@@ -44,11 +45,13 @@ def save_state(
     runs_upto: int,
     series_keys: Mapping[str, str] | None = None,
     page_keys: Mapping[str, str] | None = None,
+    failed: Sequence[PageFailure] = (),
 ) -> None:
     """What the next incremental publish into `out` builds on: summaries, branch heads and tags as published, the
     highest run id up to which every stored run is shown (the next incremental publish catches up from it), per
-    series the digest of its page's inputs (pages.Page.key; None: unknown, every series page is written), and per
-    file the digest of a SITE page rendered by key (an alert's page: Context.page_keys)."""
+    series the digest of its page's inputs (pages.Page.key; None: unknown, every series page is written), per
+    file the digest of a SITE page rendered by key (an alert's page: Context.page_keys), and the pages this
+    publish could not build (isolate.py: the next publish is a full one, which builds them again)."""
     conn = _state_tables(cache)
     if conn is None:
         return
@@ -71,6 +74,7 @@ def save_state(
                         "runs_upto": runs_upto,
                         **({"series_keys": dict(series_keys)} if series_keys is not None else {}),
                         **({"page_keys": dict(page_keys)} if page_keys is not None else {}),
+                        **({"failed_pages": [f.to_json() for f in failed]} if failed else {}),
                     },
                     sort_keys=True,
                 ),
@@ -78,9 +82,11 @@ def save_state(
         )
 
 
-def save_page_keys(cache: RatioCache, out: Path, page_keys: Mapping[str, str]) -> None:
-    """Update the page keys of the publish state of `out` (a publish of some SITE pages only: publish_bisections),
-    the rest as it was; nothing without a state."""
+def save_page_keys(
+    cache: RatioCache, out: Path, page_keys: Mapping[str, str], failed: Sequence[PageFailure] = ()
+) -> None:
+    """Update the page keys of the publish state of `out` (a publish of some SITE pages only: publish_bisections)
+    and add the pages it could not build, the rest as it was; nothing without a state."""
     conn = _state_tables(cache)
     if conn is None:
         return
@@ -89,6 +95,8 @@ def save_page_keys(cache: RatioCache, out: Path, page_keys: Mapping[str, str]) -
         if row is not None:
             state = json.loads(row[0])
             state["page_keys"] = {**state.get("page_keys", {}), **page_keys}
+            if failed:
+                state["failed_pages"] = [*state.get("failed_pages", []), *(f.to_json() for f in failed)]
             conn.execute("UPDATE site_state SET json = ? WHERE out = ?", (json.dumps(state, sort_keys=True), str(out)))
 
 
@@ -103,3 +111,8 @@ def load_state(cache: RatioCache, out: Path) -> tuple[dict[str, Summary], dict[s
     }
     row = conn.execute("SELECT json FROM site_state WHERE out = ?", (key,)).fetchone()
     return summaries, (json.loads(row[0]) if row else None)
+
+
+def failed_pages(state: Mapping[str, Any]) -> list[PageFailure]:
+    """The pages the publish that saved `state` could not build (none in a state from before they were kept)."""
+    return [PageFailure.from_json(d) for d in state.get("failed_pages", [])]

@@ -64,6 +64,14 @@ def run(args: argparse.Namespace) -> int:
         f"computed, {report.ratios_reused} reused)"
     )
     print(f"open {Path(os.path.abspath(out)) / 'index.html'} (works from disk) or serve {out} with any web server")
+    for failure in report.failures:
+        print(f"perffarm publish: could not build {failure.line()}", file=sys.stderr)
+    if report.failures:
+        print(
+            f"perffarm publish: {len(report.failures)} page(s) could not be built and say so on the site; every other "
+            "page was published (the next publish builds them again)",
+            file=sys.stderr,
+        )
     if args.serve:
         from master.publish.serve import make_server
 
@@ -75,4 +83,4 @@ def run(args: argparse.Namespace) -> int:
             pass
         finally:
             server.server_close()
-    return 0
+    return 1 if report.failures else 0

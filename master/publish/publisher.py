@@ -6,7 +6,8 @@ process on two cores (forkjoin.py), the site-wide pages and branch facts here. A
 ingest) works out what one run changed (its commit's chunk of each series it measured, the next tested commit of
 each, new branch positions, tag changes) and calls each scope's writers for that only; it falls back to a full
 publish when it cannot prove the result would be the same bytes. Neither names a page: a new page is a module
-and a line in PAGES."""
+and a line in PAGES. Every writer call is isolated (isolate.py): a page that raises is written as what went wrong
+and reported, the others are published, and the next publish is a full one."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from master import store
-from master.publish import commits, forkjoin, pages, source
-from master.publish.cache import load_state, open_cache, save_page_keys, save_state
+from master.publish import commits, forkjoin, isolate, pages, source
+from master.publish.cache import failed_pages, load_state, open_cache, save_page_keys, save_state
 from master.publish.context import Context, bands, run_views
 from master.publish.model import SiteSeries
 from master.publish.source import CHUNK, SeriesRef
@@ -50,6 +51,15 @@ class PublishReport:
     ratios_reused: int
     seconds: float
     files_linked: int = 0  # of files_written, unchanged ones hard-linked from the live version (full publish)
+    # pages written as what went wrong instead (isolate.py); every other page was published
+    failures: tuple[isolate.PageFailure, ...] = ()
+
+    def failed(self) -> str:
+        """'' when every page was built, else one line for a log: how many failed, the first of them."""
+        if not self.failures:
+            return ""
+        n, first = len(self.failures), self.failures[0].line()
+        return f"; {n} page{'s' if n > 1 else ''} could not be built (the next publish tries again): {first}"
 
 
 def site_dir(settings: Any) -> Path:
@@ -139,7 +149,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
 
             def write_chunks(summ: Summary, by_sid: dict[str, SiteSeries] = by_sid) -> None:
                 for page in chunk_pages:
-                    page.write(w, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
+                    _write(w, page, ctx, by_sid[summ.sid], summ.first_position // CHUNK, summ.last_position // CHUNK)
 
             def spill_rows(i: int, g: int = g, o: commits.CommitOrder | None = by_commit) -> None:
                 if o is not None:
@@ -163,7 +173,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
 
         def write_series(summ: Summary) -> None:
             for page in series_pages:
-                page.write(w, ctx, summ, sib[summ.sid])
+                _write(w, page, ctx, summ, sib[summ.sid])
 
         def write_commits(i: int) -> None:
             part = batches[i]
@@ -178,17 +188,17 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
             for k, sha in enumerate(part):
                 text = commits.merged_rows([(p, int(at[k]), r) for p, at, r in loaded if at[k] >= 0])
                 for page in commit_pages:
-                    page.write(files, ctx, sha, text, runs.get(sha, []))
+                    _write(w, page, ctx, sha, text, runs.get(sha, []), into=files)
             with w.exclusive():  # one directory for both processes: they take turns per batch, encoding meanwhile
                 for rel, text in files.items:
                     w.write(rel, text)
 
         def write_summaries() -> None:  # they read the database: in this process only
             for page in pages.of(pages.SITE, full=True):
-                page.write(w, ctx, summaries)
+                _write(w, page, ctx, summaries)
             for b, order in orders.items():
                 for page in pages.of(pages.BRANCH):
-                    page.write(w, ctx, b, order)
+                    _write(w, page, ctx, b, order)
 
         tasks = [lambda x=x: write_series(x) for x in summaries]
         tasks += [lambda i=i: write_commits(i) for i in range(len(batches))]
@@ -201,9 +211,8 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         final = w.commit()
         cache.flush()
         keys = _series_keys(ctx, summaries, sib)
-        save_state(
-            cache, summaries, True, out, _heads_with_sha(conn, ctx.heads), ctx.tags, upto, keys, ctx.new_page_keys
-        )
+        heads = _heads_with_sha(conn, ctx.heads)
+        save_state(cache, summaries, True, out, heads, ctx.tags, upto, keys, ctx.new_page_keys, w.failures)
     except BaseException:
         w.abort()
         raise
@@ -222,25 +231,40 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         cache.reused,
         time.perf_counter() - t0,
         w.linked + theirs[1],
+        tuple(w.failures),
     )
 
 
 def _share(
     w: SiteWriter, tasks: Sequence[Callable[[], None]], jobs: int, here_first: Callable[[], None] | None = None
 ) -> tuple[int, int]:
-    """forkjoin.share: (files written, of them linked) by the second process."""
-    written, linked = len(w.written), w.linked  # as the child starts: it counts from there
+    """forkjoin.share: (files written, of them linked) by the second process; the pages that failed there are
+    added to w.failures."""
+    written, linked, failed = len(w.written), w.linked, len(w.failures)  # as the child starts: it counts from there
     try:
         got = forkjoin.share(
-            tasks, jobs, here_first=here_first, child_result=lambda: (len(w.written) - written, w.linked - linked)
+            tasks,
+            jobs,
+            here_first=here_first,
+            child_result=lambda: (len(w.written) - written, w.linked - linked, w.failures[failed:]),
         )
     except forkjoin.ChildFailed as e:
         raise PublishError(f"writing the site in the second process failed: {e}") from None
-    return got or (0, 0)
+    if got is None:
+        return (0, 0)
+    w.failures.extend(got[2])
+    return got[0], got[1]
 
 
 def _add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     return a[0] + b[0], a[1] + b[1]
+
+
+def _write(w: SiteWriter, page: pages.Page, ctx: Context, *args: Any, into: Any = None) -> None:
+    """page.write(into or w, ctx, *args), isolated: if it raises, the page's file says what went wrong, the failure
+    is in w.failures and the publish goes on (isolate.py)."""
+    with isolate.page(w, page.name, page.file_of(*args)):
+        page.write(w if into is None else into, ctx, *args)
 
 
 def _ranks(order_keys: list[list[tuple]]) -> list[np.ndarray]:
@@ -412,6 +436,7 @@ def publish_incremental(
         ratios_computed=sum(r.ratios_computed for r in reports),
         ratios_reused=sum(r.ratios_reused for r in reports),
         seconds=sum(r.seconds for r in reports),
+        failures=tuple(f for r in reports for f in r.failures),
     )
 
 
@@ -451,18 +476,18 @@ def _publish_site_pages(
         w: SiteWriter | None = None
         try:
             cached, state = load_state(cache, out)
-            if state is None:
+            if state is None or failed_pages(state):  # a full publish builds the pages the last one could not
                 return _publish_all(settings, out, now, None)
             ctx = Context(conn, cache, bands(settings), settings)
             ctx.now = now
             ctx.page_keys = state.get("page_keys")
             w = SiteWriter(out, incremental=True)
             for page in chosen:
-                page.write(w, ctx, list(cached.values()))
+                _write(w, page, ctx, list(cached.values()))
             final = w.commit()
             cache.flush()
-            if ctx.new_page_keys:
-                save_page_keys(cache, out, ctx.new_page_keys)
+            if ctx.new_page_keys or w.failures:
+                save_page_keys(cache, out, ctx.new_page_keys, w.failures)
         except BaseException:
             if w is not None:
                 w.abort()
@@ -471,16 +496,34 @@ def _publish_site_pages(
             cache.close()
             conn.close()
     return PublishReport(
-        out, final.name, True, len(w.written), 0, 0, cache.computed, cache.reused, time.perf_counter() - t0
+        out,
+        final.name,
+        True,
+        len(w.written),
+        0,
+        0,
+        cache.computed,
+        cache.reused,
+        time.perf_counter() - t0,
+        failures=tuple(w.failures),
     )
 
 
 def _series_keys(ctx: Context, summaries: Sequence[Summary], sib: Mapping[str, list[Summary]]) -> dict[str, str] | None:
-    """Per series, the digest of every SERIES page's inputs (None when a SERIES page has no key: always write)."""
+    """Per series, the digest of every SERIES page's inputs (None when a SERIES page has no key: always write; a
+    series whose key raises has none either: its page is written, and fails there, isolated)."""
     chosen = pages.of(pages.SERIES)
     if any(p.key is None for p in chosen):
         return None
-    return {s.sid: "/".join(p.key(ctx, s, sib[s.sid]) for p in chosen if p.key is not None) for s in summaries}
+    out = {}
+    for s in summaries:
+        try:
+            out[s.sid] = "/".join(p.key(ctx, s, sib[s.sid]) for p in chosen if p.key is not None)
+        except isolate.ENVIRONMENT:
+            raise
+        except Exception:  # noqa: BLE001 - the page's own failure, reported where it is written
+            continue
+    return out
 
 
 def _pending_runs(settings: Any, out: Path, run_id: int) -> list[int]:
@@ -495,6 +538,9 @@ def _pending_runs(settings: Any, out: Path, run_id: int) -> list[int]:
         raise _FullPublishNeeded("no publish state for this output directory")
     if "runs_upto" not in state:
         raise _FullPublishNeeded("the publish state predates catch-up (no runs_upto)")
+    failed = failed_pages(state)
+    if failed:
+        raise _FullPublishNeeded(f"the last publish could not build {len(failed)} page(s), e.g. {failed[0].line()}")
     conn = _open(settings)
     try:
         if store.runs.run_of(conn, run_id) is None:
@@ -622,19 +668,19 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
                 spans = [(summ.first_position // CHUNK, summ.last_position // CHUNK)]
             for lo, hi in spans:
                 for page in pages.of(pages.CHUNKS):
-                    page.write(w, ctx, s, lo, hi)
+                    _write(w, page, ctx, s, lo, hi)
         # a series page whose inputs (markers, siblings, change points, summary) are what the last publish rendered
         # stays as it is: with 2,000 series, rendering them all was most of an incremental publish (docs/scale.md)
         keys = _series_keys(ctx, summaries, sib)
         old_keys = state.get("series_keys")
         for summ in summaries:
-            if keys is not None and old_keys is not None and old_keys.get(summ.sid) == keys[summ.sid]:
+            if keys is not None and old_keys is not None and old_keys.get(summ.sid, "") == keys.get(summ.sid):
                 continue
             for page in pages.of(pages.SERIES):
-                page.write(w, ctx, summ, sib[summ.sid])
+                _write(w, page, ctx, summ, sib[summ.sid])
         for b, order in grown.items():
             for page in pages.of(pages.BRANCH):
-                page.write(w, ctx, b, order)
+                _write(w, page, ctx, b, order)
         if more and loaded_keys is not None:
             # the changed commits' rows are every series measured there: those series at those commits and their
             # previous points only (over the windows, at an older commit that was every machine's history since it)
@@ -647,10 +693,10 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         changed |= {sha for sha in retagged if sha in rows or sha in runs}
         for sha in sorted(changed):
             for page in pages.of(pages.COMMIT):
-                page.write(w, ctx, sha, rows.get(sha, "[]"), runs.get(sha, []))
+                _write(w, page, ctx, sha, rows.get(sha, "[]"), runs.get(sha, []))
         # the release tables (when=TAGS) depend only on the tags and the samples at tagged commits
         for page in pages.of(pages.SITE, tags_changed=bool(retagged) or run.sha in ctx.tag_at):
-            page.write(w, ctx, summaries)
+            _write(w, page, ctx, summaries)
         final = w.commit()
         cache.flush()
         save_state(
@@ -663,6 +709,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             max(run_id, upto),
             keys,
             ctx.new_page_keys,
+            [*failed_pages(state), *w.failures],  # an earlier run's of this catch-up too
         )
     except BaseException:
         if w is not None:
@@ -681,4 +728,5 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         cache.computed,
         cache.reused,
         time.perf_counter() - t0,
+        failures=tuple(w.failures),
     )

@@ -97,9 +97,10 @@ class RatioCache:
         return out
 
     def _ratio(self, r: float | None, lo: float | None, hi: float | None, direction: str) -> Ratio:
-        r = math.nan if r is None else r
-        lo = math.nan if lo is None else lo
-        hi = math.nan if hi is None else hi
+        # not finite: a ratio cached before median_ratio_block made such a pair NaN (1e300 over 1e-300)
+        r = math.nan if r is None or not math.isfinite(r) else r
+        lo = math.nan if lo is None or not math.isfinite(lo) else lo
+        hi = math.nan if hi is None or not math.isfinite(hi) else hi
         band = "grey" if math.isnan(r) else colour(r, Direction(direction), self.bands).value
         return Ratio(r, lo, hi, band)
 

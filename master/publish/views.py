@@ -207,6 +207,7 @@ class ReleaseCell:
     rel: RatioView | None
     sla_miss: bool
     value_job: int | None = None  # the value is a job's median (no farm run at the tag), from this job
+    problem: str | None = None  # no ratio: the release job's samples form none (ReleaseNumbers.problems), why
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from master.publish.isolate import PageFailure
+
 MARKER = "manifest.json"
 
 
@@ -73,6 +75,7 @@ class SiteWriter:
         # a full publish on a busy ext4), and the version it retires frees only what changed
         self._reuse = str(self.current) if not incremental and self.current is not None else None
         self.linked = 0
+        self.failures: list[PageFailure] = []  # pages written as what went wrong instead (master/publish/isolate.py)
 
     def _current(self) -> Path | None:
         if self.out_dir.is_symlink():

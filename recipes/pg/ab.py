@@ -7,6 +7,7 @@ steadier. `perffarm compare` and bisection use this; the ratio is B/A (for throu
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -16,14 +17,19 @@ from typing import Any
 from recipes.api import HIGHER, Context, WorkloadResult
 from recipes.pg.build import Install
 from recipes.pg.profile import run_bench
-from recipes.pg.stats import RatioEstimate, bootstrap_median_ratio, cv
+from recipes.pg.stats import NoRatio, RatioEstimate, bootstrap_median_ratio, cv
 
 MIN_EFFECT = 0.001  # 0.1%: smaller ratios are reported as "same" even when the CI excludes 1.0
 
 
+NO_RATIO = "no ratio"  # the verdict of a comparison whose samples form no ratio (Comparison.problem says why)
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """One (workload, metric): both sides' raw samples and the B/A median ratio with its 95% CI."""
+    """One (workload, metric): both sides' raw samples and the B/A median ratio with its 95% CI; no estimate
+    where the samples form no ratio (a stored throughput of 0 from before the validator refused it), and
+    `problem` says why in one line."""
 
     workload: str
     metric: str
@@ -31,20 +37,24 @@ class Comparison:
     direction: str
     a: tuple[float, ...]
     b: tuple[float, ...]
-    estimate: RatioEstimate
+    estimate: RatioEstimate | None
     min_effect: float = MIN_EFFECT
+    problem: str | None = None
 
     @property
     def verdict(self) -> str:
         """'improvement' or 'regression' by the metric's direction; 'same' when the CI contains 1.0 or the
         change is smaller than `min_effect` (instruction counts are exact, so their CI has no width and a
-        rebuild alone moves them by ~0.01%: that is not a change anyone should chase)."""
+        rebuild alone moves them by ~0.01%: that is not a change anyone should chase); 'no ratio' without one."""
+        if self.estimate is None:
+            return NO_RATIO
         if not self.estimate.excludes_one() or abs(self.estimate.ratio - 1) < self.min_effect:
             return "same"
         better = self.estimate.ratio > 1 if self.direction == HIGHER else self.estimate.ratio < 1
         return "improvement" if better else "regression"
 
     def to_json(self) -> dict[str, Any]:
+        """As JSON: numbers that are not finite (no ratio, a CV over a mean of 0) are null."""
         e = self.estimate
         return {
             "workload": self.workload,
@@ -53,19 +63,35 @@ class Comparison:
             "direction": self.direction,
             "a": list(self.a),
             "b": list(self.b),
-            "ratio": e.ratio,
-            "ci_low": e.low,
-            "ci_high": e.high,
-            "ci_half_width": e.half_width,
-            "n": e.n,
+            "ratio": _finite(e.ratio) if e else None,
+            "ci_low": _finite(e.low) if e else None,
+            "ci_high": _finite(e.high) if e else None,
+            "ci_half_width": _finite(e.half_width) if e else None,
+            "n": e.n if e else None,
             "verdict": self.verdict,
-            "cv_a": cv(self.a),
-            "cv_b": cv(self.b),
+            "problem": self.problem,
+            "cv_a": _finite(_cv(self.a)),
+            "cv_b": _finite(_cv(self.b)),
         }
 
 
-def compare(a: Sequence[WorkloadResult], b: Sequence[WorkloadResult], seed: int = 1) -> list[Comparison]:
-    """Pair up the two sides' metrics by (workload, metric) and estimate each ratio."""
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _cv(samples: Sequence[float]) -> float | None:
+    """cv, or None where the samples have none (not finite, too large to square)."""
+    try:
+        return cv(samples)
+    except (ValueError, OverflowError, ArithmeticError):
+        return None
+
+
+def compare(
+    a: Sequence[WorkloadResult], b: Sequence[WorkloadResult], seed: int = 1, labels: tuple[str, str] = ("A", "B")
+) -> list[Comparison]:
+    """Pair up the two sides' metrics by (workload, metric) and estimate each ratio. A pair whose samples form no
+    ratio is a Comparison without an estimate whose `problem` names the side (`labels`) and the metric."""
     b_index = {(w.name, m.name): m for w in b for m in w.metrics}
     out = []
     for w in a:
@@ -76,8 +102,14 @@ def compare(a: Sequence[WorkloadResult], b: Sequence[WorkloadResult], seed: int 
             n = min(len(m.samples), len(mb.samples))
             if n == 0:
                 continue
-            est = bootstrap_median_ratio(m.samples[:n], mb.samples[:n], seed=seed)
-            out.append(Comparison(w.name, m.name, m.unit, m.direction, m.samples[:n], mb.samples[:n], est))
+            try:
+                est: RatioEstimate | None = bootstrap_median_ratio(m.samples[:n], mb.samples[:n], seed=seed)
+                problem = None
+            except NoRatio as e:
+                est, problem = None, e.describe(f"side {labels[0]}", f"side {labels[1]}", m.name)
+            out.append(
+                Comparison(w.name, m.name, m.unit, m.direction, m.samples[:n], mb.samples[:n], est, problem=problem)
+            )
     return out
 
 
@@ -128,7 +160,7 @@ def format_versions(
                 any_c.workload,
                 name,
                 f"{first} {installs[first].version}",
-                f"{statistics.median(any_c.a):,.1f}",
+                _median(any_c.a),
                 "1",
                 "",
                 "",
@@ -140,9 +172,7 @@ def format_versions(
             if c is None:
                 rows.append(("", "", f"{label} {installs[label].version}", "-", "-", "", "", "not measured"))
                 continue
-            rows.append(
-                ("", "", f"{label} {installs[label].version}", f"{statistics.median(c.b):,.1f}", *_ratio_cells(c))
-            )
+            rows.append(("", "", f"{label} {installs[label].version}", _median(c.b), *_ratio_cells(c)))
     return _columns(rows)
 
 
@@ -152,14 +182,22 @@ def format_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | Non
     for c in comparisons:
         if metrics and c.metric not in metrics and c.metric not in ("tps", "instructions", "connections", "qps"):
             continue
-        median_a, median_b = f"{statistics.median(c.a):,.1f}", f"{statistics.median(c.b):,.1f}"
-        rows.append((c.workload, f"{c.metric} ({c.unit})", median_a, median_b, *_ratio_cells(c)))
+        rows.append((c.workload, f"{c.metric} ({c.unit})", _median(c.a), _median(c.b), *_ratio_cells(c)))
     return _columns(rows)
 
 
+def _median(samples: Sequence[float]) -> str:
+    """A side's median as printed: grouped thousands and one decimal (a stored sample may be as large as 1e300:
+    exponent notation past 1e15)."""
+    m = statistics.median(samples)
+    return f"{m:,.1f}" if abs(m) < 1e15 else f"{m:.4g}"
+
+
 def _ratio_cells(c: Comparison) -> tuple[str, ...]:
-    """ratio, 95% CI, relative half-width and verdict, as printed."""
+    """ratio, 95% CI, relative half-width and verdict, as printed; without a ratio, what is wrong."""
     e = c.estimate
+    if e is None:
+        return ("-", "", "", c.problem or NO_RATIO)
     return (f"{e.ratio:.4f}", f"[{e.low:.4f}, {e.high:.4f}]", f"{e.half_width:.2%}", c.verdict)
 
 

@@ -58,6 +58,35 @@ def paired_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
     return [y / x for x, y in zip(a, b) if x > 0]
 
 
+class NoRatio(ValueError):
+    """Paired samples B/A that cannot form a finite ratio (a results database may hold a throughput of 0 or -5 from
+    before the validator refused them, recipes/result.py). `why` names the sides {a} and {b} and the metric
+    {metric}: `describe` fills them in, e.g. 'side A has no positive samples of tps: cannot form a ratio'."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        super().__init__(self.describe())
+
+    def describe(self, a: str = "side A", b: str = "side B", metric: str = "the metric") -> str:
+        return self.why.format(a=a, b=b, metric=metric) + ": cannot form a ratio"
+
+
+def ratio_problem(a: Sequence[float], b: Sequence[float]) -> NoRatio | None:
+    """Why the paired samples give no finite ratio B/A (None: they do). Rounds where A is not above 0 are left
+    out of the ratios (as paired_ratios does); what is left must be finite and B not negative."""
+    for side, xs in (("a", a), ("b", b)):
+        if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in xs):
+            return NoRatio("{" + side + "} has samples of {metric} that are not finite numbers")
+    kept = [(x, y) for x, y in zip(a, b) if x > 0]
+    if not kept:
+        return NoRatio("{a} has no positive samples of {metric}")
+    if any(y < 0 for _, y in kept):
+        return NoRatio("{b} has negative samples of {metric}")
+    if not all(math.isfinite(y / x) for x, y in kept):
+        return NoRatio("the ratios of {b} to {a} of {metric} overflow (samples of implausible magnitude)")
+    return None
+
+
 def median_rank_interval(n: int, confidence: float = 0.95) -> tuple[int, int]:
     """0-based ranks (lo, hi) of the distribution-free CI for a median: [x_(k), x_(n-k+1)] with the largest k
     whose binomial tail P(Bin(n, 1/2) < k) is within (1 - confidence) / 2; (0, n - 1) when n is too small."""
@@ -77,16 +106,18 @@ def bootstrap_median_ratio(
     a: Sequence[float], b: Sequence[float], resamples: int = 5000, confidence: float = 0.95, seed: int = 1
 ) -> RatioEstimate:
     """Median of B_i/A_i and its 95% CI: the percentile bootstrap (deterministic for a seed), never narrower than
-    the distribution-free order-statistic interval of the median.
+    the distribution-free order-statistic interval of the median. NoRatio (a ValueError) when the samples form
+    no finite ratio (ratio_problem).
 
     Why both: with the 5-20 paired samples of an A/B job the percentile bootstrap of a median is too narrow
     (it can only pick sample values, and few of them); measured here, A-vs-A runs of pgbench -S simple gave
     0.982 and then 1.020, each with a bootstrap CI of about +-1%. The order-statistic interval [x_(k), x_(n-k+1)]
     covers the median with at least the stated confidence whatever the distribution (for n = 10: x_(2)..x_(9)).
     """
+    problem = ratio_problem(a, b)
+    if problem is not None:
+        raise problem
     ratios = paired_ratios(a, b)
-    if not ratios:
-        raise ValueError("no positive A samples to form ratios")
     rng = random.Random(seed)
     n = len(ratios)
     medians = sorted(statistics.median(rng.choices(ratios, k=n)) for _ in range(resamples))

@@ -58,3 +58,20 @@ def test_rqps_against_parent_and_base() -> None:
         rqps(s, "a")
     with pytest.raises(ValueError, match="not in the series"):
         rqps(s, "zzz")
+
+
+def test_a_pair_without_a_finite_ratio_is_nan_not_inf_or_negative() -> None:
+    """Samples a results database may hold from before the validator refused them (#26 item 4): a base of 0 or
+    below, a new median below 0, 1e300 over 1e-300 (was inf, with a CI of nan). The site's rQPS is then NaN
+    (shown as no ratio), never a number that breaks the JSON it is written to."""
+    from master.detect.rqps import median_ratio_block
+
+    base = np.array([[1e-300, 1e-300, 1e-300], [0.0, 0.0, 0.0], [-5.0, -5.0, -5.0], [1000.0, 1000.0, 1000.0]])
+    new = np.array([[1e300, 1e300, 1e300], [900.0, 900.0, 900.0], [900.0, 900.0, 900.0], [-5.0, -5.0, -5.0]])
+    got = median_ratio_block(base, new)
+    assert np.isnan(got).all(), got
+    healthy = median_ratio_block(np.array([[1000.0, 1010.0, 990.0]]), np.array([[900.0, 910.0, 890.0]]))
+    assert healthy[0, 0] == pytest.approx(0.9) and np.isfinite(healthy).all()
+    for b, x in ((base[0], new[0]), (base[2], new[2]), (base[3], new[3])):
+        with pytest.raises(ValueError, match="ratio"):
+            median_ratio(b, x)

@@ -121,3 +121,30 @@ def test_sweep_removes_dirs_of_dead_owners_only(tmp_path) -> None:
     (alive / "owner.pid").write_text(str(os.getpid()))
     assert sweep_stale(tmp_path) == [dead]
     assert not dead.exists() and not sock.exists() and alive.exists()
+
+
+# ----------------------------------------------- samples that form no ratio (stored before #26 item 4 refused them)
+
+
+@pytest.mark.parametrize(
+    "a, b, says",
+    [
+        ([0.0, 0.0, 0.0], [1000.0, 1010.0, 990.0], "side A has no positive samples of tps"),  # side A measured 0
+        ([-5.0, -5.0], [1000.0, 1000.0], "side A has no positive samples of tps"),
+        ([1000.0, 1000.0], [-5.0, 900.0], "side B has negative samples of tps"),
+        ([1e-300, 1e-300], [1e300, 1e300], "the ratios of side B to side A of tps overflow"),  # was inf, CI nan
+    ],
+)
+def test_samples_that_form_no_ratio_raise_no_ratio_saying_which_side(a, b, says) -> None:
+    from recipes.pg.stats import NoRatio, ratio_problem
+
+    with pytest.raises(NoRatio) as e:
+        bootstrap_median_ratio(a, b)
+    assert e.value.describe(metric="tps").startswith(says) and e.value.describe().endswith(": cannot form a ratio")
+    assert ratio_problem(a, b) is not None and isinstance(e.value, ValueError)
+
+
+def test_a_round_where_a_measured_zero_is_left_out_and_the_rest_form_the_ratio() -> None:
+    """A lower-is-better count can honestly be 0 in one round (context switches per tx): that round has no ratio."""
+    est = bootstrap_median_ratio([0.0, 2.0, 2.0], [1.0, 3.0, 3.0])
+    assert est.ratio == 1.5 and est.n == 2

@@ -256,23 +256,54 @@ def test_incremental_publish_after_a_tag_change_equals_a_full_publish(farm, tmp_
         assert overview.count('<span class="muted">vs REL_3_0</span>') == 2
 
 
-def test_a_failure_mid_render_leaves_the_live_site_intact(farm, tmp_path):
+def test_a_failure_mid_render_leaves_the_live_site_intact(farm, tmp_path, monkeypatch):
+    """A failure of the machine, not of a page (master/publish/isolate.py ENVIRONMENT), stops the publish. A full
+    disk cannot be made here: writing a commit's data raises ENOSPC instead (in the forked process too)."""
+    import errno
+
+    from master.publish.writer import SiteWriter
+
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
     live = os.path.realpath(out)
     before = {k: p.read_bytes() for k, p in files(out).items()}
-    conn = store.connect(farm.settings.results_db)
-    with store.transaction(conn):  # a run whose commit is not a sha: rendering its commit data fails
-        doc = json.loads(conn.execute("SELECT result FROM runs WHERE status = 'ok' LIMIT 1").fetchone()[0])
-        doc["commit"]["sha"] = "../../not-a-sha"
-        store.insert_run(conn, doc, store.RunContext(builder="fixture@local", worker="local", source="poll"))
-    conn.close()
+    write = SiteWriter.write
+
+    def full_disk(self, rel, text):
+        if rel.startswith("data/commits/"):
+            raise OSError(errno.ENOSPC, "No space left on device", rel)
+        write(self, rel, text)
+
+    monkeypatch.setattr(SiteWriter, "write", full_disk)
     for jobs in (1, 2):  # the per-commit data is written here or in a forked process
-        with pytest.raises((ValueError, PublishError), match="not a commit sha"):
+        with pytest.raises((OSError, PublishError), match="No space left on device"):
             publish_all(farm.settings, out, now=NOW + 1, jobs=jobs)
     assert os.path.realpath(out) == live
     assert {k: p.read_bytes() for k, p in files(out).items()} == before
     assert not [p for p in (tmp_path / ".site.versions").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_commit_whose_data_cannot_be_written_is_reported_and_every_other_file_is_published(farm, tmp_path):
+    """A stored run whose commit is not a sha (the database is untrusted): its commit data file cannot be named.
+    That file is left out and reported; the publish finishes (in one process or two) with every other file as
+    a publish without that run writes it."""
+    healthy = tmp_path / "healthy"
+    publish_all(farm.settings, healthy, now=NOW)
+    conn = store.connect(farm.settings.results_db)
+    with store.transaction(conn):
+        doc = json.loads(conn.execute("SELECT result FROM runs WHERE status = 'ok' LIMIT 1").fetchone()[0])
+        doc["commit"]["sha"] = "../../not-a-sha"
+        store.insert_run(conn, doc, store.RunContext(builder="fixture@local", worker="local", source="poll"))
+    conn.close()
+    for jobs in (1, 2):
+        out = tmp_path / f"site-{jobs}"
+        report = publish_all(farm.settings, out, now=NOW, jobs=jobs)
+        assert [(f.page, f.file) for f in report.failures] == [("commit data", None)], report.failures
+        assert "not a commit sha" in report.failures[0].error
+        a, b = files(out), files(healthy)
+        assert sorted(a) == sorted(b)
+        changed = [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)]
+        assert changed == ["health.html"], changed  # it counts the stored runs, that one too
 
 
 def test_the_swap_is_one_rename_of_a_symlink_and_the_previous_version_stays_readable(farm, tmp_path):

@@ -122,6 +122,8 @@ BOUNDED = [
     (SAMPLES, [-(2**63) - 1], "$.workloads[0].metrics[0].samples[0]"),
     (SAMPLES, [1e308], "$.workloads[0].metrics[0].samples[0]"),  # not a plausible measurement
     (SAMPLES, [1.0, -1e301], "$.workloads[0].metrics[0].samples[1]"),
+    (SAMPLES, [1.0, 1e31], "$.workloads[0].metrics[0].samples[1]"),  # any ratio of two samples must be finite
+    (SAMPLES, [1.0, 1e-300], "$.workloads[0].metrics[0].samples[1]"),
     (SAMPLES, [None], "$.workloads[0].metrics[0].samples[0]"),
     (SAMPLES, [[1.0]], "$.workloads[0].metrics[0].samples[0]"),
     (["started_at"], {"at": 1}, "$.started_at"),
@@ -190,7 +192,10 @@ def test_the_total_number_of_samples_is_bounded():
 
 def test_plausible_extremes_and_a_realistic_result_pass():
     doc = good()
-    doc["workloads"][0]["metrics"][0]["samples"] = [0, -1.5, 1e300, -1e300, 2**63 - 1, 5e-324]
+    doc["workloads"][0]["metrics"][0]["samples"] = [1e-30, 1e30, 2**63 - 1, 1, 1500.25]
+    doc["workloads"][0]["metrics"].append(
+        {"name": "ctx_switches_per_tx", "unit": "switches/tx", "direction": "lower", "samples": [0, 0.0, 1e-30, 1e30]}
+    )
     doc.update(
         started_at="2026-11-22T03:04:12+00:00",
         finished_at="2026-11-22T03:04:13.5+00:00",
@@ -260,3 +265,90 @@ def test_a_bad_callgrind_profile_rejects_the_result_and_says_where(change, where
     change(doc["callgrind"]["loop"])
     with pytest.raises(ResultError, match=re.escape(where)):
         validate(doc)
+
+
+# ------------------------------------------------------------- what a sample can be, by its metric (#26 item 4)
+
+
+def _metric(unit: str, direction: str, samples: list) -> dict:
+    doc = good()
+    doc["workloads"][0]["metrics"] = [{"name": "m", "unit": unit, "direction": direction, "samples": samples}]
+    return doc
+
+
+# Every unit and direction the recipes emit (recipes/fixture.py, recipes/paired.py, recipes/pg/profile.py _record,
+# insertbench, memprobe, instructions) with the values each can honestly take: none is rejected.
+HONEST = [
+    ("ops/s", "higher", [6000.0, 5999.5]),  # fixture throughput (and its `.reference`)
+    ("s", "lower", [0.0022, 0.0]),  # fixture wall time
+    ("ratio", "higher", [0.9, 1.1]),  # paired `.rqps`
+    ("tx/s", "higher", [1234.5]),  # pgbench tps
+    ("conn/s", "higher", [310.0]),  # connection workload
+    ("queries/s", "higher", [55.0]),  # insertbench qps
+    ("rows/s", "higher", [0.5, 9000.0]),  # insertbench inserts, background_inserts, indexed
+    ("connections", "higher", [0.0, 100.0]),  # idle connections really held: 0 when none could be opened
+    ("ms", "lower", [0.0, 0.123, 2500.0]),  # latency_avg, p95, p99 (pgbench prints 3 decimals: 0.000 is possible)
+    ("us/tx", "lower", [0.0, 45.2]),  # cpu_per_tx: rusage ticks can round to 0
+    ("switches/tx", "lower", [0.0, 0.02]),  # ctx_switches_per_tx: a tx that never yields the CPU
+    ("KiB", "lower", [0.0, 123456.0]),  # peak_backend_rss, rss_peak, rss_growth
+    ("instructions/query", "lower", [181234.5]),  # instruction counts
+    ("instructions/tx", "lower", [2**40]),
+    ("errors/s", "lower", [0.0, 2.0]),  # only a higher-is-better rate is a throughput: errors may be 0
+]
+
+
+@pytest.mark.parametrize("unit, direction, samples", HONEST, ids=[f"{u}-{d}" for u, d, _ in HONEST])
+def test_every_value_a_recipe_can_honestly_measure_passes(unit, direction, samples):
+    doc = _metric(unit, direction, samples)
+    assert validate(doc) is doc
+
+
+P0 = "$.workloads[0].metrics[0].samples[0]"
+BROKEN = [
+    ("ops/s", "higher", [0.0], "must be above 0 to form ratios"),  # side A measured 0 ops/s: no ratio to it
+    ("ops/s", "higher", [0], "must be above 0 to form ratios"),
+    ("tx/s", "higher", [-5.0], "must be above 0 to form ratios"),
+    ("ratio", "higher", [0.0], "a ratio must be above 0"),
+    ("ratio", "higher", [-1.0], "a ratio must be above 0"),
+    ("ms", "lower", [-0.5], "cannot be negative"),
+    ("switches/tx", "lower", [-1], "cannot be negative"),
+    ("connections", "higher", [-2.0], "cannot be negative"),
+    ("KiB", "lower", [-4.0], "cannot be negative"),
+    ("errors/s", "lower", [-1.0], "cannot be negative"),  # a rate where lower is better may be 0, never below
+    ("tx/s", "higher", [1e-300], "below 1e-30 and not 0"),  # 1e300 against it: an infinite ratio
+    ("ms", "lower", [5e-324], "below 1e-30 and not 0"),
+    ("tx/s", "higher", [1e300], "beyond ±1e+30"),
+    ("ms", "lower", [-1e31], "beyond ±1e+30"),
+]
+
+
+@pytest.mark.parametrize("unit, direction, samples, rule", BROKEN, ids=[f"{b[0]}:{b[2][0]}" for b in BROKEN])
+def test_a_sample_the_metric_cannot_be_is_rejected_with_its_path_and_the_rule(unit, direction, samples, rule):
+    with pytest.raises(ResultError) as e:
+        validate(_metric(unit, direction, samples))
+    message = str(e.value)
+    assert message.startswith(P0 + ": ") and rule in message, message
+    assert "\n" not in message and len(message) < 400
+
+
+def test_a_job_side_that_measured_zero_is_rejected_with_the_sides_path():
+    from recipes.result import validate_job
+
+    side = lambda label, value: {  # noqa: E731
+        "label": label,
+        "sha": "a" * 40,
+        "patch": None,
+        "workloads": [
+            {
+                "name": "loop",
+                "metrics": [{"name": "throughput", "unit": "ops/s", "direction": "higher", "samples": [value]}],
+            }
+        ],
+    }
+    doc = good()
+    del doc["commit"], doc["workloads"]
+    doc.update(schema="perffarm-job-result", job=1, sides=[side("A", 1000.0), side("B", 900.0)])
+    validate_job(doc)
+    doc["sides"][0]["workloads"][0]["metrics"][0]["samples"] = [0.0]
+    with pytest.raises(ResultError, match=r"^\$\.sides\[0\]\.workloads\[0\]\.metrics\[0\]\.samples\[0\]: 0\.0 ops/s: "):
+        validate_job(doc)

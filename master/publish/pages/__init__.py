@@ -78,6 +78,13 @@ class Page:
     # SERIES pages: a digest of everything the page's files are made from (its view model), same arguments as
     # `write`. An incremental publish writes the page only when it differs from the last publish's (docs/scale.md).
     key: Callable[..., str] | None = None
+    # the HTML file written as a page that says what went wrong when the writer raises (master/publish/isolate.py):
+    # a name, or for a SERIES page a function of `write`'s arguments after the writer; None: data files only
+    file: str | Callable[..., str] | None = None
+
+    def file_of(self, *args: object) -> str | None:
+        """This call's file (`args`: write's arguments after the writer and the context)."""
+        return self.file(*args) if callable(self.file) else self.file
 
 
 SITE, SERIES, CHUNKS, COMMIT, BRANCH = Scope
@@ -85,17 +92,17 @@ EVERY, TAGS, JOBS = When
 
 PAGES: tuple[Page, ...] = (
     Page("series chunks", CHUNKS, series_data.write),
-    Page("series", SERIES, series.write, key=series.key),
+    Page("series", SERIES, series.write, key=series.key, file=series.file),
     Page("commit data", COMMIT, commit.write),
     Page("branch commit facts", BRANCH, branches.write),
-    Page("overview", SITE, overview.write),
-    Page("compare", SITE, compare.write),
-    Page("releases", SITE, releases.write, when=TAGS),
-    Page("release archaeology", SITE, archaeology.write, when=TAGS),
-    Page("jobs", SITE, jobs.write, when=JOBS),
-    Page("alerts", SITE, alerts.write),
+    Page("overview", SITE, overview.write, file="index.html"),
+    Page("compare", SITE, compare.write, file="compare.html"),
+    Page("releases", SITE, releases.write, when=TAGS, file="releases.html"),
+    Page("release archaeology", SITE, archaeology.write, when=TAGS, file="archaeology.html"),
+    Page("jobs", SITE, jobs.write, when=JOBS, file="jobs.html"),
+    Page("alerts", SITE, alerts.write, file="alerts.html"),
     Page("alerts feed", SITE, feed.write),
-    Page("health", SITE, health.write),
+    Page("health", SITE, health.write, file="health.html"),
     Page("static assets", SITE, assets.write_static),
     Page("manifest", SITE, assets.write_manifest),
 )

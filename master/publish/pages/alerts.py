@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from master.publish import isolate
 from master.publish.context import Context
 from master.publish.names import digest
 from master.publish.render import render
@@ -31,7 +32,8 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     old = ctx.page_keys if w.incremental else None
     for a in ctx.alerts:
         rel = f"alerts/{a.file}.html"
-        k = ctx.new_page_keys[rel] = key(a)
-        if old is not None and old.get(rel) == k:
-            continue  # the live version's page, hard-linked into this one
-        w.write(rel, render("alert.html", root="../", title=f"Alert {a.id}", a=a))
+        with isolate.page(w, "alerts", rel, f"Alert {a.id}"):  # one alert's page
+            k = ctx.new_page_keys[rel] = key(a)
+            if old is not None and old.get(rel) == k:
+                continue  # the live version's page, hard-linked into this one
+            w.write(rel, render("alert.html", root="../", title=f"Alert {a.id}", a=a))

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from master import store
 from master.jobs.core import RELEASES, ReleaseNumbers, release_numbers
-from master.publish import source
+from master.publish import isolate, source
 from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.render import render
@@ -423,9 +423,12 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     for m in machines:
         if ctx.machines is not None and m.machine_id not in ctx.machines:
             continue
-        for rel, v in machine_pages(m, jobs):
-            w.write(rel, render("archaeology_machine.html", **v))
-            written.add(rel)
+        first = f"archaeology/{m.file}.html"
+        written.add(first)
+        with isolate.page(w, "release archaeology", first, f"Release archaeology · {m.machine_id}"):  # per machine
+            for rel, v in machine_pages(m, jobs):
+                w.write(rel, render("archaeology_machine.html", **v))
+                written.add(rel)
         if ctx.machines is None:
             w.keep_only(f"archaeology/{m.file}", written)
     if ctx.machines is None:

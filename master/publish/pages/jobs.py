@@ -4,11 +4,13 @@ and when a job finishes (`when=JOBS`)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
 from master import store
 from master.jobs import core
+from master.publish import isolate
 from master.publish.context import Context
 from master.publish.render import render
 from master.publish.views import Summary
@@ -25,6 +27,7 @@ class Cell:
     high: float
     verdict: str
     n: int
+    problem: str | None = None  # the samples form no ratio: why (the numbers above are then NaN)
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,10 @@ def rows(job: Job) -> list[Row]:
                 base[key] = (c.unit, c.direction, statistics.median(c.a))
                 cells[key] = [None] * len(per_side)
             e = c.estimate
-            cells[key][k] = Cell(e.ratio, e.low, e.high, c.verdict, e.n)
+            if e is None:
+                cells[key][k] = Cell(math.nan, math.nan, math.nan, c.verdict, 0, c.problem)
+            else:
+                cells[key][k] = Cell(e.ratio, e.low, e.high, c.verdict, e.n)
     return [Row(w, m, *base[(w, m)], tuple(cells[(w, m)])) for (w, m) in base]
 
 
@@ -87,15 +93,17 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     jobs = store.jobs.newest_first(ctx.conn, limit=LIST_LIMIT)
     w.write("jobs.html", render("jobs.html", root="", title="Jobs", jobs=jobs, file=job_file))
     for job in jobs:
-        w.write(
-            job_file(job.id),
-            render(
-                "job.html",
-                root="../",
-                title=f"{job.kind} job {job.id}",
-                job=job,
-                rows=rows(job) if job.result and job.state == "done" else [],
-                explained=explanations(job) if job.result and job.state == "done" else [],
-            ),
-        )
+        title = f"{job.kind} job {job.id}"
+        with isolate.page(w, "jobs", job_file(job.id), title):  # one job's stored result never stops the others
+            w.write(
+                job_file(job.id),
+                render(
+                    "job.html",
+                    root="../",
+                    title=title,
+                    job=job,
+                    rows=rows(job) if job.result and job.state == "done" else [],
+                    explained=explanations(job) if job.result and job.state == "done" else [],
+                ),
+            )
     w.keep_only("jobs", {job_file(j.id) for j in jobs})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from master.publish import isolate
 from master.publish.context import Context
 from master.publish.names import digest, safe_name
 from master.publish.render import render
@@ -124,9 +125,10 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     for m, ss in by_machine(summaries).items():
         rel = f"overview/{machine_file(m)}.html"
         pages.add(rel)
-        v = view(ctx, ss, opened)
-        k = ctx.new_page_keys[rel] = key(m, v)
-        if old is not None and old.get(rel) == k:
-            continue  # the live version's page, hard-linked into this one
-        w.write_changed(rel, render("overview.html", root="../", title=f"{m} · overview", machine=m, **v))
+        with isolate.page(w, "overview", rel, f"{m} · overview"):  # one machine's page
+            v = view(ctx, ss, opened)
+            k = ctx.new_page_keys[rel] = key(m, v)
+            if old is not None and old.get(rel) == k:
+                continue  # the live version's page, hard-linked into this one
+            w.write_changed(rel, render("overview.html", root="../", title=f"{m} · overview", machine=m, **v))
     w.keep_only("overview", pages)

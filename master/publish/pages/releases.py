@@ -26,7 +26,7 @@ from master import store
 from master.detect.model import Direction
 from master.detect.rqps import colour
 from master.jobs.core import RELEASES, ReleaseNumbers, release_numbers
-from master.publish import source
+from master.publish import isolate, source
 from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.ratios import Ratio, Want
@@ -111,7 +111,7 @@ def load(ctx: Context) -> Releases:
     authored = {sha: c.authored_at for sha, c in source.commits(ctx.conn, set(all_tags.values())).items()}
     tags = tag_order(all_tags, authored)
     per_machine: dict[str, list[MeasureKey]] = {}
-    for key in sorted(set(tag_samples) | set(jobs.ratios), key=_key_order):
+    for key in sorted(set(tag_samples) | set(jobs.ratios) | set(jobs.problems), key=_key_order):
         per_machine.setdefault(key.machine_id, []).append(key)
     machines = []
     for machine, keys in sorted(per_machine.items()):
@@ -183,16 +183,23 @@ def table(
                 r = RatioView(p.ratio, p.low, p.high, band, base, p.job)
             elif x is not None and b is not None:
                 r = RatioView.of(got[(sid, x.sha, b.sha)], base)
+            problem = None if r is not None else _problem(jobs, key, t, base)
             if x is not None:
                 unit, direction = x.unit, x.direction
-                cells.append(ReleaseCell(t, statistics.median(x.samples), r, x.sla_miss))
+                cells.append(ReleaseCell(t, statistics.median(x.samples), r, x.sla_miss, problem=problem))
             elif t in jobs.medians.get(key, {}):
                 job = next(iter({p.job for (tt, _), p in paired.items() if tt == t}), None)
-                cells.append(ReleaseCell(t, jobs.medians[key][t], r, False, job))
+                cells.append(ReleaseCell(t, jobs.medians[key][t], r, False, job, problem))
             else:
-                cells.append(ReleaseCell(t, None, r, False))
+                cells.append(ReleaseCell(t, None, r, False, problem=problem))
         rows.append(ReleaseRow(key, unit, direction, tuple(cells)))
     return ReleaseTable(base, m.page(s, base), s.tags, tuple(rows), tuple((t, m.page(s, t)) for t in m.bases(s)))
+
+
+def _problem(jobs: ReleaseNumbers, key: MeasureKey, tag: str, base: str) -> str | None:
+    """Why the release job that measured `tag` and `base` gives them no ratio (None: it does, or none did)."""
+    got = jobs.problems.get(key, {}).get((tag, base))
+    return None if got is None else f"job {got[1]}: {got[0]}"
 
 
 def index_view(rel: Releases, tag: str | None = None) -> dict[str, object]:
@@ -238,31 +245,35 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     for m in rel.machines:
         if ctx.machines is not None and m.machine_id not in ctx.machines:
             continue
-        got = _wants(ctx, rel, m)
-        written = set()
-        for s in m.sets:
-            values = None  # the absolute values do not depend on the base: rendered once per table, escaped there
-            root = "../../../" if s.name else "../../"  # releases/<machine>/[<set>/]
-            others = [m.link(x) for x in m.sets if x.name != s.name]
-            for base in m.bases(s):
-                t = table(ctx, rel, m, s, base, got)
-                if values is None:
-                    values = Markup(render("release_values.html", table=t))
-                w.write(
-                    t.base_file,
-                    render(
-                        "release_table.html",
-                        root=root,
-                        title=f"Releases on {m.machine_id} vs {base}",
-                        machine=m.machine_id,
-                        what=s.what,
-                        others=others,
-                        table=t,
-                        bands=ctx.bands,
-                        values=values,
-                    ),
-                )
-                written.add(t.base_file)
+        first = m.page(m.sets[0], m.sets[0].tags[0])
+        written = {first}
+        with isolate.page(w, "releases", first, f"Releases on {m.machine_id}"):  # one machine's tables
+            got = _wants(ctx, rel, m)
+            for s in m.sets:
+                values = None  # the absolute values do not depend on the base: rendered once per table, escaped there
+                root = "../../../" if s.name else "../../"  # releases/<machine>/[<set>/]
+                others = [m.link(x) for x in m.sets if x.name != s.name]
+                for base in m.bases(s):
+                    title = f"Releases on {m.machine_id} vs {base}"
+                    written.add(m.page(s, base))
+                    with isolate.page(w, "releases", m.page(s, base), title):  # one table
+                        t = table(ctx, rel, m, s, base, got)
+                        if values is None:
+                            values = Markup(render("release_values.html", table=t))
+                        w.write(
+                            t.base_file,
+                            render(
+                                "release_table.html",
+                                root=root,
+                                title=title,
+                                machine=m.machine_id,
+                                what=s.what,
+                                others=others,
+                                table=t,
+                                bands=ctx.bands,
+                                values=values,
+                            ),
+                        )
         w.keep_only_tree(m.dir, written)
     if ctx.machines is None:
         w.keep_only_dirs("releases", {m.dir for m in rel.machines})

@@ -80,9 +80,14 @@ def key(ctx: Context, summ: Summary, siblings: list[Summary]) -> str:
     return hashlib.sha1(repr(v).encode()).hexdigest()[:20]
 
 
+def file(summ: Summary, siblings: list[Summary]) -> str:
+    """The series' page."""
+    return f"series/{summ.sid}.html"
+
+
 def write(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -> None:
     v = view(ctx, summ, siblings)
-    w.write(f"series/{summ.sid}.html", render("series.html", root="../", title=f"{summ.label} · {summ.branch}", **v))
+    w.write(file(summ, siblings), render("series.html", root="../", title=f"{summ.label} · {summ.branch}", **v))
     w.write(
         f"data/series/{summ.sid}/index.json",
         json_document(
