@@ -17,6 +17,7 @@ from master import ingest, pipeline, store
 from master.bisection import state as bisection
 from master.settings import Settings, load_settings
 from tests.harness import GitRepo, make_repo
+from tests.unit.test_result_schema import FINGERPRINT, MACHINE_ID
 
 XSS_IMG = "<img src=x onerror=alert(1)>"
 XSS_SCRIPT = "</script><script>alert(1)</script>"
@@ -64,10 +65,7 @@ def result_doc(sha: str, samples: dict[str, list[float]]) -> dict:
         "schema_version": 1,
         "commit": {"sha": sha, "ref": "master"},
         "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
-        "machine": {
-            "id": "m1",
-            "fingerprint": {"cpu_model": "x", "cores": 2, "memory_bytes": 1, "kernel": "6", "compiler": "gcc"},
-        },
+        "machine": {"id": MACHINE_ID, "fingerprint": dict(FINGERPRINT)},
         "host_checks": {"noisy": False},
         "status": "ok",
         "log_excerpt": "",
@@ -163,7 +161,7 @@ def add_release_job(
         sides = tuple(JobSide(chr(ord("A") + i), t, tags[t]) for i, t in enumerate(levels))
         doc = {
             "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
-            "machine": {"id": "m1"},
+            "machine": {"id": MACHINE_ID},
             "sides": [
                 {
                     "label": side.label,
@@ -199,7 +197,7 @@ def add_release_job(
                 requested_by="t",
                 now=now,
             )
-            store.jobs.finish(conn, job_id, result=doc, error=None, machine_id="m1", now=now)
+            store.jobs.finish(conn, job_id, result=doc, error=None, machine_id=MACHINE_ID, now=now)
     finally:
         conn.close()
     return job_id

@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from master import gitmirror, ingest, store
+from master import cliargs, gitmirror, ingest, store
 from master.jobs import core
 from master.jobs.service import job_builder_name
 from master.redact import redact_url
@@ -89,7 +89,9 @@ def run_releases(args: argparse.Namespace) -> int:
 
 
 def add_jobs_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--status", type=int, metavar="ID", help="show one job: its sides, state and each side's ratio to A")
+    p.add_argument(
+        "--status", type=cliargs.row_id, metavar="ID", help="show one job: its sides, state and each side's ratio to A"
+    )
     p.add_argument("--kind", choices=core.store.jobs.KINDS, help="list only jobs of this kind")
     p.add_argument("--all-metrics", action="store_true", help="with --status: latency and CPU metrics too")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -196,7 +198,9 @@ def add_try_arguments(p: argparse.ArgumentParser) -> None:
         "web-user-<user>)",
     )
     p.add_argument("--list", action="store_true", help="list try-jobs, newest first (reads the results database)")
-    p.add_argument("--status", type=int, metavar="ID", help="show a try-job: state, and B/A per workload with its CI")
+    p.add_argument(
+        "--status", type=cliargs.row_id, metavar="ID", help="show a try-job: state, and B/A per workload with its CI"
+    )
     p.add_argument("--format", choices=["text", "json"], default="text")
 
 

@@ -23,6 +23,7 @@ from master.publish.render import environment, float_column, int_column, join_co
 from master.publish.views import RatioView
 from master.publish.writer import PublishError, SiteWriter
 from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, settings_for
+from tests.unit.test_result_schema import MACHINE_ID as M
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
@@ -94,7 +95,16 @@ def test_templates_autoescape_and_undefined_names_are_errors():
     with pytest.raises(jinja2.UndefinedError):
         render("commit.html", root="", title="t")  # `bands` missing
     assert "&lt;b&gt;" in render(
-        "health.html", root="", title="<b>", branches=[], workers=[], refused=[], noisy=[], now=0, channels=[]
+        "health.html",
+        root="",
+        title="<b>",
+        branches=[],
+        workers=[],
+        refused=[],
+        refused_results=[],
+        noisy=[],
+        now=0,
+        channels=[],
     )
 
 
@@ -142,9 +152,9 @@ def test_hostile_tag_names_from_the_database_stay_inside_the_site(farm, tmp_path
     by_tag = [k for k in releases if "/" not in k[len("releases/") :]]  # releases/<tag>.html: the machines' tables
     assert len(by_tag) == 5 and "releases/a_b.html" in by_tag
     tables = sorted(k for k in releases if k not in by_tag)  # one machine's tables, a page per base release
-    assert len(tables) == 5 and all(re.fullmatch(r"releases/m1/(index|vs-[A-Za-z0-9._-]+)\.html", k) for k in tables)
+    assert len(tables) == 5 and all(re.fullmatch(rf"releases/{M}/(index|vs-[A-Za-z0-9._-]+)\.html", k) for k in tables)
     assert "../../escaped" in text_of(out, "releases.html")  # shown as text, only the file name is sanitised
-    assert "../../escaped" in text_of(out, "releases/m1/index.html")
+    assert "../../escaped" in text_of(out, f"releases/{M}/index.html")
 
 
 # ------------------------------------------------------------------------------------------------ publishing
@@ -492,7 +502,7 @@ def test_rqps_colour_bands_and_the_number_is_always_printed(ratio, direction, co
     assert f'class="rq {colour}"' in html and f"{ratio:.3f}{arrow}</span>" in html
 
 
-def release_table(out: Path, index: str, machine: str = "m1") -> str:
+def release_table(out: Path, index: str, machine: str = M) -> str:
     """The release table a list of machines (releases.html, releases/<tag>.html) links for `machine` first."""
     page = text_of(out, index)
     href = re.search(r'<td><a href="([^"]+)">' + re.escape(machine) + "</a></td>", page)
@@ -511,7 +521,7 @@ def test_release_comparison_table(farm, tmp_path):
     assert any(c == "red" and 0.84 < float(v) < 0.86 and a == " ▼" for c, v, a in cells), cells
     assert "paired in job" not in page  # no job measured these releases: every number says it is unpaired
     vs2 = release_table(out, "releases/REL_2_0.html")  # the old URL of the table vs REL_2_0 lists the machines'
-    assert "<h1>Releases on m1 vs REL_2_0</h1>" in vs2
+    assert f"<h1>Releases on {M} vs REL_2_0</h1>" in vs2
     assert re.search(r'cell-green unpaired"[^>]*>1\.1[67]\d ▲', vs2)
 
 
