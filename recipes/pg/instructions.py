@@ -11,11 +11,11 @@ every time.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,7 @@ from pathlib import Path
 from recipes import sandbox as sandboxing
 from recipes.api import BenchFailed, Context
 from recipes.pg.build import Install
-from recipes.pg.server import as_server_user
+from recipes.pg.server import as_server_user, owned_dir
 from recipes.sandbox import Sandbox
 
 TOGGLE_FUNCTION = "exec_simple_query"
@@ -86,7 +86,7 @@ def count(
     With `keep_profile`, callgrind's output file (the per-function profile of exactly what was counted) is moved
     there: the profile costs no run of its own. With `sandbox` (a try-job's install), the backend and valgrind run
     inside it, seeing the install and a directory holding the data copy and callgrind's output, nothing else."""
-    work = Path(tempfile.mkdtemp(prefix="pf-instr-", dir=scratch_root))
+    work = owned_dir(scratch_root, "pf-instr-")  # never swept by a concurrent run while this one lives
     try:
         # what the backend writes (the data copy, callgrind's output) is apart from the farm's own files (the
         # queries, the captured output): a sandboxed backend can change the first, never the second
@@ -162,8 +162,6 @@ def count(
 
 
 def _base_env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if not k.startswith("PG")}
 
 

@@ -123,6 +123,18 @@ def test_sweep_removes_dirs_of_dead_owners_only(tmp_path) -> None:
     assert not dead.exists() and not sock.exists() and alive.exists()
 
 
+def test_a_directory_a_live_run_counts_instructions_in_is_never_swept(tmp_path) -> None:
+    """An instruction count's copy of the data directory lives under the pgdata root beside servers' directories;
+    another run's sweep removed it mid-count (FileNotFoundError: .../pf-instr-*/output.txt) when it had no owner."""
+    from recipes.pg.server import owned_dir, sweep_stale
+
+    counting = owned_dir(tmp_path, "pf-instr-")
+    orphan = tmp_path / "pf-instr-left-by-a-killed-run"
+    orphan.mkdir()
+    assert sweep_stale(tmp_path) == [orphan]
+    assert counting.exists()
+
+
 # ----------------------------------------------- samples that form no ratio (stored before #26 item 4 refused them)
 
 
