@@ -187,16 +187,18 @@ class Proposal:
 def not_searched(conn: sqlite3.Connection, key: SeriesKey) -> str | None:
     """Why a series is kept and shown but not searched for changes, or None when it is (docs/throughput.md).
 
-    A paired run stores the reference's own throughput (``<metric>.reference``): its moves are the machine's
-    drift, not the code. Its absolute throughput is as unpaired as before; changes are searched on the ratio
-    series (``<metric>.rqps``) the run also stores, which is what pairing is for.
+    A paired run stores the reference's own samples (``<metric>.reference``): their moves are the machine's
+    drift, not the code. Its absolute wall-clock values (throughput, latency, CPU and context switches per
+    transaction) are as unpaired as before, and a re-measurement of an old commit would read the machine's drift
+    as a change: changes are searched on the ratio series (``<metric>.rqps``, ``<metric>.ratio``) the run also
+    stores, which is what pairing is for.
     """
     if key.metric.endswith(store.series.REFERENCE_SUFFIX):
-        return "the reference build's own throughput (a paired run's other side): its moves are the machine's"
-    if not store.series.is_ratio_to_reference(key.metric) and store.series.exists(
-        conn, replace(key, metric=key.metric + store.series.RATIO_SUFFIX)
-    ):
-        return f"measured paired: changes are searched on {key.metric + store.series.RATIO_SUFFIX}"
+        return "the reference build's own samples (a paired run's other side): its moves are the machine's"
+    if not store.series.is_ratio_to_reference(key.metric):
+        for suffix in store.series.RATIO_SUFFIXES:
+            if store.series.exists(conn, replace(key, metric=key.metric + suffix)):
+                return f"measured paired: changes are searched on {key.metric + suffix}"
     return None
 
 

@@ -119,7 +119,7 @@ def paired(conn: sqlite3.Connection) -> tuple[dict[str, list[tuple[int, str]]], 
         rebases[sid] = [
             (pos, ref or "") for (pos, ref), (_, before) in zip(points[1:], points[:-1], strict=True) if ref != before
         ]
-        plain = key.metric.removesuffix(store.series.RATIO_SUFFIX)
+        plain = store.series.absolute_metric(key.metric)
         for metric in (plain, plain + store.series.REFERENCE_SUFFIX):
             ratio_of[sid_of(dataclasses.replace(key, metric=metric))] = sid
     return rebases, ratio_of

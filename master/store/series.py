@@ -52,12 +52,14 @@ class StoredSeries:
 
 @dataclass(frozen=True)
 class BranchSamples:
-    """Every ok sample of a series, per tested commit in first-parent order (bisection and forced runs add
-    samples to a commit; build order never matters)."""
+    """Every ok sample of a series, per tested commit in first-parent order. A ratio series (``.rqps``, ``.ratio``)
+    counts every run of a commit measured against the reference of its first run (a bisection probe against the
+    same reference adds samples); any other series counts the commit's first run only, so a re-measurement minutes
+    or days later (a bisection probe, a forced run) never moves a commit by the machine's drift."""
 
     commits: list[str]
     positions: list[int]
-    samples: list[list[float]]  # per commit, every sample of every ok run, in run order
+    samples: list[list[float]]  # per commit, its samples (see above), in run order
     references: list[str | None]  # per commit, the reference its throughput was paired with (None: unpaired)
 
     def rebases(self) -> list[int]:
@@ -65,14 +67,23 @@ class BranchSamples:
         return [i for i in range(1, len(self.references)) if self.references[i] != self.references[i - 1]]
 
 
-# what a paired run stores beside a throughput metric (recipes/paired.py): per-round ratios to the run's
-# reference, and the reference's own raw samples
+# what a paired run stores beside a wall-clock metric (recipes/paired.py): per-block ratios to the run's
+# reference (`.rqps` for a throughput, `.ratio` for any other), and the reference's own raw samples
 RATIO_SUFFIX, REFERENCE_SUFFIX = paired_metrics.RQPS_SUFFIX, paired_metrics.REFERENCE_SUFFIX
+RATIO_SUFFIXES = paired_metrics.RATIO_SUFFIXES
 
 
 def is_ratio_to_reference(metric: str) -> bool:
     """Whether a metric's samples are ratios to the run's reference (compare only under one reference)."""
-    return metric.endswith(RATIO_SUFFIX)
+    return paired_metrics.is_paired_ratio(metric)
+
+
+def absolute_metric(metric: str) -> str:
+    """The metric a ratio series is the ratio of (``tps`` for ``tps.rqps``); the metric itself otherwise."""
+    for suffix in RATIO_SUFFIXES:
+        if metric.endswith(suffix):
+            return metric.removesuffix(suffix)
+    return metric
 
 
 def ensure_for_run(conn: sqlite3.Connection, run_id: int) -> list[int]:
@@ -141,9 +152,10 @@ def branch_samples(conn: sqlite3.Connection, key: SeriesKey, since: int | None =
     branch positions ``since`` and later only (``tail_positions``), read from there (the cost of the tail,
     whatever the history's length).
 
-    A commit's reference is that of its first run. For a ratio metric (``.rqps``) only the runs measured
-    against that reference count: a commit measured again after a rebase (a bisection probe, a forced run)
-    keeps its place in the segment it was first measured in."""
+    A commit's reference is that of its first run. For a ratio metric (``.rqps``, ``.ratio``) only the runs
+    measured against that reference count: a commit measured again after a rebase (a bisection probe, a forced
+    run) keeps its place in the segment it was first measured in. For any other metric only the first run counts
+    (``BranchSamples``)."""
     ratio = is_ratio_to_reference(key.metric)
     params = (key.branch, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric)
     if since is None:
@@ -177,7 +189,7 @@ def branch_samples(conn: sqlite3.Connection, key: SeriesKey, since: int | None =
             positions.append(position)
             groups.append([])
             references.append(reference)
-        elif ratio and reference != references[-1]:
+        elif not ratio or reference != references[-1]:
             continue
         groups[-1].extend(json.loads(samples))
     return BranchSamples(commits, positions, groups, references)
@@ -198,8 +210,9 @@ def tail_positions(conn: sqlite3.Connection, key: SeriesKey, count: int) -> list
 
 
 def references(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, str | None]]]:
-    """Per ratio series (``.rqps``): (branch position, reference) of each tested commit in first-parent order, the
-    reference of the commit's first run (as ``branch_samples`` counts it). The site marks where it changes."""
+    """Per ratio series (``.rqps``, ``.ratio``): (branch position, reference) of each tested commit in first-parent
+    order, the reference of the commit's first run (as ``branch_samples`` counts it). The site marks where it
+    changes."""
     out: dict[SeriesKey, list[tuple[int, str | None]]] = {}
     # CROSS JOIN fixes the order: the few ratio series first, then each one's machine's runs (runs_series). Left to
     # itself SQLite scanned every run of the farm and matched series to it, on every publish, with no ratio series
@@ -208,12 +221,12 @@ def references(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, str 
         "SELECT s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.workload, s.metric, s.branch, "
         "bc.position, r.reference FROM series s CROSS JOIN runs r CROSS JOIN measurements m "
         "CROSS JOIN branch_commits bc "
-        "WHERE s.metric LIKE ? AND r.machine_id = s.machine_id AND r.recipe = s.recipe "
+        "WHERE (s.metric LIKE ? OR s.metric LIKE ?) AND r.machine_id = s.machine_id AND r.recipe = s.recipe "
         "AND r.recipe_version = s.recipe_version AND r.status = 'ok' AND m.run_id = r.id "
         "AND m.config_hash = s.config_hash AND m.workload = s.workload AND m.metric = s.metric "
         "AND bc.branch = s.branch AND bc.sha = r.sha AND s.branch NOT IN (SELECT branch FROM branch_indexing) "
         "ORDER BY s.id, bc.position, r.id",
-        ("%" + RATIO_SUFFIX,),
+        tuple("%" + suffix for suffix in RATIO_SUFFIXES),
     )
     for *key, position, reference in rows:
         points = out.setdefault(SeriesKey(*key), [])

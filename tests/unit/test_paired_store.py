@@ -160,9 +160,10 @@ def test_a_commit_measured_again_after_a_rebase_keeps_its_first_references_sampl
     points = store.series.branch_samples(conn, analysis.load_series(conn, series_id(conn, "tps.rqps")).key)
     assert points.references == [REF_A, REF_A, REF_B]
     assert [len(s) for s in points.samples] == [5, 5, 5] and max(points.samples[1]) < 1.1
-    # the absolute throughput of commit 1 keeps both runs' samples: it does not depend on the reference
+    # the absolute throughput of commit 1 keeps its first run's samples: a later run is another moment of the
+    # machine (issue #28), whatever its reference
     tps = store.series.branch_samples(conn, analysis.load_series(conn, series_id(conn, "tps")).key)
-    assert [len(s) for s in tps.samples] == [5, 10, 5]
+    assert [len(s) for s in tps.samples] == [5, 5, 5]
 
 
 def test_a_paired_runs_reference_and_absolute_series_are_kept_but_not_searched(conn):
@@ -266,3 +267,74 @@ def test_a_change_point_that_moves_gets_a_bisection_of_its_new_range(conn):
         assert state.auto_create(conn, cp) is None
         # only the newest bisection of a change point reports to its alert
         assert state.report_to_alert(conn, old, None) is None
+
+
+def wall_doc(sha_: str, reference: str | None, level: float, drift: float, rng: random.Random) -> dict:
+    """A run of one workload as the pg recipes store it (issue #28): the absolute tps and latency, measured on a
+    machine `drift` times slower than usual, and, when paired, both metrics' reference samples and ratios per
+    order-balanced block (recipes/paired.py merge)."""
+    from recipes import paired as pairing
+    from recipes.api import Metric, WorkloadResult
+
+    tps = [1000.0 * level / drift * (1 + rng.gauss(0, 0.005)) for _ in range(6)]
+    run = WorkloadResult(
+        "ro",
+        (
+            Metric("tps", "tx/s", "higher", tuple(tps)),
+            Metric("latency_avg", "ms", "lower", tuple(1000 / t for t in tps)),
+        ),
+    )
+    if reference is not None:
+        ref = [1000.0 / drift * (1 + rng.gauss(0, 0.005)) for _ in range(6)]
+        base = WorkloadResult(
+            "ro",
+            (
+                Metric("tps", "tx/s", "higher", tuple(ref)),
+                Metric("latency_avg", "ms", "lower", tuple(1000 / t for t in ref)),
+            ),
+        )
+        (run,) = pairing.merge([run], [base])
+    doc = good()
+    doc["commit"] = {"sha": sha_, "ref": "master"}
+    if reference is not None:
+        doc["recipe"]["options"] = {"reference": reference}
+    doc["workloads"] = [run.to_json()]
+    return doc
+
+
+@pytest.mark.parametrize("reference", [REF_A, None], ids=["paired", "unpaired"])
+def test_drift_between_a_commits_first_measurement_and_a_later_probe_never_alerts(conn, reference):
+    """Issue #28: bisection probes re-measured baseline commits 10-40 minutes later, on a machine that had drifted;
+    the absolute latency of comment-only commits read as a critical regression, alerted, and started bisections.
+    A paired run's absolute values are not searched (its ratios are), and a re-measurement of a commit never adds
+    the machine's drift to any series."""
+    from master import alerts
+
+    rng = random.Random(23)
+    add_commits(conn, 30)
+    build = iter(range(1, 1000))
+    for i in range(30):
+        with store.transaction(conn):
+            store.insert_run(conn, wall_doc(sha(i), reference, 1.0, 1.0, rng), ctx(next(build), reference=reference))
+    # probes of commits 18..29 later, on a machine 30% slower; the code is the same
+    for i in range(18, 30):
+        with store.transaction(conn):
+            run_id = store.insert_run(
+                conn,
+                wall_doc(sha(i), reference, 1.0, 1.3, rng),
+                dataclasses.replace(ctx(next(build), reference=reference), source="bisect"),
+            )
+    assert analysis.analyse_all(conn, DEFAULTS) == []
+    assert conn.execute("SELECT COUNT(*) FROM change_points").fetchone()[0] == 0
+    assert alerts.sync(conn, alerts.AlertSettings()) == []
+    latency = analysis.load_series(conn, series_id(conn, "latency_avg"))
+    if reference is not None:
+        assert analysis.not_searched(conn, latency.key) == "measured paired: changes are searched on latency_avg.ratio"
+        ratio = analysis.load_series(conn, series_id(conn, "latency_avg.ratio"))
+        assert analysis.not_searched(conn, ratio.key) is None and ratio.direction.value == "lower"
+        assert [len(ratio.series.samples(i, i + 1)) for i in (0, 29)] == [3, 6]  # same reference: both runs
+    else:
+        assert analysis.not_searched(conn, latency.key) is None
+    # only a commit's first run counts in an absolute series: the drifted probe is kept, not added
+    assert [len(latency.series.samples(i, i + 1)) for i in (0, 29)] == [6, 6]
+    assert run_id
