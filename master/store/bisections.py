@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from master.store.connection import columns
-from master.store.series import is_ratio_to_reference
+from master.store.series import Segment, is_balanced, is_ratio_to_reference
 
 
 @dataclass(frozen=True)
@@ -226,22 +226,26 @@ def newest_builder(
     return row[0] if row else None
 
 
-def _measured(conn: sqlite3.Connection, b: Bisection) -> list[tuple[int, str, str, str | None]]:
-    """(run id, commit, samples JSON, reference) of every ok measurement of the bisection's commits on its machine
+def _measured(conn: sqlite3.Connection, b: Bisection) -> list[tuple[int, str, str, Segment]]:
+    """(run id, commit, samples JSON, segment) of every ok measurement of the bisection's commits on its machine
     and recipe config (any source: history, forced runs, other bisections), oldest first."""
     marks = ",".join("?" * len(b.commits))
-    return conn.execute(
-        f"SELECT r.id, r.sha, m.samples, r.reference FROM runs r JOIN measurements m ON m.run_id = r.id "
-        f"WHERE r.machine_id = ? AND r.recipe = ? AND m.config_hash = ? AND r.status = 'ok' "
-        f"AND m.workload = ? AND m.metric = ? AND r.sha IN ({marks}) ORDER BY r.id",
-        (b.machine_id, b.recipe, b.config_hash, b.workload, b.metric, *b.commits),
-    ).fetchall()
+    return [
+        (run_id, sha, samples, Segment(reference, is_balanced(flags)))
+        for run_id, sha, samples, reference, flags in conn.execute(
+            f"SELECT r.id, r.sha, m.samples, r.reference, m.flags FROM runs r JOIN measurements m ON m.run_id = r.id "
+            f"WHERE r.machine_id = ? AND r.recipe = ? AND m.config_hash = ? AND r.status = 'ok' "
+            f"AND m.workload = ? AND m.metric = ? AND r.sha IN ({marks}) ORDER BY r.id",
+            (b.machine_id, b.recipe, b.config_hash, b.workload, b.metric, *b.commits),
+        )
+    ]
 
 
 def _comparable(b: Bisection, rows: list) -> list:
-    """The rows whose samples compare with each other: for a ratio metric (``.rqps``, docs/throughput.md) only
-    those measured against the reference of the newest measurement, so a rebase during a bisection re-measures
-    its ends and probes against the new reference instead of mixing ratios to two different builds."""
+    """The rows whose samples compare with each other: for a ratio metric (``.rqps``, ``.ratio``,
+    docs/throughput.md) only those in the segment of the newest measurement (its reference, its ratios per block
+    or per round), so a rebase during a bisection re-measures its ends and probes against the new reference
+    instead of mixing ratios to two different builds."""
     if not b.metric or not is_ratio_to_reference(b.metric) or not rows:
         return rows
     newest = rows[-1][3]

@@ -338,3 +338,39 @@ def test_drift_between_a_commits_first_measurement_and_a_later_probe_never_alert
     # only a commit's first run counts in an absolute series: the drifted probe is kept, not added
     assert [len(latency.series.samples(i, i + 1)) for i in (0, 29)] == [6, 6]
     assert run_id
+
+
+def test_the_order_balanced_method_starts_a_new_segment_like_a_rebase(tmp_path):
+    """Issue #28: ratios stored per round before the fix carried the order bias of an odd number of rounds (here
+    +3%); runs of the fixed method store one ratio per order-balanced block and flag it. Same reference, same
+    code: where the method changes is a segment boundary with a mark on the site, never a change."""
+    from master.publish import publish_all
+    from master.publish.source import sid_of
+    from tests.site_support import settings_for
+
+    settings = settings_for(tmp_path / "data", tmp_path / "no-repo")
+    conn = store.connect(settings.results_db)
+    rng = random.Random(29)
+    add_commits(conn, 60)
+    for i in range(60):
+        doc = paired_doc(
+            sha(i), REF_A, [1000.0] * 5, [(1.03 if i < 30 else 1.0) * (1 + rng.gauss(0, 0.004)) for _ in range(5)]
+        )
+        if i >= 30:
+            doc["workloads"][0]["flags"] = ["paired:order-balanced"]  # recipes.paired.BALANCED_FLAG
+        with store.transaction(conn):
+            run_id = store.insert_run(conn, doc, ctx(i + 1, reference=REF_A))
+    assert analysis.analyse_run(conn, run_id, DEFAULTS) == []
+    sid = series_id(conn, "tps.rqps")
+    data = analysis.load_series(conn, sid)
+    assert data.rebases == (30,)
+    tracker = analysis.Tracker.configured("x", data.direction, DEFAULTS, ratio=True)
+    assert [cp.index for cp in tracker.detections(data.series)] == [30]  # without the boundary: a change
+    key = data.key
+    conn.close()
+    publish_all(settings, now=1_800_000_000.0)
+    page = (settings.site_dir / "series" / f"{sid_of(key)}.html").read_text()
+    meta = json.loads(re.search(r'<script type="application/json" id="meta">(.*?)</script>', page).group(1))
+    assert [m for m in meta["markers"] if m["kind"] == "rebase"] == [
+        {"pos": 30, "kind": "rebase", "label": "rebased onto aaaaaaaaaaaa, order-balanced ratios"}
+    ]
