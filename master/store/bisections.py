@@ -88,18 +88,80 @@ def running_or_finished_since(conn: sqlite3.Connection, since: float) -> list[Bi
 
 
 def by_change_point(conn: sqlite3.Connection) -> dict[int, Bisection]:
-    """change point id -> the bisection detection started for it."""
+    """change point id -> the bisection that speaks for it: the newest one detection started for it or that it
+    shares (``share``)."""
     out: dict[int, Bisection] = {}
     for r in conn.execute(_SELECT + " WHERE change_point_id IS NOT NULL ORDER BY id"):
         b = _bisection(r)
         assert b.change_point_id is not None  # by the WHERE
         out[b.change_point_id] = b
+    shared = conn.execute("SELECT change_point_id, bisection_id FROM bisection_shares").fetchall()
+    for cp_id, bisection_id in shared:
+        found = get(conn, bisection_id)
+        if found is not None and (cp_id not in out or out[cp_id].id < found.id):
+            out[cp_id] = found
     return out
 
 
 def of_change_point(conn: sqlite3.Connection, change_point_id: int) -> list[Bisection]:
-    """The bisections detection started for a change point, oldest first (a moved change point may have several)."""
-    return [_bisection(r) for r in conn.execute(_SELECT + " WHERE change_point_id = ? ORDER BY id", (change_point_id,))]
+    """The bisections detection started for a change point or that it shares, oldest first (a moved change point
+    may have several; the newest speaks for it)."""
+    return [
+        _bisection(r)
+        for r in conn.execute(
+            _SELECT + " WHERE change_point_id = ? OR id IN (SELECT bisection_id FROM bisection_shares "
+            "WHERE change_point_id = ?) ORDER BY id",
+            (change_point_id, change_point_id),
+        )
+    ]
+
+
+def covering(conn: sqlite3.Connection, builder: str, branch: str, prev_sha: str, sha: str) -> Bisection | None:
+    """The newest bisection on this builder and branch that can answer for the range (prev_sha, sha]: a running one
+    whose range holds both, or a finished one whose culprit lies in the range (issue #28: one bisection per
+    regression)."""
+    for r in conn.execute(
+        _SELECT + " WHERE builder = ? AND branch = ? AND state IN ('running', 'culprit') ORDER BY id DESC",
+        (builder, branch),
+    ):
+        b = _bisection(r)
+        if prev_sha not in b.commits or sha not in b.commits:
+            continue
+        lo, hi = b.commits.index(prev_sha), b.commits.index(sha)
+        if b.state == "running" or (b.culprit in b.commits and lo < b.commits.index(b.culprit) <= hi):
+            return b
+    return None
+
+
+def share(conn: sqlite3.Connection, change_point_id: int, bisection_id: int, now: float) -> None:
+    """The change point is bisected by that bisection (a newer share replaces an older one)."""
+    conn.execute(
+        "INSERT INTO bisection_shares (change_point_id, bisection_id, created_at) VALUES (?, ?, ?) "
+        "ON CONFLICT(change_point_id) DO UPDATE SET bisection_id = excluded.bisection_id, "
+        "created_at = excluded.created_at",
+        (change_point_id, bisection_id, now),
+    )
+
+
+def shared_by(conn: sqlite3.Connection, change_point_id: int) -> int | None:
+    """The bisection a change point shares, if any (``share``)."""
+    row = conn.execute(
+        "SELECT bisection_id FROM bisection_shares WHERE change_point_id = ?", (change_point_id,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def sharing(conn: sqlite3.Connection, bisection_id: int) -> list[int]:
+    """The change points a bisection answers for: the one it was started for, then those that share it."""
+    own = conn.execute("SELECT change_point_id FROM bisections WHERE id = ?", (bisection_id,)).fetchone()
+    shared = [
+        r[0]
+        for r in conn.execute(
+            "SELECT change_point_id FROM bisection_shares WHERE bisection_id = ? ORDER BY change_point_id",
+            (bisection_id,),
+        )
+    ]
+    return ([own[0]] if own and own[0] is not None else []) + [c for c in shared if not own or c != own[0]]
 
 
 def insert(

@@ -374,3 +374,61 @@ def test_the_order_balanced_method_starts_a_new_segment_like_a_rebase(tmp_path):
     assert [m for m in meta["markers"] if m["kind"] == "rebase"] == [
         {"pos": 30, "kind": "rebase", "label": "rebased onto aaaaaaaaaaaa, order-balanced ratios"}
     ]
+
+
+def test_two_alerts_over_one_range_start_one_bisection(conn):
+    """Issue #28: each line of an alert started its own bisection, all sharing one worker. A change point whose range
+    lies inside a running bisection's (same builder and branch) shares it, and both alerts hear its culprit."""
+    from master import alerts
+    from master.bisection import state
+
+    rng = random.Random(31)
+    add_commits(conn, 14)
+    with store.transaction(conn):
+        store.upsert_commits(
+            conn,
+            [store.CommitInfo(sha(i), f"c{i}", "A <a@x>", 1, 1, (sha(i - 1),) if i else ()) for i in range(14)],
+        )
+    for i in (0, 12, 13):
+        doc = paired_doc(
+            sha(i), REF_A, [1000.0] * 6, [(1.0 if i < 12 else 0.88) * (1 + rng.gauss(0, 0.003)) for _ in range(6)]
+        )
+        rw = json.loads(json.dumps(doc["workloads"][0]))
+        rw["name"] = "rw"
+        for m in rw["metrics"]:
+            if m["name"] == "tps.rqps":
+                m["samples"] = [x / 0.88 * 1.1 if i >= 12 else x for x in m["samples"]]  # rw got faster
+        doc["workloads"].append(rw)
+        with store.transaction(conn):
+            store.insert_run(conn, doc, ctx(i + 1, reference=REF_A))
+    with store.transaction(conn):
+        for (run_id,) in conn.execute("SELECT id FROM runs").fetchall():
+            store.series.ensure_for_run(conn, run_id)
+    ids = {
+        (r["workload"], r["metric"]): r["id"]
+        for r in conn.execute("SELECT id, workload, metric FROM series WHERE metric = 'tps.rqps'")
+    }
+    slower = store.changes.Placement(sha(12), sha(0), 12, 0, "regression", 0.88, 0.87, 0.89, 1e-8)
+    faster = dataclasses.replace(slower, kind="improvement", ratio=1.1, ci_low=1.09, ci_high=1.11)
+    with store.transaction(conn):
+        a = store.changes.report(conn, ids[("ro", "tps.rqps")], sha(12), slower, 1.0)
+        b = store.changes.report(conn, ids[("rw", "tps.rqps")], sha(12), faster, 1.0)
+        first, second = state.auto_create(conn, a), state.auto_create(conn, b)
+    assert first is not None and second is None
+    assert conn.execute("SELECT COUNT(*) FROM bisections").fetchone()[0] == 1
+    assert state.sharing(conn, b) == first
+    settings = alerts.AlertSettings()
+    assert len(alerts.sync(conn, settings)) == 2  # a regression alert and an improvement alert, one range
+    with store.transaction(conn):
+        store.bisections.record_culprit(conn, first, sha(7), sha(6), 0.88, 0.87, 0.89, 2.0)
+    state.report_to_alert(conn, first, settings)
+    assert {(r["kind"], r["culprit_sha"]) for r in conn.execute("SELECT kind, culprit_sha FROM alerts")} == {
+        ("regression", sha(7)),
+        ("improvement", sha(7)),
+    }
+    # a later change point over a range that holds the culprit shares the finished bisection
+    other = conn.execute("SELECT id FROM series WHERE workload = 'rw' AND metric = 'tps'").fetchone()[0]
+    narrower = dataclasses.replace(slower, prev_sha=sha(4), prev_position=4)
+    with store.transaction(conn):
+        c = store.changes.report(conn, other, sha(12), narrower, 3.0)
+        assert state.auto_create(conn, c) is None and state.sharing(conn, c) == first
