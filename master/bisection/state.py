@@ -125,7 +125,7 @@ def observations(conn: sqlite3.Connection, b: Bisection) -> Observations:
     broken = store.bisections.failed_commits(conn, b)
     # builds of a probe that ended with no result at all (crashes): after a few, treat it as broken
     broken |= {sha for sha, lost in store.bisections.lost_builds(conn, b).items() if lost >= MAX_LOST_ATTEMPTS}
-    return Observations(samples, fresh, frozenset(broken))
+    return Observations(samples, fresh, frozenset(broken), store.bisections.levels(conn, b))
 
 
 def _log(conn: sqlite3.Connection, bisection_id: int, line: str) -> None:

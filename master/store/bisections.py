@@ -327,6 +327,59 @@ def samples_and_rounds(conn: sqlite3.Connection, b: Bisection) -> tuple[dict[str
     return out, rounds
 
 
+LEVEL_COMMITS = (5, 3)  # measured commits of the series read for the level before the change and after it
+
+
+def levels(conn: sqlite3.Connection, b: Bisection) -> tuple[list[float], list[float]] | None:
+    """For a ratio series (a paired rQPS against the branch's pinned reference, drift-free): the level of the
+    series before the change, from its newest measured commits up to the good end, and after it, from the bad end
+    and the commits measured after it (``LEVEL_COMMITS``), each in one segment (the good end's, the bad end's,
+    which must be the same, and that of the newest measurement of its commits: ``_comparable``). The bisection
+    judges its probes against these instead of re-measuring the ends (issue #28). None for any other series, or
+    when either side has no measurement in that segment."""
+    if not b.metric or not is_ratio_to_reference(b.metric):
+        return None
+    pos = dict(
+        conn.execute(
+            "SELECT sha, position FROM branch_commits WHERE branch = ? AND sha IN (?, ?)", (b.branch, b.good, b.bad)
+        ).fetchall()
+    )
+    if b.good not in pos or b.bad not in pos:
+        return None
+    sides = []
+    for op, order, at, want in (
+        ("<=", "DESC", pos[b.good], LEVEL_COMMITS[0]),
+        (">=", "ASC", pos[b.bad], LEVEL_COMMITS[1]),
+    ):
+        rows = conn.execute(
+            "SELECT bc.sha, m.samples, r.reference, m.flags FROM branch_commits bc "
+            "CROSS JOIN runs r INDEXED BY runs_sha CROSS JOIN measurements m "
+            f"WHERE bc.branch = ? AND bc.position {op} ? AND r.sha = bc.sha AND m.run_id = r.id "
+            "AND r.machine_id = ? AND r.recipe = ? AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? "
+            f"AND m.metric = ? ORDER BY bc.position {order}, r.id LIMIT ?",
+            (b.branch, at, b.machine_id, b.recipe, b.config_hash, b.workload, b.metric, want * 20),
+        ).fetchall()
+        samples: list[float] = []
+        segment: Segment | None = None
+        first: dict[str, Segment] = {}
+        for sha, raw, reference, flags in rows:
+            seg = Segment(reference, is_balanced(flags))
+            if sha not in first:
+                if len(first) == want or (segment is not None and seg != segment):
+                    break
+                first[sha] = seg
+                segment = seg
+            if seg == first[sha]:
+                samples.extend(json.loads(raw))
+        sides.append((segment, samples))
+    (seg_good, good), (seg_bad, bad) = sides
+    measured = _measured(conn, b)
+    newest = measured[-1][3] if measured else None
+    if not good or not bad or not seg_good == seg_bad == newest:
+        return None  # a rebase since: the probes are measured against another reference (_comparable)
+    return good, bad
+
+
 def failed_commits(conn: sqlite3.Connection, b: Bisection) -> set[str]:
     """The bisection's commits with a failed run on its machine and recipe, or a rejected result on its builder."""
     marks = ",".join("?" * len(b.commits))

@@ -79,3 +79,29 @@ def test_steady_ends_are_bisected_from_the_detectors_half_percent():
     # noisy ends keep the 1% floor: a 0.6% step at CV 1% is not bisected
     for seed in range(3):
         assert isinstance(simulate(cv=0.01, step=0.006, seed=seed)[0], NotReproducible)
+
+
+def test_a_paired_series_is_bisected_against_its_levels_measuring_each_probe_once():
+    """Issue #28: the bisection of a paired rQPS series re-measured its known-good range start 5 times, its parent
+    4 and the middle 4. A ratio to the branch's pinned reference carries no drift: the series' own levels around
+    the ends (several measured commits each) stand for the ends, every probe is measured once, and the culprit
+    is named without further rounds."""
+    for culprit in (1, 9, 16):
+        rng = random.Random(culprit)
+        commits = [f"c{i:02d}" for i in range(17)]
+        samples: dict[str, list[float]] = {c: [] for c in commits}
+        fresh: dict[str, int] = {}
+        levels = ([rng.gauss(1.0, 0.004) for _ in range(15)], [rng.gauss(0.88, 0.004) for _ in range(9)])
+        samples[commits[0]], samples[commits[-1]] = levels[0][:3], levels[1][:3]
+        measured = []
+        while True:
+            d = decide(commits, Observations(samples, fresh, levels=levels))
+            if not isinstance(d, Measure):
+                break
+            measured.append(d.commit)
+            level = 0.88 if commits.index(d.commit) >= culprit else 1.0
+            samples[d.commit] = samples[d.commit] + [rng.gauss(level, 0.004) for _ in range(3)]
+            fresh[d.commit] = fresh.get(d.commit, 0) + 1
+        assert d == Culprit(commits[culprit], commits[culprit - 1])
+        assert commits[0] not in measured and commits[-1] not in measured  # the ends: never again
+        assert len(measured) == len(set(measured)) <= 4  # each probe once: log2(16)

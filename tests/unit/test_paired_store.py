@@ -199,6 +199,9 @@ def test_a_bisection_of_a_ratio_series_compares_only_ratios_to_one_reference(con
     b = state.get(conn, bid)
     obs = state.observations(conn, b)
     assert [len(obs.samples[sha(i)]) for i in range(5)] == [5, 0, 0, 0, 5]
+    # drift-free levels from the series around the ends stand for the ends (issue #28): no end is measured again
+    assert obs.levels == (obs.samples[sha(0)], obs.samples[sha(4)])
+    assert state.decide(b.commits, obs, state.Policy()) == state.Measure(sha(2), "bisect")
     # the branch is rebased mid-bisection: a probe of commit 2 is measured against reference B
     probe = add_paired(conn, 2, REF_B, 0.5, 3, rng)
     with store.transaction(conn):
@@ -206,8 +209,8 @@ def test_a_bisection_of_a_ratio_series_compares_only_ratios_to_one_reference(con
     obs = state.observations(conn, b)
     # the ends' ratios to A no longer count: they are measured again against B, never mixed with the probe's
     assert [len(obs.samples[sha(i)]) for i in range(5)] == [0, 0, 5, 0, 0]
-    assert dict(obs.fresh_rounds) == {sha(2): 1}
-    assert isinstance(state.decide(b.commits, obs, state.Policy()), state.Measure)
+    assert dict(obs.fresh_rounds) == {sha(2): 1} and obs.levels is None  # the levels are A's: not comparable
+    assert state.decide(b.commits, obs, state.Policy()).reason == "re-measure the ends to confirm the change"
 
 
 def test_the_site_marks_rebases_and_says_which_series_is_searched(tmp_path):
