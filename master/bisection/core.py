@@ -50,6 +50,8 @@ class Policy:
     # the same for the levels of a paired series (Observations.levels): detection has already found the change on
     # many commits, so the levels need only show it is there and large enough, not prove it again
     level_alpha: float = 1e-2
+    level_z: float = 3.0  # standard errors a probe judged on the levels must lie clear of the midpoint
+    paired_probe_rounds: int = 2  # rounds a probe of a paired series is measured with (one order-balanced block)
     min_effect: float = BISECT_MIN_EFFECT  # relative change the ends must show (1%)
     # the same when both ends repeat exactly (instruction counts): the steps detection reports for such series
     steady_min_effect: float = STEADY.min_effect
@@ -152,6 +154,26 @@ def _classify(probe: tuple, good: tuple, bad: tuple, policy: Policy, seed: int) 
     return Verdict.UNSURE
 
 
+def classify_on_levels(probe: np.ndarray, good: np.ndarray, bad: np.ndarray, policy: Policy) -> Verdict:
+    """Like `classify`, for a paired series judged on its levels: a probe is one or a few runs of one block of
+    rounds each, too few samples to show their own spread, so its noise is taken as the levels' (the spread of
+    their samples over several commits and runs, divided by the square root of the probe's sample count), and its
+    position t must lie `policy.level_z` such standard errors clear of 1/2."""
+    g, b = float(stats.trim_mean(good, 0.2)), float(stats.trim_mean(bad, 0.2))
+    if len(probe) == 0 or b == g:
+        return Verdict.UNSURE
+    spread = max(
+        float(np.std(good, ddof=1)) if len(good) > 1 else 0.0, float(np.std(bad, ddof=1)) if len(bad) > 1 else 0.0
+    )
+    noise = max(spread / np.sqrt(len(probe)), _sem(probe) if len(probe) > 1 else 0.0)
+    ends = sorted((float(np.mean(probe)) + k * policy.level_z * noise - g) / (b - g) for k in (-1, 1))
+    if ends[1] < 0.5:
+        return Verdict.GOOD
+    if ends[0] > 0.5:
+        return Verdict.BAD
+    return Verdict.UNSURE
+
+
 def _point_t(probe: np.ndarray, good: np.ndarray, bad: np.ndarray) -> float:
     """t = (probe - good) / (bad - good) on 20%-trimmed means (0.5 when the ends coincide)."""
     g, b = stats.trim_mean(good, 0.2), stats.trim_mean(bad, 0.2)
@@ -229,7 +251,7 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
         samples = obs.of(commits[probe])
         if len(samples) == 0:
             return Measure(commits[probe], "bisect")
-        verdict = classify(samples, g, b, policy, seed=probe)
+        verdict = classify_on_levels(samples, g, b, policy) if trusted else classify(samples, g, b, policy, seed=probe)
         if verdict is Verdict.GOOD:
             lo = probe
         elif verdict is Verdict.BAD:

@@ -202,6 +202,11 @@ def test_a_bisection_of_a_ratio_series_compares_only_ratios_to_one_reference(con
     # drift-free levels from the series around the ends stand for the ends (issue #28): no end is measured again
     assert obs.levels == (obs.samples[sha(0)], obs.samples[sha(4)])
     assert state.decide(b.commits, obs, state.Policy()) == state.Measure(sha(2), "bisect")
+    # a probe is measured with one order-balanced block of rounds, the bisected workload only
+    from master.bisection.service import probe_options
+
+    assert probe_options(b, state.Policy()) == ["workloads=ro", "callgrind=1", "samples=2"]
+    assert probe_options(dataclasses.replace(b, metric="tps"), state.Policy()) == ["workloads=ro", "callgrind=1"]
     # the branch is rebased mid-bisection: a probe of commit 2 is measured against reference B
     probe = add_paired(conn, 2, REF_B, 0.5, 3, rng)
     with store.transaction(conn):
