@@ -160,7 +160,8 @@ def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy
             return decision
         now = time.time()
         if isinstance(decision, Culprit):
-            est = rqps.median_ratio(obs.of(decision.parent), obs.of(decision.commit))
+            before, after, against = _culprit_sides(obs, decision)
+            est = rqps.median_ratio(before, after)
             subject = store.commits.commit(conn, decision.commit)
             store.bisections.record_culprit(
                 conn, bisection_id, decision.commit, decision.parent, est.ratio, est.low, est.high, now
@@ -170,7 +171,7 @@ def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy
                 bisection_id,
                 f"culprit {decision.commit[:12]} "
                 f"{(subject.subject if subject else '')!r}: ratio {est.ratio:.4f} "
-                f"[{est.low:.4f}, {est.high:.4f}] against {decision.parent[:12]}; "
+                f"[{est.low:.4f}, {est.high:.4f}] against {against}; "
                 f"{probes} probes, {rounds} rounds, {n_samples} samples",
             )
         elif isinstance(decision, Ambiguous):
@@ -184,6 +185,18 @@ def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy
             store.bisections.record_not_reproducible(conn, bisection_id, decision.reason, now)
             _log(conn, bisection_id, f"not reproducible: {decision.reason}")
         return decision
+
+
+def _culprit_sides(obs: Observations, culprit: Culprit) -> tuple[list[float], list[float], str]:
+    """The samples the culprit's ratio is formed of: its parent's and its own, each replaced by the series' level
+    on its side when a paired series was bisected on its levels and the commit has fewer than two samples (a
+    probe is one block: one sample, no interval), and what the ratio is against, said in the log."""
+    before, after = list(obs.of(culprit.parent)), list(obs.of(culprit.commit))
+    against = culprit.parent[:12]
+    if obs.levels is not None and min(len(before), len(after)) < 2:
+        before, after = list(obs.levels[0]), list(obs.levels[1])
+        against += f" (the series' levels around the change: {len(before)} and {len(after)} samples)"
+    return before, after, against
 
 
 def _finished(b: Bisection) -> Decision:
