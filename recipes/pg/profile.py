@@ -59,8 +59,19 @@ WORKLOAD_KINDS: dict[str, WorkloadKind] = {
         ),
     )
 }
-TUNABLE = ("samples", "duration_s", "warmup_s", "scale", "instruction_samples", "seed", "ab_slices", "ab_warmup")
+TUNABLE = (
+    "samples",
+    "duration_s",
+    "warmup_s",
+    "scale",
+    "instruction_samples",
+    "seed",
+    "ab_slices",
+    "ab_warmup",
+    "ab_rewarm",
+)
 AB_WARMUP = 0  # slices per side run and discarded before each A/B sample's recorded ones (_sliced_samples)
+AB_REWARM = 0  # 1: after each round's restart, every side runs `warmup_s` of load again, discarded
 
 
 def profile_names() -> list[str]:
@@ -505,6 +516,7 @@ def run_bench(
     duration, warmup = tun.get("duration_s", 10.0), tun.get("warmup_s", 5.0)
     slices = int(tun.get("ab_slices", 1)) if len(installs) > 1 else 1
     slice_warmup = int(tun.get("ab_warmup", AB_WARMUP))
+    rewarm = int(tun.get("ab_rewarm", AB_REWARM)) > 0 and warmup > 0
     if len(installs) > 1:
         samples = _whole_blocks(samples)
     wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
@@ -556,6 +568,14 @@ def run_bench(
                 for t in targets:
                     t.server.stop()
                     t.server.start()
+                first = next((w for w in order if WORKLOAD_KINDS[w.kind].pgbench), None)
+                if rewarm and first is not None:
+                    # a fresh postmaster starts with empty shared buffers: every side runs the round's first
+                    # workload again, discarded, the side that takes the round's first slot last (as the slices
+                    # alternate), so no recorded slice of either side pays for the cold start
+                    for t in sorted(targets, key=lambda t: t is _first_side(targets, r)):
+                        ctx.log(f"[{t.label}] warm-up after the restart: {first.name} ({warmup:.0f} s, discarded)")
+                        _pgbench_sample(t, first, warmup, pinned(first), record=False)
             for w in order:
                 if r >= min(samples, _whole_blocks(int(w.spec.get("samples", samples)), len(targets))):
                     continue  # a long workload (e.g. the Insert Benchmark) may ask for fewer samples

@@ -1,14 +1,16 @@
 """The order bias of paired throughput, measured A vs A, with and without the fix (issue #28).
 
     .venv/bin/python -m tests.benchmarks.order_bias collect --repo R --runs K --json runs.json \\
-        [--workloads pgbench-ro-prepared-c1,pgbench-ro-prepared-c2] [--samples 6] [--variants 0,1]
+        [--workloads pgbench-ro-prepared-c1,pgbench-ro-prepared-c2] [--samples 6] \\
+        [--variants ab_rewarm=0,ab_rewarm=1]
     .venv/bin/python -m tests.benchmarks.order_bias report runs.json
 
 R is the repository scripts/pg-source-repo.sh makes: its head and the release tag two commits back differ by
 comments only, so the true ratio is 1 and any departure is the method's. **collect** builds both once, then runs
 the farm's paired bench phase (`python -m recipes bench ... --option reference=TAG`, what a worker runs) K times
-per variant, the variants interleaved in one session (variant v: `--option ab_warmup=v`, the discarded slices per
-side at the start of every sample; 0 is the design before the fix). Every run keeps, per workload and round, both
+per variant, the variants interleaved in one session (a variant is a set of profile options joined by `+`, e.g.
+`ab_rewarm=1` (every side warmed up again after each round's restart) or `ab_warmup=1` (one discarded slice per
+side before every sample); `ab_rewarm=0` is the design before the fix). Every run keeps, per workload and round, both
 sides' tps, which side took the round's first slice and every slice's tps (the round's log line), and the load
 average. It appends to `--json`, so an interrupted collection keeps its runs.
 
@@ -99,7 +101,7 @@ def collect(args: argparse.Namespace) -> int:
     tmp = work / "order-bias"
     (tmp / "state").mkdir(parents=True, exist_ok=True)
     workloads = args.workloads.split(",")
-    variants = [int(v) for v in args.variants.split(",")]
+    variants = args.variants.split(",")
     doc = json.loads(args.json.read_text()) if args.json.exists() else {}
     doc = doc or {"commit": sha, "reference": reference, "samples": args.samples, "workloads": workloads, "runs": []}
     if (doc["commit"], doc["workloads"], doc["samples"]) != (sha, workloads, args.samples):
@@ -114,7 +116,7 @@ def collect(args: argparse.Namespace) -> int:
         for v in order:
             load = os.getloadavg()[0]
             t0 = time.monotonic()
-            log = phase("bench", src, work, tmp / "state", sha, [*common, f"ab_warmup={v}"], tmp / "bench.json")
+            log = phase("bench", src, work, tmp / "state", sha, [*common, *v.split("+")], tmp / "bench.json")
             doc["runs"].append(
                 {
                     "variant": v,
@@ -156,8 +158,8 @@ def report(args: argparse.Namespace) -> int:
         f"(median {statistics.median(loads):.1f}), {doc['runs'][0]['at']} .. {doc['runs'][-1]['at']}"
     )
     out: dict = {}
-    for v in sorted({r["variant"] for r in doc["runs"]}):
-        runs = [r for r in doc["runs"] if r["variant"] == v]
+    for v in sorted({str(r["variant"]) for r in doc["runs"]}):
+        runs = [r for r in doc["runs"] if str(r["variant"]) == v]
         for w in doc["workloads"]:
             per = [r["workloads"][w] for r in runs]
             ratios = [[rd["run"] / rd["reference"] for rd in rounds] for rounds in per]
@@ -191,8 +193,8 @@ def report(args: argparse.Namespace) -> int:
                 row[f"block_median_{n}_cv"] = cv(blocks)
             row["slices_first_side"] = slice_profile([rd for rounds in per for rd in rounds], True)
             row["slices_later_side"] = slice_profile([rd for rounds in per for rd in rounds], False)
-            out.setdefault(f"ab_warmup={v}", {})[w] = row
-            print(f"\nab_warmup={v}  {w}  ({len(runs)} runs, median {row['seconds_median']:.0f} s a bench phase)")
+            out.setdefault(str(v), {})[w] = row
+            print(f"\n{v}  {w}  ({len(runs)} runs, median {row['seconds_median']:.0f} s a bench phase)")
             print(
                 f"RESULT   per-round rQPS, reference took the first slice: mean {row['per_round_reference_first']:.4f}"
             )
@@ -231,7 +233,9 @@ def main() -> int:
     c.add_argument("--reference", default="HEAD~2")
     c.add_argument("--workloads", default="pgbench-ro-prepared-c1,pgbench-ro-prepared-c2")
     c.add_argument("--samples", type=int, default=6, help="rounds per run (default 6)")
-    c.add_argument("--variants", default="0,1", help="ab_warmup values to interleave (default 0,1)")
+    c.add_argument(
+        "--variants", default="ab_rewarm=0,ab_rewarm=1", help="option sets to interleave, KEY=VALUE joined by +"
+    )
     c.add_argument("--runs", type=int, default=8, help="runs per variant to add (default 8)")
     c.add_argument("--json", type=Path, required=True)
     r = sub.add_parser("report", help="the table from collected runs")
