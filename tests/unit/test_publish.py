@@ -6,7 +6,6 @@ import filecmp
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -22,7 +21,7 @@ from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, float_column, int_column, join_columns, js_call, literal_column, render
 from master.publish.views import RatioView
 from master.publish.writer import PublishError, SiteWriter
-from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, settings_for
+from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, copy_farm, settings_for
 from tests.unit.test_result_schema import MACHINE_ID as M
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,14 +36,7 @@ def farm_template(tmp_path_factory):
 
 @pytest.fixture
 def farm(farm_template, tmp_path):
-    """A private copy of the farm (repo + data dir), so tests can add runs and publish without interfering."""
-    src = farm_template.settings.data_dir.parent
-    dst = tmp_path / "farm"
-    shutil.copytree(src, dst, symlinks=True)
-    f = farm_template
-    return type(f)(
-        f.repo.__class__(dst / "repo"), settings_for(dst / "data", dst / "repo"), list(f.shas), f.culprit, f.builds
-    )
+    return copy_farm(farm_template, tmp_path / "farm")
 
 
 def files(root: Path) -> dict[str, Path]:
