@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from master import store
+from master import machinebinding, store
 from master.settings import Settings
 from master.store.jobs import Job
 from recipes.result import ResultError, validate_job
@@ -70,9 +70,12 @@ def ingest_file(
     build_id: int | None,
     build_url: str,
     stopped: Stopped | None = None,
+    worker: str | None = None,
 ) -> JobOutcome:
     """Store the job result at `path` (or the job's failure) and say what happened. A build that was `stopped`
-    still stores a whole result it uploaded; without one, the job is queued again or fails as `stopped` says."""
+    still stores a whole result it uploaded; without one, the job is queued again or fails as `stopped` says.
+    `worker`: the Buildbot worker that uploaded it; the machine the result names must be bound to it
+    (master/machinebinding.py, as for commit results). None: not a worker's upload (tools, tests): not checked."""
     conn = store.connect(settings.results_db)
     try:
         job = store.jobs.get(conn, job_id)
@@ -116,6 +119,14 @@ def ingest_file(
             _reject(path)
             return interrupted(stopped) if stopped else fail(f"not this job's result: {problem}")
         machine = doc["machine"]["id"]
+        refused = _machine_refused(conn, settings, doc, worker)
+        if refused is not None:
+            _reject(path)
+            with store.transaction(conn):
+                store.machines.record_refusal(
+                    conn, refused.machine_id, refused.worker, refused.bound_worker, refused.message, time.time()
+                )
+            return fail(f"result refused: {refused.message}")
         if doc["status"] != "ok":
             first = (doc.get("log_excerpt") or doc["status"]).strip().splitlines()[0][:500]
             path.unlink(missing_ok=True)
@@ -124,12 +135,25 @@ def ingest_file(
             if build_id is not None:
                 store.jobs.set_build(conn, job_id, build_id, build_url, time.time())
             ended = store.jobs.finish(conn, job_id, result=doc, error=None, machine_id=machine, now=time.time())
+            if ended and worker is not None:
+                store.machines.bind(conn, machine, doc["machine"]["fingerprint"], worker, time.time())
         if not ended:
             return _ended_already(conn, job_id, path)
         path.unlink(missing_ok=True)
         return JobOutcome("done", f"job {job_id} done: {len(doc['sides'])} sides measured on {machine}")
     finally:
         conn.close()
+
+
+def _machine_refused(
+    conn: sqlite3.Connection, settings: Settings, doc: dict, worker: str | None
+) -> machinebinding.Refused | None:
+    """A job's sides are measured on one machine, like a commit's run: its series of jobs (the site's job pages,
+    the machine a try-job ran on) take the worker's word for that machine only under the same binding rule."""
+    if worker is None:
+        return None
+    bound = store.machines.binding(conn, doc["machine"]["id"])
+    return machinebinding.check(doc["machine"], worker, bound, settings.host_of, by_worker=True)
 
 
 def ended_message(job: Job) -> str:

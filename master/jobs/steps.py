@@ -280,6 +280,7 @@ class IngestJob(BuildStep):
                 self.build.buildid,
                 url,
                 self._stopped(),
+                self.getProperty("workername") or "",
             )
         write = log.addStdout if outcome.state == "done" else log.addStderr
         await write(redact_text(outcome.message) + "\n")

@@ -286,3 +286,37 @@ def test_a_stopped_builds_stale_file_of_another_job_never_fails_the_job(conn, se
     shutdown = ingest.Stopped("queued again by the farm: its build 9 was cancelled by the master's shutdown", True)
     assert ingest_doc_stopped(settings, tmp_path, job_id, stale, shutdown).state == "queued"
     assert core.get(conn, job_id).state == "queued" and (tmp_path / "rejected" / "job.json").exists()
+
+
+def test_a_job_result_naming_another_workers_machine_is_refused_and_counted(conn, settings, tmp_path):
+    """Issue #26 item 3 for jobs: a job's sides land in the machine's job pages, so the machine a job result names
+    must be bound to the worker that uploaded it, as for a commit's result."""
+    from tests.unit.test_result_schema import FINGERPRINT, MACHINE_ID
+
+    def upload(worker, fingerprint=FINGERPRINT, machine_id=MACHINE_ID):
+        job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+        doc = result_for(core.get(conn, job_id))
+        doc["machine"] = {"id": machine_id, "fingerprint": dict(fingerprint)}
+        path = tmp_path / "job.json"
+        path.write_text(json.dumps(doc))
+        return job_id, ingest.ingest_file(settings, path, job_id, 12, "u", None, worker)
+
+    first, outcome = upload("local")
+    assert outcome.state == "done", outcome.message
+    assert store.machines.binding(conn, MACHINE_ID).worker == "local"  # the first upload binds the machine
+
+    forged, outcome = upload("w2")  # another host claims local's machine
+    assert outcome.state == "failed"
+    assert "bound to worker 'local'" in outcome.message and "'w2'" in outcome.message, outcome.message
+    job = core.get(conn, forged)
+    assert job.state == "failed" and job.result is None and job.machine_id is None
+    assert (tmp_path / "rejected" / "job.json").exists()
+
+    other_cpu = dict(FINGERPRINT, cpu_model="Forged CPU 9000")  # local's id, another machine's fingerprint
+    _, outcome = upload("local", other_cpu)
+    assert outcome.state == "failed" and "fingerprint" in outcome.message, outcome.message
+    assert [(r.worker, r.bound_worker, r.attempts) for r in store.machines.refusals(conn)] == [
+        ("local", None, 1),
+        ("w2", "local", 1),
+    ]
+    assert core.get(conn, first).state == "done"  # what was stored stays
