@@ -39,7 +39,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from recipes.sides import TRY_AS_ROOT_ENV
 from tests.alerts_support import HttpReceiver
 from tests.chaos.faults import KINDS, Fault, Injection, Injector, kill_orphans, random_fault
 from tests.chaos.invariants import Check, Figures, JobsView, Violation, check
@@ -275,8 +274,6 @@ def run(opts: Options) -> Report:
     receiver = HttpReceiver().start() if opts.webhook else None
     repo = make_repo(work / "repo")
     env = {"PERFFARM_REPOSITORY_BRANCHES": ".*", "PERFFARM_REPOSITORY_TAGS": ".*"}  # every ref reaches the farm
-    if os.geteuid() == 0:  # as CI does: a root worker runs a try-job's patched side only when told so (docs/jobs.md)
-        env[TRY_AS_ROOT_ENV] = "1"
     if receiver:
         env["PERFFARM_CONFIG"] = str(alert_config(work))
     farm = Farm(data, str(repo.path), reconcile_interval=opts.reconcile_interval, env=env)
