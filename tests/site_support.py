@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from master import ingest, pipeline, store
 from master.bisection import state as bisection
+from master.publish.writer import wait_for_cleanup
 from master.settings import Settings, load_settings
 from tests.harness import GitRepo, make_repo
 from tests.unit.test_result_schema import FINGERPRINT, MACHINE_ID
@@ -141,6 +143,17 @@ ARCHAEOLOGY = {
     "idle-connections-c1-i1000": (6_000.0, 10_000.0, 10_800.0),
     "pgbench-ro-prepared-c1": (50_000.0, 55_000.0, 60_000.0),  # one count only: a bar chart, not a sweep
 }
+
+
+def copy_farm(template: SiteFarm, dst: Path) -> SiteFarm:
+    """A private copy of a farm (repo + data dir), so a test can add runs and publish without interfering.
+    Retired site versions are deleted by a background thread: wait for it, and never copy a half-deleted one."""
+    wait_for_cleanup()
+    shutil.copytree(template.settings.data_dir.parent, dst, symlinks=True, ignore=shutil.ignore_patterns("*.trash"))
+    t = template
+    return type(t)(
+        t.repo.__class__(dst / "repo"), settings_for(dst / "data", dst / "repo"), list(t.shas), t.culprit, t.builds
+    )
 
 
 def add_release_job(

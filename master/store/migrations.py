@@ -390,7 +390,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (machine_id, worker)
     )
     """,
-    # 17: one bisection per regression (issue #28): a change point whose range lies inside the range of another
+    # 17: a job left running with no build (its build request cancelled, or the master stopped between taking the
+    # job and submitting its build) is failed or queued again by the job service (master/jobs/service.py): the
+    # build request it waits for, how many builds were submitted for it, and the farm's note saying why it was
+    # queued again.
+    """
+    ALTER TABLE jobs ADD COLUMN build_request INTEGER;
+    ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN note TEXT
+    """,
+    # 18: one bisection per regression (issue #28): a change point whose range lies inside the range of another
     # change point's running bisection on the same builder and branch (or of a finished one whose culprit is in
     # its range) shares that bisection instead of starting its own; the alert of each learns its outcome.
     """

@@ -208,3 +208,31 @@ def test_block_ratios_are_geometric_means_of_opposite_order_rounds() -> None:
     assert stats.block_ratios([2.0], [3.0]) == [1.5]
     with pytest.raises(stats.NoRatio):
         stats.block_ratios([1.0, 0.0], [1.0, 1.0])
+
+
+def test_an_instruction_count_in_progress_survives_another_runs_sweep(tmp_path, monkeypatch) -> None:
+    # Two runs on one host share /dev/shm/perffarm-<uid>: each sweeps stale run directories when it starts, and the
+    # instruction counter's scratch directory (pf-instr-*) had no owner file, so a second run deleted it under a
+    # running valgrind (seen with two test files at once: FileNotFoundError on its output.txt).
+    import subprocess
+
+    from recipes.api import BenchFailed, Context
+    from recipes.pg import instructions
+    from recipes.pg.build import Install
+    from recipes.pg.server import sweep_stale
+
+    swept: list = []
+
+    def valgrind_while_another_run_starts(argv, **kw):  # the other run starts while valgrind runs
+        swept.extend(sweep_stale(tmp_path / "shm"))
+        return subprocess.CompletedProcess(argv, 1)
+
+    monkeypatch.setattr(instructions.subprocess, "run", valgrind_while_another_run_starts)
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    install = Install(tmp_path / "install", "0" * 40, 15, "15.18", "built")
+    ctx = Context(src_dir=tmp_path, work_dir=tmp_path, state_dir=tmp_path, sha="0" * 40, ref="t", options={})
+    with pytest.raises(BenchFailed, match="exited with 1"):  # not FileNotFoundError: output.txt is still there
+        instructions.count(ctx, install, snapshot, ["SELECT 1;"], tmp_path / "shm")
+    assert swept == []
+    assert list((tmp_path / "shm").iterdir()) == []  # and the count cleans up after itself
