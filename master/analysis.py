@@ -303,8 +303,10 @@ def admit(proposals: list[Proposal], n_series: int, q: float) -> list[Proposal]:
     """Benjamini-Hochberg across series: keep only the new change points that survive at level ``q``
     (the farm's ``[detection] fdr``).
 
-    The family is every series of the farm (``n_series``; series not re-tested in this pass count as
-    p = 1), the p-values those of the change points the pass would newly report. Points already
+    The family is every series of the farm that detection searches (``n_series``,
+    ``store.series.searched_count``; series not re-tested in this pass count as p = 1; a series kept but never
+    searched, ``not_searched``, is no hypothesis), the p-values those of the change points the pass would newly
+    report. Points already
     reported are not re-judged here; they stay until ``review_unmatched`` withdraws them.
     """
     flat = [(i, r) for i, prop in enumerate(proposals) for r in prop.result.new]
@@ -364,7 +366,8 @@ def analyse_many(
     now = time.time() if now is None else now
     if conn.in_transaction:
         proposals = [propose(conn, sid, detection) for sid in series_ids]
-        return [e for prop in admit(proposals, store.series.count(conn), detection.fdr) for e in write(conn, prop, now)]
+        admitted = admit(proposals, store.series.searched_count(conn), detection.fdr)
+        return [e for prop in admitted for e in write(conn, prop, now)]
     return _write_pass(conn, {sid: propose(conn, sid, detection) for sid in series_ids}, detection, now)
 
 
@@ -387,7 +390,7 @@ def _write_pass(
                 proposals.update({sid: propose(conn, sid, detection) for sid in stale})
                 stale = []
             if not stale:
-                admitted = admit(list(proposals.values()), store.series.count(conn), detection.fdr)
+                admitted = admit(list(proposals.values()), store.series.searched_count(conn), detection.fdr)
                 return [e for prop in admitted for e in write(conn, prop, now)]
         proposals.update({sid: propose(conn, sid, detection) for sid in stale})
     raise AssertionError("unreachable: the last round writes")

@@ -275,6 +275,28 @@ def count(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM series").fetchone()[0])
 
 
+def searched_count(conn: sqlite3.Connection) -> int:
+    """How many series detection searches: every series but what master/analysis.py ``not_searched`` keeps
+    unsearched (a paired run's ``<metric>.reference``, and an absolute metric beside which a ratio of it to the
+    reference exists). The false-discovery family of a detection pass (``analysis.admit``)."""
+    siblings = " OR ".join("t.metric = s.metric || ?" for _ in RATIO_SUFFIXES)
+    ratio = " OR ".join("substr(s.metric, -?) = ?" for _ in RATIO_SUFFIXES)
+    row = conn.execute(
+        "SELECT COUNT(*) FROM series s WHERE substr(s.metric, -?) != ? AND ("
+        + ratio
+        + " OR NOT EXISTS (SELECT 1 FROM series t WHERE t.machine_id = s.machine_id AND t.recipe = s.recipe "
+        "AND t.recipe_version = s.recipe_version AND t.config_hash = s.config_hash AND t.workload = s.workload "
+        "AND t.branch = s.branch AND (" + siblings + ")))",
+        (
+            len(REFERENCE_SUFFIX),
+            REFERENCE_SUFFIX,
+            *(x for suffix in RATIO_SUFFIXES for x in (len(suffix), suffix)),
+            *RATIO_SUFFIXES,
+        ),
+    ).fetchone()
+    return int(row[0])
+
+
 def mark_analysed(conn: sqlite3.Connection, series_id: int, now: float) -> None:
     conn.execute("UPDATE series SET analysed_at = ? WHERE id = ?", (now, series_id))
 

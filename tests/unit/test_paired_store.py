@@ -440,3 +440,53 @@ def test_two_alerts_over_one_range_start_one_bisection(conn):
     with store.transaction(conn):
         c = store.changes.report(conn, other, sha(12), narrower, 3.0)
         assert state.auto_create(conn, c) is None and state.sharing(conn, c) == first
+
+
+# issue #28's open/close culprit through a real farm (tests/benchmarks/contention_farm.py, 2026-11-26, load 10-15):
+# pgbench-ro-prepared-c1's rQPS per order-balanced block of 11 measured commits, then the push's head and one more
+RQPS_OPEN_CLOSE = [
+    [1.107, 0.9758, 0.9147],
+    [0.9319, 1.2277, 1.1284],
+    [1.2249, 0.8804, 0.9718],
+    [0.893, 1.0931, 1.0976],
+    [0.9076, 0.9938, 0.9382],
+    [1.0832, 0.9179, 0.9973],
+    [0.9878, 1.0355, 1.005],
+    [0.9933, 1.0755, 0.981],
+    [1.0378, 1.0371, 0.988],
+    [0.9556, 1.0408, 1.0107],
+    [1.016, 1.0392, 1.0028],
+    [0.8275, 0.8103, 0.77],
+    [0.7738, 0.8933, 0.8792],
+]
+
+
+def test_series_never_searched_are_not_in_the_false_discovery_family(conn):
+    """Issue #28's culprit on a loaded box: the paired gate found the rQPS drop at the push's head (p = 0.0011) and
+    the farm reported nothing, because Benjamini-Hochberg counted every series of the farm, 18 here, most of them
+    a paired run's `.reference` and absolute series that are never searched (0.01 / 18 < 0.0011). The family is
+    the series detection searches: `tps.rqps` and the five `.ratio` series."""
+    rng = random.Random(28)
+    others = ("latency_avg", "latency_p95", "cpu_per_tx", "server_cpu_per_tx", "ctx_switches_per_tx")
+    add_commits(conn, len(RQPS_OPEN_CLOSE))
+    for i, rqps in enumerate(RQPS_OPEN_CLOSE):
+        doc = paired_doc(sha(i), REF_A, [1000.0 * r for r in rqps], rqps)
+        for name in others:
+            ratios = [1 + rng.gauss(0, 0.003) for _ in rqps]
+            doc["workloads"][0]["metrics"] += [
+                {"name": name, "unit": "ms", "direction": "lower", "samples": [1.0] * 3},
+                {"name": name + ".reference", "unit": "ms", "direction": "lower", "samples": [1 / r for r in ratios]},
+                {"name": name + ".ratio", "unit": "ratio", "direction": "lower", "samples": ratios},
+            ]
+        with store.transaction(conn):
+            run_id = store.insert_run(conn, doc, ctx(i + 1, reference=REF_A))
+        events = analysis.analyse_run(conn, run_id, DEFAULTS)
+    assert (store.series.count(conn), store.series.searched_count(conn)) == (18, 6)
+    searched = [
+        k
+        for k in (analysis.load_series(conn, sid).key for (sid,) in conn.execute("SELECT id FROM series"))
+        if analysis.not_searched(conn, k) is None
+    ]
+    assert len(searched) == store.series.searched_count(conn)  # the same rule as not_searched
+    assert [(e.action, e.kind, e.sha) for e in events] == [("new", "regression", sha(11))], events
+    assert 0.80 < events[0].ratio < 0.84
