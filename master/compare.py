@@ -201,12 +201,16 @@ def run(args: argparse.Namespace) -> int:
     print()
     print("   ".join(names))
     if len(labels) == 2:
-        print("B/A is the median of paired ratios (rQPS for throughput); the CI is a 95% bootstrap interval.")
+        print(
+            "B/A is the order-balanced mean ratio of the paired rounds (rQPS for throughput) with its 95% t "
+            "interval; a metric that can read 0, the median ratio with a bootstrap interval."
+        )
         print(ab.format_table(vs_base["B"], metrics))
     else:
         print(
-            "Each row is one version's median ratio to A, all measured interleaved in one job (rQPS for "
-            "throughput); the CI is a 95% bootstrap interval."
+            "Each row is one version's order-balanced mean ratio to A, all measured interleaved in one job (rQPS "
+            "for throughput), with its 95% t interval; a metric that can read 0, the median ratio with a bootstrap "
+            "interval."
         )
         print(ab.format_versions(labels, installs, vs_base, metrics))
     explained = _explain(ctx, labels, [w for w in selected_names(profile, options) if w in _instruction_names(profile)])

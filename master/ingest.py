@@ -25,7 +25,7 @@ from master import gitauth, gitmirror, machinebinding, store
 from master.atomicfile import move_durably, write_atomic
 from master.redact import redact_text, redact_url
 from master.settings import Settings
-from recipes.paired import REFERENCE_SUFFIX, RQPS_SUFFIX
+from recipes.paired import RATIO_SUFFIXES, REFERENCE_SUFFIX
 from recipes.result import MAX_DEPTH, ResultError, validate
 
 MAX_RESULT_BYTES = 64 * 2**20
@@ -114,13 +114,13 @@ def requested_reference(options: list) -> str | None:
     return value
 
 
-PAIRED_SUFFIXES = (REFERENCE_SUFFIX, RQPS_SUFFIX)  # metrics that exist only in a paired run
+PAIRED_SUFFIXES = (REFERENCE_SUFFIX, *RATIO_SUFFIXES)  # metrics that exist only in a paired run
 
 
 def _check_reference(doc: dict[str, Any], run: store.RunContext) -> None:
     """A paired result must be paired with the reference the master asked for, and an unpaired one must not
-    carry paired metrics: `.rqps` samples are ratios to the reference, so a result that names another reference
-    (or none) would store one commit's ratios under another reference's series."""
+    carry paired metrics: `.rqps` and `.ratio` samples are ratios to the reference, so a result that names another
+    reference (or none) would store one commit's ratios under another reference's series."""
     claimed = doc["recipe"].get("options", {}).get("reference") or None
     if claimed != run.reference:
         asked = run.reference[:12] if run.reference else "none (an unpaired run)"

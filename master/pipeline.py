@@ -26,6 +26,7 @@ class AfterIngest:
     failed: list[str] = field(default_factory=list)
     events: list[analysis.ChangeEvent] = field(default_factory=list)
     bisections_started: list[int] = field(default_factory=list)
+    bisections_shared: list[int] = field(default_factory=list)  # running ones a new change point joined
 
 
 def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
@@ -50,12 +51,15 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
                     continue
                 with store.transaction(conn):
                     bid = bisection.auto_create(conn, e.change_point_id)
+                    shared = bisection.sharing(conn, e.change_point_id) if bid is None else None
                 if bid is not None:
                     out.bisections_started.append(bid)
                     moved = " (it moved; no bisection of it covers the new range)" if e.action != "new" else ""
                     out.messages.append(
                         f"bisection {bid} started: change point {e.change_point_id} spans untested commits{moved}"
                     )
+                elif shared is not None and shared not in out.bisections_shared:
+                    out.bisections_shared.append(shared)
         except Exception as e:
             out.failed.append("bisect")
             out.messages.append(f"starting a bisection failed: {type(e).__name__}: {e}")
@@ -65,7 +69,7 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
                     f"alert {event.alert_id} {event.action} (message version {event.message_version}): "
                     f"{', '.join(event.changes) or 'new'}; queued for {', '.join(event.queued) or '-'}"
                 )
-            for bid in out.bisections_started:
+            for bid in [*out.bisections_started, *out.bisections_shared]:
                 bisection.report_to_alert(conn, bid, settings.alerts)
         except Exception as e:
             out.failed.append("alerts")

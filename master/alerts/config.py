@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from master.config_values import ConfigError, check
-from recipes.paired import RQPS_SUFFIX
+from recipes.paired import is_paired_ratio
 
 SEVERITIES = ("warn", "critical")
 KINDS = ("regression", "improvement")
@@ -163,9 +163,9 @@ class AlertSettings:
 
     def metric_kind(self, metric: str, unit: str) -> str:
         """How a series is measured, which decides how small a regression alerts: ``paired`` (a ratio to the
-        reference measured interleaved in the same run, ``<metric>.rqps``), ``steady`` (a deterministic count:
-        its unit matches ``steady_units``) or ``unpaired`` (wall-clock, measured alone)."""
-        if metric.endswith(RQPS_SUFFIX):
+        reference measured interleaved in the same run, ``<metric>.rqps`` or ``<metric>.ratio``), ``steady`` (a
+        deterministic count: its unit matches ``steady_units``) or ``unpaired`` (wall-clock, measured alone)."""
+        if is_paired_ratio(metric):
             return "paired"
         if any(fnmatch.fnmatchcase(unit, pattern) for pattern in self.steady_units):
             return "steady"

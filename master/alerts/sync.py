@@ -146,18 +146,17 @@ def _refresh(
     active = [x for x, _ in members if x.active]
     shown = active or [x for x, _ in members]
     severity = rules.max_severity([severities[x.change_point_id] for x in shown])
-    rng = grouping.common_range(shown)
     line_ids = [x.change_point_id for x, _ in members]
     signature = _signature(line_ids, severity, a.culprit_sha, bool(active))
-    values = {
-        "prev_position": rng.prev_position,
-        "position": rng.position,
-        "severity": severity,
-        "active": 1 if active else 0,
-    }
-    by_pos = {x.position: x.sha for x in shown} | {x.prev_position: x.prev_sha for x in shown}
-    values["sha"] = by_pos.get(rng.position, a.sha)
-    values["prev_sha"] = by_pos.get(rng.prev_position) if rng.prev_position is not None else None
+    values: dict[str, object] = {"severity": severity, "active": 1 if active else 0}
+    if active:
+        # the range is its live lines' only: a retracted line's range (a drift the next pass took back) is no
+        # evidence of where the change is; with no live line left, the alert keeps the range they last gave
+        rng = grouping.common_range(active)
+        by_pos = {x.position: x.sha for x in active} | {x.prev_position: x.prev_sha for x in active}
+        values["prev_position"], values["position"] = rng.prev_position, rng.position
+        values["sha"] = by_pos.get(rng.position, a.sha)
+        values["prev_sha"] = by_pos.get(rng.prev_position) if rng.prev_position is not None else None
     if signature == a.signature:
         if any(values[k] != getattr(a, k) for k in values):
             store.alerts.update_alert(conn, alert_id, values)

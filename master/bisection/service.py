@@ -22,6 +22,17 @@ from master.settings import Settings
 SCHEDULER = "bisect"
 
 
+def probe_options(b: state.Bisection, policy: Policy) -> list[str]:
+    """The recipe options of a probe build: only the bisected workload (a probe of a full profile would cost
+    minutes more), its callgrind profile kept for an instruction workload (the culprit's diff against its parent
+    then needs no run), and for a paired ratio series one order-balanced block of rounds: it is judged against
+    the series' levels, and measured again only while it is not sure yet (master/bisection/core.py)."""
+    options = [f"workloads={b.workload}", "callgrind=1"]
+    if store.series.is_ratio_to_reference(b.metric):
+        options.append(f"samples={policy.paired_probe_rounds}")
+    return options
+
+
 class BisectionService(PeriodicService):
     name = "perffarm-bisection"
 
@@ -86,9 +97,7 @@ class BisectionService(PeriodicService):
                 properties={
                     "perffarm_source": ("bisect", "Bisection"),
                     "perffarm_bisection": (b.id, "Bisection"),
-                    # only the bisected workload: a probe of a full profile would cost minutes more; an instruction
-                    # workload keeps its callgrind profile, so the culprit's diff against its parent needs no run
-                    "perffarm_options": ([f"workloads={b.workload}", "callgrind=1"], "Bisection"),
+                    "perffarm_options": (probe_options(b, self.policy), "Bisection"),
                     "scheduler": (SCHEDULER, "Bisection"),
                 },
                 builderids=[builderid],

@@ -108,8 +108,8 @@ def change_points(conn: sqlite3.Connection) -> list[ChangePointRow]:
 
 
 def paired(conn: sqlite3.Connection) -> tuple[dict[str, list[tuple[int, str]]], dict[str, str]]:
-    """Paired throughput (docs/throughput.md): per ratio series (sid) its rebases, (position, new reference), and
-    per absolute throughput series that is measured paired, the sid of its ratio series."""
+    """Paired throughput (docs/throughput.md): per ratio series (sid) its rebases, (position, what the new segment
+    is: its reference and method), and per absolute series that is measured paired, the sid of its ratio series."""
     if not has_table(conn, "series") or "reference" not in store.connection.table_columns(conn, "runs"):
         return {}, {}
     rebases: dict[str, list[tuple[int, str]]] = {}
@@ -117,9 +117,9 @@ def paired(conn: sqlite3.Connection) -> tuple[dict[str, list[tuple[int, str]]], 
     for key, points in store.series.references(conn).items():
         sid = sid_of(key)
         rebases[sid] = [
-            (pos, ref or "") for (pos, ref), (_, before) in zip(points[1:], points[:-1], strict=True) if ref != before
+            (pos, seg.label()) for (pos, seg), (_, before) in zip(points[1:], points[:-1], strict=True) if seg != before
         ]
-        plain = key.metric.removesuffix(store.series.RATIO_SUFFIX)
+        plain = store.series.absolute_metric(key.metric)
         for metric in (plain, plain + store.series.REFERENCE_SUFFIX):
             ratio_of[sid_of(dataclasses.replace(key, metric=metric))] = sid
     return rebases, ratio_of

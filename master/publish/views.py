@@ -388,11 +388,11 @@ def alert_views(
                 )
             )
             b = bisections.get(ln.change_point_id)
-            if b is not None:
+            if b is not None and all(v.id != int(b.id) for v in bv):  # lines that share one bisection show it once
                 bv.append(
                     BisectionView(
                         int(b.id),
-                        ln.workload,
+                        b.workload,
                         b.state,
                         b.culprit,
                         b.ratio,

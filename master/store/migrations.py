@@ -399,4 +399,15 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE jobs ADD COLUMN note TEXT
     """,
+    # 18: one bisection per regression (issue #28): a change point whose range lies inside the range of another
+    # change point's running bisection on the same builder and branch (or of a finished one whose culprit is in
+    # its range) shares that bisection instead of starting its own; the alert of each learns its outcome.
+    """
+    CREATE TABLE bisection_shares (
+        change_point_id INTEGER PRIMARY KEY REFERENCES change_points(id) ON DELETE CASCADE,
+        bisection_id    INTEGER NOT NULL REFERENCES bisections(id) ON DELETE CASCADE,
+        created_at      REAL NOT NULL
+    );
+    CREATE INDEX bisection_shares_bisection ON bisection_shares(bisection_id)
+    """,
 ]

@@ -59,7 +59,19 @@ WORKLOAD_KINDS: dict[str, WorkloadKind] = {
         ),
     )
 }
-TUNABLE = ("samples", "duration_s", "warmup_s", "scale", "instruction_samples", "seed", "ab_slices")
+TUNABLE = (
+    "samples",
+    "duration_s",
+    "warmup_s",
+    "scale",
+    "instruction_samples",
+    "seed",
+    "ab_slices",
+    "ab_warmup",
+    "ab_rewarm",
+)
+AB_WARMUP = 0  # slices per side run and discarded before each A/B sample's recorded ones (_sliced_samples)
+AB_REWARM = 0  # 1: after each round's restart, every side runs `warmup_s` of load again, discarded
 
 
 def profile_names() -> list[str]:
@@ -347,25 +359,51 @@ def _pgbench_sample(t: Target, w: Workload, duration: float, cpus: Sequence[int]
 
 
 def _sliced_samples(
-    targets: Sequence[Target], w: Workload, duration: float, slices: int, first: int, cpus: Sequence[int] | None
-) -> None:
+    targets: Sequence[Target],
+    w: Workload,
+    duration: float,
+    slices: int,
+    first: int,
+    cpus: Sequence[int] | None,
+    warmup: int = 0,
+) -> dict[str, list[float]]:
     """One sample of every target, taken as `slices` short slices in alternating order (AB BA AB ...), each
-    side's slices summed: a neighbour's burst of load lands on both sides instead of on one whole sample."""
+    side's slices summed: a neighbour's burst of load lands on both sides instead of on one whole sample.
+
+    With `warmup`, that many slices per side are run first and discarded, in the pattern's own alternation
+    extended backwards (slice -1 is BA when slice 0 is AB): after the restart and CHECKPOINT that open a round, the
+    side that takes the first slice paid for it (docs/throughput.md, "The order bias"), and a warm-up in the
+    mirrored order leaves every recorded slice of either side preceded alike. Returns each side's recorded
+    slices' tps, in the order taken (the round's log line shows them)."""
     per_slice = max(1.0, (w.duration_s or duration) / max(1, slices))
     got: dict[str, list[pgbench.Sample]] = {t.label: [] for t in targets}
     held: dict[str, int] = {}
     with contextlib.ExitStack() as stack:
         for t in targets:  # every side holds its idle connections for the whole sample, as it would alone
             held[t.label] = stack.enter_context(idle.held(t.server, _idle(w), _active(w)))
-        for k in range(max(1, slices)):
+        for k in range(-max(0, warmup), max(1, slices)):
             for t in targets if (first + k) % 2 == 0 else list(reversed(targets)):
-                got[t.label].append(
-                    pgbench.run(
-                        t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
-                    )
+                s = pgbench.run(
+                    t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
                 )
+                if k >= 0:
+                    got[t.label].append(s)
     for t in targets:
         _record(t, w, pgbench.combine(got[t.label]), held[t.label])
+    return {label: [s.out.tps for s in samples] for label, samples in got.items()}
+
+
+def _whole_blocks(rounds: int, sides: int = 2) -> int:
+    """Rounds of an A/B run: whole order-balanced blocks of two (each side first once), so no order wins a
+    majority; one round stays one (nothing to balance with)."""
+    return rounds + rounds % 2 if sides > 1 and rounds > 1 else rounds
+
+
+def _first_side(targets: Sequence[Target], r: int) -> Target:
+    """The side that takes round r's first slot: the first target in even rounds, the last in odd ones, for every
+    workload (never by a workload's place in the round's shuffled order), so that each pair of rounds (2j, 2j+1)
+    is one order-balanced block (recipes/pg/stats.py, balanced_ratio)."""
+    return targets[0] if r % 2 == 0 else targets[-1]
 
 
 def _record(t: Target, w: Workload, s: pgbench.Sample, idle_held: int = 0) -> None:
@@ -477,6 +515,10 @@ def run_bench(
     samples, scale = int(tun.get("samples", 5)), int(tun.get("scale", 1))
     duration, warmup = tun.get("duration_s", 10.0), tun.get("warmup_s", 5.0)
     slices = int(tun.get("ab_slices", 1)) if len(installs) > 1 else 1
+    slice_warmup = int(tun.get("ab_warmup", AB_WARMUP))
+    rewarm = int(tun.get("ab_rewarm", AB_REWARM)) > 0 and warmup > 0
+    if len(installs) > 1:
+        samples = _whole_blocks(samples)
     wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
     wls = [w for w in workloads(profile, threads) if not wanted or w.name in wanted]
     if not wls:
@@ -526,18 +568,30 @@ def run_bench(
                 for t in targets:
                     t.server.stop()
                     t.server.start()
-            for i, w in enumerate(order):
-                if r >= int(w.spec.get("samples", samples)):
+                first = next((w for w in order if WORKLOAD_KINDS[w.kind].pgbench), None)
+                if rewarm and first is not None:
+                    # a fresh postmaster starts with empty shared buffers: every side runs the round's first
+                    # workload again, discarded, the side that takes the round's first slot last (as the slices
+                    # alternate), so no recorded slice of either side pays for the cold start
+                    for t in sorted(targets, key=lambda t: t is _first_side(targets, r)):
+                        ctx.log(f"[{t.label}] warm-up after the restart: {first.name} ({warmup:.0f} s, discarded)")
+                        _pgbench_sample(t, first, warmup, pinned(first), record=False)
+            for w in order:
+                if r >= min(samples, _whole_blocks(int(w.spec.get("samples", samples)), len(targets))):
                     continue  # a long workload (e.g. the Insert Benchmark) may ask for fewer samples
                 if WORKLOAD_KINDS[w.kind].pgbench and slices > 1:
                     cpus = pinned(w)
                     for t in targets:
                         t.server.checkpoint()
-                    _sliced_samples(targets, w, duration, slices, r + i, cpus)
+                    taken = _sliced_samples(targets, w, duration, slices, r, cpus, slice_warmup)
                     for t in targets:
-                        ctx.log(f"[{t.label}] round {r + 1}/{samples} {w.name}: " + _summary(t.collected, w))
+                        ctx.log(
+                            f"[{t.label}] round {r + 1}/{samples} {w.name}: {_summary(t.collected, w)}; "
+                            f"{'first' if t is _first_side(targets, r) else 'later'}; slices "
+                            + " ".join(f"{x:.1f}" for x in taken[t.label])
+                        )
                     continue
-                sides = list(targets) if (r + i) % 2 == 0 else list(reversed(targets))
+                sides = list(targets) if r % 2 == 0 else list(reversed(targets))
                 for t in sides:
                     t.server.checkpoint()
                     if WORKLOAD_KINDS[w.kind].pgbench:

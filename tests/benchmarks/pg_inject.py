@@ -53,6 +53,28 @@ def busy_loop_patch(src: Path, iterations: int, extra: str = "") -> str:
     return "".join(diff)
 
 
+def open_close_patch(src: Path) -> str:
+    """A unified diff that makes every executor run open and close one file (/dev/null): issue #28's kind of
+    culprit. Two system calls per query cost a few microseconds, 10-15 % of a one-client prepared point select
+    here, while the instructions valgrind counts in the backend barely move (a system call is one instruction of
+    the process; the kernel's work is not counted), so only wall-clock throughput, paired, can see it."""
+    old = (src / FILE).read_text()
+    start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
+    at = old.find(ANCHOR, start) if start >= 0 else -1
+    head = '#include "postgres.h"\n'
+    if at < 0 or head not in old:
+        raise ValueError(f"{FILE}: anchors not found; this tree's standard_ExecutorRun looks different")
+    work = (
+        "\t/* perffarm test-only injected system calls: one open and close per executor run */\n"
+        '\t{\n\t\tint\t\t\tpf_fd = open("/dev/null", O_RDONLY);\n\n'
+        "\t\tif (pf_fd >= 0)\n\t\t\tclose(pf_fd);\n\t}\n\n"
+    )
+    new = old[:at] + work + old[at:]
+    new = new.replace(head, head + "\n#include <fcntl.h>\n#include <unistd.h>\n", 1)
+    diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
+    return "".join(diff)
+
+
 def lock_hold_patch(src: Path, hold_us: int = 0) -> str:
     """A unified diff that makes every query's executor run hold one LWLock exclusively: a real contention
         regression. Two clients serialise their executor phases (throughput at 2 clients falls) while one client pays
@@ -158,9 +180,12 @@ def doc_commits(repo: Path, count: int, first: int = 1000) -> list[str]:
     return shas
 
 
-def make_history(repo: Path, count: int, culprit: int, iterations: int = 0, lock: bool = False) -> list[str]:
+def make_history(
+    repo: Path, count: int, culprit: int, iterations: int = 0, lock: bool = False, open_close: bool = False
+) -> list[str]:
     """Commit `count` commits on top of `repo`'s HEAD; commit number `culprit` (1-based) adds the busy loop of
-    `iterations` rounds, or with `lock` the executor lock hold (`lock_hold_patch`: a contention regression).
+    `iterations` rounds, or with `lock` the executor lock hold (`lock_hold_patch`: a contention regression), or
+    with `open_close` a file opened and closed per executor run (`open_close_patch`: issue #28's culprit).
 
     Returns the shas, index 0 being the starting HEAD. Commit dates are fixed, so the same tree and arguments give
     the same shas. Untrusted-looking subjects are used on purpose for the history site and alerts.
@@ -170,13 +195,14 @@ def make_history(repo: Path, count: int, culprit: int, iterations: int = 0, lock
     shas = [_git(repo, "rev-parse", "HEAD")]
     for i in range(1, count + 1):
         if i == culprit:
-            patch = lock_hold_patch(repo) if lock else busy_loop_patch(repo, iterations)
+            if open_close:
+                patch, subject = open_close_patch(repo), "executor: open and close a file per executor run"
+            elif lock:
+                patch, subject = lock_hold_patch(repo), "executor: serialise executor runs on one lock"
+            else:
+                patch = busy_loop_patch(repo, iterations)
+                subject = f"executor: do a little more work per query ({iterations} iterations)"
             subprocess.run(["git", "apply", "-"], cwd=repo, input=patch, text=True, check=True)
-            subject = (
-                "executor: serialise executor runs on one lock"
-                if lock
-                else f"executor: do a little more work per query ({iterations} iterations)"
-            )
         else:
             name = FILLERS[i % len(FILLERS)]
             _comment(repo / name, i)

@@ -282,7 +282,9 @@ def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: P
 
     allowed = sorted(os.sched_getaffinity(0))
     profile = dict(load_profile("quick"))
-    profile.update(samples=2, duration_s=2, warmup_s=0, scale=1, pgdata=str(tmp_path / "pgdata"), ab_slices=2)
+    profile.update(
+        samples=2, duration_s=2, warmup_s=0, scale=1, pgdata=str(tmp_path / "pgdata"), ab_slices=2, ab_warmup=0
+    )
     (tmp_path / "state").mkdir()
     ctx = Context(
         src_dir=pg.src,
@@ -339,6 +341,10 @@ def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: P
     pairs = [ports[i : i + 2] for i in range(0, len(ports), 2)]
     assert all(len(set(p)) == 2 for p in pairs), ports
     assert any(pairs[i] != pairs[i + 1] for i in range(len(pairs) - 1)), "the order never alternated"
+    # the side that takes a round's first slot is A in round 1 and B in round 2 for every workload, whatever its
+    # place in the round's shuffled order: each two rounds are one order-balanced block (issue #28)
+    firsts = {c: [r[0] for r in runs if r[1] == c][::4] for c in ("1", "2")}  # 4 pgbench runs a sample
+    assert firsts["1"] == firsts["2"] and firsts["1"][0] != firsts["1"][1], firsts
     assert {allowed[-1]} in backend_cpus.values()
     assert len(postmasters) == 4, f"2 servers x 2 rounds (a restart between rounds), saw {postmasters}"
     for side in ("A", "B"):
@@ -365,7 +371,7 @@ def test_build_failure_is_a_build_failed_result(pg: Pg, tmp_path: Path) -> None:
 def test_paired_bench_measures_the_commit_against_a_reference_build(pg: Pg, tmp_path: Path) -> None:
     """`reference=SHA`: the reference (the release tag, two commits back) is built once and cached, the
     wall-clock workloads run interleaved on both installs, and the result carries the reference's samples and
-    the per-round rQPS; instruction counts run on the commit only."""
+    the ratios per order-balanced block of every wall-clock metric; instruction counts run on the commit only."""
     reference = git(pg.repo, "rev-parse", "HEAD~2")
     build = runner("build", pg, tmp_path, "--option", f"reference={reference}")
     assert build.returncode == 0, build.stdout[-5000:] + build.stderr[-3000:]
@@ -390,10 +396,16 @@ def test_paired_bench_measures_the_commit_against_a_reference_build(pg: Pg, tmp_
     by_name = {w["name"]: {m["name"]: m for m in w["metrics"]} for w in doc["workloads"]}
     tps = by_name["pgbench-ro-prepared-c1"]
     run, ref, rqps = tps["tps"]["samples"], tps["tps.reference"]["samples"], tps["tps.rqps"]["samples"]
-    assert len(run) == len(ref) == len(rqps) == 2 and min(run + ref) > 0
-    assert rqps == pytest.approx([b / a for a, b in zip(ref, run)])
+    assert len(run) == len(ref) == 2 and min(run + ref) > 0
+    # one order-balanced block: the reference went first in round 1, the commit in round 2 (issue #28)
+    assert rqps == pytest.approx([(run[0] / ref[0] * run[1] / ref[1]) ** 0.5])
     assert tps["tps.rqps"]["unit"] == "ratio" and tps["tps.rqps"]["direction"] == "higher"
-    assert "latency_avg.reference" not in tps  # rQPS is for throughput; latencies stay the commit's own
+    assert (tps["latency_avg.ratio"]["unit"], tps["latency_avg.ratio"]["direction"]) == ("ratio", "lower")
+    assert {"latency_avg.reference", "cpu_per_tx.ratio", "ctx_switches_per_tx.ratio"} <= set(tps)
+    assert "peak_backend_rss.ratio" not in tps  # memory is no wall-clock measurement: unpaired
+    assert (
+        "paired:order-balanced" in next(w for w in doc["workloads"] if w["name"] == "pgbench-ro-prepared-c1")["flags"]
+    )
     assert set(by_name["instr-point-select"]) == {"instructions"}
     assert bench.stdout.count("instr-point-select sample") == 2  # counted on the commit, not the reference
     assert processes_running(pg.install.prefix) == []

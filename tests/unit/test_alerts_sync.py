@@ -159,3 +159,44 @@ def test_disabled_alerts_are_derived_but_not_sent(farm: Farm) -> None:
     farm.change_point(farm.series("ro"), 10, 0.9)
     (e,) = sync(farm.conn, AlertSettings(enabled=False, channels=CHANNELS), now=1)
     assert e.queued == () and rows(farm) == []
+
+
+def _range(farm: Farm, alert_id: str) -> tuple[int | None, int, str | None, str]:
+    a = adb.alert(farm.conn, alert_id)
+    assert a is not None
+    return a.prev_position, a.position, a.prev_sha, a.sha
+
+
+def test_an_alerts_range_is_that_of_its_live_lines_never_a_retracted_ones(farm: Farm) -> None:
+    # issue #28: an rQPS line over the push (8, 24] and a line of a drifting series over (16, 20], which a later
+    # pass retracts; the culprit, 12, is in the first line's range only
+    rqps = farm.change_point(farm.series("ro", metric="tps.rqps"), 24, 0.87, prev=8)
+    drift = farm.change_point(farm.series("ro", metric="latency_p99", direction="lower"), 20, 1.4, prev=16)
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    assert _range(farm, e.alert_id)[:2] == (16, 20)  # both live: the commits they share
+    farm.retract(drift)
+    sync(farm.conn, SETTINGS, now=200)
+    assert _range(farm, e.alert_id) == (8, 24, farm.shas[8], farm.shas[24])
+    view = alert_view(farm.conn, SETTINGS, e.alert_id)
+    assert view.commits == 16 and [x.metric for x in view.lines] == ["tps.rqps"]
+    # every line retracted: the alert keeps the range its live lines last gave, never a retracted line's
+    farm.retract(rqps)
+    farm.change_point(farm.series("ro", metric="latency_p99", direction="lower"), 20, 1.4, prev=18, first=20)
+    farm.retract(drift)
+    sync(farm.conn, SETTINGS, now=300)
+    assert _range(farm, e.alert_id) == (8, 24, farm.shas[8], farm.shas[24])
+
+
+def test_an_alerts_range_holds_every_live_lines_change_when_they_no_longer_overlap(farm: Farm) -> None:
+    a = farm.change_point(farm.series("ro", metric="tps.rqps"), 24, 0.87, prev=8)
+    b = farm.change_point(farm.series("rw", metric="tps.rqps"), 22, 0.88, prev=10)
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    assert _range(farm, e.alert_id)[:2] == (10, 22)
+    # more data moves both: ro's to (8, 12], rw's to (14, 22]; they share no commit now
+    farm.change_point(farm.series("ro", metric="tps.rqps"), 12, 0.87, prev=8, first=24)
+    farm.change_point(farm.series("rw", metric="tps.rqps"), 22, 0.88, prev=14, first=22)
+    sync(farm.conn, SETTINGS, now=200)
+    low, high, _, _ = _range(farm, e.alert_id)
+    for line_low, line_high in ((8, 12), (14, 22)):
+        assert low <= line_low and line_high <= high  # neither line's change is outside the alert's range
+    assert (a, b) and (low, high) == (8, 22)

@@ -31,8 +31,8 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
     ]
     change_marks = [Marker(c.position, c.kind, f"{c.kind} ×{c.ratio:.3f}") for c in changes if c.state == "active"]
     rebase_marks = [
-        Marker(pos, "rebase", f"rebased onto {ref[:12] or 'no reference'}")
-        for pos, ref in ctx.rebases.get(summ.sid, [])
+        Marker(pos, "rebase", label)
+        for pos, label in ctx.rebases.get(summ.sid, [])
         if summ.first_position <= pos <= summ.last_position
     ]
     markers = sorted(
