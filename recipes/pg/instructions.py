@@ -11,6 +11,7 @@ every time.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
@@ -23,7 +24,7 @@ from pathlib import Path
 from recipes import sandbox as sandboxing
 from recipes.api import BenchFailed, Context
 from recipes.pg.build import Install
-from recipes.pg.server import as_server_user
+from recipes.pg.server import OWNER_FILE, as_server_user
 from recipes.sandbox import Sandbox
 
 TOGGLE_FUNCTION = "exec_simple_query"
@@ -86,7 +87,7 @@ def count(
     With `keep_profile`, callgrind's output file (the per-function profile of exactly what was counted) is moved
     there: the profile costs no run of its own. With `sandbox` (a try-job's install), the backend and valgrind run
     inside it, seeing the install and a directory holding the data copy and callgrind's output, nothing else."""
-    work = Path(tempfile.mkdtemp(prefix="pf-instr-", dir=scratch_root))
+    work = scratch_dir(scratch_root)
     try:
         # what the backend writes (the data copy, callgrind's output) is apart from the farm's own files (the
         # queries, the captured output): a sandboxed backend can change the first, never the second
@@ -161,9 +162,16 @@ def count(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _base_env() -> dict[str, str]:
-    import os
+def scratch_dir(root: Path) -> Path:
+    """A private directory for one count, under the run directories' root and marked with this process as its
+    owner, so that a run starting meanwhile on the same root (another builder, another test) does not take it for
+    one a killed run left behind and remove it under the count (server.sweep_stale)."""
+    work = Path(tempfile.mkdtemp(prefix="pf-instr-", dir=root))
+    (work / OWNER_FILE).write_text(str(os.getpid()))
+    return work
 
+
+def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PG")}
 
 

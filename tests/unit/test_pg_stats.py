@@ -123,6 +123,17 @@ def test_sweep_removes_dirs_of_dead_owners_only(tmp_path) -> None:
     assert not dead.exists() and not sock.exists() and alive.exists()
 
 
+def test_a_running_instruction_count_is_not_swept_by_a_run_starting_meanwhile(tmp_path) -> None:
+    # its data copy and callgrind output live in a pf-instr-* directory under the same root as the servers'; a run
+    # starting on that root (another builder, a test) removed it mid-count before it named its owner
+    from recipes.pg.instructions import scratch_dir
+    from recipes.pg.server import sweep_stale
+
+    work = scratch_dir(tmp_path)
+    assert work.name.startswith("pf-instr-")
+    assert sweep_stale(tmp_path) == [] and work.is_dir()
+
+
 # ----------------------------------------------- samples that form no ratio (stored before #26 item 4 refused them)
 
 
