@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         for i, (label, sha) in enumerate(zip(labels, shas)):
             p = patch if i == len(shas) - 1 else None
             key = sha if p is None else f"{sha}-p{hashlib.sha256(p.read_bytes()).hexdigest()[:12]}"
-            slot = pgbuild.install_cache(ctx) / f"{key}-{spec.key()}"
+            slot = pgbuild.install_slot(ctx, spec, key)
             if not (slot / pgbuild.INSTALL_MARKER).exists():
                 _checkout(src, sha, p)
             ctx.log(f"{label}: {sha[:12]}" + (f" + {p.name}" if p else ""))

@@ -190,6 +190,21 @@ def test_build_keys_and_names() -> None:
     ]
 
 
+def test_every_install_slot_has_the_length_of_a_commits(tmp_path: Path) -> None:
+    # the backend keeps strings made from its install's path; a longer path moved later allocations and with them
+    # what glibc's vectorised memcmp counts (-0.87% on op-fts-match for one binary under two paths)
+    from recipes.api import Context
+
+    ctx = Context(tmp_path, tmp_path / "work", tmp_path / "state", "a" * 40, "master", {})
+    spec = build.BuildSpec()
+    commit = build.install_slot(ctx, spec, "a" * 40)
+    assert commit.name == f"{'a' * 40}-{spec.key()}"  # a commit's slot is where it always was: caches stay warm
+    patched = build.install_slot(ctx, spec, f"{'a' * 40}-p0123456789abcdef")
+    recall = build.install_slot(ctx, spec, f"{'a' * 40}-recall-ExecScanHashBucket-100")
+    assert len(str(patched)) == len(str(recall)) == len(str(commit))
+    assert len({commit, patched, recall}) == 3
+
+
 def test_dependency_check_names_debian_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(deps.shutil, "which", lambda prog: None if prog in ("bison", "ninja") else "/usr/bin/x")
     (tmp_path / "src/backend/parser").mkdir(parents=True)  # a git checkout: no gram.c
