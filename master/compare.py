@@ -286,9 +286,9 @@ def _reconcile(e: report.Explained, results: Mapping[str, Sequence[WorkloadResul
 
 
 def _instruction_names(profile: dict) -> set[str]:
-    from recipes.pg.profile import WORKLOAD_KINDS, workloads
+    from recipes.pg.profile import WORKLOAD_KINDS, result_names, workloads
 
-    return {w.name for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions"}
+    return {n for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions" for n in result_names(w)}
 
 
 def _explain(ctx: Context, labels: Sequence[str], names: Sequence[str]) -> list[report.Explained]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
-from recipes.pg import idle, insertbench, instructions, memprobe, pgbench
+from recipes.pg import idle, insertbench, instructions, memprobe, operations, pgbench
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
@@ -42,6 +42,14 @@ class WorkloadKind:
     stepped: bool = False  # its result workloads are `<name>-<step>`, one per step
     # a sample of a wall kind that is not pgbench: the server and the entry -> {step ("" for none): StepResult}
     run: Callable[[Server, Mapping[str, Any]], Mapping[str, Any]] | None = None
+    # an instruction kind's samples, taken on the pristine copy of the data directory (see _instruction_samples)
+    count: Callable[..., None] | None = None
+    # loads what its workloads need into the server before the data directory is copied for instruction counts
+    prepare: Callable[[Server, Mapping[str, Any]], None] | None = None
+    # one result workload per part (`<name>-<step>`), each with its own identity: what it depends on
+    parts: Callable[[Mapping[str, Any]], list[operations.Part]] | None = None
+    # step -> group, for a kind whose parts carry their own groups (else every result has the entry's `group`)
+    groups: Callable[[Mapping[str, Any]], Mapping[str, str]] | None = None
 
 
 # The workload kinds a profile may use. A new kind is a module with its sampling function and one line here.
@@ -49,7 +57,16 @@ WORKLOAD_KINDS: dict[str, WorkloadKind] = {
     k.name: k
     for k in (
         WorkloadKind("pgbench", "wall", _own_script, pgbench=True),
-        WorkloadKind("instructions", "instructions", _own_script),
+        WorkloadKind("instructions", "instructions", _own_script, count=lambda *a, **k: _instruction_samples(*a, **k)),
+        WorkloadKind(
+            "operations",
+            "instructions",
+            operations.scripts,
+            count=lambda *a, **k: _operation_samples(*a, **k),
+            prepare=operations.load,
+            parts=operations.parts,
+            groups=operations.groups,
+        ),
         WorkloadKind("insert-benchmark", "wall", lambda _e: insertbench.SCRIPTS, stepped=True, run=insertbench.run),
         WorkloadKind(
             "memory-probe",
@@ -182,9 +199,28 @@ def workload_files(entry: Mapping[str, Any]) -> list[str]:
     return [f"sql/{n}" for n in WORKLOAD_KINDS[entry["kind"]].scripts(entry)]
 
 
+def result_names(w: Workload) -> list[str]:
+    """The result workloads a workload reports under (one per part for a kind with parts: `op-join-hash`)."""
+    parts = WORKLOAD_KINDS[w.kind].parts
+    return [f"{w.name}-{p.step}" for p in parts(w.spec)] if parts is not None else [w.name]
+
+
+def is_selected(w: Workload, wanted: Collection[str]) -> bool:
+    """Whether `--option workloads=...` (empty: all) selects the workload, by its name or a result's."""
+    return not wanted or w.name in wanted or any(n in wanted for n in result_names(w))
+
+
+def needs_valgrind(profile: Mapping[str, Any], wanted: Collection[str] = ()) -> bool:
+    """Whether the selected workloads count instructions (valgrind must be installed)."""
+    return any(WORKLOAD_KINDS[w.kind].phase == "instructions" and is_selected(w, wanted) for w in workloads(profile))
+
+
 # Profile members that do not change what any workload measures: the description names the workloads (adding
 # one edits it), and the workloads are each their own part of the identity.
 NOT_SHARED = ("description", "workloads")
+# Members of a workload entry that only label it (the site groups series by `group`): in no identity, so that
+# regrouping never starts a series anew.
+LABELS = ("group",)
 
 
 def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -200,8 +236,15 @@ def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str
     }
     out = {}
     for entry in profile["workloads"]:
+        parts = WORKLOAD_KINDS[entry["kind"]].parts
+        if parts is not None:
+            for part in parts(entry):
+                own = {k: v for k, v in part.own.items() if k not in LABELS}
+                files = {f"sql/{n}": file_hash(f"sql/{n}") for n in part.scripts}
+                out[f"{entry['name']}-{part.step}"] = {"shared": shared, "workload": own, "files": files}
+            continue
         for name, c, m in _variants(entry):
-            own = {k: v for k, v in entry.items() if k not in ("clients", "idle")}
+            own = {k: v for k, v in entry.items() if k not in ("clients", "idle", *LABELS)}
             if c is not None:
                 own["clients"] = c
             if m is not None:
@@ -221,6 +264,32 @@ def identity_of(profile: Mapping[str, Any], found: Mapping[str, Any], name: str)
                 if name.startswith(base + "-"):
                     return found[base]
     return None
+
+
+def workload_groups(profile: Mapping[str, Any]) -> dict[str, str]:
+    """Result workload (or entry) name -> its group, the subsystem the site lists it under ("" when unset)."""
+    out: dict[str, str] = {}
+    for entry in profile["workloads"]:
+        kind = WORKLOAD_KINDS[entry["kind"]]
+        if kind.groups is not None:
+            out.update((f"{entry['name']}-{step}", g) for step, g in kind.groups(entry).items())
+            continue
+        for name, _, _ in _variants(entry):
+            out[name] = entry.get("group", "")
+    return out
+
+
+def group_of(profile: Mapping[str, Any], name: str) -> str:
+    """The group of result workload `name` ("" for a name the profile does not make)."""
+    found = workload_groups(profile)
+    if name in found:
+        return found[name]
+    for entry in profile["workloads"]:
+        if WORKLOAD_KINDS[entry["kind"]].stepped:
+            for base, _, _ in _variants(entry):
+                if name.startswith(base + "-"):
+                    return found.get(base, "")
+    return ""
 
 
 def file_hash(path: str) -> str:
@@ -302,11 +371,16 @@ def _uid() -> int:
     return os.getuid()
 
 
-def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool) -> None:
+def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool, loads: Sequence[Workload] = ()) -> None:
     srv = t.server
     ctx.log(f"[{t.label}] PostgreSQL {t.install.version}: loading pgbench scale {scale}")
     srv.run_client([srv.bin("pgbench"), "-i", "-q", "-s", str(scale)], "pgbench -i", timeout=3600)
     srv.psql("VACUUM ANALYZE", timeout=3600)
+    for w in loads:  # data of the instruction workloads that bring their own (the operation suite's database)
+        prepare = WORKLOAD_KINDS[w.kind].prepare
+        if prepare is not None:
+            ctx.log(f"[{t.label}] loading the data set of {w.name}")
+            prepare(srv, w.spec)
     srv.checkpoint()
     if need_snapshot:
         srv.stop()
@@ -400,20 +474,71 @@ def _special_sample(t: Target, w: Workload) -> None:
 
 
 def _instruction_samples(
-    ctx: Context, t: Target, w: Workload, n: int, scale: int, scratch: Path, callgrind: bool = False
+    ctx: Context,
+    t: Target,
+    w: Workload,
+    n: int,
+    scale: int,
+    scratch: Path,
+    callgrind: bool = False,
+    wanted: Collection[str] = (),
 ) -> None:
     assert t.snapshot is not None
     lines = instructions.queries(w.spec.get("queries", "point-select"), int(w.spec.get("count", 1000)), scale)
     for i in range(n):
         keep = callgrind_file(ctx, t.label, w.name) if callgrind and i == 0 else None
         c = instructions.count(
-            ctx, t.install, t.snapshot, lines, scratch, keep_profile=keep, sandbox=t.server.client_sandbox()
+            ctx,
+            t.install,
+            t.snapshot,
+            lines,
+            scratch,
+            keep_profile=keep,
+            sandbox=t.server.client_sandbox(),
         )
         ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {c.per_query:,.1f} {w.unit}")
         t.collected.add(w.name, w.metric, w.unit, w.direction, c.per_query)
         if keep is not None:
             # the counted queries, beside the profile: a diff divides by them (instructions per query)
             keep.with_suffix(".queries").write_text(str(len(lines)))
+
+
+def _operation_samples(
+    ctx: Context,
+    t: Target,
+    w: Workload,
+    n: int,
+    scale: int,
+    scratch: Path,
+    callgrind: bool = False,
+    wanted: Collection[str] = (),
+) -> None:
+    """The operation suite's samples: one callgrind run each, every selected operation counted separately."""
+    assert t.snapshot is not None
+    steps = [n_[len(w.name) + 1 :] for n_ in result_names(w) if not wanted or n_ in wanted or w.name in wanted]
+    for i in range(n):
+
+        def keep(step: str, first: bool = i == 0) -> Path | None:
+            return callgrind_file(ctx, t.label, f"{w.name}-{step}") if callgrind and first else None
+
+        counts = operations.sample(
+            ctx,
+            t.install,
+            t.snapshot,
+            w.spec,
+            steps,
+            scratch,
+            keep,
+            sandbox=t.server.client_sandbox(),
+        )
+        for step, total in counts.items():
+            name = f"{w.name}-{step}"
+            t.collected.add(name, w.metric, w.unit, w.direction, float(total))
+            path = keep(step)
+            if path is not None:
+                path.with_suffix(".queries").write_text("1")  # one operation: the profile is per operation
+        total = sum(counts.values())
+        ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {len(counts)} operations, {total:,} {w.metric}")
 
 
 CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
@@ -478,7 +603,7 @@ def run_bench(
     duration, warmup = tun.get("duration_s", 10.0), tun.get("warmup_s", 5.0)
     slices = int(tun.get("ab_slices", 1)) if len(installs) > 1 else 1
     wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
-    wls = [w for w in workloads(profile, threads) if not wanted or w.name in wanted]
+    wls = [w for w in workloads(profile, threads) if is_selected(w, wanted)]
     if not wls:
         raise BenchFailed(f"no workloads selected (workloads={ctx.options.get('workloads')!r})")
     pin = pin_mode(profile, ctx.options)
@@ -498,7 +623,7 @@ def run_bench(
             targets.append(Target(label, inst, srv))
             targets[-1].collected.order.extend(w.name for w in wls)  # results in profile order
             counted = count_instructions is None or label in count_instructions
-            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted)
+            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted, loads=instr if counted else [])
 
         def pinned(w: Workload) -> list[int] | None:
             cpus = workload_cpus(w, pin, allowed)
@@ -551,9 +676,11 @@ def run_bench(
             n = int(tun.get("instruction_samples", 2))
             keep = ctx.options.get(CALLGRIND_OPTION, "0") == "1"
             for w in instr:
+                count = WORKLOAD_KINDS[w.kind].count
+                assert count is not None, w.kind  # every instruction kind has one
                 for t in targets:
                     if count_instructions is None or t.label in count_instructions:
-                        _instruction_samples(ctx, t, w, n, scale, root, callgrind=keep)
+                        count(ctx, t, w, n, scale, root, callgrind=keep, wanted=wanted)
     return {t.label: t.collected.results() for t in targets}
 
 
@@ -568,5 +695,12 @@ def describe(profile: Mapping[str, Any]) -> str:
 
 
 def selected_names(profile: Mapping[str, Any], options: Mapping[str, str]) -> Sequence[str]:
+    """The result workloads the options select (the operation suite's one by one)."""
     wanted = {x for x in options.get("workloads", "").split(",") if x}
-    return [w.name for w in workloads(profile) if not wanted or w.name in wanted]
+    return [
+        n
+        for w in workloads(profile)
+        if is_selected(w, wanted)
+        for n in result_names(w)
+        if not wanted or n in wanted or w.name in wanted
+    ]

@@ -14,7 +14,7 @@ from recipes import paired as pairing
 from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
 from recipes.pg import build as pgbuild
 from recipes.pg import deps, paired
-from recipes.pg.profile import WORKLOAD_KINDS, identities, identity_of, load_profile, run_bench, workloads
+from recipes.pg.profile import identities, identity_of, load_profile, needs_valgrind, run_bench
 from recipes.sides import Side, SideSupport
 
 
@@ -28,10 +28,16 @@ def data_file_hashes() -> dict[str, str]:
     recipe's; a workload's own hash covers only the files it uses, see profile.identities)."""
     base = resources.files("recipes.pg")
     out = {}
+
+    def walk(folder: Any, rel: str) -> None:  # sql/ops/ holds the operation suite's scripts
+        for f in sorted(folder.iterdir(), key=lambda p: p.name):
+            if f.is_dir():
+                walk(f, f"{rel}/{f.name}")
+            elif f.name.endswith((".conf", ".sql")):
+                out[f"{rel}/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+
     for sub in ("conf", "sql"):
-        for f in sorted(base.joinpath(sub).iterdir(), key=lambda p: p.name):
-            if f.name.endswith((".conf", ".sql")):
-                out[f"{sub}/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+        walk(base.joinpath(sub), sub)
     return out
 
 
@@ -47,11 +53,11 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     }
     config = {"profile": profile, "build": build_config, "data_files": data_file_hashes()}
     found = identities(profile, build_config)
-    need_valgrind = any(WORKLOAD_KINDS[w.kind].phase == "instructions" for w in workloads(profile))
+    need_valgrind = needs_valgrind(profile)
 
     def build(ctx: Context) -> None:
         wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
-        deps.check_bench(need_valgrind and (not wanted or any(w.startswith("instr") for w in wanted)))
+        deps.check_bench(needs_valgrind(profile, wanted))
         reference = pairing.requested(ctx)
         install = pgbuild.build_install(ctx, spec)
         pgbuild.save_install(ctx, install)

@@ -219,6 +219,7 @@ def test_dependency_check_names_debian_packages(tmp_path: Path, monkeypatch: pyt
 
 
 SCRIPTED = ("txid-contention-c1", "insert-benchmark-l.i0", "memory-probe")
+OPERATIONS = ("op-scan-seq", "op-join-hash", "op-analyze")  # their identities hash sql/ops/*.sql
 
 
 def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None:
@@ -231,8 +232,11 @@ def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None
         "from recipes import registry\n"
         "p = load_profile('quick')\n"
         "full = registry.get('pg-full')\n"
-        "print(json.dumps({'conf': conf_text(p, 18), 'hash': registry.get('pg-quick').config_hash(),\n"
-        f"                  'workloads': {{w: full.workload_hash(w) for w in {SCRIPTED!r}}}}}))\n"
+        "quick = registry.get('pg-quick')\n"
+        "print(json.dumps({'conf': conf_text(p, 18), 'hash': quick.config_hash(),\n"
+        f"                  'workloads': {{w: full.workload_hash(w) for w in {SCRIPTED!r}}},\n"
+        f"                  'ops': {{w: quick.workload_hash(w) for w in {OPERATIONS!r}}},\n"
+        "                  }))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -247,6 +251,8 @@ def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None
     assert doc["hash"] == registry.get("pg-quick").config_hash()
     # a workload's hash covers the scripts it runs, read from the zipapp as from the checkout
     assert doc["workloads"] == {w: registry.get("pg-full").workload_hash(w) for w in SCRIPTED}
+    # the operation suite's SQL (sql/ops/) ships too
+    assert doc["ops"] == {w: registry.get("pg-quick").workload_hash(w) for w in OPERATIONS}
 
 
 def _slice(tx: int, tps: float, lat_ms: float, lats: list[int], srv: float, cli: float, rss: int) -> pgbench.Sample:
