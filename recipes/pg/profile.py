@@ -573,8 +573,8 @@ def workload_cpus(w: Workload, mode: str, allowed: Sequence[int]) -> list[int] |
     sometimes on two, and the two cases differ in throughput by tens of percent; on one core the ping-pong is the
     same every time (measured here: tx per CPU-second CV 7-12% -> 3-4% under load).
     """
-    if mode != "auto" or not WORKLOAD_KINDS[w.kind].pgbench:
-        return None
+    if mode != "auto" or not WORKLOAD_KINDS[w.kind].pgbench or w.spec.get("pin") == "none":
+        return None  # `"pin": "none"` in an entry: a parallel plan's workers need the other CPUs
     args = list(w.args)
     clients = int(args[args.index("-c") + 1]) if "-c" in args[:-1] else 1
     return sorted(allowed)[-clients:] if clients < len(allowed) else None

@@ -19,6 +19,7 @@ from recipes.pg.profile import (
     profile_names,
     result_names,
     selected_names,
+    workload_cpus,
     workload_groups,
     workloads,
 )
@@ -47,6 +48,9 @@ def test_the_quick_profile_carries_the_operation_suite_with_every_subsystem_the_
         "toast-compress toast-detoast"
     ).split():
         assert wanted in names, wanted
+    assert [w.name for w in workloads(load_profile("quick")) if w.name.startswith("pgbench-parallel")] == [
+        "pgbench-parallel-agg-c1"
+    ]
 
 
 def test_every_operation_has_its_sql_and_every_sql_file_of_the_suite_is_an_operation() -> None:
@@ -70,6 +74,7 @@ def test_every_workload_and_operation_names_a_known_group() -> None:
     quick = load_profile("quick")
     assert group_of(quick, "op-join-hash") == "executor"
     assert group_of(quick, "op-copy-from-csv") == "copy"
+    assert group_of(quick, "pgbench-parallel-agg-c1") == "parallel"
     assert group_of(load_profile("full"), "insert-benchmark-qp100") == "insert-benchmark"  # a step: its entry's
     assert group_of(quick, "no-such-workload") == ""
 
@@ -125,3 +130,10 @@ def test_selecting_one_operation_selects_the_suite_and_reports_that_operation_on
     ]
     assert len(selected_names(quick, {"workloads": "op"})) == len(suite.spec["operations"])
     assert needs_valgrind(quick, {"op-vacuum"}) and not needs_valgrind(quick, {"pgbench-ro-simple-c1"})
+
+
+def test_the_parallel_workload_is_never_pinned_to_one_cpu() -> None:
+    quick = load_profile("quick")
+    by_name = {w.name: w for w in workloads(quick)}
+    assert workload_cpus(by_name["pgbench-ro-simple-c1"], "auto", [0, 1]) == [1]
+    assert workload_cpus(by_name["pgbench-parallel-agg-c1"], "auto", [0, 1]) is None  # its workers need the others
