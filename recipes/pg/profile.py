@@ -292,6 +292,26 @@ def group_of(profile: Mapping[str, Any], name: str) -> str:
     return ""
 
 
+def group_descriptions() -> dict[str, str]:
+    """The known groups in the order the site lists them, each with what it holds (recipes/pg/groups.json)."""
+    return dict(json.loads(resources.files("recipes.pg").joinpath("groups.json").read_text())["groups"])
+
+
+def workload_info(profile: Mapping[str, Any], name: str) -> dict[str, str]:
+    """What the site shows of result workload `name`: its group, and the SQL it runs (an operation's statement,
+    a pgbench workload's script; "" for workloads whose queries are generated or built in)."""
+    sql = ""
+    for entry in profile["workloads"]:
+        kind = WORKLOAD_KINDS[entry["kind"]]
+        if kind.parts is not None:
+            for part in kind.parts(entry):
+                if name == f"{entry['name']}-{part.step}":
+                    sql = insertbench.sql_file(part.scripts[-1])
+        elif entry.get("script") and name in {v.name for v in _variants(entry)}:
+            sql = insertbench.sql_file(entry["script"])
+    return {"group": group_of(profile, name), "sql": sql}
+
+
 def file_hash(path: str) -> str:
     """Hash of a data file shipped in recipes/pg/ (`conf/quick.conf`, `sql/txid.sql`)."""
     return hashlib.sha256(resources.files("recipes.pg").joinpath(*path.split("/")).read_bytes()).hexdigest()[:16]

@@ -14,7 +14,15 @@ from recipes import paired as pairing
 from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
 from recipes.pg import build as pgbuild
 from recipes.pg import deps, paired
-from recipes.pg.profile import identities, identity_of, load_profile, needs_valgrind, run_bench
+from recipes.pg.profile import (
+    group_descriptions,
+    identities,
+    identity_of,
+    load_profile,
+    needs_valgrind,
+    run_bench,
+    workload_info,
+)
 from recipes.sides import Side, SideSupport
 
 
@@ -110,4 +118,6 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         bench=bench,
         workload_identity=lambda workload: identity_of(profile, found, workload),
         sides=SideSupport(build_sides, bench_sides),
+        workload_info=lambda workload: workload_info(profile, workload),
+        groups=group_descriptions(),
     )

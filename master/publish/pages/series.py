@@ -7,6 +7,7 @@ import hashlib
 from typing import Any
 
 from master import store
+from master.publish import workloads
 from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.render import json_document, render
@@ -48,8 +49,12 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         "direction": summ.direction,
         "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers],
     }
+    about = workloads.info(summ.recipe, summ.recipe_version, summ.config_hash, summ.workload)
     return {
         "s": summ,
+        "group": about.group,
+        "group_href": f"../overview/{safe_name(summ.machine_id)}.html#group-{about.group}",
+        "sql": about.sql,
         "pairing": _pairing(ctx, summ),
         "changes": changes,
         "markers": markers,
