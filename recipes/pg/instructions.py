@@ -17,7 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,14 +82,18 @@ def count(
     settings: Mapping[str, str] | None = None,
     keep_profile: Path | None = None,
     sandbox: Sandbox | None = None,
+    sink: Callable[[bytes], None] | None = None,
 ) -> Count:
     """Run the query lines in a single-user backend on a copy of `snapshot` under callgrind; count instructions.
     With `keep_profile`, callgrind's output file (the per-function profile of exactly what was counted) is moved
     there: the profile costs no run of its own. With `sandbox` (a try-job's install), the backend and valgrind run
-    inside it, seeing the install and a directory holding the data copy and callgrind's output, nothing else."""
+    inside it, seeing the install and a directory holding the data copy and callgrind's output, nothing else.
+    `sink` gets callgrind's output too (the coverage figure reads it)."""
     raws = _callgrind(ctx, install, snapshot, query_lines, scratch_root, timeout, settings, sandbox)
     raw = raws[0]
     total = _total(raw)
+    if sink is not None:
+        sink(raw)
     if keep_profile is not None:
         keep_profile.parent.mkdir(parents=True, exist_ok=True)
         keep_profile.write_bytes(raw)
@@ -107,14 +111,17 @@ def count_each(
     keep: Mapping[int, Path] | None = None,
     timeout: float = 1800,
     sandbox: Sandbox | None = None,
+    sink: Callable[[int, bytes], None] | None = None,
 ) -> list[int]:
     """Like `count`, but the instructions of every line separately, from the same run: callgrind dumps its
     counters after each `exec_simple_query` (one per line the backend reads), so a line's count is exactly that
-    line's work. `keep` maps a line's index to where its profile is kept."""
+    line's work. `keep` maps a line's index to where its profile is kept; `sink` gets each line's."""
     raws = _callgrind(ctx, install, snapshot, lines, scratch_root, timeout, None, sandbox, database, per_line=True)
     counts = []
     for i, raw in enumerate(raws):
         counts.append(_total(raw, zero_ok=True))
+        if sink is not None:
+            sink(i, raw)
         path = (keep or {}).get(i)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -151,14 +151,21 @@ def sample(
     scratch: Path,
     keep: Callable[[str], Path | None],
     sandbox: Any = None,
+    sink: Callable[[str, bytes], None] | None = None,
 ) -> dict[str, int]:
     """One sample: the session up to the last wanted operation (an operation's count does not depend on those
     after it) in one callgrind run; step -> instructions of each wanted operation. `keep(step)` says where to keep
-    that operation's profile (None: not kept)."""
+    that operation's profile (None: not kept); `sink(step, output)` gets each wanted operation's callgrind output."""
     ops = operations(entry)
     last = max(i for i, o in enumerate(ops) if o.name in wanted)
     lines = session(entry, last + 1)
     paths = {i + 1: keep(o.name) for i, o in enumerate(ops[: last + 1]) if o.name in wanted}
+    steps = {i + 1: o.name for i, o in enumerate(ops[: last + 1]) if o.name in wanted}
+
+    def each(i: int, raw: bytes) -> None:
+        if sink is not None and i in steps:
+            sink(steps[i], raw)
+
     counts = instructions.count_each(
         ctx,
         install,
@@ -168,6 +175,7 @@ def sample(
         database=DATABASE,
         keep={i: p for i, p in paths.items() if p},
         sandbox=sandbox,
+        sink=each,
     )
     if len(counts) != len(lines):
         raise BenchFailed(f"the operation suite ran {len(lines)} lines but callgrind wrote {len(counts)} profiles")

@@ -15,14 +15,16 @@ import json
 import os
 import random
 import shutil
+import subprocess
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from recipes import callgrind
 from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
-from recipes.pg import idle, insertbench, instructions, memprobe, operations, pgbench
+from recipes.pg import coverage, idle, insertbench, instructions, memprobe, operations, pgbench
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
@@ -375,6 +377,14 @@ class Target:
     server: Server
     snapshot: Path | None = None
     collected: Collected = field(default_factory=Collected)
+    # group -> functions its instruction workloads exercise (first samples; None: not asked for, recipes/pg/coverage)
+    exercised: dict[str, set[str]] | None = None
+
+    def exercise(self, group: str, raw: bytes) -> None:
+        """Add what one callgrind output exercises to the coverage of `group` (when coverage is asked for)."""
+        if self.exercised is not None:
+            profile = callgrind.parse_bytes(raw)
+            self.exercised.setdefault(group, set()).update(coverage.exercised(profile))
 
 
 def pgdata_root(ctx: Context, profile: Mapping[str, Any]) -> Path:
@@ -515,6 +525,7 @@ def _instruction_samples(
             scratch,
             keep_profile=keep,
             sandbox=t.server.client_sandbox(),
+            sink=(lambda raw: t.exercise(str(w.spec.get("group", "")), raw)) if i == 0 else None,
         )
         ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {c.per_query:,.1f} {w.unit}")
         t.collected.add(w.name, w.metric, w.unit, w.direction, c.per_query)
@@ -536,6 +547,11 @@ def _operation_samples(
     """The operation suite's samples: one callgrind run each, every selected operation counted separately."""
     assert t.snapshot is not None
     steps = [n_[len(w.name) + 1 :] for n_ in result_names(w) if not wanted or n_ in wanted or w.name in wanted]
+    groups = operations.groups(w.spec)
+
+    def exercise(step: str, raw: bytes) -> None:
+        t.exercise(groups[step], raw)
+
     for i in range(n):
 
         def keep(step: str, first: bool = i == 0) -> Path | None:
@@ -550,6 +566,7 @@ def _operation_samples(
             scratch,
             keep,
             sandbox=t.server.client_sandbox(),
+            sink=exercise if i == 0 else None,
         )
         for step, total in counts.items():
             name = f"{w.name}-{step}"
@@ -559,6 +576,29 @@ def _operation_samples(
                 path.with_suffix(".queries").write_text("1")  # one operation: the profile is per operation
         total = sum(counts.values())
         ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {len(counts)} operations, {total:,} {w.metric}")
+
+
+COVERAGE_OPTION = "coverage"  # coverage=0: no coverage figure (it parses every first sample's profile)
+
+
+def coverage_file(ctx: Context, label: str) -> Path:
+    """Where a label's coverage figure is written (the runner puts it in the result's `coverage` member)."""
+    return ctx.state_dir / "coverage" / f"{label}.json"
+
+
+def _write_coverage(ctx: Context, t: Target, src: Path) -> None:
+    assert t.exercised is not None
+    try:
+        functions = coverage.backend(src, t.install.bindir / "postgres")
+    except (OSError, subprocess.SubprocessError) as e:
+        ctx.log(f"[{t.label}] no coverage figure: {str(e)[:200]}")
+        return
+    doc = coverage.report(t.exercised, functions)
+    path = coverage_file(ctx, t.label)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, sort_keys=True))
+    hit, total = doc["groups"][coverage.ALL]["functions"]
+    ctx.log(f"[{t.label}] coverage: {hit:,} of {total:,} backend functions exercised ({hit / max(total, 1):.1%})")
 
 
 CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
@@ -607,6 +647,7 @@ def run_bench(
     threads: int = 2,
     count_instructions: Collection[str] | None = None,
     confs: Mapping[str, str] | None = None,
+    coverage_src: Path | None = None,
 ) -> dict[str, list[WorkloadResult]]:
     """Run the profile on every install (interleaved), returning each label's workload results.
 
@@ -616,7 +657,8 @@ def run_bench(
     `pin` = auto, a workload with fewer clients than CPUs runs pinned, server and client, to that many CPUs.
     Instruction counts run on the labels in `count_instructions` (default: every install); they are exact, so a
     reference measured only for paired throughput need not be counted. `confs` gives a label its own
-    postgresql.conf (default: the profile's for the install's major).
+    postgresql.conf (default: the profile's for the install's major). With `coverage_src` (the commit's source
+    tree), each counted label's coverage figure is written to `coverage_file` (recipes/pg/coverage.py).
     """
     tun = tunables(profile, ctx.options)
     samples, scale = int(tun.get("samples", 5)), int(tun.get("scale", 1))
@@ -635,12 +677,15 @@ def run_bench(
         ctx.log(f"removed a stale run directory left by a killed run: {stale}")
     rng = random.Random(int(tun.get("seed", 1)))
     shutil.rmtree(ctx.state_dir / "callgrind", ignore_errors=True)  # a result never carries another run's profile
+    shutil.rmtree(ctx.state_dir / "coverage", ignore_errors=True)  # nor another run's coverage
     targets: list[Target] = []
     with contextlib.ExitStack() as stack:
         for label, inst in installs.items():
             conf = (confs or {}).get(label) or conf_text(profile, inst.major)
             srv = stack.enter_context(Server(ctx, inst, conf, root, name=label))
             targets.append(Target(label, inst, srv))
+            if coverage_src is not None and instr and (count_instructions is None or label in count_instructions):
+                targets[-1].exercised = {}
             targets[-1].collected.order.extend(w.name for w in wls)  # results in profile order
             counted = count_instructions is None or label in count_instructions
             _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted, loads=instr if counted else [])
@@ -701,6 +746,9 @@ def run_bench(
                 for t in targets:
                     if count_instructions is None or t.label in count_instructions:
                         count(ctx, t, w, n, scale, root, callgrind=keep, wanted=wanted)
+            for t in targets:
+                if t.exercised is not None and coverage_src is not None:
+                    _write_coverage(ctx, t, coverage_src)
     return {t.label: t.collected.results() for t in targets}
 
 

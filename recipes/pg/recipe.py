@@ -15,6 +15,7 @@ from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
 from recipes.pg import build as pgbuild
 from recipes.pg import deps, paired
 from recipes.pg.profile import (
+    COVERAGE_OPTION,
     group_descriptions,
     identities,
     identity_of,
@@ -79,8 +80,12 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
             # the reference first: it takes round 0's first slot, the commit the second (then they alternate)
             installs = {"reference": pgbuild.load_install(ctx, paired.STATE_FILE), "run": install}
         previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
+        # the coverage figure of the commit's instruction workloads (docs/coverage.md); coverage=0 leaves it out
+        src = ctx.src_dir if ctx.options.get(COVERAGE_OPTION, "1") != "0" else None
         try:
-            results = run_bench(ctx, profile, installs, threads=os.cpu_count() or 2, count_instructions={"run"})
+            results = run_bench(
+                ctx, profile, installs, threads=os.cpu_count() or 2, count_instructions={"run"}, coverage_src=src
+            )
         finally:
             signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
         if "reference" in results:

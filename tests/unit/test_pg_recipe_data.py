@@ -232,13 +232,14 @@ def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None
         "from recipes import registry\n"
         "p = load_profile('quick')\n"
         "full = registry.get('pg-full')\n"
+        "from recipes.pg import coverage\n"
         "from recipes.pg.profile import group_descriptions\n"
         "quick = registry.get('pg-quick')\n"
         "print(json.dumps({'conf': conf_text(p, 18), 'hash': quick.config_hash(),\n"
         f"                  'workloads': {{w: full.workload_hash(w) for w in {SCRIPTED!r}}},\n"
         f"                  'ops': {{w: quick.workload_hash(w) for w in {OPERATIONS!r}}},\n"
         "                  'sql': quick.workload_info('op-join-hash')['sql'],\n"
-        "                  'groups': list(group_descriptions())}))\n"
+        "                  'groups': list(group_descriptions()), 'listed': len(coverage.listed())}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -253,9 +254,9 @@ def test_data_files_are_readable_from_the_shipped_zipapp(tmp_path: Path) -> None
     assert doc["hash"] == registry.get("pg-quick").config_hash()
     # a workload's hash covers the scripts it runs, read from the zipapp as from the checkout
     assert doc["workloads"] == {w: registry.get("pg-full").workload_hash(w) for w in SCRIPTED}
-    # the operation suite's SQL (sql/ops/) and the groups ship too
+    # the operation suite's SQL (sql/ops/), the groups and the named functions of the coverage figure ship too
     assert doc["ops"] == {w: registry.get("pg-quick").workload_hash(w) for w in OPERATIONS}
-    assert "JOIN other" in doc["sql"] and doc["groups"][0] == "oltp"
+    assert "JOIN other" in doc["sql"] and doc["groups"][0] == "oltp" and doc["listed"] >= 49
 
 
 def _slice(tx: int, tps: float, lat_ms: float, lats: list[int], srv: float, cli: float, rss: int) -> pgbench.Sample:
