@@ -21,6 +21,9 @@ COVERAGE = "coverage"  # optional: which backend functions the instruction workl
 COVERAGE_VERSION = 1
 MAX_AREAS = 256  # source areas of a coverage figure
 MAX_LISTED = 1_000  # named functions of a coverage figure
+PLANS = "plans"  # optional: per analytic query, the shape of its plan (recipes/pg/plans.py)
+MAX_PLANS = 256  # plans of one result
+MAX_PLAN_SHAPE = 16_000  # characters of one plan's shape
 MAX_FUNCTION_NAME = 4096
 SIDE_LABELS = "ABCDEFGH"
 PATCH_ID_RE = re.compile(r"^[0-9a-f]{16}$")
@@ -227,6 +230,8 @@ def validate(doc: Any) -> dict[str, Any]:
         _callgrind(root[CALLGRIND], f"$.{CALLGRIND}")
     if COVERAGE in root:
         _coverage(root[COVERAGE], f"$.{COVERAGE}")
+    if PLANS in root:
+        _plans(root[PLANS], f"$.{PLANS}")
     return root
 
 
@@ -342,6 +347,21 @@ def _coverage(value: Any, path: str) -> None:
         hits = group.get("listed")
         if not isinstance(hits, list) or len(hits) > listed or not all(isinstance(h, str) and h for h in hits):
             raise _fail(f"{where}.listed", f"expected at most {listed} function names, got {_show(hits)}")
+
+
+def _plans(value: Any, path: str) -> None:
+    """{workload: shape}: the plan of each analytic query, one node a line (recipes/pg/plans.py)."""
+    doc = _obj(value, path)
+    if len(doc) > MAX_PLANS:
+        raise _fail(path, f"{len(doc)} plans, more than the {MAX_PLANS} allowed")
+    for name, shape in doc.items():
+        where = _member(path, name)
+        if not NAME_RE.match(name):
+            raise _fail(where, "expected a workload name as the member name")
+        if not isinstance(shape, str) or not shape.strip() or len(shape) > MAX_PLAN_SHAPE:
+            raise _fail(where, f"expected a plan's shape of 1 to {MAX_PLAN_SHAPE:,} characters, got {_show(shape)}")
+        if any(not (c.isprintable() or c == "\n") for c in shape):
+            raise _fail(where, "a plan's shape holds a control character; expected node names, one a line")
 
 
 def _common(root: dict[str, Any]) -> str:

@@ -27,28 +27,40 @@ from pathlib import Path
 from typing import Any
 
 from recipes.api import BenchFailed, Context
-from recipes.pg import instructions
+from recipes.pg import instructions, plans
 from recipes.pg.build import Install
 from recipes.pg.server import Server
 
-DATABASE = "perffarm_ops"
+DATABASE = "perffarm_ops"  # the operation suite's database (an entry may name its own: `database`)
+DATABASE_NAME = re.compile(r"^perffarm_[a-z0-9_]{1,40}$")
 # psql variables of the data set: where it writes the files the COPY FROM operations read (relative to the data
 # directory, so every copy of it has them)
 COPY_FILES = {"copy_text": "ops-copy.txt", "copy_csv": "ops-copy.csv", "copy_binary": "ops-copy.bin"}
 OP_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-OP_DIR = "ops"  # an operation's SQL: sql/ops/<name>.sql
+OP_DIR = "ops"  # an operation's SQL: sql/ops/<name>.sql (an entry may name its own folder: `dir`)
+DIR_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 @dataclass(frozen=True)
 class Operation:
-    """One operation of the suite: its name (the result workload is `<entry name>-<name>`) and group."""
+    """One operation of the suite: its name (the result workload is `<entry name>-<name>`), group and the folder
+    under sql/ that holds its SQL."""
 
     name: str
     group: str
+    folder: str = OP_DIR
 
     @property
     def script(self) -> str:
-        return f"{OP_DIR}/{self.name}.sql"
+        return f"{self.folder}/{self.name}.sql"
+
+
+def database(entry: Mapping[str, Any]) -> str:
+    """The database the entry's data set is loaded into and its operations run in (default perffarm_ops)."""
+    name = entry.get("database", DATABASE)
+    if not isinstance(name, str) or not DATABASE_NAME.match(name):
+        raise ValueError(f"workload {entry.get('name')!r}: `database` must look like perffarm_tpch, got {name!r}")
+    return name
 
 
 def operations(entry: Mapping[str, Any]) -> list[Operation]:
@@ -56,13 +68,17 @@ def operations(entry: Mapping[str, Any]) -> list[Operation]:
     ops = entry.get("operations")
     if not isinstance(ops, list) or not ops:
         raise ValueError(f"workload {entry.get('name')!r}: `operations` must be a non-empty list")
+    folder = entry.get("dir", OP_DIR)
+    if not isinstance(folder, str) or not DIR_NAME.match(folder):
+        raise ValueError(f"workload {entry.get('name')!r}: `dir` must be a folder name under sql/ like ops")
+    database(entry)
     out: list[Operation] = []
     for i, item in enumerate(ops):
         if not isinstance(item, Mapping) or not isinstance(item.get("op"), str) or not OP_NAME.match(item["op"]):
             raise ValueError(f"workload {entry.get('name')!r}: operations[{i}] needs an `op` name like join-hash")
         if not isinstance(item.get("group"), str) or not item["group"]:
             raise ValueError(f"workload {entry.get('name')!r}: operation {item['op']!r} needs a `group`")
-        out.append(Operation(item["op"], item["group"]))
+        out.append(Operation(item["op"], item["group"], folder))
     names = [o.name for o in out]
     if len(set(names)) != len(names):
         raise ValueError(f"workload {entry.get('name')!r}: an operation is listed twice")
@@ -122,18 +138,40 @@ def load(server: Server, entry: Mapping[str, Any]) -> None:
     """The data set, into its own database (the pgbench database, which the other instruction workloads count
     on, is left exactly as it was): run by psql from a file, statement by statement (VACUUM needs that)."""
     assert server.dir is not None
-    server.psql(f"CREATE DATABASE {DATABASE}")
-    script = server.dir / "ops-data.sql"
+    db = database(entry)
+    server.psql(f"CREATE DATABASE {db}")
+    script = server.dir / f"{db}-data.sql"
     script.write_text(sql_text(entry["data"]))
     variables: list[str] = []
     for var, name in COPY_FILES.items():
         variables += ["-v", f"{var}={server.datadir / name}"]
     server.run_client(
-        [server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DATABASE, *variables, "-f", script],
+        [server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", db, *variables, "-f", script],
         f"loading the operation suite's data set ({entry['data']})",
         timeout=1800,
         ro=[script],
     )
+
+
+def capture_plans(server: Server, entry: Mapping[str, Any]) -> dict[str, str]:
+    """step -> the shape of its plan (recipes/pg/plans.py), for an entry with `"plans": true` ({} otherwise): one
+    psql session on the loaded data set, the session line and then `EXPLAIN (COSTS OFF)` of every operation."""
+    if entry.get("plans") is not True:
+        return {}
+    assert server.dir is not None
+    ops = operations(entry)
+    script = server.dir / f"{database(entry)}-plans.sql"
+    script.write_text(plans.script(one_line(entry["session"]), [(o.name, one_line(o.script)) for o in ops]))
+    out = server.run_client(
+        [server.bin("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", database(entry), "-f", script],
+        f"capturing the plans of {entry.get('name')}",
+        timeout=600,
+        ro=[script],
+    )
+    try:
+        return plans.parse(out, [o.name for o in ops])
+    except ValueError as e:
+        raise BenchFailed(f"capturing the plans of {entry.get('name')}: {e}") from None
 
 
 def session(entry: Mapping[str, Any], upto: int | None = None) -> list[str]:
@@ -172,7 +210,7 @@ def sample(
         snapshot,
         lines,
         scratch,
-        database=DATABASE,
+        database=database(entry),
         keep={i: p for i, p in paths.items() if p},
         sandbox=sandbox,
         sink=each,

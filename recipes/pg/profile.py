@@ -222,7 +222,7 @@ def needs_valgrind(profile: Mapping[str, Any], wanted: Collection[str] = ()) -> 
 NOT_SHARED = ("description", "workloads")
 # Members of a workload entry that only label it (the site groups series by `group`): in no identity, so that
 # regrouping never starts a series anew.
-LABELS = ("group",)
+LABELS = ("group", "plans")  # `plans`: whether plans are captured, which changes no count
 
 
 def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -379,6 +379,8 @@ class Target:
     collected: Collected = field(default_factory=Collected)
     # group -> functions its instruction workloads exercise (first samples; None: not asked for, recipes/pg/coverage)
     exercised: dict[str, set[str]] | None = None
+    # result workload -> the shape of its plan (entries with `"plans": true`: recipes/pg/plans.py)
+    plans: dict[str, str] = field(default_factory=dict)
 
     def exercise(self, group: str, raw: bytes) -> None:
         """Add what one callgrind output exercises to the coverage of `group` (when coverage is asked for)."""
@@ -411,6 +413,10 @@ def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool, loads: Se
         if prepare is not None:
             ctx.log(f"[{t.label}] loading the data set of {w.name}")
             prepare(srv, w.spec)
+            shapes = operations.capture_plans(srv, w.spec) if w.kind == "operations" else {}
+            t.plans.update((f"{w.name}-{step}", s) for step, s in shapes.items())
+            if shapes:
+                ctx.log(f"[{t.label}] captured the plans of {len(shapes)} {w.name} queries")
     srv.checkpoint()
     if need_snapshot:
         srv.stop()
@@ -601,6 +607,11 @@ def _write_coverage(ctx: Context, t: Target, src: Path) -> None:
     ctx.log(f"[{t.label}] coverage: {hit:,} of {total:,} backend functions exercised ({hit / max(total, 1):.1%})")
 
 
+def plans_file(ctx: Context, label: str) -> Path:
+    """Where a label's plan shapes are written (the runner puts them in the result's `plans` member)."""
+    return ctx.state_dir / "plans" / f"{label}.json"
+
+
 CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
 
 
@@ -678,6 +689,7 @@ def run_bench(
     rng = random.Random(int(tun.get("seed", 1)))
     shutil.rmtree(ctx.state_dir / "callgrind", ignore_errors=True)  # a result never carries another run's profile
     shutil.rmtree(ctx.state_dir / "coverage", ignore_errors=True)  # nor another run's coverage
+    shutil.rmtree(ctx.state_dir / "plans", ignore_errors=True)  # nor another run's plans
     targets: list[Target] = []
     with contextlib.ExitStack() as stack:
         for label, inst in installs.items():
@@ -749,6 +761,12 @@ def run_bench(
             for t in targets:
                 if t.exercised is not None and coverage_src is not None:
                     _write_coverage(ctx, t, coverage_src)
+            selected = set(selected_names(profile, ctx.options))
+            for t in targets:
+                shapes = {k: v for k, v in t.plans.items() if k in selected}
+                if shapes:
+                    plans_file(ctx, t.label).parent.mkdir(parents=True, exist_ok=True)
+                    plans_file(ctx, t.label).write_text(json.dumps(shapes, sort_keys=True))
     return {t.label: t.collected.results() for t in targets}
 
 
