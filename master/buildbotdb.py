@@ -113,6 +113,12 @@ def parse(text: str) -> DbUrl:
                 f"{shown!r}: an in-memory database would forget every build at a restart; name a file "
                 f"(default {DEFAULT_URL}, relative to the master directory)"
             )
+        try:
+            database % {"basedir": ""}  # Buildbot substitutes %(basedir)s in an sqlite path (enginestrategy)
+        except (KeyError, ValueError, TypeError):
+            raise ValueError(
+                f"{text!r}: the only '%' Buildbot allows in an sqlite path is %(basedir)s (the master directory)"
+            ) from None
     elif not database:
         raise ValueError(f"{shown!r}: name the database, e.g. {backend}://perffarm@db.example.org/buildbot")
     return DbUrl(text=text, backend=backend, user=url.username, host=url.host, port=url.port, database=database)
@@ -148,8 +154,36 @@ def sqlite_path(settings: Settings) -> Path | None:
     parsed = parse(settings.buildbot_db_url)
     if not parsed.is_sqlite:
         return None
-    path = Path(parsed.database)
+    path = Path(parsed.database % {"basedir": str(settings.master_dir)})  # as Buildbot's enginestrategy does
     return path if path.is_absolute() else settings.master_dir / path
+
+
+def sqlite_problem(settings: Settings) -> str | None:
+    """Why an sqlite Buildbot database may not live where `master.buildbot_db_url` puts it, or None. Its file is
+    written by the master as its own state: outside the data directory it would be some other file of this user's
+    (`sqlite:////etc/passwd`, `sqlite:///../../x`), and in it only where nothing else of the farm's lives."""
+    path = sqlite_path(settings)
+    if path is None:
+        return None
+    shown = settings.buildbot_db_url  # parse refused a password and control characters
+    if "uri" in _make_url(shown).query:
+        return (
+            f"{shown!r}: an SQLite URI filename (uri=...) can name any file, so it is not accepted; name the file by "
+            f"its path (default {DEFAULT_URL}, relative to the master directory)"
+        )
+    where = path.resolve()
+    data = settings.data_dir.resolve()
+    if not where.is_relative_to(data):
+        return (
+            f"{shown!r} puts Buildbot's database at {where}, outside the data directory {data}: use a file in it "
+            f"(default {DEFAULT_URL}, in {settings.master_dir}) or a database server"
+        )
+    if where == settings.results_db.resolve():
+        return f"{shown!r} is the results database, a file of another schema; use {DEFAULT_URL}"
+    for taken, what in ((settings.secrets_dir, "secrets"), (settings.incoming_dir, "incoming results")):
+        if where.is_relative_to(taken.resolve()):
+            return f"{shown!r} puts Buildbot's database in {taken}, the directory of {what}; use {DEFAULT_URL}"
+    return None
 
 
 def engine(settings: Settings, timeout: int = CONNECT_TIMEOUT) -> Any:

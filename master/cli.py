@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from master import store
+from master import cliargs, store
 from master.redact import redact_text
 from master.settings import Settings, SettingsError, describe, load_settings
 from master.textsafe import visible as v
@@ -114,6 +114,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
             out["channels"] = [dataclasses.asdict(h) for h in channel_health(conn, settings.alerts)]
             out["refused"] = [dataclasses.asdict(r) for r in store.workers.refused_logins(conn)]
+            out["refused_results"] = [dataclasses.asdict(r) for r in store.machines.refusals(conn)]
             out["bisections"] = [
                 {
                     k: getattr(b, k)
@@ -138,6 +139,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             "requeued": rec.get("requeued", []),
             "gave_up": rec.get("gave_up", []),
         }
+    from master.ingest import backlog
+
+    deferred = backlog(settings)
+    out["deferred"] = {"waiting": deferred.waiting, "oldest": _when(deferred.oldest), "gave_up": deferred.gave_up}
     if args.format == "json":
         print(json.dumps(out, indent=1, sort_keys=True, default=str))
         return 0
@@ -150,6 +155,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(
             f"refused     {v(r['name']):<20} {why}, {r['attempts']} attempt(s) from {v(r['address']) or '?'}, "
             f"last {_when(r['last_seen'])}"
+        )
+    for r in out.get("refused_results", []):
+        bound = f", bound to {v(r['bound_worker'])}" if r["bound_worker"] else ""
+        print(
+            f"refused     {r['attempts']} result(s) of {v(r['worker'])} for machine {v(r['machine_id'])}{bound}, "
+            f"last {_when(r['last_seen'])}:\n            {v(r['reason'])}"
         )
     if out["master_running"]:
         print(f"queue       {len(out['queue'])} build request(s) waiting or running")
@@ -168,6 +179,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"            gave up on {v(g['revision'][:12])} ({v(g['branch'])}) on {v(g['builder'])} "
                 f"after {settings.max_attempts} attempts: force a build to retry"
             )
+    if deferred.waiting or deferred.gave_up:
+        print(
+            f"deferred    {deferred.waiting} result(s) waiting to be stored"
+            + (f" (the oldest deferred since {out['deferred']['oldest']})" if deferred.waiting else "")
+            + f", {deferred.gave_up} given up"
+            + (f" (in {settings.incoming_dir / 'gave-up'}, each with its reason)" if deferred.gave_up else "")
+        )
     for ch in out.get("channels", []):
         print(
             f"channel     {v(ch.get('name'))}: {v(ch.get('status'))}, {ch.get('pending', 0)} pending"
@@ -441,7 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         help="workers, queue, re-queues and the latest result per branch",
         description="Show whether the master runs, its workers and queue (from the REST API), "
-        "what the reconciler re-queued or gave up on, and the newest stored result per branch and builder "
+        "what the reconciler re-queued or gave up on, deferred results waiting to be stored or given up, and the "
+        "newest stored result per branch and builder "
         "(--tags: also per release tag; a farm measuring tags on every builder has one row per tag and builder).",
     )
     s.add_argument("--format", choices=["text", "json"], default="text")
@@ -463,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--builder", help="only this builder (recipe@worker)")
         r.add_argument("--commit", help="only commits starting with this sha prefix")
         if name == "list":
-            r.add_argument("--limit", type=int, default=50, help="at most this many runs (default 50)")
+            r.add_argument("--limit", type=cliargs.count, default=50, help="at most this many runs (default 50)")
             r.add_argument("--format", choices=["text", "json"], default="text")
         else:
             r.add_argument("--format", choices=["csv", "json"], default="csv")

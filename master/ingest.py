@@ -3,7 +3,8 @@
 Pure (no Buildbot/Twisted): the master's ingest step calls `ingest_file` in a thread. A malformed result is
 rejected with a message saying what is wrong and nothing is stored; the file is kept under
 incoming/rejected/ with the reason beside it. A result that cannot be stored *yet* (the repository is
-unreachable) stays in incoming/ and is retried, so nothing is lost.
+unreachable) stays in incoming/ and is retried, so nothing is lost; after `master.deferred_give_up_after`
+seconds it is set aside in incoming/gave-up/ with the reason, and its commit is re-queued like a lost build.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from master import gitauth, gitmirror, store
+from master import gitauth, gitmirror, machinebinding, store
 from master.atomicfile import move_durably, write_atomic
 from master.redact import redact_text, redact_url
 from master.settings import Settings
@@ -33,6 +35,14 @@ log = logging.getLogger("perffarm.ingest")
 
 class IngestRejected(ValueError):
     """The result is malformed or does not belong to this build: nothing was stored."""
+
+
+class MachineRefused(IngestRejected):
+    """The result names a machine this worker may not write (master/machinebinding.py): nothing was stored."""
+
+    def __init__(self, refused: machinebinding.Refused) -> None:
+        super().__init__(refused.message)
+        self.refused = refused
 
 
 class NoResult(RuntimeError):
@@ -385,6 +395,7 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
         try:
             added = _sync_history(conn, settings, mirror, branches, ref)
             with store.transaction(conn):  # the run, its commit and the tags: all of it or nothing
+                _bind_machine(conn, settings, doc, run)
                 store.set_tags(
                     conn, {t: s for t, s in tags.items() if settings.ref_matches("refs/tags/" + t) or t == ref}
                 )
@@ -393,7 +404,7 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
         finally:
             conn.close()
     except IngestRejected as e:
-        _reject(settings, path, run, str(e))
+        _reject(settings, path, run, str(e), e.refused if isinstance(e, MachineRefused) else None)
         raise
     except store.AlreadyStored:
         path.unlink(missing_ok=True)
@@ -416,9 +427,30 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
     return IngestOutcome(run_id, sha, doc["status"], len(doc["workloads"]), n_samples, added, message)
 
 
-def _reject(settings: Settings, path: Path, run: store.RunContext, reason: str) -> None:
+def _bind_machine(conn, settings: Settings, doc: dict[str, Any], run: store.RunContext) -> None:
+    """Check the machine the result names against the worker that sent it (master/machinebinding.py) and bind an
+    unbound machine to it; MachineRefused says why not. Inside the ingest's transaction: two first results of one
+    machine are serialised, and a refused result leaves nothing behind. A run without a Buildbot build was measured
+    by the master's own process (`perffarm bisect --local`), not uploaded by a worker."""
+    machine, by_worker = doc["machine"], run.build_id is not None
+    bound = store.machines.binding(conn, machine["id"])
+    refused = machinebinding.check(machine, run.worker, bound, settings.host_of, by_worker)
+    if refused is not None:
+        raise MachineRefused(refused)
+    if by_worker:
+        store.machines.bind(conn, machine["id"], machine["fingerprint"], run.worker, time.time())
+
+
+def _reject(
+    settings: Settings,
+    path: Path,
+    run: store.RunContext,
+    reason: str,
+    refused: machinebinding.Refused | None = None,
+) -> None:
     """Keep a rejected result for inspection (incoming/rejected/, reason beside it) and record the rejection,
-    so the reconciler does not re-queue a commit whose recipe would write the same bad result again."""
+    so the reconciler does not re-queue a commit whose recipe would write the same bad result again; a result
+    refused for the machine it names is also counted for the health page and `perffarm status`."""
     reason = redact_text(reason)  # shown by the site and perffarm status; may quote a URL
     rejected = path.parent / "rejected"
     kept = rejected / path.name
@@ -428,11 +460,16 @@ def _reject(settings: Settings, path: Path, run: store.RunContext, reason: str) 
         write_atomic(rejected / (path.name + ".error"), reason + "\n")
     _context_path(path).unlink(missing_ok=True)
     revision = run.revision or run.got_revision
-    if revision:
+    if revision or refused:
         conn = store.connect(settings.results_db)
         try:
             with store.transaction(conn):
-                store.record_rejection(conn, run, revision, reason, str(kept) if kept.exists() else "")
+                if revision:
+                    store.record_rejection(conn, run, revision, reason, str(kept) if kept.exists() else "")
+                if refused:
+                    store.machines.record_refusal(
+                        conn, refused.machine_id, refused.worker, refused.bound_worker, reason, time.time()
+                    )
         finally:
             conn.close()
 
@@ -452,11 +489,25 @@ def _context_path(path: Path) -> Path:
     return path.with_name(path.name + ".context")
 
 
-def _save_context(path: Path, run: store.RunContext, recipe: str | None) -> str:
-    """Keep a deferred result's build context beside it, atomically (a full disk leaves no empty file); returns
-    "" or, when it could not be written, a note for the message: the commit is then re-queued instead."""
+def _deferral(ctx_file: Path, now: float) -> tuple[float, int]:
+    """(since when, how many times) the result beside `ctx_file` has been deferred, from its saved context;
+    (now, 0) when it has none yet (or one written before the context counted)."""
     try:
-        write_atomic(_context_path(path), json.dumps({"run": dataclasses.asdict(run), "recipe": recipe}))
+        saved = json.loads(ctx_file.read_bytes())["deferred"]
+        since, tries = float(saved["since"]), int(saved["tries"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return now, 0
+    return (since, tries) if math.isfinite(since) and tries >= 0 else (now, 0)
+
+
+def _save_context(path: Path, run: store.RunContext, recipe: str | None) -> str:
+    """Keep a deferred result's build context beside it, atomically (a full disk leaves no empty file), with when
+    it was first deferred and how many times; returns "" or, when it could not be written, a note for the
+    message: the commit is then re-queued instead."""
+    since, tries = _deferral(_context_path(path), time.time())
+    saved = {"run": dataclasses.asdict(run), "recipe": recipe, "deferred": {"since": since, "tries": tries + 1}}
+    try:
+        write_atomic(_context_path(path), json.dumps(saved))
     except OSError as e:
         log.warning(
             "could not save the build context of %s (%s): it will not be retried; the reconciler re-queues its commit",
@@ -508,8 +559,54 @@ def _read_context(ctx_file: Path) -> tuple[store.RunContext, str | None]:
         ) from None
 
 
-def retry_deferred(settings: Settings) -> list[str]:
-    """Try again to store results that were deferred (kept in incoming/ with their build context).
+GAVE_UP = "gave-up"  # incoming/gave-up/: deferred results the farm stopped retrying, each with its reason
+
+
+def _give_up(settings: Settings, ctx_file: Path, since: float, tries: int, now: float, last: str) -> str:
+    """Set a deferred result (and its context) aside in incoming/gave-up/ with the reason: no longer retried, and
+    with no result and no rejection row its commit is re-queued by the reconciler like a lost build."""
+    result = ctx_file.with_name(ctx_file.name[: -len(".context")])
+    hours = (now - since) / 3600
+    reason = (
+        f"gave up after {tries} tries over {hours:.1f} h (master.deferred_give_up_after = "
+        f"{settings.deferred_give_up_after} s); the last: {redact_text(last)}. Nothing was stored: the reconciler "
+        "re-queues the commit (up to master.max_attempts builds), or force a build of it"
+    )
+    where = settings.incoming_dir / GAVE_UP
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        write_atomic(where / (result.name + ".error"), reason + "\n")
+        for f in (result, ctx_file):
+            if f.exists():
+                move_durably(f, where / f.name)
+    except OSError as e:
+        log.error("could not set %s aside (%s): %s", result.name, e, reason)
+        return f"{result.name}: {reason}; could not move it to {where} ({e}): it will be tried again"
+    log.warning("%s: %s; moved to %s", result.name, reason, where)
+    return f"{result.name}: {reason}; moved to {where}"
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Deferred results waiting in incoming/ and those given up on, for `perffarm status`."""
+
+    waiting: int
+    oldest: float | None  # when the longest-waiting one was first deferred
+    gave_up: int
+
+
+def backlog(settings: Settings) -> Backlog:
+    """How many deferred results wait to be stored (and since when) and how many were given up on."""
+    now = time.time()
+    contexts = sorted(settings.incoming_dir.glob("*.json.context"))
+    since = [_deferral(c, now)[0] for c in contexts]
+    gave_up = len(list((settings.incoming_dir / GAVE_UP).glob("*.json.error")))
+    return Backlog(len(contexts), min(since) if since else None, gave_up)
+
+
+def retry_deferred(settings: Settings, now: float | None = None) -> list[str]:
+    """Try again to store results that were deferred (kept in incoming/ with their build context); give up on one
+    deferred for `master.deferred_give_up_after` seconds.
 
     One bad file never stops the pass: a context that cannot be read is quarantined with the reason, and an
     unexpected error on one result is reported and the others are still tried.
@@ -525,7 +622,12 @@ def retry_deferred(settings: Settings) -> list[str]:
         try:
             outcome = ingest_file(settings, path, run, recipe)
         except IngestDeferred as e:
-            messages.append(f"{path.name}: still deferred: {e}")
+            at = time.time() if now is None else now
+            since, tries = _deferral(ctx_file, at)
+            if at - since >= settings.deferred_give_up_after:
+                messages.append(_give_up(settings, ctx_file, since, tries, at, str(e)))
+            else:
+                messages.append(f"{path.name}: still deferred (try {tries}): {e}")
             continue
         except (IngestRejected, NoResult, store.AlreadyStored) as e:
             ctx_file.unlink(missing_ok=True)

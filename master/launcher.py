@@ -1,5 +1,8 @@
 """`perffarm run`: start the Buildbot master and a local worker in the foreground; Ctrl-C stops both.
 
+So do SIGINT, SIGTERM and SIGHUP sent to the launcher's process alone (what a supervisor does), and the
+launcher's own death: the master and the worker ask the kernel for SIGTERM when it dies (PR_SET_PDEATHSIG).
+
 Everything the processes need (master directory, worker directory, the local worker's password secret) is
 created on first start under the data directory. The repository is checked first so an unreachable URL is
 reported within seconds instead of a poller that hangs.
@@ -7,6 +10,7 @@ reported within seconds instead of a poller that hangs.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import signal
@@ -27,6 +31,9 @@ from master.settings import REPO_ROOT, Settings, web_user_secret
 from recipes.procs import pid_alive
 
 LOCAL_WORKER = "local"
+# What stops `perffarm run`, sent to its process alone (a supervisor, `kill PID`) or by its terminal: all three stop
+# the master and the worker. A launcher killed outright (SIGKILL, a crash) takes them with it: see `_die_with_us`.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 START_TIMEOUT = 90
 MIN_FREE_BYTES = 64 * 1024 * 1024  # free space on the master's file system before a master that asked is restarted
 MAX_RESTARTS = 5  # restarts the master may ask for within RESTART_WINDOW before `perffarm run` gives up
@@ -248,10 +255,35 @@ class RestartBudget:
         return True
 
 
+# Run in a fresh interpreter between fork and the real program: PR_SET_PDEATHSIG asks the kernel to send SIGTERM to
+# this process when the launcher dies, however it dies, and survives the exec. If the launcher died before the
+# request was made, the parent is already someone else: exit instead of running unowned. A separate interpreter
+# rather than Popen's preexec_fn, which is unsafe with the site server's threads running in the launcher.
+_PDEATHSIG_EXEC = """
+import ctypes, os, signal, sys
+PR_SET_PDEATHSIG = 1
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+    sys.exit("perffarm: prctl(PR_SET_PDEATHSIG) failed: " + os.strerror(ctypes.get_errno()))
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("perffarm: the launcher exited before " + sys.argv[2] + " started; not starting it")
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def _die_with_us(argv: list[str]) -> list[str]:
+    """`argv`, run so that it gets SIGTERM when this process dies, even by SIGKILL: the master and the worker run
+    in their own sessions (a terminal's Ctrl-C reaches only the launcher, which stops the worker before the
+    master), so nothing else would stop them once the launcher is gone (Linux only, like the farm)."""
+    return [sys.executable, "-c", _PDEATHSIG_EXEC, str(os.getpid()), *argv]
+
+
 def _start_master(settings: Settings, master_dir: Path, procs: list[subprocess.Popen]) -> subprocess.Popen:
     # Own session: Ctrl-C reaches only us, and we stop the worker before the master.
     proc = subprocess.Popen(
-        [_bin("buildbot"), "start", "--nodaemon", str(master_dir)], cwd=master_dir, start_new_session=True
+        _die_with_us([_bin("buildbot"), "start", "--nodaemon", str(master_dir)]),
+        cwd=master_dir,
+        start_new_session=True,
     )
     try:
         _wait("master start", lambda: _api(settings, "masters") is not None, [proc, *procs], master_dir / "twistd.log")
@@ -340,25 +372,28 @@ def run(settings: Settings, check_repo: bool = True) -> int:
             file=sys.stderr,
         )
         return 1
-    try:
-        site_server = _start_site(settings)
-    except OSError as e:
-        print(
-            f"perffarm: cannot serve the site on 127.0.0.1:{settings.site_port}: {e}\n"
-            "Another process holds the port? Set PERFFARM_SITE_PORT (or [site] port) to a free one.",
-            file=sys.stderr,
-        )
-        return 2
     procs: list[subprocess.Popen] = []
-    interrupted = False
+    site_server = None
+    interrupted = stopping = False
 
     def on_signal(signum, frame):  # noqa: ARG001
         nonlocal interrupted
+        if interrupted or stopping:  # a second signal (a supervisor's escalation) must not cut the stop short
+            return  # and orphan the master (no message: a print in a handler can land inside another print)
         interrupted = True
         raise KeyboardInterrupt
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
+        try:
+            site_server = _start_site(settings)
+        except OSError as e:
+            print(
+                f"perffarm: cannot serve the site on 127.0.0.1:{settings.site_port}: {e}\n"
+                "Another process holds the port? Set PERFFARM_SITE_PORT (or [site] port) to a free one.",
+                file=sys.stderr,
+            )
+            return 2
         say("starting the Buildbot master ...")
         procs.append(_start_master(settings, master_dir, []))
         if settings.run_local_worker:
@@ -366,7 +401,7 @@ def run(settings: Settings, check_repo: bool = True) -> int:
             say("starting the local worker ...")
             procs.append(
                 subprocess.Popen(
-                    [_bin("buildbot-worker"), "start", "--nodaemon", str(worker_dir)],
+                    _die_with_us([_bin("buildbot-worker"), "start", "--nodaemon", str(worker_dir)]),
                     cwd=worker_dir,
                     start_new_session=True,
                 )
@@ -414,9 +449,11 @@ def run(settings: Settings, check_repo: bool = True) -> int:
         print(f"perffarm: {e}", file=sys.stderr)
         return 1
     finally:
+        stopping = True
         _stop(procs)
-        site_server.shutdown()
-        site_server.server_close()
+        if site_server is not None:
+            site_server.shutdown()
+            site_server.server_close()
         for s, handler in old.items():
             signal.signal(s, handler)
         if procs:

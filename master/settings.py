@@ -59,6 +59,7 @@ class Settings:
     reconcile_grace: int  # seconds a commit must stay missing before the reconciler re-queues it
     max_attempts: int
     reconcile_window: int
+    deferred_give_up_after: int  # seconds a deferred result is retried before it is set aside (master/ingest.py)
     queued: str  # "every": every watched commit is measured; "newest": queued commits collapse into the newest
     buildbot_db_url: str  # Buildbot's own database (master/buildbotdb.py); never holds a password
     buildbot_db_password_secret: str  # name of the Buildbot secret with that database's password, or ""
@@ -167,6 +168,7 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("master", "reconcile_grace"): ("pos_int", "reconcile_grace"),
     ("master", "max_attempts"): ("pos_int", "max_attempts"),
     ("master", "reconcile_window"): ("pos_int", "reconcile_window"),
+    ("master", "deferred_give_up_after"): ("pos_int", "deferred_give_up_after"),
     ("master", "queued"): ("queued", "queued"),
     ("master", "buildbot_db_url"): ("db_url", "buildbot_db_url"),
     ("master", "buildbot_db_password_secret"): ("opt_name", "buildbot_db_password_secret"),
@@ -336,7 +338,11 @@ def _check_repository(settings: Settings) -> None:
 
 
 def _check_buildbot_db(settings: Settings) -> None:
-    """A password secret needs a server database with a user to log in as."""
+    """An sqlite database is a file in the data directory; a password secret needs a server database with a user
+    to log in as."""
+    problem = buildbotdb.sqlite_problem(settings)
+    if problem:
+        raise SettingsError(f"master.buildbot_db_url: {problem}")
     if not settings.buildbot_db_password_secret:
         return
     url = buildbotdb.parse(settings.buildbot_db_url)

@@ -282,6 +282,15 @@ class IngestResult(BuildStep):
         )
         try:
             outcome = await threads.deferToThread(ingest.ingest_file, self.settings, path, run, self.recipe)
+        except ingest.MachineRefused as e:
+            await log.addStderr(
+                f"REFUSED, nothing stored: {redact_text(str(e))}\n"
+                f"The file is kept in {path.parent / 'rejected'}; the health page and `perffarm status` list it.\n"
+            )
+            await log.addStdout(await threads.deferToThread(pipeline.publish_health, self.settings) + "\n")
+            self.descriptionDone = ["result refused: machine"]
+            await log.finish()
+            return FAILURE
         except ingest.IngestRejected as e:
             await log.addStderr(
                 f"REJECTED, nothing stored: {redact_text(str(e))}\n"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from recipes import sandbox as sandboxing
-from recipes.api import BuildFailed, Context, WorkloadResult
+from recipes.api import BuildFailed, Context, WorkloadResult, checkout_layout
 
 LABELS = "ABCDEFGH"
 MAX_SIDES = len(LABELS)  # each side is a running server for the whole job on the PostgreSQL recipes
@@ -69,6 +69,14 @@ def untrusted_dir(ctx: Context, label: str | None = None) -> Path:
     later build reads (recipes/sandbox.py), emptied at the start of every job build and after its bench."""
     root = ctx.work_dir / UNTRUSTED
     return root if label is None else root / label
+
+
+def side_layout(ctx: Context, label: str) -> tuple[Path, Path]:
+    """(tree, recipe work directory) of an unpatched side: laid out under work/sides/<label> as a commit build is
+    under its builder directory (recipes.api.checkout_layout), so the compiler sees the same command lines as the
+    commit builds of that commit and hits their ccache entries. The work directory (build trees) outlives the job;
+    the tree is exported afresh every time."""
+    return checkout_layout(ctx.work_dir / "sides" / label)
 
 
 def open_sandbox(ctx: Context, sides: Sequence[Side]) -> Context:
@@ -123,7 +131,7 @@ def prepare(ctx: Context, side: Side) -> Side:
                 "origin; is it a commit of the watched repository?"
             )
     patched = side.patch is not None
-    tree = untrusted_dir(ctx, side.label) / "src" if patched else ctx.work_dir / "sides" / side.label
+    tree = untrusted_dir(ctx, side.label) / "src" if patched else side_layout(ctx, side.label)[0]
     sandboxing.remove_tree(tree)
     tree.mkdir(parents=True)
     archive = tree.parent / f"{side.label}.tar"

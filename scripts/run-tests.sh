@@ -2,6 +2,9 @@
 # The test suite as `make test` runs it: the lint tier (ruff check, ruff format --check, mypy; seconds), then
 # pytest. Both always run; either failing fails the suite. pytest's exit code 5 (no tests collected) is a failure.
 # Arguments go to pytest (`make test-unit` passes -m "not integration and not slow"). LINT=0 skips the lint tier.
+# pytest runs in PF_TEST_WORKERS processes (pytest-xdist; default 2, one per core of the 2-core reference box; 0 runs
+# everything in this process): each file stays in one worker, files start in collection order, which puts the
+# PostgreSQL builds first (tests/conftest.py), not largest-first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p test-artifacts
@@ -20,7 +23,7 @@ fi
 # The site's browser tests use Debian's chromium (scripts/apt-packages-site.txt): never let Playwright download one.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 start=$(date +%s)
-.venv/bin/pytest --junitxml=test-artifacts/junit.xml --durations=15 "$@"
+.venv/bin/pytest -n "${PF_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --junitxml=test-artifacts/junit.xml --durations=15 "$@"
 rc=$?
 echo "make test: pytest finished in $(( $(date +%s) - start )) s with exit code $rc"
 if [ $rc -eq 5 ]; then

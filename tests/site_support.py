@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from master import ingest, pipeline, store
 from master.bisection import state as bisection
+from master.publish.writer import wait_for_cleanup
 from master.settings import Settings, load_settings
 from tests.harness import GitRepo, make_repo
+from tests.unit.test_result_schema import FINGERPRINT, MACHINE_ID
 
 XSS_IMG = "<img src=x onerror=alert(1)>"
 XSS_SCRIPT = "</script><script>alert(1)</script>"
@@ -64,10 +67,7 @@ def result_doc(sha: str, samples: dict[str, list[float]]) -> dict:
         "schema_version": 1,
         "commit": {"sha": sha, "ref": "master"},
         "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
-        "machine": {
-            "id": "m1",
-            "fingerprint": {"cpu_model": "x", "cores": 2, "memory_bytes": 1, "kernel": "6", "compiler": "gcc"},
-        },
+        "machine": {"id": MACHINE_ID, "fingerprint": dict(FINGERPRINT)},
         "host_checks": {"noisy": False},
         "status": "ok",
         "log_excerpt": "",
@@ -145,6 +145,17 @@ ARCHAEOLOGY = {
 }
 
 
+def copy_farm(template: SiteFarm, dst: Path) -> SiteFarm:
+    """A private copy of a farm (repo + data dir), so a test can add runs and publish without interfering.
+    Retired site versions are deleted by a background thread: wait for it, and never copy a half-deleted one."""
+    wait_for_cleanup()
+    shutil.copytree(template.settings.data_dir.parent, dst, symlinks=True, ignore=shutil.ignore_patterns("*.trash"))
+    t = template
+    return type(t)(
+        t.repo.__class__(dst / "repo"), settings_for(dst / "data", dst / "repo"), list(t.shas), t.culprit, t.builds
+    )
+
+
 def add_release_job(
     settings: Settings,
     levels: dict[str, dict[str, float]],
@@ -163,7 +174,7 @@ def add_release_job(
         sides = tuple(JobSide(chr(ord("A") + i), t, tags[t]) for i, t in enumerate(levels))
         doc = {
             "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
-            "machine": {"id": "m1"},
+            "machine": {"id": MACHINE_ID},
             "sides": [
                 {
                     "label": side.label,
@@ -199,7 +210,7 @@ def add_release_job(
                 requested_by="t",
                 now=now,
             )
-            store.jobs.finish(conn, job_id, result=doc, error=None, machine_id="m1", now=now)
+            store.jobs.finish(conn, job_id, result=doc, error=None, machine_id=MACHINE_ID, now=now)
     finally:
         conn.close()
     return job_id

@@ -67,11 +67,17 @@ def fingerprint() -> dict[str, Any]:
     }
 
 
-def machine_id(fp: dict[str, Any]) -> str:
-    """A short stable id of a fingerprint (memory rounded to GiB so a kernel's reservation change is ignored)."""
+def identity(fp: dict[str, Any]) -> dict[str, Any]:
+    """What of a fingerprint names the machine: all of it, memory rounded to GiB (a kernel's reservation change
+    moves memory_bytes, not the machine). Two fingerprints of one machine have equal identities."""
     key = dict(fp)
     key["memory_bytes"] = round(int(key.get("memory_bytes", 0)) / 2**30)
-    blob = json.dumps(key, sort_keys=True, separators=(",", ":"))
+    return key
+
+
+def machine_id(fp: dict[str, Any]) -> str:
+    """A short stable id of a fingerprint's identity: the master recomputes it to check a result's machine id."""
+    blob = json.dumps(identity(fp), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from master import store
+from master import cliargs, store
 from master.alerts import delivery, lifecycle
 from master.alerts.config import AlertConfigError, AlertSettings
 from master.alerts.kinds import build_senders
@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s = add("list", help="alerts, newest first", description="List alerts, newest first.")
     s.add_argument("--state", help="only this state (new, bisecting, culprit-found, acknowledged, ...)")
     s.add_argument("--all", action="store_true", help="include triaged alerts (default: open ones only)")
-    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--limit", type=cliargs.count, default=50, help="at most this many alerts (default 50)")
     s.add_argument("--format", choices=["text", "json"], default="text")
     s = add(
         "show",
@@ -83,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--alerts-config", help="TOML file with an [alerts] table (default: the farm settings)")
     s.add_argument("--secrets-dir", help="directory of secret files (default: <data_dir>/secrets)")
     s.add_argument("--once", action="store_true", help="one pass, then exit")
-    s.add_argument("--interval", type=float, help="seconds between passes (default: alerts.poll_interval)")
+    s.add_argument("--interval", type=cliargs.seconds, help="seconds between passes (default: alerts.poll_interval)")
 
 
 def _db_path(args: argparse.Namespace) -> Path:

@@ -181,7 +181,8 @@ def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
         "changes": [esc(c) for c in view.changes] if event == "updated" else [],  # farm-written text
         "alert": {
             "id": view.id,
-            "revision": view.message_version,  # the wire name receivers know (docs/alerts.md)
+            "message_version": view.message_version,  # as `alerts show --format json`, the outbox and the database
+            "revision": view.message_version,  # the same, under the name receivers of perffarm.alert/1 parse
             "kind": view.kind,
             "severity": view.severity,
             "state": view.state,

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from master import store
+from master import cliargs, store
 from master.bisection import local, state
 from master.settings import load_settings
 from master.textsafe import visible as v
@@ -26,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the bisection here and now, without a master: build and bench each probe on this machine",
     )
-    p.add_argument("--status", type=int, metavar="ID", help="show a bisection: state, culprit, rQPS, probes, log")
+    p.add_argument(
+        "--status", type=cliargs.row_id, metavar="ID", help="show a bisection: state, culprit, rQPS, probes, log"
+    )
     p.add_argument("--list", action="store_true", help="list bisections, newest first")
     p.add_argument("--wait", action="store_true", help="after submitting to the master, wait until it ends")
     p.add_argument("--format", choices=["text", "json"], default="text")

@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from master import gitmirror, ingest, store
+from master import cliargs, gitmirror, ingest, store
 from master.jobs import core
 from master.jobs.service import job_builder_name
 from master.redact import redact_url
@@ -89,7 +89,9 @@ def run_releases(args: argparse.Namespace) -> int:
 
 
 def add_jobs_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--status", type=int, metavar="ID", help="show one job: its sides, state and each side's ratio to A")
+    p.add_argument(
+        "--status", type=cliargs.row_id, metavar="ID", help="show one job: its sides, state and each side's ratio to A"
+    )
     p.add_argument("--kind", choices=core.store.jobs.KINDS, help="list only jobs of this kind")
     p.add_argument("--all-metrics", action="store_true", help="with --status: latency and CPU metrics too")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -115,7 +117,14 @@ def run_jobs(args: argparse.Namespace) -> int:
     for j in jobs:
         sides = ", ".join(f"{s.label}={v(s.revision)}" + ("+patch" if s.patched else "") for s in j.sides)
         print(f"job {j.id:>4}  {j.kind:<8} {j.state:<7} {v(j.builder):<28} {sides}")
+        for line in _why(j):
+            print(f"          {line}")
     return EXIT_OK
+
+
+def _why(j: Job) -> list[str]:
+    """Why a job failed, and what the farm did to it by itself (queued it again after its build was lost)."""
+    return [*([f"failed: {v(j.error)}"] if j.error else []), *([f"note: {v(j.note)}"] if j.note else [])]
 
 
 def _summary(j: Job) -> dict:
@@ -128,6 +137,9 @@ def _summary(j: Job) -> dict:
         "options": list(j.options),
         "requested_by": j.requested_by,
         "error": j.error,
+        "note": j.note,
+        "attempts": j.attempts,
+        "build_request": j.build_request,
         "build_url": j.build_url,
         "machine_id": j.machine_id,
         "created_at": j.created_at,
@@ -155,8 +167,8 @@ def _status(settings: Settings, job_id: int, fmt: str, all_metrics: bool = False
     print(f"job {job.id}: {job.kind}, {job.state} on {v(job.builder)} (requested by {v(job.requested_by)})")
     for s in job.sides:
         print(f"  {s.label} = {v(s.revision)} ({s.sha[:12]})" + (" + patch" if s.patched else ""))
-    if job.error:
-        print(f"failed: {v(job.error)}")
+    for line in _why(job):
+        print(line)
     for sc in per_side:
         print()
         print(f"{sc.side.label} / A, measured interleaved in one build; 95% bootstrap CI of the median ratio:")
@@ -196,7 +208,9 @@ def add_try_arguments(p: argparse.ArgumentParser) -> None:
         "web-user-<user>)",
     )
     p.add_argument("--list", action="store_true", help="list try-jobs, newest first (reads the results database)")
-    p.add_argument("--status", type=int, metavar="ID", help="show a try-job: state, and B/A per workload with its CI")
+    p.add_argument(
+        "--status", type=cliargs.row_id, metavar="ID", help="show a try-job: state, and B/A per workload with its CI"
+    )
     p.add_argument("--format", choices=["text", "json"], default="text")
 
 

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from master import cliargs
 from master.settings import load_settings
 
 
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--serve", action="store_true", help="after publishing, serve DIR on http://127.0.0.1:PORT/ until Ctrl-C"
     )
-    parser.add_argument("--port", type=int, default=None, help="port for --serve (default: [site] port, 8011)")
+    parser.add_argument("--port", type=cliargs.port, default=None, help="port for --serve (default: [site] port, 8011)")
     parser.add_argument(
         "--jobs",
         type=int,

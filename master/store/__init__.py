@@ -18,11 +18,24 @@ does (tests/unit/test_store_boundary.py holds the rest of the code to it).
     bisections  bisections, bisection_runs, and what their probes measured
     jobs        jobs: sides measured interleaved in one build (release archaeology, try-jobs)
     workers     refused_logins: worker logins the master refused, for the health page
+    machines    machines' binding to the worker that first reported them, machine_refusals
 """
 
 from __future__ import annotations
 
-from master.store import alerts, bisections, changes, commits, connection, jobs, migrations, runs, series, workers
+from master.store import (
+    alerts,
+    bisections,
+    changes,
+    commits,
+    connection,
+    jobs,
+    machines,
+    migrations,
+    runs,
+    series,
+    workers,
+)
 from master.store.commits import (
     CommitInfo,
     append_branch,
@@ -81,6 +94,7 @@ __all__ = [
     "jobs",
     "latest_per_ref",
     "list_runs",
+    "machines",
     "measurements_for",
     "migrate",
     "migrations",

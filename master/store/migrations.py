@@ -369,4 +369,34 @@ MIGRATIONS: list[str] = [
         started_at REAL NOT NULL
     )
     """,
+    # 16: a machine id stays bound to the worker that first reported it (master/machinebinding.py): `worker` is that
+    # worker (NULL until a worker's result binds it: runs made by the master's own process, `perffarm bisect
+    # --local`, do not), taken for stored machines from their first run of a Buildbot build. Results another
+    # worker (on another host) or another fingerprint claimed for it are refused and counted per (machine, worker)
+    # in machine_refusals, for the health page and `perffarm status`.
+    """
+    ALTER TABLE machines ADD COLUMN worker TEXT;
+    UPDATE machines SET worker = (
+        SELECT r.worker FROM runs r WHERE r.machine_id = machines.id AND r.build_id IS NOT NULL ORDER BY r.id LIMIT 1
+    );
+    CREATE TABLE machine_refusals (
+        machine_id   TEXT NOT NULL,
+        worker       TEXT NOT NULL,
+        bound_worker TEXT,
+        reason       TEXT NOT NULL,
+        attempts     INTEGER NOT NULL,
+        first_seen   REAL NOT NULL,
+        last_seen    REAL NOT NULL,
+        PRIMARY KEY (machine_id, worker)
+    )
+    """,
+    # 17: a job left running with no build (its build request cancelled, or the master stopped between taking the
+    # job and submitting its build) is failed or queued again by the job service (master/jobs/service.py): the
+    # build request it waits for, how many builds were submitted for it, and the farm's note saying why it was
+    # queued again.
+    """
+    ALTER TABLE jobs ADD COLUMN build_request INTEGER;
+    ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN note TEXT
+    """,
 ]

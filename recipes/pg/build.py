@@ -292,9 +292,16 @@ def cached_install(ctx: Context, spec: BuildSpec, sha: str) -> Install | None:
 
 
 def build_install(
-    ctx: Context, spec: BuildSpec, src: Path | None = None, sha: str | None = None, ref: str | None = None
+    ctx: Context,
+    spec: BuildSpec,
+    src: Path | None = None,
+    sha: str | None = None,
+    ref: str | None = None,
+    work: Path | None = None,
 ) -> Install:
-    """Return an install of `src` at `sha`: reused from the cache, or built incrementally and cached."""
+    """Return an install of `src` at `sha`: reused from the cache, or built incrementally and cached. The build
+    directory is `<work>/build/<ref>` (default: the context's work directory): with `src` and `work` laid out as a
+    commit build's (recipes.api.checkout_layout), the compile command lines are a commit build's and hit ccache."""
     src = (src or ctx.src_dir).resolve()
     sha = sha or ctx.sha
     ref = ref or ctx.ref
@@ -309,7 +316,7 @@ def build_install(
     if not use_meson and not (src / "configure").exists():
         raise BuildFailed(f"{src} has neither meson.build nor configure: is this a PostgreSQL tree?")
     deps.check_build(src, use_meson)
-    build_dir = ctx.work_dir / "build" / safe_name(ref)
+    build_dir = (work or ctx.work_dir) / "build" / safe_name(ref)
     dest = cache / f"{slot.name}.tmp-{os.getpid()}"
     shutil.rmtree(dest, ignore_errors=True)
     reused_dir = _stamp(build_dir) is not None

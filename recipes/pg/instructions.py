@@ -16,7 +16,6 @@ import random
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 from recipes import sandbox as sandboxing
 from recipes.api import BenchFailed, Context
 from recipes.pg.build import Install
-from recipes.pg.server import OWNER_FILE, as_server_user
+from recipes.pg.server import as_server_user, owned_dir
 from recipes.sandbox import Sandbox
 
 TOGGLE_FUNCTION = "exec_simple_query"
@@ -149,7 +148,7 @@ def _callgrind(
     per_line: bool = False,
 ) -> list[bytes]:
     """callgrind's output of the lines: one file, or with `per_line` one per line (in order)."""
-    work = scratch_dir(scratch_root)
+    work = owned_dir(scratch_root, "pf-instr-")  # never swept by a concurrent run while this one lives
     try:
         # what the backend writes (the data copy, callgrind's output) is apart from the farm's own files (the
         # queries, the captured output): a sandboxed backend can change the first, never the second
@@ -228,15 +227,6 @@ def _callgrind(
         return raws
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def scratch_dir(root: Path) -> Path:
-    """A private directory for one count, under the run directories' root and marked with this process as its
-    owner, so that a run starting meanwhile on the same root (another builder, another test) does not take it for
-    one a killed run left behind and remove it under the count (server.sweep_stale)."""
-    work = Path(tempfile.mkdtemp(prefix="pf-instr-", dir=root))
-    (work / OWNER_FILE).write_text(str(os.getpid()))
-    return work
 
 
 def _base_env() -> dict[str, str]:

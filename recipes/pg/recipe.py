@@ -24,7 +24,7 @@ from recipes.pg.profile import (
     run_bench,
     workload_info,
 )
-from recipes.sides import Side, SideSupport
+from recipes.sides import Side, SideSupport, side_layout
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -100,8 +100,10 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
                 # someone else's code: built inside the job's sandbox, never cached (recipes/sandbox.py)
                 install = pgbuild.build_untrusted(ctx, spec, side.tree, side.sha, side.label)
             else:
-                # a build directory per label keeps a job's sides incremental from one job to the next
-                install = pgbuild.build_install(ctx, spec, src=side.tree, sha=side.key, ref=f"job-{side.label}")
+                # a build directory per label keeps a job's sides incremental from one job to the next, laid out
+                # as a commit build's so that a release or base the farm has built hits ccache (recipes/sides.py)
+                work = side_layout(ctx, side.label)[1]
+                install = pgbuild.build_install(ctx, spec, src=side.tree, sha=side.key, ref="job", work=work)
                 if ctx.sandbox is not None:  # a try-job: every side's server runs in the sandbox, measured alike
                     install = dataclasses.replace(install, jailed=True)
             pgbuild.save_install(ctx, install, f"pg-side-{side.label}.json")

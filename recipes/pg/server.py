@@ -85,6 +85,16 @@ def _kill_postmaster(datadir: Path) -> None:
         time.sleep(0.05)
 
 
+def owned_dir(root: Path, prefix: str) -> Path:
+    """A fresh directory under `root` named `prefix`..., owned by this process: `sweep_stale` (another run's, or
+    the next one's) removes it only once this process is gone. Every directory a run makes under the pgdata root
+    must be made this way (an instruction count's copy of the data directory too)."""
+    root.mkdir(parents=True, exist_ok=True)
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    (d / OWNER_FILE).write_text(str(os.getpid()))
+    return d
+
+
 def sweep_stale(root: Path) -> list[Path]:
     """Remove run directories (and stop their servers) whose owning process is gone; returns what was removed."""
     removed = []
@@ -204,9 +214,7 @@ class Server:
 
     def create(self) -> None:
         """initdb into a fresh private directory and write the recipe's postgresql.conf."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.dir = Path(tempfile.mkdtemp(prefix=f"pf-{self.name}-", dir=self.root))
-        (self.dir / OWNER_FILE).write_text(str(os.getpid()))
+        self.dir = owned_dir(self.root, f"pf-{self.name}-")
         # Socket paths are limited to ~107 bytes, so the socket lives in a short private directory in /tmp.
         self.sockdir = Path(tempfile.mkdtemp(prefix="pf-sock-"))
         (self.dir / "sockdir").write_text(str(self.sockdir))

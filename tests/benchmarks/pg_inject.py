@@ -91,7 +91,7 @@ def entry_loop_patch(src: Path, function: str, iterations: int) -> str:
     return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
 
 
-def lock_hold_patch(src: Path) -> str:
+def lock_hold_patch(src: Path, hold_us: int = 0) -> str:
     """A unified diff that makes every query's executor run hold one LWLock exclusively: a real contention
         regression. Two clients serialise their executor phases (throughput at 2 clients falls) while one client pays
         only an uncontended acquire and release, a few dozen instructions against tens of thousands per query (within
@@ -99,7 +99,12 @@ def lock_hold_patch(src: Path) -> str:
         launcher takes (the quick profile runs with autovacuum off). Only the outermost executor run takes it (a query
     that runs another inside, a SQL function or a trigger, would otherwise wait for itself); after an ERROR inside a
     run the lock is released by the abort like any LWLock and the depth stays off by one, so the injection ends
-    there: the quick workloads raise none."""
+    there: the quick workloads raise none.
+
+    With `hold_us`, the lock is also held across a sleep of that many microseconds, as a lock held across I/O
+    would be: the clients then contend even when a loaded machine rarely runs their backends at the same moment
+    (without it, the regression is ~7% at two clients on a quiet 2-core box and lost in the noise at load 8). The
+    sleep is a system call: a handful of instructions per query, still far under the floor."""
     old = (src / FILE).read_text()
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     end = old.find("\n}\n", start) if start >= 0 else -1
@@ -113,6 +118,8 @@ def lock_hold_patch(src: Path) -> str:
         "\n\t/* perffarm test-only injected contention (outermost executor run only: LWLocks do not nest) */\n"
         "\tif (pf_lock_depth++ == 0)\n\t\tLWLockAcquire(AutovacuumScheduleLock, LW_EXCLUSIVE);\n"
     )
+    if hold_us > 0:
+        hold += f"\tif (pf_lock_depth == 1)\n\t\tpg_usleep({int(hold_us)}L);\n"
     release = "\tif (--pf_lock_depth == 0)\n\t\tLWLockRelease(AutovacuumScheduleLock);\n\n"
     static = (
         "\n/* perffarm test-only: executor nesting depth of the injected lock hold */\nstatic int pf_lock_depth = 0;\n"

@@ -1,16 +1,16 @@
 """Every major the recipes support, on real release trees: an autoconf-only major (13) and a meson major (18).
 
-The module fixture makes a repository with one commit per real release from Debian's source packages
-(scripts/pg-releases-repo.sh: REL_13_16 from bullseye, REL_18_6 from sid), and one three-way `perffarm compare`
-builds both and runs the whole quick profile on them, interleaved in one job, with a third side (18 plus an
-injected busy loop in the executor) that shows each ratio is to the first version. Builds are cached like the
-other PostgreSQL tests' (install cache by sha, ccache), so a rerun on the same machine starts warm.
+The session fixture `pg_releases` (tests/pg_support.py) makes a repository with one commit per real release from
+Debian's source packages (scripts/pg-releases-repo.sh: REL_13_16 from bullseye, REL_18_6 from sid) and builds both
+once per run with the recipes' build code; one three-way `perffarm compare` runs the whole quick profile on them,
+interleaved in one job, with a third side (18 plus an injected busy loop in the executor) that shows each ratio is
+to the first version. Builds are cached like the other PostgreSQL tests' (install cache by sha, ccache), so a rerun
+on the same machine starts warm.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -19,17 +19,14 @@ import pytest
 from master import compare
 from recipes.api import BenchFailed, Context, checkout_layout
 from recipes.pg import idle
-from recipes.pg.build import BuildSpec, build_install
 from recipes.pg.profile import conf_text, load_profile, workloads
 from recipes.pg.server import Server
 from tests.benchmarks.pg_inject import busy_loop_patch
+from tests.pg_support import RELEASES_WORK, Releases
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "pg-releases-repo.sh"
-WORK = Path(os.environ.get("PF_TEST_PG_RELEASES_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg-releases")
-RELEASES = ("13:bullseye", "18:sid")
+WORK = RELEASES_WORK
 QUICK_FAST = [
     *("--option", "samples=2"),
     *("--option", "duration_s=1"),
@@ -40,20 +37,12 @@ QUICK_FAST = [
 ]
 
 
-@pytest.fixture(scope="module")
-def releases(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    repo = tmp_path_factory.mktemp("releases") / "repo"
-    subprocess.run(
-        [str(SCRIPT), str(repo), str(Path.home() / ".cache" / "perffarm" / "pg-source"), *RELEASES],
-        check=True,
-        timeout=1200,
-    )
-    tags = subprocess.run(["git", "-C", str(repo), "tag", "--list", "REL_*"], capture_output=True, text=True)
-    assert tags.stdout.split() == ["REL_13_16", "REL_18_6"], tags.stdout
-    return repo
+@pytest.fixture
+def releases(pg_releases: Releases) -> Path:
+    return pg_releases.repo
 
 
-@pytest.mark.timeout(3600)  # two cold builds (~4 + 5 min on 2 cores) and a three-way quick profile
+@pytest.mark.timeout(3600)  # the fixture: two cold builds (~4 + 5 min on 2 cores); then the quick profile
 def test_an_autoconf_and_a_meson_major_build_and_run_the_quick_profile_in_one_nway_compare(
     releases: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -146,21 +135,21 @@ def test_overlay_effects_are_measured_on_the_newer_release_in_the_same_job(relea
 
 
 def test_idle_connections_that_do_not_sleep_are_refused(
-    releases: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_releases: Releases, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # pgbench 13 keeps \sleep in microseconds in an int: 3600 s overflowed into no sleep at all, and 1,000 "idle"
     # connections ran SELECT 1 flat out. The holder checks that its connections are idle before any measurement.
-    sha = subprocess.run(
-        ["git", "-C", str(releases), "rev-parse", "REL_13_16^{commit}"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    src = compare._clone(str(releases), WORK)
-    compare._checkout(src, sha, None)
+    install = pg_releases.installs["REL_13_16"]
+    assert install.major == 13
     (tmp_path / "state").mkdir()
     ctx = Context(
-        src_dir=src, work_dir=checkout_layout(WORK)[1], state_dir=tmp_path / "state", sha=sha, ref="compare", options={}
+        src_dir=checkout_layout(WORK)[0],
+        work_dir=checkout_layout(WORK)[1],
+        state_dir=tmp_path / "state",
+        sha=install.sha,
+        ref="compare",
+        options={},
     )
-    install = build_install(ctx, BuildSpec(), ref="compare")  # cached by the tests above
-    assert install.major == 13
     with Server(ctx, install, conf_text(load_profile("sweeps"), 13), tmp_path / "run", name="idle") as srv:
         with idle.held(srv, 50) as held:
             assert held == 50

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -92,6 +93,54 @@ def test_run_starts_master_and_worker_and_ctrl_c_stops_both(tmp_path):
         for p in set(pids) | set(_children(proc.pid)):
             if Path(f"/proc/{p}").exists():
                 os.kill(p, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=lambda s: s.name)
+def test_a_signal_to_the_launcher_alone_stops_the_master_and_the_worker(tmp_path, sig):
+    # Issue #26, item 7: a supervisor stops `perffarm run` by signalling its process id, not its terminal's process
+    # group as Ctrl-C does. The master and the worker run in their own sessions, so they hear nothing themselves:
+    # SIGHUP, or the launcher killed outright, left both running, holding their ports and the data directory.
+    repo = make_repo(tmp_path / "repo")
+    env = farm_env(tmp_path, str(repo.path))
+    ports = [int(env[k]) for k in ("PERFFARM_MASTER_WEB_PORT", "PERFFARM_MASTER_WORKER_PORT", "PERFFARM_SITE_PORT")]
+    log = tmp_path / "run.log"
+    with open(log, "w") as out:  # its own session: the signal below reaches the launcher and nothing else
+        proc = subprocess.Popen(
+            [PERFFARM, "run"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True
+        )
+    pids: list[int] = []
+    try:
+        wait_until(lambda: "Ctrl-C stops it" in log.read_text() or proc.poll() is not None, 120, "perffarm run")
+        pids = _children(proc.pid)
+        assert proc.poll() is None and len(pids) == 2, log.read_text()  # the master and the local worker
+        assert all(not _port_free(p) for p in ports)
+        os.kill(proc.pid, sig)  # the launcher's pid only
+        proc.wait(timeout=90)
+        wait_until(lambda: not [p for p in pids if _running(p)], 60, f"master and worker to exit after {sig.name}")
+        wait_until(lambda: all(_port_free(p) for p in ports), 30, "the web, worker and site ports to be free")
+        if sig != signal.SIGKILL:
+            assert proc.returncode == 0 and "stopped." in log.read_text(), log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in pids:
+            if _running(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)
+
+
+def _port_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:`port`."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _children(pid: int) -> list[int]:

@@ -17,6 +17,7 @@ import pytest
 from master.publish import publish_all
 from master.publish.serve import serve
 from tests.site_support import ARCHAEOLOGY_TAGS, XSS_IMG, XSS_SCRIPT, build_archaeology, build_farm
+from tests.unit.test_result_schema import MACHINE_ID as M
 
 pytestmark = pytest.mark.integration
 
@@ -215,9 +216,9 @@ def test_archaeology_charts_draw_every_release_and_the_picker_hides_one(browser,
     publish_all(settings, tmp_path / "www", now=NOW)
     p = Page(browser, (tmp_path / "www").resolve().as_uri() + "/")
     page = p.open("archaeology.html")  # the machines; each links to its page
-    page.locator("#machines a", has_text="m1").click()
+    page.locator("#machines a", has_text=M).click()
     page.wait_for_load_state("load")
-    assert page.url.endswith("/archaeology/m1.html") and page.locator("main h1").inner_text().endswith("on m1")
+    assert page.url.endswith(f"/archaeology/{M}.html") and page.locator("main h1").inner_text().endswith(f"on {M}")
     sweep = page.locator("figure.sweep").filter(has_text="select-only")
     assert sweep.locator("g.release").count() == 3
     box = sweep.locator("svg").bounding_box()
@@ -241,21 +242,21 @@ def test_release_tables_are_reached_from_the_list_and_switch_base(browser, artif
     publish_all(settings, tmp_path / "www", now=NOW)
     p = Page(browser, (tmp_path / "www").resolve().as_uri() + "/")
     page = p.open("releases.html")  # the machines; each links to its tables
-    page.locator("#machines a", has_text="m1").click()
+    page.locator("#machines a", has_text=M).click()
     page.wait_for_load_state("load")
     first, second = ARCHAEOLOGY_TAGS[0], ARCHAEOLOGY_TAGS[1]
-    assert page.url.endswith("/releases/m1/index.html")
-    assert page.locator("main h1").inner_text() == f"Releases on m1 vs {first}"
+    assert page.url.endswith(f"/releases/{M}/index.html")
+    assert page.locator("main h1").inner_text() == f"Releases on {M} vs {first}"
     assert page.locator("table.rqps tbody tr").count() >= 3
     assert page.locator("main p.muted").first.locator("a").count() == 1  # every machine: no major has two tags
     assert ARCHAEOLOGY_TAGS[2] in page.inner_text("table.rqps thead") and page.locator("main img").count() == 0
     p.shot(artifacts_dir, "releases-m1")
     page.locator("main p a", has_text=second).first.click()  # another base release
     page.wait_for_load_state("load")
-    assert page.url.endswith(f"/releases/m1/vs-{second}.html")
-    assert page.locator("main h1").inner_text() == f"Releases on m1 vs {second}"
+    assert page.url.endswith(f"/releases/{M}/vs-{second}.html")
+    assert page.locator("main h1").inner_text() == f"Releases on {M} vs {second}"
     page = p.open(f"releases/{second}.html")  # the old URL of the table vs a release: the machines' tables vs it
     page.locator("#machines a", has_text="one release per major").click()
     page.wait_for_load_state("load")
-    assert page.url.endswith(f"/releases/m1/vs-{second}.html")
+    assert page.url.endswith(f"/releases/{M}/vs-{second}.html")
     assert p.errors == [] and p.dialogs == []

@@ -84,3 +84,25 @@ def test_show_colours_lines_with_the_configured_bands(tmp_path: Path, capsys) ->
     assert main(["--config", str(env_cfg), "alerts", "show", aid, *db]) == 0
     out = capsys.readouterr().out
     assert "ro tps on m-1: rQPS 0.900" in out and "grey" in out and "red" not in out  # the farm's own settings
+
+
+def test_show_json_and_the_webhook_name_the_message_version_alike(tmp_path: Path, capsys) -> None:
+    # issue #26, item 11: the webhook payload said `revision` where `alerts show --format json`, the database and the
+    # outbox say `message_version`; `revision` stays in the payload for receivers that parse it (docs/alerts.md)
+    import sqlite3
+
+    farm, aid = make(tmp_path)
+    assert main(["alerts", "show", aid, "--format", "json", "--db", str(farm.path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    (payload_text,) = sqlite3.connect(farm.path).execute("SELECT payload FROM alert_outbox").fetchone()
+    payload = json.loads(payload_text)
+    assert payload["alert"]["message_version"] == shown["alert"]["message_version"] == 1
+    assert shown["deliveries"][0]["message_version"] == 1
+    assert payload["alert"]["revision"] == payload["alert"]["message_version"]  # the deprecated alias, same value
+
+    def keys(o) -> set[str]:
+        if isinstance(o, dict):
+            return set(o) | {k for x in o.values() for k in keys(x)}
+        return {k for x in o for k in keys(x)} if isinstance(o, list) else set()
+
+    assert "revision" not in keys(shown)

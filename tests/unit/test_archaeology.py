@@ -10,6 +10,7 @@ import pytest
 from master.publish import publish_all
 from master.publish.pages.archaeology import _x_positions
 from tests.site_support import ARCHAEOLOGY_TAGS, add_release_job, build_archaeology
+from tests.unit.test_result_schema import MACHINE_ID as M
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +23,8 @@ def page(tmp_path_factory) -> str:
 def machine_page(settings) -> str:
     """The fixture machine's archaeology page (archaeology.html lists the machines and links to theirs)."""
     index = (settings.site_dir / "archaeology.html").read_text()
-    assert '<a href="archaeology/m1.html">m1</a>' in index
-    return (settings.site_dir / "archaeology" / "m1.html").read_text()
+    assert f'<a href="archaeology/{M}.html">{M}</a>' in index
+    return (settings.site_dir / "archaeology" / f"{M}.html").read_text()
 
 
 def figure(page: str, title: str) -> str:
@@ -139,8 +140,8 @@ def test_a_farm_whose_releases_only_a_job_measured_shows_them_on_both_release_pa
     )
     publish_all(settings, now=1_800_000_000.0)
     listed = (settings.site_dir / "releases.html").read_text()
-    assert "No release tags measured yet." not in listed and '<a href="releases/m1/index.html">m1</a>' in listed
-    releases = (settings.site_dir / "releases" / "m1" / "index.html").read_text()
+    assert "No release tags measured yet." not in listed and f'<a href="releases/{M}/index.html">{M}</a>' in listed
+    releases = (settings.site_dir / "releases" / M / "index.html").read_text()
     assert f'href="../../jobs/{job}.html">paired</a>' in releases and "1.100" in releases
     chart = figure(machine_page(settings), "pgbench-ro-prepared-c1 · tps relative")
     assert "paired: the releases measured interleaved in one job" in chart and 'class="whisker"' in chart

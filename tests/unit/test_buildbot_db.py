@@ -51,7 +51,8 @@ def test_the_default_is_sqlite_in_the_master_directory(tmp_path):
     "url, backend",
     [
         ("sqlite:///state.sqlite", "sqlite"),
-        ("sqlite:////srv/perffarm/buildbot.sqlite", "sqlite"),
+        ("sqlite:///../buildbot.sqlite", "sqlite"),  # <data_dir>/buildbot.sqlite
+        ("sqlite:///%(basedir)s/state.sqlite", "sqlite"),  # Buildbot's own substitution
         ("postgresql://perffarm@db.example.org:5432/buildbot", "postgresql"),
         ("postgresql+psycopg://perffarm@127.0.0.1/buildbot", "postgresql"),
         ("postgresql:///buildbot?host=/var/run/postgresql", "postgresql"),
@@ -87,6 +88,40 @@ def test_bad_urls_are_refused_naming_the_key(tmp_path, url, says):
     with pytest.raises(SettingsError, match="master.buildbot_db_url") as e:
         _settings(tmp_path, url)
     assert says in str(e.value)
+
+
+def test_an_absolute_sqlite_path_in_the_data_directory_is_accepted(tmp_path):
+    s = _settings(tmp_path, f"sqlite:///{tmp_path}/buildbot.sqlite")
+    assert buildbotdb.sqlite_path(s) == tmp_path / "buildbot.sqlite"
+
+
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("sqlite:////etc/passwd", "at /etc/passwd, outside the data directory"),
+        ("sqlite:///../../state.sqlite", "outside the data directory"),
+        ("sqlite:///%(basedir)s" + "/.." * 20 + "/etc/passwd", "at /etc/passwd, outside the data directory"),
+        ("sqlite:///../results.sqlite", "is the results database"),
+        ("sqlite:///../secrets/state.sqlite", "the directory of secrets"),
+        ("sqlite:///../incoming/state.sqlite", "the directory of incoming results"),
+        ("sqlite:///state.sqlite?uri=true", "SQLite URI filename"),
+        ("sqlite:///file:/etc/passwd?uri=true&mode=ro", "SQLite URI filename"),
+        ("sqlite:///100%.db", "the only '%'"),
+    ],
+)
+def test_an_sqlite_file_outside_the_data_directory_is_refused_naming_the_key(tmp_path, url, says):
+    # issue #26, item 10: Buildbot would have written its tables into whatever file the URL named
+    with pytest.raises(SettingsError) as e:
+        _settings(tmp_path / "data", url)
+    message = str(e.value)
+    assert message.startswith("master.buildbot_db_url: ") and says in message and "\n" not in message
+
+
+def test_a_symlink_out_of_the_data_directory_is_followed(tmp_path):
+    (tmp_path / "data" / "master").mkdir(parents=True)
+    (tmp_path / "data" / "master" / "state.sqlite").symlink_to(tmp_path / "elsewhere.sqlite")
+    with pytest.raises(SettingsError, match="outside the data directory"):
+        _settings(tmp_path / "data", "sqlite:///state.sqlite")
 
 
 @pytest.mark.parametrize(

@@ -117,6 +117,55 @@ def test_perffarm_status_survives_an_unreadable_reconcile_report(env):
     assert "reconcile.json" in proc.stdout and "unreadable" in proc.stdout
 
 
+def test_a_deferred_result_is_given_up_after_its_time_with_the_reason_and_counted_by_status(
+    env, tmp_path, monkeypatch, capsys
+):
+    # issue #26, item 11: a result deferred for good (here: the repository gone for good) was retried at every
+    # reconcile pass for ever
+    repo, settings = env
+    sha = repo.head()
+    repo.path.rename(tmp_path / "gone")
+    path = put(settings, result_for(sha), "b-7.json")
+    with pytest.raises(ingest.IngestDeferred):
+        ingest.ingest_file(settings, path, run_ctx(7, sha), "fixture")
+    since = json.loads((settings.incoming_dir / "b-7.json.context").read_text())["deferred"]["since"]
+    limit = settings.deferred_give_up_after
+    assert limit == 86400  # the documented default
+
+    (still,) = ingest.retry_deferred(settings, now=since + limit - 60)
+    assert "still deferred (try 2)" in still and path.exists()
+    (gave_up,) = ingest.retry_deferred(settings, now=since + limit)
+    assert "gave up after 3 tries over 24.0 h" in gave_up and "master.deferred_give_up_after" in gave_up
+    aside = settings.incoming_dir / "gave-up"
+    reason = (aside / "b-7.json.error").read_text()
+    assert "gave up after 3 tries" in reason and "could not update the master's mirror" in reason
+    assert "re-queues the commit" in reason
+    assert json.loads((aside / "b-7.json").read_text())["commit"]["sha"] == sha  # the result itself, kept
+    assert (aside / "b-7.json.context").exists() and not path.exists()
+    assert ingest.retry_deferred(settings, now=since + 2 * limit) == []  # never tried again
+    conn = store.connect(settings.results_db)
+    try:  # nothing stored and no rejection: the reconciler re-queues the commit
+        assert store.results_for(conn, [sha], "fixture@local") == set()
+    finally:
+        conn.close()
+
+    # another one waits; `perffarm status` counts both
+    other = put(settings, result_for(sha), "b-8.json")
+    with pytest.raises(ingest.IngestDeferred):
+        ingest.ingest_file(settings, other, run_ctx(8, sha), "fixture")
+    from master import cli
+
+    monkeypatch.setenv("PERFFARM_MASTER_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("PERFFARM_REPOSITORY_URL", settings.repository_url)
+    monkeypatch.setenv("PERFFARM_MASTER_WEB_PORT", "9")  # nothing listens there: "master not running"
+    assert cli.main(["status", "--format", "json"]) == 0
+    deferred = json.loads(capsys.readouterr().out)["deferred"]
+    assert (deferred["waiting"], deferred["gave_up"]) == (1, 1) and deferred["oldest"] != "-"
+    assert cli.main(["status"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("deferred"))
+    assert "1 result(s) waiting to be stored" in line and "1 given up" in line and str(aside) in line
+
+
 # ------------------------------------------------------------------------------------------- a real full disk
 
 

@@ -123,15 +123,16 @@ def test_sweep_removes_dirs_of_dead_owners_only(tmp_path) -> None:
     assert not dead.exists() and not sock.exists() and alive.exists()
 
 
-def test_a_running_instruction_count_is_not_swept_by_a_run_starting_meanwhile(tmp_path) -> None:
-    # its data copy and callgrind output live in a pf-instr-* directory under the same root as the servers'; a run
-    # starting on that root (another builder, a test) removed it mid-count before it named its owner
-    from recipes.pg.instructions import scratch_dir
-    from recipes.pg.server import sweep_stale
+def test_a_directory_a_live_run_counts_instructions_in_is_never_swept(tmp_path) -> None:
+    """An instruction count's copy of the data directory lives under the pgdata root beside servers' directories;
+    another run's sweep removed it mid-count (FileNotFoundError: .../pf-instr-*/output.txt) when it had no owner."""
+    from recipes.pg.server import owned_dir, sweep_stale
 
-    work = scratch_dir(tmp_path)
-    assert work.name.startswith("pf-instr-")
-    assert sweep_stale(tmp_path) == [] and work.is_dir()
+    counting = owned_dir(tmp_path, "pf-instr-")
+    orphan = tmp_path / "pf-instr-left-by-a-killed-run"
+    orphan.mkdir()
+    assert sweep_stale(tmp_path) == [orphan]
+    assert counting.exists()
 
 
 # ----------------------------------------------- samples that form no ratio (stored before #26 item 4 refused them)
@@ -159,3 +160,31 @@ def test_a_round_where_a_measured_zero_is_left_out_and_the_rest_form_the_ratio()
     """A lower-is-better count can honestly be 0 in one round (context switches per tx): that round has no ratio."""
     est = bootstrap_median_ratio([0.0, 2.0, 2.0], [1.0, 3.0, 3.0])
     assert est.ratio == 1.5 and est.n == 2
+
+
+def test_an_instruction_count_in_progress_survives_another_runs_sweep(tmp_path, monkeypatch) -> None:
+    # Two runs on one host share /dev/shm/perffarm-<uid>: each sweeps stale run directories when it starts, and the
+    # instruction counter's scratch directory (pf-instr-*) had no owner file, so a second run deleted it under a
+    # running valgrind (seen with two test files at once: FileNotFoundError on its output.txt).
+    import subprocess
+
+    from recipes.api import BenchFailed, Context
+    from recipes.pg import instructions
+    from recipes.pg.build import Install
+    from recipes.pg.server import sweep_stale
+
+    swept: list = []
+
+    def valgrind_while_another_run_starts(argv, **kw):  # the other run starts while valgrind runs
+        swept.extend(sweep_stale(tmp_path / "shm"))
+        return subprocess.CompletedProcess(argv, 1)
+
+    monkeypatch.setattr(instructions.subprocess, "run", valgrind_while_another_run_starts)
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    install = Install(tmp_path / "install", "0" * 40, 15, "15.18", "built")
+    ctx = Context(src_dir=tmp_path, work_dir=tmp_path, state_dir=tmp_path, sha="0" * 40, ref="t", options={})
+    with pytest.raises(BenchFailed, match="exited with 1"):  # not FileNotFoundError: output.txt is still there
+        instructions.count(ctx, install, snapshot, ["SELECT 1;"], tmp_path / "shm")
+    assert swept == []
+    assert list((tmp_path / "shm").iterdir()) == []  # and the count cleans up after itself

@@ -6,9 +6,9 @@ import filecmp
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -21,8 +21,9 @@ from master.publish import model, publish_all, publish_bisections, publish_incre
 from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, float_column, int_column, join_columns, js_call, literal_column, render
 from master.publish.views import RatioView
-from master.publish.writer import PublishError, SiteWriter
-from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, settings_for
+from master.publish.writer import PublishError, SiteWriter, wait_for_cleanup
+from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, copy_farm, settings_for
+from tests.unit.test_result_schema import MACHINE_ID as M
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
@@ -36,14 +37,7 @@ def farm_template(tmp_path_factory):
 
 @pytest.fixture
 def farm(farm_template, tmp_path):
-    """A private copy of the farm (repo + data dir), so tests can add runs and publish without interfering."""
-    src = farm_template.settings.data_dir.parent
-    dst = tmp_path / "farm"
-    shutil.copytree(src, dst, symlinks=True)
-    f = farm_template
-    return type(f)(
-        f.repo.__class__(dst / "repo"), settings_for(dst / "data", dst / "repo"), list(f.shas), f.culprit, f.builds
-    )
+    return copy_farm(farm_template, tmp_path / "farm")
 
 
 def files(root: Path) -> dict[str, Path]:
@@ -94,7 +88,16 @@ def test_templates_autoescape_and_undefined_names_are_errors():
     with pytest.raises(jinja2.UndefinedError):
         render("commit.html", root="", title="t")  # `bands` missing
     assert "&lt;b&gt;" in render(
-        "health.html", root="", title="<b>", branches=[], workers=[], refused=[], noisy=[], now=0, channels=[]
+        "health.html",
+        root="",
+        title="<b>",
+        branches=[],
+        workers=[],
+        refused=[],
+        refused_results=[],
+        noisy=[],
+        now=0,
+        channels=[],
     )
 
 
@@ -142,9 +145,9 @@ def test_hostile_tag_names_from_the_database_stay_inside_the_site(farm, tmp_path
     by_tag = [k for k in releases if "/" not in k[len("releases/") :]]  # releases/<tag>.html: the machines' tables
     assert len(by_tag) == 5 and "releases/a_b.html" in by_tag
     tables = sorted(k for k in releases if k not in by_tag)  # one machine's tables, a page per base release
-    assert len(tables) == 5 and all(re.fullmatch(r"releases/m1/(index|vs-[A-Za-z0-9._-]+)\.html", k) for k in tables)
+    assert len(tables) == 5 and all(re.fullmatch(rf"releases/{M}/(index|vs-[A-Za-z0-9._-]+)\.html", k) for k in tables)
     assert "../../escaped" in text_of(out, "releases.html")  # shown as text, only the file name is sanitised
-    assert "../../escaped" in text_of(out, "releases/m1/index.html")
+    assert "../../escaped" in text_of(out, f"releases/{M}/index.html")
 
 
 # ------------------------------------------------------------------------------------------------ publishing
@@ -492,7 +495,7 @@ def test_rqps_colour_bands_and_the_number_is_always_printed(ratio, direction, co
     assert f'class="rq {colour}"' in html and f"{ratio:.3f}{arrow}</span>" in html
 
 
-def release_table(out: Path, index: str, machine: str = "m1") -> str:
+def release_table(out: Path, index: str, machine: str = M) -> str:
     """The release table a list of machines (releases.html, releases/<tag>.html) links for `machine` first."""
     page = text_of(out, index)
     href = re.search(r'<td><a href="([^"]+)">' + re.escape(machine) + "</a></td>", page)
@@ -511,7 +514,7 @@ def test_release_comparison_table(farm, tmp_path):
     assert any(c == "red" and 0.84 < float(v) < 0.86 and a == " ▼" for c, v, a in cells), cells
     assert "paired in job" not in page  # no job measured these releases: every number says it is unpaired
     vs2 = release_table(out, "releases/REL_2_0.html")  # the old URL of the table vs REL_2_0 lists the machines'
-    assert "<h1>Releases on m1 vs REL_2_0</h1>" in vs2
+    assert f"<h1>Releases on {M} vs REL_2_0</h1>" in vs2
     assert re.search(r'cell-green unpaired"[^>]*>1\.1[67]\d ▲', vs2)
 
 
@@ -693,3 +696,24 @@ def test_the_column_texts_equal_the_encoders_output(farm, tmp_path, monkeypatch)
     a, b = files(tmp_path / "fast"), files(tmp_path / "slow")
     assert sorted(a) == sorted(b) and fast.files_written == slow.files_written
     assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
+
+
+def test_a_temp_version_of_a_killed_publish_is_pruned_at_the_next_publish(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    versions = tmp_path / ".site.versions"
+    # a publish killed with kill -9 halfway (the chaos suite's master kill in ingest-job did it): a real process
+    # that has ended, its pid in the temp version's name as SiteWriter names it
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    killed = versions / f"v{time.time_ns():020d}-{gone.pid}.tmp"
+    (killed / "data").mkdir(parents=True)
+    (killed / "data" / "half.js").write_text("perffarm.commit(")
+    spill = versions / f"{killed.name.removesuffix('.tmp')}-spill.tmp"
+    spill.mkdir()
+    alive = versions / f"v{time.time_ns():020d}-{os.getpid()}.tmp"  # a publish still running (this process)
+    alive.mkdir()
+    publish_all(farm.settings, out, now=NOW + 1)
+    wait_for_cleanup()
+    assert not killed.exists() and not spill.exists()
+    assert alive.exists()  # never another running publish's

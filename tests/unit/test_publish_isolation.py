@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import filecmp
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from master.publish import publish_all, publish_incremental, publish_jobs
 from master.publish.pages import jobs as jobs_page
 from master.publish.pages import releases as releases_page
 from master.publish.pages import series as series_page
-from tests.site_support import add_release_job, build_farm, settings_for
+from tests.site_support import add_release_job, build_farm, copy_farm
 
 NOW = 1_800_000_000.0
 BOOM = "the view model broke <script>alert(1)</script>"
@@ -37,12 +36,7 @@ def farm_template(tmp_path_factory):
 
 @pytest.fixture
 def farm(farm_template, tmp_path):
-    dst = tmp_path / "farm"
-    shutil.copytree(farm_template.settings.data_dir.parent, dst, symlinks=True)
-    f = farm_template
-    return type(f)(
-        f.repo.__class__(dst / "repo"), settings_for(dst / "data", dst / "repo"), list(f.shas), f.culprit, f.builds
-    )
+    return copy_farm(farm_template, tmp_path / "farm")
 
 
 def files(root: Path) -> dict[str, Path]:

@@ -8,6 +8,11 @@ import re
 import pytest
 
 from recipes.result import ResultError, validate
+from workers.hostinfo import machine_id
+
+# A made-up machine; its id is the one its fingerprint gives, as the master checks (master/machinebinding.py).
+FINGERPRINT = {"cpu_model": "x", "cores": 2, "memory_bytes": 1, "kernel": "6", "compiler": "gcc"}
+MACHINE_ID = machine_id(FINGERPRINT)
 
 
 def good() -> dict:
@@ -16,10 +21,7 @@ def good() -> dict:
         "schema_version": 1,
         "commit": {"sha": "a" * 40, "ref": "master"},
         "recipe": {"name": "fixture", "version": 1, "config_hash": "abc"},
-        "machine": {
-            "id": "m1",
-            "fingerprint": {"cpu_model": "x", "cores": 2, "memory_bytes": 1, "kernel": "6", "compiler": "gcc"},
-        },
+        "machine": {"id": MACHINE_ID, "fingerprint": dict(FINGERPRINT)},
         "host_checks": {"noisy": False},
         "status": "ok",
         "log_excerpt": "",

@@ -167,9 +167,21 @@ def test_templates_show_controls_and_bidi_as_escapes():
                 "last_seen": 0,
             }
         ],
+        refused_results=[
+            {
+                "machine_id": "m\u202e2",
+                "worker": "w\x1b[2J3",
+                "bound_worker": "local",
+                "reason": "$.machine.id: claimed \u202e",
+                "attempts": 2,
+                "first_seen": 0,
+                "last_seen": 0,
+            }
+        ],
         noisy=[{"machine": "m\u202e1", "last": 0, "reasons": ["load \x1b[5m high", "two\nlines"]}],
     )
     assert_inert(page)
+    assert "<td>w\\x1b[2J3</td>" in page and "<td>m\\u202e2</td>" in page  # a result's claim, as a worker sent it
     assert "fix \\x1b[2J" in page and "m\\u202e1" in page and "load \\x1b[5m high" in page
     assert "<td>w\\u202e9</td>" in page  # a refused worker's name, as a stranger sent it
     assert "two\nlines" in page  # newlines stay: harmless in HTML

@@ -26,7 +26,7 @@ from recipes.api import Recipe, listed_workloads
 from recipes.pg import insertbench, memprobe
 from recipes.pg.profile import identity_of, load_profile, result_names, workload_files, workloads
 from tests.harness import make_repo
-from tests.unit.test_result_schema import good
+from tests.unit.test_result_schema import MACHINE_ID, good
 from tests.unit.test_store_ingest import put, run_ctx
 
 REPO = Path(__file__).resolve().parents[2]
@@ -373,7 +373,7 @@ def test_a_workload_added_to_the_recipe_keeps_the_other_workloads_in_their_serie
 
     def page(workload: str, recipe: Recipe) -> dict:
         key = SeriesRef(
-            MeasureKey("m1", "fixture", 1, recipe.workload_hash(workload), workload, "throughput"), "master"
+            MeasureKey(MACHINE_ID, "fixture", 1, recipe.workload_hash(workload), workload, "throughput"), "master"
         )
         return json.loads((out / f"data/series/{key.sid}/index.json").read_text())
 

@@ -1,5 +1,6 @@
 """health.html: last result age per branch, unmeasured commits among the newest 100, results and failures per
-worker, worker logins the master refused, alert channel health, hosts flagged noisy."""
+worker, worker logins the master refused, results refused for the machine they named, alert channel health, hosts
+flagged noisy."""
 
 from __future__ import annotations
 
@@ -48,10 +49,12 @@ def view(ctx: Context) -> dict[str, Any]:
                 }
             )
     refused = [dataclasses.asdict(r) for r in store.workers.refused_logins(ctx.conn)]
+    refused_results = [dataclasses.asdict(r) for r in store.machines.refusals(ctx.conn)]
     return {
         "branches": branches,
         "workers": workers,
         "refused": refused,
+        "refused_results": refused_results,
         "noisy": noisy,
         "now": now,
         "channels": ctx.channels(),
