@@ -16,7 +16,7 @@ from master.settings import load_settings
 from master.store.series import MeasureKey
 from recipes import registry
 from tests.harness import make_repo
-from tests.unit.test_result_schema import good
+from tests.unit.test_result_schema import MACHINE_ID, good
 from tests.unit.test_store_ingest import put, run_ctx
 
 NOW = 1_800_000_000.0
@@ -68,11 +68,11 @@ def site(tmp_path: Path) -> Path:
 
 
 def sid(workload: str, config_hash: str, metric: str = "instructions") -> str:
-    return SeriesRef(MeasureKey("m1", "pg-quick", QUICK.version, config_hash, workload, metric), "master").sid
+    return SeriesRef(MeasureKey(MACHINE_ID, "pg-quick", QUICK.version, config_hash, workload, metric), "master").sid
 
 
 def test_the_overview_lists_series_under_their_groups_in_the_recipes_order(site: Path) -> None:
-    page = (site / "overview/m1.html").read_text()
+    page = (site / f"overview/{MACHINE_ID}.html").read_text()
     heads = re.findall(r'<tbody data-group="([^"]+)">', page)
     assert heads == ["oltp", "executor"]  # groups.json's order: oltp first
     executor = page.split('<tbody data-group="executor">')[1].split("</tbody>")[0]
@@ -85,7 +85,7 @@ def test_the_overview_lists_series_under_their_groups_in_the_recipes_order(site:
 def test_an_operations_series_page_shows_its_sql_only_for_the_current_definition(site: Path) -> None:
     join = (site / f"series/{sid('op-join-hash', QUICK.workload_hash('op-join-hash'))}.html").read_text()
     assert 'id="sql"' in join and "FROM big b JOIN other o ON o.big_id = b.id" in join
-    assert 'group <a href="../overview/m1.html#group-executor"><b>executor</b></a>' in join
+    assert f'group <a href="../overview/{MACHINE_ID}.html#group-executor"><b>executor</b></a>' in join
     stale = (site / f"series/{sid('op-scan-seq', '0' * 16)}.html").read_text()
     assert 'id="sql"' not in stale  # measured by another definition of the suite: today's SQL would be a lie
     plain = (site / f"series/{sid('instr-point-select', QUICK.workload_hash('instr-point-select'))}.html").read_text()
