@@ -399,4 +399,15 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE jobs ADD COLUMN note TEXT
     """,
+    # 18: the plan of each analytic query a run captured (the result's `plans` member, recipes/pg/plans.py), one
+    # row per (run, workload), so that the site finds where a series' plan changed without parsing every stored
+    # result (master/plans.py). Results stored before this carried none.
+    """
+    CREATE TABLE plans (
+        run_id   INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        workload TEXT NOT NULL,
+        shape    TEXT NOT NULL,
+        PRIMARY KEY (run_id, workload)
+    )
+    """,
 ]

@@ -114,6 +114,10 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             for workload, p in sorted(doc.get("callgrind", {}).items())
         ],
     )
+    conn.executemany(
+        "INSERT INTO plans (run_id, workload, shape) VALUES (?, ?, ?)",
+        [(run_id, workload, shape) for workload, shape in sorted(doc.get("plans", {}).items())],
+    )
     if run.bisection_id is not None:
         conn.execute(  # a probe of a bisection that no longer exists is still a stored run
             "INSERT INTO bisection_runs (bisection_id, run_id) SELECT ?, ? "

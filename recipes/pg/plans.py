@@ -23,6 +23,7 @@ MAX_SHAPE = 16_000  # characters of one shape (the result validates it too)
 _ALIAS = re.compile(r"^(?P<head>.*? on )(?P<rel>\S+)(?: \S+)?$")  # "Seq Scan on nation n1": drop the alias
 _LABEL = re.compile(r"^(?P<kind>SubPlan|InitPlan)\b.*$")  # "InitPlan 1 (returns $0)" -> "InitPlan"
 _ARROW = "->  "
+_JOIN = re.compile(r"(?:Join|Nested Loop)$")
 
 
 def _node(text: str) -> str:
@@ -68,10 +69,15 @@ def node_type(line: str) -> str:
 
 def summary(before: str, after: str) -> str:
     """What changed from one shape to another, for people: `Hash Join → Nested Loop`, `+Sort`, `−Materialize`,
-    or `same nodes, new shape` (join order, the relations a node reads, where a node sits)."""
+    or `same nodes, new shape` (join order, the relations a node reads, where a node sits). When join methods
+    changed, only they are named (the Hash under a Hash Join, the scans the new join reads with, follow them)."""
     old = Counter(node_type(x) for x in before.splitlines() if x.strip())
     new = Counter(node_type(x) for x in after.splitlines() if x.strip())
     gone, came = old - new, new - old
+    joins_gone = Counter({k: n for k, n in gone.items() if _JOIN.search(k)})
+    joins_came = Counter({k: n for k, n in came.items() if _JOIN.search(k)})
+    if joins_gone or joins_came:  # the join methods say what happened; the scans and hashes under them follow
+        gone, came = joins_gone, joins_came
 
     def names(c: Counter[str]) -> str:
         return ", ".join(f"{n}× {k}" if n > 1 else k for k, n in sorted(c.items()))

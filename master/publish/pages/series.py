@@ -36,8 +36,11 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         for pos, ref in ctx.rebases.get(summ.sid, [])
         if summ.first_position <= pos <= summ.last_position
     ]
+    plan_changes = [r.change for r in ctx.plan_changes_of.get(summ.sid, [])]
+    plan_marks = [Marker(c.position, "plan", f"plan: {c.summary}") for c in plan_changes]
     markers = sorted(
-        tag_marks + config_marks + change_marks + rebase_marks, key=lambda m: (m.position, m.kind, m.label)
+        tag_marks + config_marks + change_marks + rebase_marks + plan_marks,
+        key=lambda m: (m.position, m.kind, m.label),
     )
     chunks = list(range(summ.first_position // CHUNK, summ.last_position // CHUNK + 1))
     meta = {
@@ -55,6 +58,8 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         "group": about.group,
         "group_href": f"../overview/{safe_name(summ.machine_id)}.html#group-{about.group}",
         "sql": about.sql,
+        "plans": list(reversed(ctx.plan_spans.get(summ.sid, []))),  # newest first
+        "plan_changes": list(reversed(plan_changes)),
         "pairing": _pairing(ctx, summ),
         "changes": changes,
         "markers": markers,
@@ -103,6 +108,10 @@ def write(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -
                 "chunk_size": CHUNK,
                 "change_points": [c.__dict__ for c in v["changes"]],
                 "markers": v["meta"]["markers"],
+                "plan_changes": [
+                    {"position": c.position, "sha": c.sha, "prev_sha": c.prev_sha, "summary": c.summary}
+                    for c in v["plan_changes"]
+                ],
             },
         ),
     )
