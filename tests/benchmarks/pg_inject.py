@@ -91,6 +91,23 @@ def entry_loop_patch(src: Path, function: str, iterations: int) -> str:
     return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
 
 
+def boot_value_patch(src: Path, variable: str, old: str, new: str) -> str:
+    """A unified diff that changes the boot value of a GUC, `&variable,` followed by `old,` in the GUC tables
+    (guc.c up to 15, guc_tables.c since 16), to `new`: e.g. enable_hashjoin off, a planner that never picks a hash
+    join (tests/integration/test_pg_operations.py: a plan change)."""
+    for rel in ("src/backend/utils/misc/guc_tables.c", "src/backend/utils/misc/guc.c"):
+        path = src / rel
+        if not path.exists():
+            continue
+        text = path.read_text()
+        pattern = re.compile(rf"(&{re.escape(variable)},\s*\n\s*){re.escape(old)},")
+        if len(pattern.findall(text)) != 1:
+            continue
+        changed = pattern.sub(lambda m: f"{m.group(1)}{new},", text)
+        return "".join(difflib.unified_diff(text.splitlines(True), changed.splitlines(True), f"a/{rel}", f"b/{rel}"))
+    raise ValueError(f"{variable}: no boot value {old!r} found in the GUC tables of {src}")
+
+
 def lock_hold_patch(src: Path, hold_us: int = 0) -> str:
     """A unified diff that makes every query's executor run hold one LWLock exclusively: a real contention
         regression. Two clients serialise their executor phases (throughput at 2 clients falls) while one client pays
