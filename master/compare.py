@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         for i, (label, sha) in enumerate(zip(labels, shas)):
             p = patch if i == len(shas) - 1 else None
             key = sha if p is None else f"{sha}-p{hashlib.sha256(p.read_bytes()).hexdigest()[:12]}"
-            slot = pgbuild.install_cache(ctx) / f"{key}-{spec.key()}"
+            slot = pgbuild.install_slot(ctx, spec, key)
             if not (slot / pgbuild.INSTALL_MARKER).exists():
                 _checkout(src, sha, p)
             ctx.log(f"{label}: {sha[:12]}" + (f" + {p.name}" if p else ""))
@@ -213,7 +214,14 @@ def run(args: argparse.Namespace) -> int:
             "interval."
         )
         print(ab.format_versions(labels, installs, vs_base, metrics))
-    explained = _explain(ctx, labels, [w for w in selected_names(profile, options) if w in _instruction_names(profile)])
+    counted = [w for w in selected_names(profile, options) if w in _instruction_names(profile)]
+    moved = [w for w in counted if any(_moved(cs, w) for cs in vs_base.values())]
+    if len(moved) < len(counted):
+        print(
+            f"\n{len(counted) - len(moved)} of {len(counted)} instruction workloads counted the same on every side "
+            f"(within {UNMOVED:.2%} of {labels[0]}): not explained"
+        )
+    explained = _explain(ctx, labels, moved)
     explain_dir = Path(args.explain_dir) if args.explain_dir else work / "explain"
     reconciled = [_reconcile(e, results) for e in explained]
     for e, rec in zip(explained, reconciled):
@@ -290,9 +298,23 @@ def _reconcile(e: report.Explained, results: Mapping[str, Sequence[WorkloadResul
 
 
 def _instruction_names(profile: dict) -> set[str]:
-    from recipes.pg.profile import WORKLOAD_KINDS, workloads
+    from recipes.pg.profile import WORKLOAD_KINDS, result_names, workloads
 
-    return {w.name for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions"}
+    return {n for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions" for n in result_names(w)}
+
+
+# Instruction counts that differ by less than this are the same work (steady series agree within it,
+# master/detect/steady.py): their per-function diff is not printed. Dozens of operations would otherwise each get
+# a table of nothing.
+UNMOVED = 1e-4
+
+
+def _moved(comparisons: Sequence[ab.Comparison], workload: str) -> bool:
+    for c in comparisons:
+        if c.workload == workload and c.metric == "instructions" and c.a and c.b:
+            a, b = statistics.median(c.a), statistics.median(c.b)
+            return a <= 0 or abs(b / a - 1) >= UNMOVED
+    return False
 
 
 def _explain(ctx: Context, labels: Sequence[str], names: Sequence[str]) -> list[report.Explained]:

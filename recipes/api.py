@@ -208,6 +208,10 @@ class Recipe:
     bench: Callable[[Context], Sequence[WorkloadResult]]
     workload_identity: Callable[[str], Any] | None = None
     sides: SideSupport | None = None  # jobs of several sides measured interleaved (recipes/sides.py)
+    # what the site shows of one result workload: {"group": the subsystem it is listed under, "sql": the SQL it
+    # runs}, "" where there is none; and the groups in the order the site lists them, each with what it holds
+    workload_info: Callable[[str], Mapping[str, str]] | None = None
+    groups: Mapping[str, str] = field(default_factory=dict)
 
     def config_hash(self) -> str:
         """A stable hash of the recipe's data (name, version, config): the whole recipe, shown with each run."""

@@ -17,6 +17,13 @@ SCHEMA_VERSION = 1
 JOB_SCHEMA = "perffarm-job-result"  # N sides measured interleaved in one job (recipes/sides.py, master/jobs)
 JOB_SCHEMA_VERSION = 1
 CALLGRIND = "callgrind"  # optional: per instruction workload, the callgrind profile of what was counted
+COVERAGE = "coverage"  # optional: which backend functions the instruction workloads exercise (recipes/pg/coverage)
+COVERAGE_VERSION = 1
+MAX_AREAS = 256  # source areas of a coverage figure
+MAX_LISTED = 1_000  # named functions of a coverage figure
+PLANS = "plans"  # optional: per analytic query, the shape of its plan (recipes/pg/plans.py)
+MAX_PLANS = 256  # plans of one result
+MAX_PLAN_SHAPE = 16_000  # characters of one plan's shape
 MAX_FUNCTION_NAME = 4096
 SIDE_LABELS = "ABCDEFGH"
 PATCH_ID_RE = re.compile(r"^[0-9a-f]{16}$")
@@ -221,6 +228,10 @@ def validate(doc: Any) -> dict[str, Any]:
     _workloads(root.get("workloads"), status)
     if CALLGRIND in root:
         _callgrind(root[CALLGRIND], f"$.{CALLGRIND}")
+    if COVERAGE in root:
+        _coverage(root[COVERAGE], f"$.{COVERAGE}")
+    if PLANS in root:
+        _plans(root[PLANS], f"$.{PLANS}")
     return root
 
 
@@ -294,6 +305,63 @@ def _callgrind(value: Any, path: str) -> None:
             Profile.from_json(doc)
         except (ValueError, TypeError) as e:
             raise _fail(f"{where}.profile", str(e)) from None
+
+
+def _pair(value: Any, path: str) -> None:
+    """[exercised, total]: two counts, the first at most the second."""
+    ok = (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= INT_MAX for v in value)
+    )
+    if not ok or value[0] > value[1]:
+        raise _fail(path, f"expected [exercised, total] with 0 <= exercised <= total, got {_show(value)}")
+
+
+def _coverage(value: Any, path: str) -> None:
+    """{"version": 1, "rule": share, "listed": N, "groups": {group: {"functions": [hit, total], "areas": {area:
+    [hit, total]}, "listed": [function, ...]}}}: the coverage figure of a run (recipes/pg/coverage.py)."""
+    doc = _obj(value, path)
+    if doc.get("version") != COVERAGE_VERSION:
+        raise _fail(f"{path}.version", f"expected {COVERAGE_VERSION}, got {_show(doc.get('version'))}")
+    rule = doc.get("rule")
+    if isinstance(rule, bool) or not isinstance(rule, (int, float)) or not 0 < rule < 1:
+        raise _fail(f"{path}.rule", f"expected the share of a workload's instructions (0 to 1), got {_show(rule)}")
+    listed = doc.get("listed")
+    if isinstance(listed, bool) or not isinstance(listed, int) or not 0 <= listed <= MAX_LISTED:
+        raise _fail(f"{path}.listed", f"expected the number of named functions, got {_show(listed)}")
+    groups = _obj(doc.get("groups"), f"{path}.groups")
+    if len(groups) > MAX_MEMBERS:
+        raise _fail(f"{path}.groups", f"{len(groups)} groups, more than the {MAX_MEMBERS} allowed")
+    for name, group in groups.items():
+        where = _member(f"{path}.groups", name)
+        if not NAME_RE.match(name):
+            raise _fail(where, "expected a group name as the member name")
+        group = _obj(group, where)
+        _pair(group.get("functions"), f"{where}.functions")
+        areas = _obj(group.get("areas"), f"{where}.areas")
+        if len(areas) > MAX_AREAS:
+            raise _fail(f"{where}.areas", f"{len(areas)} areas, more than the {MAX_AREAS} allowed")
+        for area, pair in areas.items():
+            _pair(pair, _member(f"{where}.areas", area))
+        hits = group.get("listed")
+        if not isinstance(hits, list) or len(hits) > listed or not all(isinstance(h, str) and h for h in hits):
+            raise _fail(f"{where}.listed", f"expected at most {listed} function names, got {_show(hits)}")
+
+
+def _plans(value: Any, path: str) -> None:
+    """{workload: shape}: the plan of each analytic query, one node a line (recipes/pg/plans.py)."""
+    doc = _obj(value, path)
+    if len(doc) > MAX_PLANS:
+        raise _fail(path, f"{len(doc)} plans, more than the {MAX_PLANS} allowed")
+    for name, shape in doc.items():
+        where = _member(path, name)
+        if not NAME_RE.match(name):
+            raise _fail(where, "expected a workload name as the member name")
+        if not isinstance(shape, str) or not shape.strip() or len(shape) > MAX_PLAN_SHAPE:
+            raise _fail(where, f"expected a plan's shape of 1 to {MAX_PLAN_SHAPE:,} characters, got {_show(shape)}")
+        if any(not (c.isprintable() or c == "\n") for c in shape):
+            raise _fail(where, "a plan's shape holds a control character; expected node names, one a line")
 
 
 def _common(root: dict[str, Any]) -> str:

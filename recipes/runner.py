@@ -173,6 +173,12 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
     profiles = callgrind_profiles(ctx, "run")
     if profiles:
         doc["callgrind"] = profiles
+    figure = ctx.state_dir / "coverage" / "run.json"  # recipes/pg/profile.py coverage_file
+    if figure.exists():
+        doc["coverage"] = json.loads(figure.read_text())
+    shapes = ctx.state_dir / "plans" / "run.json"  # recipes/pg/profile.py plans_file
+    if shapes.exists():
+        doc["plans"] = json.loads(shapes.read_text())
     write_json_atomic(result_path, doc)
     try:
         validate(json.loads(json.dumps(doc)))

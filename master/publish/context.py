@@ -63,6 +63,13 @@ class Context:
                 ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue, c.state)
             )
         self.rebases, self.ratio_of = source.paired(conn)  # paired throughput: rebases, absolute -> ratio series
+        # the analytic queries' plans: per series the plans it ran with, and every plan change (master/plans.py)
+        self.plan_spans, self.plan_changes = source.plan_history(conn)
+        self.plan_changes_at: dict[str, list[source.PlanChangeRow]] = {}
+        self.plan_changes_of: dict[str, list[source.PlanChangeRow]] = {}
+        for row in self.plan_changes:
+            self.plan_changes_at.setdefault(row.change.sha, []).append(row)
+            self.plan_changes_of.setdefault(row.sid, []).append(row)
         rows = source.alert_rows(conn)
         facts = {
             sha: (c.subject, author_name(c.author))

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from master import store
+from master import plans, store
 from master.publish.names import digest
 from master.store.alerts import Alert, Delivery, HistoryEntry
 from master.store.bisections import Bisection
@@ -123,6 +123,31 @@ def paired(conn: sqlite3.Connection) -> tuple[dict[str, list[tuple[int, str]]], 
         for metric in (plain, plain + store.series.REFERENCE_SUFFIX):
             ratio_of[sid_of(dataclasses.replace(key, metric=metric))] = sid
     return rebases, ratio_of
+
+
+@dataclass(frozen=True)
+class PlanChangeRow:
+    """A plan change (master/plans.py) with where its series is: the site id, machine and branch."""
+
+    sid: str
+    machine_id: str
+    branch: str
+    change: plans.PlanChange
+
+
+def plan_history(conn: sqlite3.Connection) -> tuple[dict[str, list[plans.PlanSpan]], list[PlanChangeRow]]:
+    """Per series of an analytic query, the plans it ran with (spans), and every plan change of every series,
+    oldest first; nothing before migration 19's table exists."""
+    if not has_table(conn, "plans"):
+        return {}, []
+    spans: dict[str, list[plans.PlanSpan]] = {}
+    changes: list[PlanChangeRow] = []
+    for key, points in store.series.plan_points(conn).items():
+        sid = sid_of(key)
+        spans[sid] = plans.spans(points)
+        changes += [PlanChangeRow(sid, key.machine_id, key.branch, c) for c in plans.changes(key.workload, points)]
+    changes.sort(key=lambda r: (r.branch, r.change.position, r.change.workload, r.machine_id))
+    return spans, changes
 
 
 # ------------------------------------------------------------------------------------------------ alerts

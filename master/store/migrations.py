@@ -410,4 +410,15 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX bisection_shares_bisection ON bisection_shares(bisection_id)
     """,
+    # 19: the plan of each analytic query a run captured (the result's `plans` member, recipes/pg/plans.py), one
+    # row per (run, workload), so that the site finds where a series' plan changed without parsing every stored
+    # result (master/plans.py). Results stored before this carried none.
+    """
+    CREATE TABLE plans (
+        run_id   INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        workload TEXT NOT NULL,
+        shape    TEXT NOT NULL,
+        PRIMARY KEY (run_id, workload)
+    )
+    """,
 ]

@@ -114,6 +114,10 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             for workload, p in sorted(doc.get("callgrind", {}).items())
         ],
     )
+    conn.executemany(
+        "INSERT INTO plans (run_id, workload, shape) VALUES (?, ?, ?)",
+        [(run_id, workload, shape) for workload, shape in sorted(doc.get("plans", {}).items())],
+    )
     if run.bisection_id is not None:
         conn.execute(  # a probe of a bisection that no longer exists is still a stored run
             "INSERT INTO bisection_runs (bisection_id, run_id) SELECT ?, ? "
@@ -578,3 +582,42 @@ def profile_of(conn: sqlite3.Connection, sha: str, workload: str, machine_id: st
         (sha, workload, machine_id, recipe),
     ).fetchone()
     return StoredProfile(row[0], row[1], row[2], json.loads(row[3])) if row else None
+
+
+@dataclass(frozen=True)
+class StoredCoverage:
+    """The coverage figure a run reported (result member `coverage`, recipes/pg/coverage.py)."""
+
+    run_id: int
+    machine_id: str
+    recipe: str
+    recipe_version: int
+    ref: str
+    sha: str
+    finished_at: str | None
+    doc: dict[str, Any]
+
+
+def newest_coverage(conn: sqlite3.Connection, look: int = 20) -> list[StoredCoverage]:
+    """Per (machine, recipe, version), the newest ok run's coverage figure, looked for among its newest `look` runs
+    (every pg run carries one: a bisection probe or a run that left coverage out is the exception)."""
+    combos = conn.execute(
+        "SELECT machine_id, recipe, recipe_version FROM runs WHERE status = 'ok' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 DESC"
+    ).fetchall()
+    out = []
+    for machine, recipe, version in combos:
+        rows = conn.execute(
+            "SELECT id, ref, sha, finished_at, json_extract(result, '$.coverage') FROM runs "
+            "WHERE machine_id = ? AND recipe = ? AND recipe_version = ? AND status = 'ok' ORDER BY id DESC LIMIT ?",
+            (machine, recipe, version, look),
+        )
+        for run_id, ref, sha, finished, doc in rows:
+            if doc is None:
+                continue
+            try:
+                parsed = json.loads(doc)
+            except ValueError:
+                continue
+            out.append(StoredCoverage(run_id, machine, recipe, version, ref, sha, finished, parsed))
+            break
+    return out

@@ -259,6 +259,28 @@ def references(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, Segm
     return out
 
 
+def plan_points(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, str, str]]]:
+    """Per series of a workload whose runs captured plans: (branch position, sha, plan shape) of each measured
+    commit in first-parent order, the commit's first run's plan (as ``branch_samples`` counts a commit's runs).
+    Read from the few plans rows outward (each run's measurement of the workload names the series' identity), not
+    from `series`, which analysis fills later."""
+    out: dict[SeriesKey, list[tuple[int, str, str]]] = {}
+    rows = conn.execute(
+        "SELECT r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric, bc.branch, "
+        "bc.position, r.sha, p.shape FROM plans p CROSS JOIN runs r CROSS JOIN measurements m "
+        "CROSS JOIN branch_commits bc "
+        "WHERE r.id = p.run_id AND r.status = 'ok' AND m.run_id = r.id AND m.workload = p.workload "
+        "AND bc.sha = r.sha AND bc.branch NOT IN (SELECT branch FROM branch_indexing) "
+        "ORDER BY r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric, bc.branch, "
+        "bc.position, r.id"
+    )
+    for *key, position, sha, shape in rows:
+        points = out.setdefault(SeriesKey(*key), [])
+        if not points or points[-1][0] != position:
+            points.append((int(position), sha, shape))
+    return out
+
+
 def exists(conn: sqlite3.Connection, key: SeriesKey) -> bool:
     """Whether the farm has seen this series."""
     return (

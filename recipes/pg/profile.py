@@ -15,14 +15,16 @@ import json
 import os
 import random
 import shutil
+import subprocess
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from recipes import callgrind
 from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
-from recipes.pg import idle, insertbench, instructions, memprobe, pgbench
+from recipes.pg import coverage, idle, insertbench, instructions, memprobe, operations, pgbench
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
@@ -42,6 +44,14 @@ class WorkloadKind:
     stepped: bool = False  # its result workloads are `<name>-<step>`, one per step
     # a sample of a wall kind that is not pgbench: the server and the entry -> {step ("" for none): StepResult}
     run: Callable[[Server, Mapping[str, Any]], Mapping[str, Any]] | None = None
+    # an instruction kind's samples, taken on the pristine copy of the data directory (see _instruction_samples)
+    count: Callable[..., None] | None = None
+    # loads what its workloads need into the server before the data directory is copied for instruction counts
+    prepare: Callable[[Server, Mapping[str, Any]], None] | None = None
+    # one result workload per part (`<name>-<step>`), each with its own identity: what it depends on
+    parts: Callable[[Mapping[str, Any]], list[operations.Part]] | None = None
+    # step -> group, for a kind whose parts carry their own groups (else every result has the entry's `group`)
+    groups: Callable[[Mapping[str, Any]], Mapping[str, str]] | None = None
 
 
 # The workload kinds a profile may use. A new kind is a module with its sampling function and one line here.
@@ -49,7 +59,16 @@ WORKLOAD_KINDS: dict[str, WorkloadKind] = {
     k.name: k
     for k in (
         WorkloadKind("pgbench", "wall", _own_script, pgbench=True),
-        WorkloadKind("instructions", "instructions", _own_script),
+        WorkloadKind("instructions", "instructions", _own_script, count=lambda *a, **k: _instruction_samples(*a, **k)),
+        WorkloadKind(
+            "operations",
+            "instructions",
+            operations.scripts,
+            count=lambda *a, **k: _operation_samples(*a, **k),
+            prepare=operations.load,
+            parts=operations.parts,
+            groups=operations.groups,
+        ),
         WorkloadKind("insert-benchmark", "wall", lambda _e: insertbench.SCRIPTS, stepped=True, run=insertbench.run),
         WorkloadKind(
             "memory-probe",
@@ -194,9 +213,28 @@ def workload_files(entry: Mapping[str, Any]) -> list[str]:
     return [f"sql/{n}" for n in WORKLOAD_KINDS[entry["kind"]].scripts(entry)]
 
 
+def result_names(w: Workload) -> list[str]:
+    """The result workloads a workload reports under (one per part for a kind with parts: `op-join-hash`)."""
+    parts = WORKLOAD_KINDS[w.kind].parts
+    return [f"{w.name}-{p.step}" for p in parts(w.spec)] if parts is not None else [w.name]
+
+
+def is_selected(w: Workload, wanted: Collection[str]) -> bool:
+    """Whether `--option workloads=...` (empty: all) selects the workload, by its name or a result's."""
+    return not wanted or w.name in wanted or any(n in wanted for n in result_names(w))
+
+
+def needs_valgrind(profile: Mapping[str, Any], wanted: Collection[str] = ()) -> bool:
+    """Whether the selected workloads count instructions (valgrind must be installed)."""
+    return any(WORKLOAD_KINDS[w.kind].phase == "instructions" and is_selected(w, wanted) for w in workloads(profile))
+
+
 # Profile members that do not change what any workload measures: the description names the workloads (adding
 # one edits it), and the workloads are each their own part of the identity.
 NOT_SHARED = ("description", "workloads")
+# Members of a workload entry that only label it (the site groups series by `group`): in no identity, so that
+# regrouping never starts a series anew.
+LABELS = ("group", "plans")  # `plans`: whether plans are captured, which changes no count
 
 
 def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -212,8 +250,15 @@ def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str
     }
     out = {}
     for entry in profile["workloads"]:
+        parts = WORKLOAD_KINDS[entry["kind"]].parts
+        if parts is not None:
+            for part in parts(entry):
+                own = {k: v for k, v in part.own.items() if k not in LABELS}
+                files = {f"sql/{n}": file_hash(f"sql/{n}") for n in part.scripts}
+                out[f"{entry['name']}-{part.step}"] = {"shared": shared, "workload": own, "files": files}
+            continue
         for name, c, m in _variants(entry):
-            own = {k: v for k, v in entry.items() if k not in ("clients", "idle")}
+            own = {k: v for k, v in entry.items() if k not in ("clients", "idle", *LABELS)}
             if c is not None:
                 own["clients"] = c
             if m is not None:
@@ -233,6 +278,52 @@ def identity_of(profile: Mapping[str, Any], found: Mapping[str, Any], name: str)
                 if name.startswith(base + "-"):
                     return found[base]
     return None
+
+
+def workload_groups(profile: Mapping[str, Any]) -> dict[str, str]:
+    """Result workload (or entry) name -> its group, the subsystem the site lists it under ("" when unset)."""
+    out: dict[str, str] = {}
+    for entry in profile["workloads"]:
+        kind = WORKLOAD_KINDS[entry["kind"]]
+        if kind.groups is not None:
+            out.update((f"{entry['name']}-{step}", g) for step, g in kind.groups(entry).items())
+            continue
+        for name, _, _ in _variants(entry):
+            out[name] = entry.get("group", "")
+    return out
+
+
+def group_of(profile: Mapping[str, Any], name: str) -> str:
+    """The group of result workload `name` ("" for a name the profile does not make)."""
+    found = workload_groups(profile)
+    if name in found:
+        return found[name]
+    for entry in profile["workloads"]:
+        if WORKLOAD_KINDS[entry["kind"]].stepped:
+            for base, _, _ in _variants(entry):
+                if name.startswith(base + "-"):
+                    return found.get(base, "")
+    return ""
+
+
+def group_descriptions() -> dict[str, str]:
+    """The known groups in the order the site lists them, each with what it holds (recipes/pg/groups.json)."""
+    return dict(json.loads(resources.files("recipes.pg").joinpath("groups.json").read_text())["groups"])
+
+
+def workload_info(profile: Mapping[str, Any], name: str) -> dict[str, str]:
+    """What the site shows of result workload `name`: its group, and the SQL it runs (an operation's statement,
+    a pgbench workload's script; "" for workloads whose queries are generated or built in)."""
+    sql = ""
+    for entry in profile["workloads"]:
+        kind = WORKLOAD_KINDS[entry["kind"]]
+        if kind.parts is not None:
+            for part in kind.parts(entry):
+                if name == f"{entry['name']}-{part.step}":
+                    sql = insertbench.sql_file(part.scripts[-1])
+        elif entry.get("script") and name in {v.name for v in _variants(entry)}:
+            sql = insertbench.sql_file(entry["script"])
+    return {"group": group_of(profile, name), "sql": sql}
 
 
 def file_hash(path: str) -> str:
@@ -298,6 +389,16 @@ class Target:
     server: Server
     snapshot: Path | None = None
     collected: Collected = field(default_factory=Collected)
+    # group -> functions its instruction workloads exercise (first samples; None: not asked for, recipes/pg/coverage)
+    exercised: dict[str, set[str]] | None = None
+    # result workload -> the shape of its plan (entries with `"plans": true`: recipes/pg/plans.py)
+    plans: dict[str, str] = field(default_factory=dict)
+
+    def exercise(self, group: str, raw: bytes) -> None:
+        """Add what one callgrind output exercises to the coverage of `group` (when coverage is asked for)."""
+        if self.exercised is not None:
+            profile = callgrind.parse_bytes(raw)
+            self.exercised.setdefault(group, set()).update(coverage.exercised(profile))
 
 
 def pgdata_root(ctx: Context, profile: Mapping[str, Any]) -> Path:
@@ -314,11 +415,20 @@ def _uid() -> int:
     return os.getuid()
 
 
-def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool) -> None:
+def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool, loads: Sequence[Workload] = ()) -> None:
     srv = t.server
     ctx.log(f"[{t.label}] PostgreSQL {t.install.version}: loading pgbench scale {scale}")
     srv.run_client([srv.bin("pgbench"), "-i", "-q", "-s", str(scale)], "pgbench -i", timeout=3600)
     srv.psql("VACUUM ANALYZE", timeout=3600)
+    for w in loads:  # data of the instruction workloads that bring their own (the operation suite's database)
+        prepare = WORKLOAD_KINDS[w.kind].prepare
+        if prepare is not None:
+            ctx.log(f"[{t.label}] loading the data set of {w.name}")
+            prepare(srv, w.spec)
+            shapes = operations.capture_plans(srv, w.spec) if w.kind == "operations" else {}
+            t.plans.update((f"{w.name}-{step}", s) for step, s in shapes.items())
+            if shapes:
+                ctx.log(f"[{t.label}] captured the plans of {len(shapes)} {w.name} queries")
     srv.checkpoint()
     if need_snapshot:
         srv.stop()
@@ -438,20 +548,106 @@ def _special_sample(t: Target, w: Workload) -> None:
 
 
 def _instruction_samples(
-    ctx: Context, t: Target, w: Workload, n: int, scale: int, scratch: Path, callgrind: bool = False
+    ctx: Context,
+    t: Target,
+    w: Workload,
+    n: int,
+    scale: int,
+    scratch: Path,
+    callgrind: bool = False,
+    wanted: Collection[str] = (),
 ) -> None:
     assert t.snapshot is not None
     lines = instructions.queries(w.spec.get("queries", "point-select"), int(w.spec.get("count", 1000)), scale)
     for i in range(n):
         keep = callgrind_file(ctx, t.label, w.name) if callgrind and i == 0 else None
         c = instructions.count(
-            ctx, t.install, t.snapshot, lines, scratch, keep_profile=keep, sandbox=t.server.client_sandbox()
+            ctx,
+            t.install,
+            t.snapshot,
+            lines,
+            scratch,
+            keep_profile=keep,
+            sandbox=t.server.client_sandbox(),
+            sink=(lambda raw: t.exercise(str(w.spec.get("group", "")), raw)) if i == 0 else None,
         )
         ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {c.per_query:,.1f} {w.unit}")
         t.collected.add(w.name, w.metric, w.unit, w.direction, c.per_query)
         if keep is not None:
             # the counted queries, beside the profile: a diff divides by them (instructions per query)
             keep.with_suffix(".queries").write_text(str(len(lines)))
+
+
+def _operation_samples(
+    ctx: Context,
+    t: Target,
+    w: Workload,
+    n: int,
+    scale: int,
+    scratch: Path,
+    callgrind: bool = False,
+    wanted: Collection[str] = (),
+) -> None:
+    """The operation suite's samples: one callgrind run each, every selected operation counted separately."""
+    assert t.snapshot is not None
+    steps = [n_[len(w.name) + 1 :] for n_ in result_names(w) if not wanted or n_ in wanted or w.name in wanted]
+    groups = operations.groups(w.spec)
+
+    def exercise(step: str, raw: bytes) -> None:
+        t.exercise(groups[step], raw)
+
+    for i in range(n):
+
+        def keep(step: str, first: bool = i == 0) -> Path | None:
+            return callgrind_file(ctx, t.label, f"{w.name}-{step}") if callgrind and first else None
+
+        counts = operations.sample(
+            ctx,
+            t.install,
+            t.snapshot,
+            w.spec,
+            steps,
+            scratch,
+            keep,
+            sandbox=t.server.client_sandbox(),
+            sink=exercise if i == 0 else None,
+        )
+        for step, total in counts.items():
+            name = f"{w.name}-{step}"
+            t.collected.add(name, w.metric, w.unit, w.direction, float(total))
+            path = keep(step)
+            if path is not None:
+                path.with_suffix(".queries").write_text("1")  # one operation: the profile is per operation
+        total = sum(counts.values())
+        ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {len(counts)} operations, {total:,} {w.metric}")
+
+
+COVERAGE_OPTION = "coverage"  # coverage=0: no coverage figure (it parses every first sample's profile)
+
+
+def coverage_file(ctx: Context, label: str) -> Path:
+    """Where a label's coverage figure is written (the runner puts it in the result's `coverage` member)."""
+    return ctx.state_dir / "coverage" / f"{label}.json"
+
+
+def _write_coverage(ctx: Context, t: Target, src: Path) -> None:
+    assert t.exercised is not None
+    try:
+        functions = coverage.backend(src, t.install.bindir / "postgres")
+    except (OSError, subprocess.SubprocessError) as e:
+        ctx.log(f"[{t.label}] no coverage figure: {str(e)[:200]}")
+        return
+    doc = coverage.report(t.exercised, functions)
+    path = coverage_file(ctx, t.label)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, sort_keys=True))
+    hit, total = doc["groups"][coverage.ALL]["functions"]
+    ctx.log(f"[{t.label}] coverage: {hit:,} of {total:,} backend functions exercised ({hit / max(total, 1):.1%})")
+
+
+def plans_file(ctx: Context, label: str) -> Path:
+    """Where a label's plan shapes are written (the runner puts them in the result's `plans` member)."""
+    return ctx.state_dir / "plans" / f"{label}.json"
 
 
 CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
@@ -486,8 +682,8 @@ def workload_cpus(w: Workload, mode: str, allowed: Sequence[int]) -> list[int] |
     sometimes on two, and the two cases differ in throughput by tens of percent; on one core the ping-pong is the
     same every time (measured here: tx per CPU-second CV 7-12% -> 3-4% under load).
     """
-    if mode != "auto" or not WORKLOAD_KINDS[w.kind].pgbench:
-        return None
+    if mode != "auto" or not WORKLOAD_KINDS[w.kind].pgbench or w.spec.get("pin") == "none":
+        return None  # `"pin": "none"` in an entry: a parallel plan's workers need the other CPUs
     args = list(w.args)
     clients = int(args[args.index("-c") + 1]) if "-c" in args[:-1] else 1
     return sorted(allowed)[-clients:] if clients < len(allowed) else None
@@ -500,6 +696,7 @@ def run_bench(
     threads: int = 2,
     count_instructions: Collection[str] | None = None,
     confs: Mapping[str, str] | None = None,
+    coverage_src: Path | None = None,
 ) -> dict[str, list[WorkloadResult]]:
     """Run the profile on every install (interleaved), returning each label's workload results.
 
@@ -509,7 +706,8 @@ def run_bench(
     `pin` = auto, a workload with fewer clients than CPUs runs pinned, server and client, to that many CPUs.
     Instruction counts run on the labels in `count_instructions` (default: every install); they are exact, so a
     reference measured only for paired throughput need not be counted. `confs` gives a label its own
-    postgresql.conf (default: the profile's for the install's major).
+    postgresql.conf (default: the profile's for the install's major). With `coverage_src` (the commit's source
+    tree), each counted label's coverage figure is written to `coverage_file` (recipes/pg/coverage.py).
     """
     tun = tunables(profile, ctx.options)
     samples, scale = int(tun.get("samples", 5)), int(tun.get("scale", 1))
@@ -520,7 +718,7 @@ def run_bench(
     if len(installs) > 1:
         samples = _whole_blocks(samples)
     wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
-    wls = [w for w in workloads(profile, threads) if not wanted or w.name in wanted]
+    wls = [w for w in workloads(profile, threads) if is_selected(w, wanted)]
     if not wls:
         raise BenchFailed(f"no workloads selected (workloads={ctx.options.get('workloads')!r})")
     pin = pin_mode(profile, ctx.options)
@@ -532,15 +730,19 @@ def run_bench(
         ctx.log(f"removed a stale run directory left by a killed run: {stale}")
     rng = random.Random(int(tun.get("seed", 1)))
     shutil.rmtree(ctx.state_dir / "callgrind", ignore_errors=True)  # a result never carries another run's profile
+    shutil.rmtree(ctx.state_dir / "coverage", ignore_errors=True)  # nor another run's coverage
+    shutil.rmtree(ctx.state_dir / "plans", ignore_errors=True)  # nor another run's plans
     targets: list[Target] = []
     with contextlib.ExitStack() as stack:
         for label, inst in installs.items():
             conf = (confs or {}).get(label) or conf_text(profile, inst.major)
             srv = stack.enter_context(Server(ctx, inst, conf, root, name=label))
             targets.append(Target(label, inst, srv))
+            if coverage_src is not None and instr and (count_instructions is None or label in count_instructions):
+                targets[-1].exercised = {}
             targets[-1].collected.order.extend(w.name for w in wls)  # results in profile order
             counted = count_instructions is None or label in count_instructions
-            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted)
+            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted, loads=instr if counted else [])
 
         def pinned(w: Workload) -> list[int] | None:
             cpus = workload_cpus(w, pin, allowed)
@@ -605,9 +807,20 @@ def run_bench(
             n = int(tun.get("instruction_samples", 2))
             keep = ctx.options.get(CALLGRIND_OPTION, "0") == "1"
             for w in instr:
+                count = WORKLOAD_KINDS[w.kind].count
+                assert count is not None, w.kind  # every instruction kind has one
                 for t in targets:
                     if count_instructions is None or t.label in count_instructions:
-                        _instruction_samples(ctx, t, w, n, scale, root, callgrind=keep)
+                        count(ctx, t, w, n, scale, root, callgrind=keep, wanted=wanted)
+            for t in targets:
+                if t.exercised is not None and coverage_src is not None:
+                    _write_coverage(ctx, t, coverage_src)
+            selected = set(selected_names(profile, ctx.options))
+            for t in targets:
+                shapes = {k: v for k, v in t.plans.items() if k in selected}
+                if shapes:
+                    plans_file(ctx, t.label).parent.mkdir(parents=True, exist_ok=True)
+                    plans_file(ctx, t.label).write_text(json.dumps(shapes, sort_keys=True))
     return {t.label: t.collected.results() for t in targets}
 
 
@@ -622,5 +835,12 @@ def describe(profile: Mapping[str, Any]) -> str:
 
 
 def selected_names(profile: Mapping[str, Any], options: Mapping[str, str]) -> Sequence[str]:
+    """The result workloads the options select (the operation suite's one by one)."""
     wanted = {x for x in options.get("workloads", "").split(",") if x}
-    return [w.name for w in workloads(profile) if not wanted or w.name in wanted]
+    return [
+        n
+        for w in workloads(profile)
+        if is_selected(w, wanted)
+        for n in result_names(w)
+        if not wanted or n in wanted or w.name in wanted
+    ]

@@ -24,7 +24,7 @@
     document.head.appendChild(s);
   }
 
-  var COLOURS = { regression: "#c62828", improvement: "#2e7d32", tag: "#6d6d6d", config: "#1565c0", rebase: "#8e24aa" };
+  var COLOURS = { regression: "#c62828", improvement: "#2e7d32", tag: "#6d6d6d", config: "#1565c0", rebase: "#8e24aa", plan: "#ef6c00" };
 
   function fmt(x) {
     var a = Math.abs(x);
@@ -102,7 +102,7 @@
         if (m.pos < x0 || m.pos > x1) return;
         var xx = Math.round(sx(m.pos)) + 0.5;
         ctx.strokeStyle = COLOURS[m.kind] || "#999";
-        ctx.setLineDash(m.kind === "tag" ? [2, 3] : m.kind === "rebase" ? [1, 2] : [6, 3]);
+        ctx.setLineDash(m.kind === "tag" ? [2, 3] : m.kind === "rebase" ? [1, 2] : m.kind === "plan" ? [3, 2] : [6, 3]);
         ctx.beginPath(); ctx.moveTo(xx, MT); ctx.lineTo(xx, H - MB); ctx.stroke();
         ctx.setLineDash([]);
         ctx.fillStyle = COLOURS[m.kind] || "#999"; ctx.textAlign = "left";

@@ -56,6 +56,18 @@
       }
       tr.appendChild(rc); tbody.appendChild(tr);
     });
+    // [sid, workload, machine, branch, summary, previous sha, before, after] (master/publish/pages/commit.py)
+    var pb = document.querySelector("#plans tbody");
+    (d.plans || []).forEach(function (p) {
+      var tr = el("tr"), first = el("td"), a = el("a", p[1]);
+      a.href = "series/" + encodeURIComponent(p[0]) + ".html"; first.appendChild(a); tr.appendChild(first);
+      tr.appendChild(el("td", p[3])); tr.appendChild(el("td", p[2]));
+      var ch = el("td"); ch.appendChild(el("b", p[4])); ch.appendChild(el("span", " after " + p[5].slice(0, 12), "muted"));
+      tr.appendChild(ch);
+      [p[6], p[7]].forEach(function (shape) { var c = el("td"); c.appendChild(el("pre", shape, "plan")); tr.appendChild(c); });
+      pb.appendChild(tr);
+    });
+    document.getElementById("plans-box").hidden = !(d.plans && d.plans.length);
     var rb = document.querySelector("#runs tbody");
     d.runs.forEach(function (r) {
       // [id, status, ref, builder, worker, source, ingested_at, build_url, log_excerpt]

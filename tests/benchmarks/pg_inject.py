@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -73,6 +74,60 @@ def open_close_patch(src: Path) -> str:
     new = new.replace(head, head + "\n#include <fcntl.h>\n#include <unistd.h>\n", 1)
     diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
     return "".join(diff)
+
+
+_DEFINITION_ROOTS = ("src/backend", "src/common", "src/port")
+
+
+def defining_file(src: Path, function: str) -> Path:
+    """The C file (relative to `src`) that defines `function`: PostgreSQL's style puts a definition's name at the
+    start of its line. ValueError when no file or several do."""
+    pattern = re.compile(rf"^{re.escape(function)}\(", re.M)
+    found = [
+        path.relative_to(src)
+        for root in _DEFINITION_ROOTS
+        for path in sorted((src / root).rglob("*.c"))
+        if pattern.search(path.read_text(errors="replace"))
+    ]
+    if len(found) != 1:
+        raise ValueError(f"{function}: defined in {len(found)} files of {src} ({', '.join(map(str, found[:4]))})")
+    return found[0]
+
+
+def entry_loop_patch(src: Path, function: str, iterations: int) -> str:
+    """A unified diff that puts a volatile busy loop of `iterations` rounds at the start of `function`'s body,
+    wherever it is defined: a fixed slowdown per call (about 5.5 instructions a round at -O2), for measuring which
+    functions' regressions a profile notices (tests/benchmarks/pg_recall.py)."""
+    rel = defining_file(src, function)
+    old = (src / rel).read_text()
+    m = re.search(rf"^{re.escape(function)}\(.*?^\{{\n", old, re.M | re.S)
+    if m is None:
+        raise ValueError(f"{rel}: no body found for {function}")
+    at = m.end()
+    loop = (
+        "\t/* perffarm test-only injected work */\n"
+        "\t{\n\t\tvolatile int pf_i;\n\n"
+        f"\t\tfor (pf_i = 0; pf_i < {int(iterations)}; pf_i++)\n\t\t\t;\n\t}}\n\n"
+    )
+    new = old[:at] + loop + old[at:]
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+
+
+def boot_value_patch(src: Path, variable: str, old: str, new: str) -> str:
+    """A unified diff that changes the boot value of a GUC, `&variable,` followed by `old,` in the GUC tables
+    (guc.c up to 15, guc_tables.c since 16), to `new`: e.g. enable_hashjoin off, a planner that never picks a hash
+    join (tests/integration/test_pg_operations.py: a plan change)."""
+    for rel in ("src/backend/utils/misc/guc_tables.c", "src/backend/utils/misc/guc.c"):
+        path = src / rel
+        if not path.exists():
+            continue
+        text = path.read_text()
+        pattern = re.compile(rf"(&{re.escape(variable)},\s*\n\s*){re.escape(old)},")
+        if len(pattern.findall(text)) != 1:
+            continue
+        changed = pattern.sub(lambda m: f"{m.group(1)}{new},", text)
+        return "".join(difflib.unified_diff(text.splitlines(True), changed.splitlines(True), f"a/{rel}", f"b/{rel}"))
+    raise ValueError(f"{variable}: no boot value {old!r} found in the GUC tables of {src}")
 
 
 def lock_hold_patch(src: Path, hold_us: int = 0) -> str:

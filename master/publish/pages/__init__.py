@@ -45,6 +45,7 @@ from master.publish.pages import (
     branches,
     commit,
     compare,
+    coverage,
     feed,
     health,
     jobs,
@@ -103,6 +104,7 @@ PAGES: tuple[Page, ...] = (
     Page("alerts", SITE, alerts.write, file="alerts.html"),
     Page("alerts feed", SITE, feed.write),
     Page("health", SITE, health.write, file="health.html"),
+    Page("coverage", SITE, coverage.write, file="coverage.html"),
     Page("static assets", SITE, assets.write_static),
     Page("manifest", SITE, assets.write_manifest),
 )

@@ -32,11 +32,20 @@ def write(w: SiteWriter, ctx: Context, sha: str, rows: str, runs: list[RunView])
             for r in runs
         ]
     )
+    # the plan changes first seen at this commit: [sid, workload, machine, branch, summary, previous sha, before, after]
+    plans_json = js_literal(
+        [
+            [r.sid, r.change.workload, r.machine_id, r.branch, r.change.summary, r.change.prev_sha]
+            + [r.change.before, r.change.after]
+            for r in ctx.plan_changes_at.get(sha, [])
+        ]
+    )
     w.write(
         f"data/commits/{name}.js",
         (
             f'perffarm.commit({js_literal(name)},{{"author":{js_literal(author_name(c.author) if c else "")},'
-            f'"authored_at":{js_literal(c.authored_at if c else 0)},"rows":{rows},"runs":{runs_json},'
+            f'"authored_at":{js_literal(c.authored_at if c else 0)},"plans":{plans_json},"rows":{rows},'
+            f'"runs":{runs_json},'
             f'"subject":{js_literal(c.subject if c else "")},"tags":{js_literal(sorted(ctx.tag_at.get(sha, [])))}}});\n'
         ),
     )

@@ -63,9 +63,22 @@ def rows(job: Job) -> list[Row]:
     return [Row(w, m, *base[(w, m)], tuple(cells[(w, m)])) for (w, m) in base]
 
 
+UNMOVED = 1e-4  # per query, as master/compare.py: a side that counted the same work as A gets no flame graph
+
+
+def _moved(a: dict, b: dict) -> bool:
+    """Whether two stored profiles' instructions per query differ by UNMOVED or more (unreadable: shown)."""
+    try:
+        per_a = a["profile"]["total"] / a["queries"]
+        per_b = b["profile"]["total"] / b["queries"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        return True
+    return per_a <= 0 or abs(per_b / per_a - 1) >= UNMOVED
+
+
 def explanations(job: Job) -> list[tuple[str, str, object]]:
     """(workload, side label, StoredExplanation) for each side after A whose instruction workloads kept
-    callgrind profiles on both sides: where the instructions went, per function."""
+    callgrind profiles on both sides and counted different work: where the instructions went, per function."""
     from master.profiles import report
 
     sides = (job.result or {}).get("sides", [])
@@ -75,7 +88,7 @@ def explanations(job: Job) -> list[tuple[str, str, object]]:
     out = []
     for side, stored in zip(job.sides[1:], sides[1:]):
         for workload, prof in sorted(stored.get("callgrind", {}).items()):
-            if workload in base:
+            if workload in base and _moved(base[workload], prof):
                 a = base[workload]
                 e = report.from_stored(
                     workload,

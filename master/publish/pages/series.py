@@ -7,6 +7,7 @@ import hashlib
 from typing import Any
 
 from master import store
+from master.publish import workloads
 from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.render import json_document, render
@@ -35,8 +36,11 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         for pos, label in ctx.rebases.get(summ.sid, [])
         if summ.first_position <= pos <= summ.last_position
     ]
+    plan_changes = [r.change for r in ctx.plan_changes_of.get(summ.sid, [])]
+    plan_marks = [Marker(c.position, "plan", f"plan: {c.summary}") for c in plan_changes]
     markers = sorted(
-        tag_marks + config_marks + change_marks + rebase_marks, key=lambda m: (m.position, m.kind, m.label)
+        tag_marks + config_marks + change_marks + rebase_marks + plan_marks,
+        key=lambda m: (m.position, m.kind, m.label),
     )
     chunks = list(range(summ.first_position // CHUNK, summ.last_position // CHUNK + 1))
     meta = {
@@ -48,8 +52,14 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         "direction": summ.direction,
         "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers],
     }
+    about = workloads.info(summ.recipe, summ.recipe_version, summ.config_hash, summ.workload)
     return {
         "s": summ,
+        "group": about.group,
+        "group_href": f"../overview/{safe_name(summ.machine_id)}.html#group-{about.group}",
+        "sql": about.sql,
+        "plans": list(reversed(ctx.plan_spans.get(summ.sid, []))),  # newest first
+        "plan_changes": list(reversed(plan_changes)),
         "pairing": _pairing(ctx, summ),
         "changes": changes,
         "markers": markers,
@@ -98,6 +108,10 @@ def write(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -
                 "chunk_size": CHUNK,
                 "change_points": [c.__dict__ for c in v["changes"]],
                 "markers": v["meta"]["markers"],
+                "plan_changes": [
+                    {"position": c.position, "sha": c.sha, "prev_sha": c.prev_sha, "summary": c.summary}
+                    for c in v["plan_changes"]
+                ],
             },
         ),
     )
