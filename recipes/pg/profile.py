@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
-from recipes.pg import idle, insertbench, instructions, memprobe, pgbench
+from recipes.pg import counters, idle, insertbench, instructions, memprobe, pgbench
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
@@ -414,6 +414,12 @@ def _instruction_samples(
         if keep is not None:
             # the counted queries, beside the profile: a diff divides by them (instructions per query)
             keep.with_suffix(".queries").write_text(str(len(lines)))
+    if ctx.options.get(counters.OPTION, "1") != "0":  # system calls, WAL and buffers per query, as exact
+        per = w.unit.split("/", 1)[-1]
+        sandbox = t.server.client_sandbox()
+        for metric, unit, values in counters.samples(ctx, t.install, t.snapshot, lines, scratch, per, n, sandbox):
+            for v in values:
+                t.collected.add(w.name, metric, unit, LOWER, v)
 
 
 CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
