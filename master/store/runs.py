@@ -578,3 +578,19 @@ def profile_of(conn: sqlite3.Connection, sha: str, workload: str, machine_id: st
         (sha, workload, machine_id, recipe),
     ).fetchone()
     return StoredProfile(row[0], row[1], row[2], json.loads(row[3])) if row else None
+
+
+def metrics_of(
+    conn: sqlite3.Connection, sha: str, machine_id: str, recipe: str
+) -> dict[str, dict[str, tuple[str, list[float]]]]:
+    """A commit's measured samples on one machine and recipe: workload -> metric -> (unit, samples), each from
+    the newest ok run that measured it (a bisection probe measures one workload, a commit's own run them all)."""
+    out: dict[str, dict[str, tuple[str, list[float]]]] = {}
+    rows = conn.execute(
+        "SELECT m.workload, m.metric, m.unit, m.samples FROM measurements m JOIN runs r ON r.id = m.run_id "
+        "WHERE r.sha = ? AND r.machine_id = ? AND r.recipe = ? AND r.status = 'ok' ORDER BY r.id DESC",
+        (sha, machine_id, recipe),
+    )
+    for workload, metric, unit, samples in rows:
+        out.setdefault(workload, {}).setdefault(metric, (unit, [float(x) for x in json.loads(samples)]))
+    return out
