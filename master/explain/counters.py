@@ -7,10 +7,11 @@ range lies wholly above or below the other's) and the change is at least `MIN_SH
 
 Ranking: by the change relative to the parent side's total of its kind (system calls by name against all system
 calls per query, buffers hit, read, dirtied or written against the buffers accessed, WAL bytes against WAL bytes,
-...), largest first; a change under one event per 100 queries (`MIN_DELTA`) is not listed: "+1.00 openat per query" on a workload making
-4.10 system calls per query is +24% of its system calls. That is the size of the change in the counter's own
-terms. It is not a share of the time: no cost per system call or per WAL byte is assumed, so nothing here says
-how much of a slowdown a counter explains, and a change the counters do not show is not blamed on them.
+...), largest first; a change under one event per 100 queries (`MIN_DELTA`) is not listed. "+1.00 openat per
+query" on a workload making 4.10 system calls per query is +24% of its system calls. That is the size of the
+change in the counter's own terms. It is not a share of the time: no cost per system call or per WAL byte is
+assumed, so nothing here says how much of a slowdown a counter explains, and a change the counters do not show is
+not blamed on them.
 Pure: no Buildbot, no store (docs/explain.md).
 """
 
@@ -127,7 +128,8 @@ def changed(workload: str, a: Side, b: Side, min_share: float = MIN_SHARE) -> li
         out.append(Change(workload, metric, unit, ma, mb, share))
     if any(c.metric.startswith(SYSCALL_PREFIX) for c in out):  # the names say more than their total
         out = [c for c in out if c.metric != "syscalls"]
-    return sorted(out, key=lambda c: (-abs(c.share), c.metric))
+    # equal sizes (an open and a close per query) in name order, not by the last bits of a division
+    return sorted(out, key=lambda c: (-round(abs(c.share), 9), c.metric))
 
 
 def changed_all(a: Mapping[str, Side], b: Mapping[str, Side], min_share: float = MIN_SHARE) -> list[Change]:
