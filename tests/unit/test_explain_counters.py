@@ -112,3 +112,23 @@ def test_one_event_in_a_whole_run_is_not_a_change_of_every_query() -> None:
     more = Side({**b.metrics, "buffers_dirtied": ("buffers/query", [1.002, 1.002])})
     (dirtied,) = [c for c in counters.changed("w", a, more) if c.metric == "buffers_dirtied"]
     assert dirtied.text() == "+1.00 buffers dirtied per query (+32.7% of buffers accessed)"
+
+
+def test_a_jobs_page_says_which_counters_each_side_changed() -> None:
+    """Issue #29: a job (a try patch, a release comparison) shows each side's changed counters against A, escaped."""
+    from types import SimpleNamespace
+
+    from master.publish.pages.jobs import counter_reports
+
+    def side(metrics: Side, extra: dict) -> dict:
+        ms = [{"name": m, "unit": u, "samples": list(v)} for m, (u, v) in {**metrics.metrics, **extra}.items()]
+        return {"workloads": [{"name": "instr-point-select", "metrics": ms}]}
+
+    job = SimpleNamespace(
+        result={"sides": [side(PARENT, {}), side(CULPRIT, {"syscalls.<i>x": (Q, [1.0, 1.0])})]},
+        sides=[SimpleNamespace(label="A"), SimpleNamespace(label="B")],
+    )
+    ((label, r),) = counter_reports(job)
+    assert label == "B" and r.summary.startswith("instr-point-select: +1.00 ")
+    assert {c.metric for c in r.changes} == {"syscalls.close", "syscalls.openat", "syscalls.<i>x"}
+    assert counter_reports(SimpleNamespace(result={"sides": [side(PARENT, {})]}, sides=[])) == []
