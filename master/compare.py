@@ -22,6 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from master.explain import report as counter_report
 from master.profiles import report
 from master.profiles.diff import Reconciliation
 from recipes.api import Context, RecipeFailure, WorkloadResult, checkout_layout
@@ -221,6 +222,13 @@ def run(args: argparse.Namespace) -> int:
             f"\n{len(counted) - len(moved)} of {len(counted)} instruction workloads counted the same on every side "
             f"(within {UNMOVED:.2%} of {labels[0]}): not explained"
         )
+    per_side = {label: measured(results.get(label, ())) for label in labels}
+    counters = {label: counter_report.compare(per_side[labels[0]], per_side[label]) for label in labels[1:]}
+    for label, cr in counters.items():
+        if cr is not None:  # system calls, WAL and buffers per query: exact, like instructions (docs/explain.md)
+            print()
+            print(f"What the exact counters say, {label} vs {labels[0]}: {cr.summary or 'no exact counter changed'}")
+            print(cr.table)
     explained = _explain(ctx, labels, moved)
     explain_dir = Path(args.explain_dir) if args.explain_dir else work / "explain"
     reconciled = [_reconcile(e, results) for e in explained]
@@ -265,6 +273,11 @@ def run(args: argparse.Namespace) -> int:
             ],
             "vs_first": {label: [c.to_json() for c in cs] for label, cs in vs_base.items()},
             "overlay_effects": {name: [c.to_json() for c in cs] for name, cs in overlay_effects.items()},
+            "counters": {
+                label: [dataclasses.asdict(c) | {"text": c.text()} for c in cr.changes]
+                for label, cr in counters.items()
+                if cr is not None
+            },
             "explained": [
                 {
                     "workload": e.workload,
@@ -295,6 +308,11 @@ def _reconcile(e: report.Explained, results: Mapping[str, Sequence[WorkloadResul
 
     a, b = first(e.a_label), first(e.b_label)
     return e.diff.reconcile(a, b) if a and b else None
+
+
+def measured(results: Sequence[WorkloadResult]) -> dict[str, dict[str, tuple[str, tuple[float, ...]]]]:
+    """A side's workload results as workload -> metric -> (unit, samples) (what master.explain compares)."""
+    return {w.name: {m.name: (m.unit, tuple(m.samples)) for m in w.metrics} for w in results}
 
 
 def _instruction_names(profile: dict) -> set[str]:

@@ -74,6 +74,8 @@ class AlertSnapshot:
     lines: tuple[LineView, ...]
     changes: tuple[str, ...] = ()  # what changed since the last message, for 'updated'
     explained: str | None = None  # the culprit's per-function summary (master/profiles), e.g. "+1.3% ...; top: f"
+    # the exact counters that changed from the culprit's parent (master/explain), e.g. "w: +1.00 openat per query ..."
+    counters: str | None = None
 
 
 def _f(x: float | None, digits: int = 3) -> float | None:
@@ -140,6 +142,8 @@ def slack(view: AlertSnapshot, event: str) -> dict[str, Any]:
     bis = _bisection(view, esc)
     if bis:
         body.append(bis)
+    if view.culprit and view.counters:
+        body.append(f"what the exact counters say: {esc(view.counters)}")
     body.extend(f"\u2022 {_line_text(x, neutralise.chat_ident)}" for x in view.lines)
     if event == "updated" and view.changes:
         body.append("changed: " + "; ".join(neutralise.chat_ident(c) for c in view.changes))
@@ -194,6 +198,7 @@ def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
             "culprit": _commit_json(view.culprit),
             "bisection_state": view.bisection_state,
             **({"explained": esc(view.explained)} if view.explained else {}),
+            **({"counters": esc(view.counters)} if view.counters and view.culprit else {}),
             "link": view.link,
             "lines": [
                 {
@@ -238,6 +243,8 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
     if who:
         label = "Culprit" if view.culprit else "Commit"
         lines += [f"{label}:  {who.sha}", f"Subject: {esc(who.subject)}", f"Author:  {esc(who.author)}", ""]
+        if view.culprit and view.counters:
+            lines += [f"What the exact counters say: {esc(view.counters)}", ""]
         if view.culprit and view.explained:
             lines += [f"Where the instructions went: {esc(view.explained)}", ""]
     else:

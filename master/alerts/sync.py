@@ -292,7 +292,16 @@ def alert_view(
     )
     commits = None if a.prev_position is None else a.position - a.prev_position
     changes = tuple(c for rev, c in json.loads(a.changes) if rev > since_version)
-    explained = None
+    explained = counters = None
+    if a.culprit_sha:  # the exact counters (system calls, WAL, buffers) that changed from the culprit's parent
+        from master.explain import report as counter_report
+
+        for x, _ in members:
+            found = store.bisections.of_change_point(conn, x.change_point_id)
+            c = counter_report.for_bisection(conn, found[-1]) if found else None
+            if c is not None and c.summary:
+                counters = c.summary
+                break
     if a.culprit_sha:  # where the instructions went, when the culprit's bisection kept callgrind profiles
         from master.profiles import report
 
@@ -320,6 +329,7 @@ def alert_view(
         lines=views,
         changes=changes,
         explained=explained,
+        counters=counters,
     )
 
 

@@ -235,6 +235,19 @@ def bisections_by_change_point(conn: sqlite3.Connection) -> dict[int, Bisection]
     return store.bisections.by_change_point(conn)
 
 
+def bisection_counters(conn: sqlite3.Connection, bisections: Iterable[Bisection]) -> dict[int, Any]:
+    """bisection id -> the exact counters (system calls, WAL, buffers) that changed from the culprit's parent to the
+    culprit (master.explain.report), where both commits' runs counted them."""
+    from master.explain import report
+
+    out = {}
+    for b in bisections:
+        r = report.for_bisection(conn, b)
+        if r is not None:
+            out[int(b.id)] = r
+    return out
+
+
 def bisection_explanations(conn: sqlite3.Connection, bisections: Iterable[Bisection]) -> dict[int, Any]:
     """bisection id -> the culprit's per-function diff against its parent (master.profiles.report), where both
     probe runs kept a callgrind profile."""

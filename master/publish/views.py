@@ -256,6 +256,7 @@ class BisectionView:
     reason: str
     log: tuple[str, ...]
     explained: Any = None  # master.profiles.report.StoredExplanation: where the instructions went (culprit vs parent)
+    counters: Any = None  # master.explain.report.CounterReport: the exact counters that changed (culprit vs parent)
 
 
 @dataclass(frozen=True)
@@ -363,6 +364,7 @@ def alert_views(
     commit_facts: Mapping[str, tuple[str, str]],
     colour_of: Any,
     explained: Mapping[int, Any] | None = None,
+    counters: Mapping[int, Any] | None = None,
 ) -> list[AlertPage]:
     """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
     by_alert: dict[str, list[Any]] = {}
@@ -403,6 +405,7 @@ def alert_views(
                         b.reason or "",
                         _log_lines(b.log),
                         (explained or {}).get(int(b.id)),
+                        (counters or {}).get(int(b.id)),
                     )
                 )
         culprit = r.culprit_sha

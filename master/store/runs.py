@@ -621,3 +621,19 @@ def newest_coverage(conn: sqlite3.Connection, look: int = 20) -> list[StoredCove
             out.append(StoredCoverage(run_id, machine, recipe, version, ref, sha, finished, parsed))
             break
     return out
+
+
+def metrics_of(
+    conn: sqlite3.Connection, sha: str, machine_id: str, recipe: str
+) -> dict[str, dict[str, tuple[str, list[float]]]]:
+    """A commit's measured samples on one machine and recipe: workload -> metric -> (unit, samples), each from
+    the newest ok run that measured it (a bisection probe measures one workload, a commit's own run them all)."""
+    out: dict[str, dict[str, tuple[str, list[float]]]] = {}
+    rows = conn.execute(
+        "SELECT m.workload, m.metric, m.unit, m.samples FROM measurements m JOIN runs r ON r.id = m.run_id "
+        "WHERE r.sha = ? AND r.machine_id = ? AND r.recipe = ? AND r.status = 'ok' ORDER BY r.id DESC",
+        (sha, machine_id, recipe),
+    )
+    for workload, metric, unit, samples in rows:
+        out.setdefault(workload, {}).setdefault(metric, (unit, [float(x) for x in json.loads(samples)]))
+    return out

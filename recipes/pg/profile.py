@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from recipes import callgrind
 from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
-from recipes.pg import coverage, idle, insertbench, instructions, memprobe, operations, pgbench
+from recipes.pg import counters, coverage, idle, insertbench, instructions, memprobe, operations, pgbench
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
@@ -576,6 +576,12 @@ def _instruction_samples(
         if keep is not None:
             # the counted queries, beside the profile: a diff divides by them (instructions per query)
             keep.with_suffix(".queries").write_text(str(len(lines)))
+    if ctx.options.get(counters.OPTION, "1") != "0":  # system calls, WAL and buffers per query, as exact
+        per = w.unit.split("/", 1)[-1]
+        sandbox = t.server.client_sandbox()
+        for metric, unit, values in counters.samples(ctx, t.install, t.snapshot, lines, scratch, per, n, sandbox):
+            for v in values:
+                t.collected.add(w.name, metric, unit, LOWER, v)
 
 
 def _operation_samples(

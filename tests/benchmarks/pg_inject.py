@@ -270,3 +270,27 @@ if __name__ == "__main__":
     import sys
 
     print(busy_loop_patch(Path(sys.argv[1]), int(sys.argv[2])), end="")
+
+
+def syscall_patch(src: Path, calls: int = 1) -> str:
+    """A unified diff that makes every executor run open and close /dev/null `calls` times at the start of
+    standard_ExecutorRun(): kernel work per query that callgrind does not see (a few dozen user-space instructions
+    per call, far under the instruction counts' detection floor), while the system-call counters
+    (recipes/pg/counters.py) see exactly +`calls` openat and +`calls` close per query."""
+    old = (src / FILE).read_text()
+    start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
+    at = old.find(ANCHOR, start) if start >= 0 else -1
+    head = '#include "postgres.h"\n'
+    if at < 0 or head not in old:
+        raise ValueError(f"{FILE}: anchor not found; this tree's standard_ExecutorRun looks different")
+    work = (
+        "\t/* perffarm test-only injected system calls */\n"
+        "\t{\n\t\tint\t\t\tpf_i;\n\n"
+        f"\t\tfor (pf_i = 0; pf_i < {int(calls)}; pf_i++)\n\t\t{{\n"
+        '\t\t\tint\t\t\tpf_fd = open("/dev/null", O_RDONLY);\n\n'
+        "\t\t\tif (pf_fd >= 0)\n\t\t\t\tclose(pf_fd);\n\t\t}\n\t}\n\n"
+    )
+    new = old[:at] + work + old[at:]
+    new = new.replace(head, head + "\n#include <fcntl.h>\n#include <unistd.h>\n", 1)
+    diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
+    return "".join(diff)

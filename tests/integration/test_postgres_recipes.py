@@ -558,3 +558,34 @@ def test_a_try_jobs_servers_and_clients_run_in_the_sandbox_and_see_nothing_of_th
         assert "No such file" in copy.value.log_excerpt and "failed" in copy.value.log_excerpt, copy.value.log_excerpt
         srv.psql("SELECT 1")  # the server and this test are both still there
     assert not marker.exists() and processes_running(pg.install.prefix) == []
+
+
+def test_compare_names_the_system_calls_an_injected_commit_adds(pg: Pg, tmp_path: Path, capsys) -> None:
+    """Issue #29: one open and one close of /dev/null per executor run costs a few dozen user-space instructions
+    (within the noise floor of instruction counts) and two system calls per query. The exact counters of the
+    instruction workload name them, first, with their size, and claim nothing else: no WAL, no buffers."""
+    from tests.benchmarks.pg_inject import FILE, syscall_patch
+
+    clean = tmp_path / "clean"  # the file as committed: an earlier compare may have left a patch in pg.src
+    (clean / FILE).parent.mkdir(parents=True)
+    (clean / FILE).write_text(git(pg.repo, "show", f"{pg.sha}:{FILE}") + "\n")
+    patch = tmp_path / "syscalls.patch"
+    patch.write_text(syscall_patch(clean, 1))
+    out = tmp_path / "ab.json"
+    opts = ["--option", "workloads=instr-point-select", "--option", "scale=1", "--option", "instruction_samples=2"]
+    argv = ["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, "--patch", str(patch), *opts]
+    assert compare.main([*argv, "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    instr = next(c for c in doc["comparisons"] if c["metric"] == "instructions")
+    assert abs(instr["ratio"] - 1) < 0.005, instr  # callgrind barely sees it
+    changes = doc["counters"]["B"]
+    print("\ncounters: " + "; ".join(c["text"] for c in changes))
+    assert {c["metric"] for c in changes[:2]} == {"syscalls.close", "syscalls.openat"}, changes
+    for c in changes[:2]:
+        # one per executor run; a catalog file opened once more in the 1,000-query run may add 0.001
+        assert c["after"] - c["before"] == pytest.approx(1.0, abs=0.002) and c["workload"] == "instr-point-select"
+    # nothing else moved: no WAL, no buffers, no other system call
+    assert len(changes) == 2, changes
+    printed = capsys.readouterr().out
+    assert "What the exact counters say, B vs A: instr-point-select: +1.00 " in printed, printed
+    assert "+1.00 close per query" in printed and "+1.00 openat per query" in printed, printed

@@ -155,3 +155,16 @@ def test_the_culprits_explanation_is_in_every_channel_and_its_function_names_are
     assert "<!channel>" not in text
     plain = kinds.build_message(view(**CULPRIT), kind, "updated", "k", "c")
     assert "instructions/query" not in "\n".join(_strings(plain))  # no profile: no line (golden files unchanged)
+
+
+@pytest.mark.parametrize("kind", ["slack", "webhook", "email"])
+def test_the_culprits_counters_are_in_every_channel_and_escaped(kind: str) -> None:
+    """Issue #29: an alert whose culprit changed exact counters says which, with their size; the names come from a
+    worker's result (a system call's name), so they are escaped like any text."""
+    said = "instr-point-select: +1.00 close per query (+24.4% of system calls), +1.00 <!channel> per query"
+    payload = kinds.build_message(view(**CULPRIT, counters=said), kind, "updated", "k", "c")
+    text = "\n".join(_strings(payload))
+    assert "+1.00 close per query (+24.4% of system calls)" in text
+    assert "<!channel>" not in text
+    plain = kinds.build_message(view(**CULPRIT), kind, "updated", "k", "c")
+    assert "per query" not in "\n".join(_strings(plain))  # no counters: no line (golden files unchanged)

@@ -717,3 +717,33 @@ def test_a_temp_version_of_a_killed_publish_is_pruned_at_the_next_publish(farm, 
     wait_for_cleanup()
     assert not killed.exists() and not spill.exists()
     assert alive.exists()  # never another running publish's
+
+
+def test_a_culprits_alert_page_says_which_exact_counters_changed(farm, tmp_path):
+    """Issue #29: the culprit's and its parent's runs counted system calls; the alert page names the ones the
+    culprit added, with their size, escaped (a system call's name comes from a worker's result)."""
+    conn = store.connect(farm.settings.results_db)
+    culprit, parent = conn.execute("SELECT culprit, parent FROM bisections WHERE culprit IS NOT NULL").fetchone()
+    with store.transaction(conn):
+        for sha, extra in ((parent, 0.0), (culprit, 1.0)):
+            run_id = conn.execute("SELECT MAX(id) FROM runs WHERE sha = ? AND status = 'ok'", (sha,)).fetchone()[0]
+            for metric, value in (("syscalls", 4.1 + 2 * extra), ("syscalls.openat", 0.015 + extra)):
+                conn.execute(
+                    "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
+                    "VALUES (?, 'instr-point-select', ?, 'syscalls/query', 'lower', ?, '[]')",
+                    (run_id, metric, json.dumps([value, value])),
+                )
+            if extra:
+                conn.execute(
+                    "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
+                    "VALUES (?, 'instr-point-select', 'syscalls.<b>x', 'syscalls/query', 'lower', '[1, 1]', '[]')",
+                    (run_id,),
+                )
+    aid = conn.execute("SELECT id FROM alerts").fetchone()[0]
+    conn.close()
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    detail = text_of(out, farm.settings.alerts.link_template.format(site_url="", alert_id=aid))
+    assert "What the exact counters say" in detail
+    assert "+1.00 openat per query (+24.4% of system calls)" in detail, detail
+    assert "&lt;b&gt;x per query" in detail and "<b>x" not in detail

@@ -102,6 +102,31 @@ def explanations(job: Job) -> list[tuple[str, str, object]]:
     return out
 
 
+def counter_reports(job: Job) -> list[tuple[str, object]]:
+    """(side label, master.explain.report.CounterReport) for each side after A that counted system calls, WAL and
+    buffers, as A did: the exact counters that changed (docs/explain.md)."""
+    from master.explain import report
+
+    def measured(side: dict) -> dict[str, dict[str, tuple[str, list[float]]]]:
+        return {
+            str(w.get("name")): {
+                str(m.get("name")): (str(m.get("unit")), list(m.get("samples", []))) for m in w.get("metrics", [])
+            }
+            for w in side.get("workloads", [])
+        }
+
+    sides = (job.result or {}).get("sides", [])
+    if len(sides) < 2:
+        return []
+    base = measured(sides[0])
+    out = []
+    for side, stored in zip(job.sides[1:], sides[1:]):
+        r = report.compare(base, measured(stored))
+        if r is not None:
+            out.append((side.label, r))
+    return out
+
+
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     jobs = store.jobs.newest_first(ctx.conn, limit=LIST_LIMIT)
     w.write("jobs.html", render("jobs.html", root="", title="Jobs", jobs=jobs, file=job_file))
@@ -117,6 +142,7 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
                     job=job,
                     rows=rows(job) if job.result and job.state == "done" else [],
                     explained=explanations(job) if job.result and job.state == "done" else [],
+                    counters=counter_reports(job) if job.result and job.state == "done" else [],
                 ),
             )
     w.keep_only("jobs", {job_file(j.id) for j in jobs})
