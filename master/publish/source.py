@@ -79,7 +79,7 @@ def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict
     """Commit facts; subject and author with control and bidi characters shown as escapes (textsafe), so they
     can neither reorder a page nor hide in it, whichever template or script shows them."""
     return {
-        sha: Commit(sha, visible(c.subject), visible(c.author), c.authored_at)
+        sha: Commit(sha, visible(c.subject), visible(c.author), c.authored_at, c.parents)
         for sha, c in store.commits.commits(conn, shas).items()
     }
 

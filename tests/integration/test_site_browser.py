@@ -187,6 +187,22 @@ def test_compare_page_computes_the_ratio_from_the_published_data(site, browser, 
     assert p.errors == [] and p.dialogs == []
 
 
+def test_an_alert_links_to_the_comparison_of_its_range(site, browser, artifacts_dir):
+    _, out, url = site
+    p = Page(browser, url)
+    alert = sorted(str(x.relative_to(out)) for x in out.glob("alerts/alert-*.html"))[0]
+    page = p.open(alert)
+    page.click("a.compare-link")
+    page.wait_for_selector("body[data-ready='1']")
+    verdicts = page.evaluate(
+        "() => [...document.querySelectorAll('#result tbody tr[data-sid]')].map(r => r.dataset.verdict)"
+    )
+    assert verdicts == ["regression", "regression"]  # the 15% step of both workloads
+    assert page.inner_text("#summary").startswith("2 regressions, 0 improvements, 0 unchanged")
+    p.shot(artifacts_dir, "alert-compare")
+    assert p.errors == [] and p.dialogs == []
+
+
 @pytest.mark.parametrize("scheme", ["file", "http"])
 def test_hostile_commit_subjects_render_as_text(site, browser, artifacts_dir, scheme):
     farm, _, _ = site

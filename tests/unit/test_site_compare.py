@@ -1,5 +1,5 @@
 """What the compare page reads: every point's raw samples in its commit's data (as stored, or null beyond
-commits.ROW_SAMPLES)."""
+commits.ROW_SAMPLES), each series' workload family and the statistics settings in data/refs.js."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import json
 import pytest
 
 from master.publish import commits, publish_all
+from master.publish.pages.compare import CONFIDENCE, FDR_Q, family
 from master.publish.render import join_columns, js_literal, literal_column, text_column
-from tests.compare_support import MANY, WORKLOADS, build_compare
+from recipes.pg.ab import MIN_EFFECT
+from tests.compare_support import HOSTILE, MANY, WORKLOADS, build_compare
 
 NOW = 1_800_000_000.0
 
@@ -30,6 +32,7 @@ def published(tmp_path_factory):
 
 def test_commit_data_carries_every_points_samples_as_stored(published):
     _, shas, out = published
+    refs = call_args((out / "data/refs.js").read_text(), "refs")[0]
     for sha in shas:
         name, data = call_args((out / f"data/commits/{sha}.js").read_text(), "commit")
         assert name == sha and len(data["rows"]) == len(WORKLOADS)
@@ -41,6 +44,15 @@ def test_commit_data_carries_every_points_samples_as_stored(published):
                 assert n == MANY and samples is None
             else:
                 assert samples == stored and len(samples) == n
+    assert {s["family"] for s in refs["series"].values()} == {
+        "pgbench-ro",
+        "pgbench-rw",
+        "select1",
+        "latency",
+        "copy-big",
+        HOSTILE[: -len("-c1")],
+    }
+    assert refs["stats"] == {"confidence": CONFIDENCE, "fdr_q": FDR_Q, "min_effect": MIN_EFFECT}
 
 
 def test_the_encoders_rows_carry_the_same_samples(published, tmp_path, monkeypatch):
@@ -58,3 +70,11 @@ def test_a_text_column_splices_json_texts_script_safe():
     blob, off = join_columns([text_column(texts), literal_column(";", len(texts))])
     assert blob.decode().split(";")[:-1] == [js_literal(json.loads(t)).replace(",", ", ") for t in texts]
     assert b"<" not in blob and b"&" not in blob
+
+
+@pytest.mark.parametrize(
+    ("workload", "expect"),
+    [("pgbench-ro-c8", "pgbench-ro"), ("idle-connections-c1-i1000", "idle-connections"), ("select1", "select1")],
+)
+def test_a_workloads_family_drops_a_sweeps_counts(workload, expect):
+    assert family(workload) == expect
