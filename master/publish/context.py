@@ -78,6 +78,7 @@ class Context:
             facts,
             lambda r, d: cache._ratio(r, None, None, d).colour,
             source.bisection_explanations(conn, bisections.values()),
+            source.alert_links(conn),
         )
         # per series: ratio of each point vs the previous point, aligned with points (None for the first)
         self.table: model.Table | None = None

@@ -196,6 +196,11 @@ def alert_history(conn: sqlite3.Connection) -> dict[str, list[HistoryEntry]]:
     return store.alerts.histories(conn)
 
 
+def alert_links(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """alert id -> the URLs where it is tracked, oldest first."""
+    return {aid: [k.url for k in ks] for aid, ks in store.alerts.links(conn).items()}
+
+
 def alert_deliveries(conn: sqlite3.Connection) -> dict[str, list[Delivery]]:
     """alert id -> its messages per channel (state, attempts, last error; never the payload)."""
     if not has_table(conn, "alert_outbox"):
