@@ -33,6 +33,18 @@
     if (a >= 0.01 || a === 0) return x.toFixed(3);
     return x.toPrecision(3);
   }
+  /* Round tick values for [a, b]: multiples of 1, 2 or 5 times a power of ten, about `want` of them (so the
+     axis reads 950 / 1,000 / 1,050, not 961.8 / 1,069 / 1,123), and the decimals their labels need. */
+  function ticks(a, b, want) {
+    var raw = (b - a) / want, mag = Math.pow(10, Math.floor(Math.log10(raw))), r = raw / mag;
+    var step = (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag, out = [];
+    for (var v = Math.ceil(a / step) * step; v <= b + step * 1e-9; v += step) out.push(Math.round(v / step) * step);
+    return { values: out, step: step, decimals: Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) };
+  }
+  function tickLabel(v, decimals) {
+    return v.toLocaleString("en-US", { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+  }
+  pf.ticks = ticks;
   function day(ts) { return ts ? new Date(ts * 1000).toISOString().slice(0, 10) : ""; }
 
   function init() {
@@ -69,7 +81,7 @@
     function bsearch(x) { var a = 0, b = N; while (a < b) { var m = (a + b) >> 1; if (pos[m] < x) a = m + 1; else b = m; } return a; }
     function sx(p) { return ML + (p - x0) / (x1 - x0) * (W - ML - MR); }
     function px(cx) { return x0 + (cx - ML) / (W - ML - MR) * (x1 - x0); }
-    var y0 = 0, y1 = 1;
+    var y0 = 0, y1 = 1, yTicks = null;
     function sy(v) { return MT + (1 - (v - y0) / (y1 - y0)) * (H - MT - MB); }
 
     function draw() {
@@ -85,16 +97,15 @@
       y0 -= pad; y1 += pad;
       // axes and grid
       ctx.strokeStyle = "#e3e3e3"; ctx.fillStyle = "#555"; ctx.lineWidth = 1;
-      for (var t = 0; t <= 4; t++) {
-        var v = y0 + (y1 - y0) * t / 4, yy = Math.round(sy(v)) + 0.5;
+      yTicks = ticks(y0, y1, 5);
+      yTicks.values.forEach(function (v) {
+        var yy = Math.round(sy(v)) + 0.5;
         ctx.beginPath(); ctx.moveTo(ML, yy); ctx.lineTo(W - MR, yy); ctx.stroke();
-        ctx.textAlign = "right"; ctx.fillText(fmt(v), ML - 4, yy + 4);
-      }
+        ctx.textAlign = "right"; ctx.fillText(tickLabel(v, yTicks.decimals), ML - 4, yy + 4);
+      });
       ctx.textAlign = "center";
-      for (t = 0; t <= 5; t++) {
-        var p = x0 + (x1 - x0) * t / 5;
-        ctx.fillText(String(Math.round(p)), sx(p), H - 8);
-      }
+      var xt = ticks(x0, x1, 6);  // branch positions: whole numbers only
+      xt.values.forEach(function (p) { if (p === Math.round(p)) ctx.fillText(String(p), sx(p), H - 8); });
       ctx.save();
       ctx.beginPath(); ctx.rect(ML, MT, W - ML - MR, H - MT - MB); ctx.clip();
       // markers
@@ -184,6 +195,19 @@
     canvas.addEventListener("mouseleave", function () { tip.hidden = true; hover = -1; drag = null; draw(); });
     var drag = null;
     canvas.addEventListener("mousedown", function (e) { var r = canvas.getBoundingClientRect(); drag = { x: e.clientX - r.left, x0: x0, x1: x1 }; });
+    // a click on a point (not the end of a drag) opens the compare page: that commit against the series' previous
+    // measured commit, the pair its rQPS vs previous is made of
+    canvas.addEventListener("click", function () {
+      if (hover < 1 || x0 !== clickView[0] || x1 !== clickView[1]) return;
+      var i = hover;
+      commitAt(pos[i - 1], function (b) {
+        commitAt(pos[i], function (c) {
+          if (b && c) location.href = "../compare.html?base=" + encodeURIComponent(b[0]) + "&new=" + encodeURIComponent(c[0]);
+        });
+      });
+    });
+    var clickView = [x0, x1];
+    canvas.addEventListener("mousedown", function () { clickView = [x0, x1]; });
     window.addEventListener("mouseup", function () { drag = null; });
     function setView(a, b) {
       var span = Math.min(Math.max(b - a, 4), full1 - full0);
@@ -250,7 +274,8 @@
     }
     pf.chart = { clientXOf: function (p) { return canvas.getBoundingClientRect().left + sx(p); },
                  clientYOf: function (i) { return canvas.getBoundingClientRect().top + sy(med[i]); },
-                 positions: pos, medians: med, setView: setView };
+                 positions: pos, medians: med, setView: setView,
+                 yTicks: function () { return yTicks.values.slice(); } };
     size(); draw(); renderPage();
     // for tests and tests/benchmarks/site_figures.py: when the chart and table became usable (ms since navigation)
     canvas.dataset.interactiveMs = String(Math.round(performance.now()));

@@ -4,6 +4,8 @@ disk (file://) and over HTTP. Screenshots go to test-artifacts/<test>/."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 from pathlib import Path
@@ -188,3 +190,48 @@ def test_a_commit_page_links_to_its_comparison_with_its_parent(site, browser, ar
     page.wait_for_selector("body[data-ready='1']")
     assert page.locator("a.compare-parent").count() == 0
     assert p.errors == [] and p.dialogs == []
+
+
+def series_id(out: Path, workload_name: str) -> str:
+    text = (out / "data/refs.js").read_text()
+    refs = json.loads(text[len("perffarm.refs(") : -3])
+    return next(sid for sid, s in refs["series"].items() if s["label"].startswith(workload_name + " · "))
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_chart_ticks_are_round_and_a_click_compares_a_point_with_the_previous(site, browser, artifacts_dir, scheme):  # noqa: F811
+    shas, out, _ = site
+    p = Page(browser, base_url(site, scheme))
+    page = p.open(f"series/{series_id(out, 'pgbench-ro-c1')}.html")
+    page.wait_for_selector("#chart[data-ready='1']")
+    ticks = page.evaluate("() => perffarm.chart.yTicks()")
+    steps = {round(b - a, 9) for a, b in zip(ticks, ticks[1:])}
+    assert len(ticks) >= 3 and len(steps) == 1, ticks
+    (step,) = steps
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    assert round(mantissa, 9) in (1, 2, 5) and all(round(t / step, 9).is_integer() for t in ticks), ticks
+    x = page.evaluate("() => perffarm.chart.clientXOf(2)")
+    y = page.evaluate("() => perffarm.chart.clientYOf(perffarm.chart.positions.indexOf(2))")
+    page.mouse.move(x, y)
+    page.wait_for_selector("#tip:not([hidden])")
+    page.mouse.click(x, y)
+    page.wait_for_url(re.compile(r".*/compare\.html\?.*"))
+    page.wait_for_selector("body[data-ready='1']")
+    assert parse_qs(urlsplit(page.url).query) == {"base": [shas[1]], "new": [shas[2]]}
+    assert {workload(label): v for label, v in shown(page)} == EXPECTED
+    assert p.errors == [] and p.dialogs == []
+
+
+def test_dark_mode_follows_the_systems_setting(site, browser, artifacts_dir):  # noqa: F811
+    colours = {}
+    for scheme in ("light", "dark"):
+        page = browser.new_page(color_scheme=scheme, viewport={"width": 1280, "height": 700})
+        page.goto(base_url(site, "http") + f"compare.html?base={BASE_TAG}&new={NEW_TAG}&group=family")
+        page.wait_for_selector("body[data-ready='1']")
+        colours[scheme] = page.evaluate(
+            "() => [getComputedStyle(document.body).backgroundColor, getComputedStyle(document.body).color]"
+        )
+        page.screenshot(path=str(artifacts_dir / f"compare-{scheme}.png"), full_page=True)
+        page.close()
+    assert colours["light"] == ["rgb(255, 255, 255)", "rgb(29, 29, 31)"]
+    assert colours["dark"] == ["rgb(22, 24, 27)", "rgb(230, 230, 230)"]
