@@ -14,6 +14,7 @@ from typing import Any
 
 from buildbot.plugins import schedulers, secrets, steps, util, worker
 from buildbot.process.results import FAILURE, SKIPPED, SUCCESS
+from buildbot.schedulers import forcesched
 from buildbot.util import safeTranslate
 from twisted.internet import defer
 
@@ -55,6 +56,38 @@ FORM_OPTIONS_REGEX = re.compile(r"^(\s*[a-z][a-z0-9_]{0,40}=\S{0,400})*\s*$")
 
 def builder_name(recipe: str, worker_name: str) -> str:
     return f"{recipe}@{worker_name}"
+
+
+class FormScheduler(schedulers.ForceScheduler):
+    """Buildbot's ForceScheduler (a web form), limited to its own builders.
+
+    Buildbot 4.3's `force()` takes the builder from the REST call's `builderid` without checking it against the
+    form's `builderNames` (it does check a `builderNames` list), so the measure form's call with a job builder's id
+    queued a build there. A builder outside the form's list, or a builderid that names no builder, is refused as a
+    form error before any build request exists."""
+
+    @defer.inlineCallbacks
+    def computeBuilderNames(self, builderNames=None, builderid=None):  # noqa: N802, N803 (Buildbot's API)
+        if builderNames is not None or builderid is None:
+            names = yield super().computeBuilderNames(builderNames, builderid)
+            return names
+        try:
+            number = int(builderid)
+        except (TypeError, ValueError):
+            raise forcesched.CollectedValidationError(
+                {"builderid": f"{str(builderid)[:40]!r} is not a builder id; nothing was queued"}
+            ) from None
+        builder = yield self.master.data.get(("builders", number))
+        name = builder["name"] if builder else None
+        if name not in self.builderNames:
+            shown = repr(name) if name else f"id {number}"
+            raise forcesched.CollectedValidationError(
+                {
+                    "builderid": f"builder {shown} is not one of the builders of the form {self.name!r} "
+                    f"({', '.join(self.builderNames)}); nothing was queued"
+                }
+            )
+        return [name]
 
 
 def runner_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
@@ -141,7 +174,7 @@ def _try_form(job_names: tuple[str, ...]) -> schedulers.ForceScheduler:
     """The try form (and `perffarm try`, which posts to it): a base and a patch, measured as an interleaved A/B
     job on a worker. Its one step (StartTry) validates the patch against the base in the master's mirror and
     queues the job, or refuses with one line and queues nothing."""
-    return schedulers.ForceScheduler(
+    return FormScheduler(
         name=job_steps.TRY_SCHEDULER,
         builderNames=[job_steps.TRY_FORM_BUILDER],
         label="Try a patch",
@@ -367,7 +400,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
         ],
         "schedulers": [
             schedulers.AnyBranchScheduler(name=COMMITS_SCHEDULER, builderNames=names, treeStableTimer=None),
-            schedulers.ForceScheduler(
+            FormScheduler(
                 name="force",
                 builderNames=names,
                 label="Measure a commit",
@@ -402,7 +435,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             # Jobs (perffarm releases / try): submitted by the job service, one build per job.
             *([schedulers.Triggerable(name=jobs_service.SCHEDULER, builderNames=list(job_names))] if job_names else []),
             *([_try_form(job_names)] if try_enabled else []),
-            schedulers.ForceScheduler(
+            FormScheduler(
                 name="bisect-form",
                 builderNames=[BISECT_FORM_BUILDER],
                 label="Bisect a slowdown",

@@ -117,7 +117,14 @@ def run_jobs(args: argparse.Namespace) -> int:
     for j in jobs:
         sides = ", ".join(f"{s.label}={v(s.revision)}" + ("+patch" if s.patched else "") for s in j.sides)
         print(f"job {j.id:>4}  {j.kind:<8} {j.state:<7} {v(j.builder):<28} {sides}")
+        for line in _why(j):
+            print(f"          {line}")
     return EXIT_OK
+
+
+def _why(j: Job) -> list[str]:
+    """Why a job failed, and what the farm did to it by itself (queued it again after its build was lost)."""
+    return [*([f"failed: {v(j.error)}"] if j.error else []), *([f"note: {v(j.note)}"] if j.note else [])]
 
 
 def _summary(j: Job) -> dict:
@@ -130,6 +137,9 @@ def _summary(j: Job) -> dict:
         "options": list(j.options),
         "requested_by": j.requested_by,
         "error": j.error,
+        "note": j.note,
+        "attempts": j.attempts,
+        "build_request": j.build_request,
         "build_url": j.build_url,
         "machine_id": j.machine_id,
         "created_at": j.created_at,
@@ -157,8 +167,8 @@ def _status(settings: Settings, job_id: int, fmt: str, all_metrics: bool = False
     print(f"job {job.id}: {job.kind}, {job.state} on {v(job.builder)} (requested by {v(job.requested_by)})")
     for s in job.sides:
         print(f"  {s.label} = {v(s.revision)} ({s.sha[:12]})" + (" + patch" if s.patched else ""))
-    if job.error:
-        print(f"failed: {v(job.error)}")
+    for line in _why(job):
+        print(line)
     for sc in per_side:
         print()
         print(f"{sc.side.label} / A, measured interleaved in one build; 95% bootstrap CI of the median ratio:")

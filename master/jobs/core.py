@@ -20,6 +20,7 @@ from recipes.pg.stats import NoRatio, bootstrap_median_ratio
 from recipes.sides import LABELS, MAX_SIDES
 
 RELEASES, TRY = "releases", "try"
+AGAIN = {RELEASES: "perffarm releases --tags ...", TRY: "perffarm try --patch ..."}  # how a user queues a job
 
 
 class JobError(ValueError):
@@ -267,3 +268,57 @@ def create_try(
             requested_by=requested_by,
             now=time.time(),
         )
+
+
+# ------------------------------------------------------------------------------------------ jobs left running
+@dataclass(frozen=True)
+class Stalled:
+    """A job left running with no build alive, and what the job service does with it: fail it, or queue it again
+    (`requeue`), with the reason shown by `perffarm jobs` and on the job's page."""
+
+    job_id: int
+    requeue: bool
+    reason: str
+
+
+def stalled_jobs(
+    running: Sequence[int], alive: set[int], seen: Mapping[int, float], now: float, grace: float
+) -> tuple[list[int], dict[int, float]]:
+    """Which running jobs to act on: those with no unfinished build request (`alive`: jobs that have one) on this
+    pass and the previous one, first seen so at least `grace` seconds before `now` (master.reconcile_grace, the
+    reconciler's rule: a job whose build is just being submitted is never touched). `seen` maps each job seen
+    without a request on the previous pass to when it was first seen; the second result is the same for this
+    pass."""
+    act: list[int] = []
+    seen_now: dict[int, float] = {}
+    for job_id in running:
+        if job_id in alive:
+            continue
+        first = seen.get(job_id, now)
+        seen_now[job_id] = first
+        if job_id in seen and now - first >= grace:
+            act.append(job_id)
+    return act, seen_now
+
+
+def why_stalled(job: Job, request: int | None, builds: Sequence[tuple[int, str]], max_attempts: int) -> Stalled:
+    """What to do with a job that stayed running with no build request alive. `request`: its newest build request
+    if Buildbot still has it (finished: cancelled or its build ended), None if it was never submitted; `builds`:
+    that request's builds as (number, result). A request cancelled before any build started was cancelled on
+    purpose: the job fails. A job whose build was lost (never submitted: the master stopped between taking the job
+    and submitting it) or ended without ending the job is queued again, at most `max_attempts` times."""
+    if request is not None and not builds:
+        return Stalled(
+            job.id,
+            False,
+            f"its build request {request} was cancelled before a build started (in Buildbot's web UI or API); "
+            f"nothing was measured. To measure it, queue a new job: {AGAIN.get(job.kind, 'perffarm releases')}",
+        )
+    if request is None:
+        why = "its build was never submitted (the master stopped between taking the job and submitting its build)"
+    else:
+        number, result = builds[-1]
+        why = f"its build {number} ended ({result}) without storing the job's result"
+    if job.attempts > max_attempts:
+        return Stalled(job.id, False, f"{why}; given up after {job.attempts} builds (master.max_attempts)")
+    return Stalled(job.id, True, f"queued again by the farm: {why}")

@@ -9,21 +9,24 @@ from pathlib import Path
 
 from buildbot.plugins import steps, util
 from buildbot.process.buildstep import BuildStep
-from buildbot.process.results import FAILURE, SUCCESS
+from buildbot.process.results import CANCELLED, FAILURE, SUCCESS, WARNINGS
 from twisted.internet import threads
 
 from master import gitmirror, ingest, refnames, shipping, store
 from master.config_values import OPTION_RE
 from master.jobs import ingest as job_ingest
+from master.jobs import service as jobs_service
 from master.redact import redact_text
 from master.settings import Settings
+from master.textsafe import visible
 from recipes.api import SOURCE_DIR, WORK_DIR
 
-JOB = "perffarm_job"
+JOB = jobs_service.JOB_PROPERTY  # build property: the job this build runs
 SIDES = "perffarm_job_sides"  # build property: ["A=<sha>", ...] as CheckJob read them from the job
 PATCHED = "perffarm_job_patched"  # build property: the label of the patched side, or ""
 OPTIONS = "perffarm_job_options"
 CHECKED = "perffarm_job_checked"
+ENDED = "perffarm_job_ended"  # build property: the job had ended when this build started (done or failed)
 PATCH_ON_WORKER = "job.patch"
 RESULT_ON_WORKER = "job.json"
 
@@ -45,6 +48,23 @@ def has_patch(step: BuildStep) -> bool:
     return checked(step) and bool(step.getProperty(PATCHED))
 
 
+def result_produced(step: BuildStep) -> bool:
+    """doStepIf for the result upload: only a result this build produced, i.e. job-build or job-bench ran to its end
+    here. A build stopped before them (the master's shutdown during check-job) skipped the removal of the previous
+    job's job.json on the worker too: uploading that file would hand ingest another job's result."""
+    return checked(step) and any(
+        s.name in ("job-build", "job-bench") and s.results in (SUCCESS, WARNINGS, FAILURE)
+        for s in step.build.executedSteps
+    )
+
+
+def ingest_wanted(step: BuildStep) -> bool:
+    """doStepIf for ingest-job: a checked build stores its result; a build of an ended job (Buildbot retried it
+    after the master was killed mid-ingest) only finishes what the killed one left undone, the job's pages; a
+    stopped build (the master's shutdown, the Stop button) says what becomes of the job."""
+    return checked(step) or bool(step.getProperty(ENDED)) or step.build.stopped
+
+
 def _fail_job(settings: Settings, job_id: int, reason: str) -> None:
     conn = store.connect(settings.results_db)
     try:
@@ -55,7 +75,8 @@ def _fail_job(settings: Settings, job_id: int, reason: str) -> None:
 
 
 class CheckJob(BuildStep):
-    """Read the job this build runs, re-check every side in the master's mirror, hand the patch to the worker."""
+    """Read the job this build runs (one that has ended already is not run again), re-check every side in the
+    master's mirror, hand the patch to the worker."""
 
     name = "check-job"
     haltOnFailure = True
@@ -81,6 +102,14 @@ class CheckJob(BuildStep):
                 conn.close()
 
         job = await threads.deferToThread(load)
+        if job is not None and job.state in store.jobs.ENDED:
+            # a job is measured once (its id is the idempotency key): this is a retry of a build the master was
+            # killed in after the job's result was stored, or a second build of it; nothing runs on the worker
+            self.setProperty(ENDED, job.state, "CheckJob")
+            await log.addStdout(job_ingest.ended_message(job) + "\n")
+            await log.finish()
+            self.descriptionDone = [f"job {job_id} ended already: not measured again"]
+            return SUCCESS
         problem = None
         if job is None:
             problem = f"no job {job_id}"
@@ -169,10 +198,15 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
     timeout = 6 * 3600
     return [
         CheckJob(settings),
-        steps.RemoveDirectory(name="remove old result", dir=RESULT_ON_WORKER, hideStepIf=True),
+        steps.RemoveDirectory(name="remove old result", dir=RESULT_ON_WORKER, doStepIf=checked, hideStepIf=True),
         checkout,
         steps.FileDownload(
-            name="ship recipes", mastersrc=pyz, workerdest=shipping.ON_WORKER, workdir=".", haltOnFailure=True
+            name="ship recipes",
+            mastersrc=pyz,
+            workerdest=shipping.ON_WORKER,
+            workdir=".",
+            haltOnFailure=True,
+            doStepIf=checked,
         ),
         steps.FileDownload(
             name="ship patch",
@@ -187,6 +221,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
             name="job-build",
             command=job_command("job-build", recipe, defaults),
             workdir=".",
+            doStepIf=checked,
             haltOnFailure=True,
             decodeRC={0: SUCCESS, 3: FAILURE},
             locks=[lock.access("counting")],
@@ -197,6 +232,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
             name="job-bench",
             command=job_command("job-bench", recipe, defaults),
             workdir=".",
+            doStepIf=checked,
             decodeRC={0: SUCCESS, 3: FAILURE},
             locks=[lock.access("exclusive")],
             timeout=timeout,
@@ -209,9 +245,9 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
             workdir=".",
             maxsize=job_ingest.MAX_BYTES,
             alwaysRun=True,
-            doStepIf=checked,
+            doStepIf=result_produced,
         ),
-        IngestJob(settings, doStepIf=checked),
+        IngestJob(settings, doStepIf=ingest_wanted),
     ]
 
 
@@ -231,9 +267,21 @@ class IngestJob(BuildStep):
         path = result_path(self.settings, builder, self.getProperty("buildnumber"))
         builderid = await self.build.builder.getBuilderId()
         url = f"{self.master.config.buildbotURL}#/builders/{builderid}/builds/{self.getProperty('buildnumber')}"
-        outcome = await threads.deferToThread(
-            job_ingest.ingest_file, self.settings, path, int(self.getProperty(JOB)), self.build.buildid, url
-        )
+        if self.getProperty(ENDED):
+            outcome = job_ingest.JobOutcome(
+                self.getProperty(ENDED), f"job {self.getProperty(JOB)} ended already: nothing measured, nothing stored"
+            )
+        else:
+            outcome = await threads.deferToThread(
+                job_ingest.ingest_file,
+                self.settings,
+                path,
+                int(self.getProperty(JOB)),
+                self.build.buildid,
+                url,
+                self._stopped(),
+                self.getProperty("workername") or "",
+            )
         write = log.addStdout if outcome.state == "done" else log.addStderr
         await write(redact_text(outcome.message) + "\n")
         self.descriptionDone = [f"job {outcome.state}"]
@@ -242,7 +290,21 @@ class IngestJob(BuildStep):
         message = await threads.deferToThread(pipeline.publish_jobs, self.settings)
         await log.addStdout(message + "\n")
         await log.finish()
-        return SUCCESS if outcome.state == "done" else FAILURE
+        return {"done": SUCCESS, "queued": CANCELLED}.get(outcome.state, FAILURE)
+
+    def _stopped(self) -> job_ingest.Stopped | None:
+        """Why this build was stopped before it ended the job, if it was. The master's shutdown (SIGTERM) cancels
+        the running build and Buildbot 4.3 does not retry it: the job is queued again, never failed by a restart.
+        Someone's Stop button fails the job with their reason."""
+        if not self.build.stopped:
+            return None
+        number = self.getProperty("buildnumber")
+        if self.master.botmaster.shuttingDown or self.build.stopped_reason == "Master Shutdown":
+            return job_ingest.Stopped(
+                f"queued again by the farm: its build {number} was cancelled by the master's shutdown", requeue=True
+            )
+        why = visible(str(self.build.stopped_reason or "no reason given"))[:200]
+        return job_ingest.Stopped(f"its build {number} was stopped before the job ended ({why})", requeue=False)
 
 
 TRY_FORM_BUILDER = "try-request"

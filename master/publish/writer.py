@@ -13,6 +13,7 @@ import array
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import stat
 import threading
@@ -296,9 +297,26 @@ def _holds(path: str, data: memoryview) -> bool:
         os.close(fd)
 
 
+_TEMP_VERSION = re.compile(r"v\d+-(\d+)(?:-spill)?\.tmp")  # SiteWriter's temp version and its spill: the pid
+
+
 def _stale(path: Path, age: float = 3600.0) -> bool:
-    """A leftover temp version from a publish that crashed an hour ago."""
+    """A leftover temp version of a publish that will never finish: the process named in it is gone (a master
+    killed mid-publish; the site is written by processes of one host, docs/scale.md), or it is an hour old."""
+    m = _TEMP_VERSION.fullmatch(path.name)
+    if m and not _running(int(m.group(1))):
+        return True
     try:
         return time.time() - path.stat().st_mtime > age
     except OSError:
         return False
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process, or not a pid: leave it to the age rule
+    return True

@@ -270,7 +270,7 @@ def add_link(conn: sqlite3.Connection, alert_id: str, url: str, by: str, now: fl
 
 
 def links(conn: sqlite3.Connection, alert_id: str | None = None) -> dict[str, list[AlertLink]]:
-    """alert id -> its links, oldest first (of one alert, or of all); {} before migration 17."""
+    """alert id -> its links, oldest first (of one alert, or of all); {} before migration 18."""
     if not table_columns(conn, "alert_links"):
         return {}
     sql = f"SELECT {columns(AlertLink)} FROM alert_links"

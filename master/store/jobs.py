@@ -12,6 +12,7 @@ from typing import Any
 
 KINDS = ("releases", "try")
 STATES = ("queued", "running", "done", "failed")
+ENDED = ("done", "failed")  # final: a job's result (or failure) is stored once and never replaced
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,14 @@ class Job:
     created_at: float
     updated_at: float
     finished_at: float | None
+    build_request: int | None = None  # Buildbot's build request submitted for it (the newest)
+    attempts: int = 0  # builds submitted for it
+    note: str | None = None  # why the farm queued it again by itself (a build request that was lost)
 
 
 _COLUMNS = (
     "id, kind, state, builder, branch, sides, options, patch, requested_by, build_id, build_url, machine_id, result, "
-    "error, created_at, updated_at, finished_at"
+    "error, created_at, updated_at, finished_at, build_request, attempts, note"
 )
 
 
@@ -110,21 +114,41 @@ def queued(conn: sqlite3.Connection) -> list[Job]:
     return [_job(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY id")]
 
 
+def running(conn: sqlite3.Connection) -> list[Job]:
+    return [_job(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE state = 'running' ORDER BY id")]
+
+
 def mark_running(conn: sqlite3.Connection, job_id: int, now: float) -> bool:
-    """queued -> running when its build is submitted; False if it was not queued (another pass took it)."""
+    """queued -> running when its build is submitted (one more attempt); False if it was not queued (another pass
+    took it)."""
     cur = conn.execute(
-        "UPDATE jobs SET state = 'running', updated_at = ? WHERE id = ? AND state = 'queued'", (now, job_id)
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, build_request = NULL, updated_at = ? "
+        "WHERE id = ? AND state = 'queued'",
+        (now, job_id),
     )
     return cur.rowcount == 1
 
 
-def requeue(conn: sqlite3.Connection, job_id: int, now: float) -> None:
-    conn.execute("UPDATE jobs SET state = 'queued', updated_at = ? WHERE id = ? AND state = 'running'", (now, job_id))
+def set_request(conn: sqlite3.Connection, job_id: int, build_request: int) -> None:
+    """The build request submitted for a running job."""
+    conn.execute("UPDATE jobs SET build_request = ? WHERE id = ? AND state = 'running'", (build_request, job_id))
+
+
+def requeue(conn: sqlite3.Connection, job_id: int, now: float, note: str | None = None) -> bool:
+    """running -> queued (its build was never submitted, or ended without ending the job); `note` says why, for
+    `perffarm jobs` and the job's page. False if it was not running."""
+    cur = conn.execute(
+        "UPDATE jobs SET state = 'queued', note = COALESCE(?, note), updated_at = ? WHERE id = ? AND state = 'running'",
+        (note, now, job_id),
+    )
+    return cur.rowcount == 1
 
 
 def set_build(conn: sqlite3.Connection, job_id: int, build_id: int, build_url: str, now: float) -> None:
+    """The build that measured the job; an ended job keeps the build that ended it."""
     conn.execute(
-        "UPDATE jobs SET build_id = ?, build_url = ?, updated_at = ? WHERE id = ?", (build_id, build_url, now, job_id)
+        "UPDATE jobs SET build_id = ?, build_url = ?, updated_at = ? WHERE id = ? AND state NOT IN ('done', 'failed')",
+        (build_id, build_url, now, job_id),
     )
 
 
@@ -136,11 +160,13 @@ def finish(
     error: str | None,
     machine_id: str | None,
     now: float,
-) -> None:
-    """done with its result, or failed with the reason (a failed build's job result is kept too)."""
-    conn.execute(
+) -> bool:
+    """done with its result, or failed with the reason (a failed build's job result is kept too). Only once: False
+    (nothing written) when the job had ended already, so a retried or second build never replaces what the first
+    stored (the job's id is its idempotency key)."""
+    cur = conn.execute(
         "UPDATE jobs SET state = ?, result = ?, error = ?, machine_id = ?, updated_at = ?, finished_at = ? "
-        "WHERE id = ?",
+        "WHERE id = ? AND state NOT IN ('done', 'failed')",
         (
             "failed" if error else "done",
             json.dumps(result, sort_keys=True) if result is not None else None,
@@ -151,3 +177,4 @@ def finish(
             job_id,
         ),
     )
+    return cur.rowcount == 1

@@ -390,7 +390,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (machine_id, worker)
     )
     """,
-    # 17: links to where an alert is tracked (a mailing-list thread, a bug), added with `perffarm alerts set-state
+    # 17: a job left running with no build (its build request cancelled, or the master stopped between taking the
+    # job and submitting its build) is failed or queued again by the job service (master/jobs/service.py): the
+    # build request it waits for, how many builds were submitted for it, and the farm's note saying why it was
+    # queued again.
+    """
+    ALTER TABLE jobs ADD COLUMN build_request INTEGER;
+    ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN note TEXT
+    """,
+    # 18: links to where an alert is tracked (a mailing-list thread, a bug), added with `perffarm alerts set-state
     # ID STATE --link URL` (master/alerts/links.py checks them: http(s) only); shown on the alert's page and in
     # the feed. One row per (alert, URL): adding a link twice keeps the first.
     """

@@ -3,6 +3,7 @@
     .venv/bin/python -m tests.benchmarks.chaos                      # 200 commits, 50 faults, seed 1
     .venv/bin/python -m tests.benchmarks.chaos --smoke              # 12 commits, one fault of each kind (<= 3 min)
     .venv/bin/python -m tests.benchmarks.chaos --commits 40 --faults 10 --seed 7 --kinds master,worker
+    .venv/bin/python -m tests.benchmarks.chaos --jobs               # every job fault once (22), seed 1 and 2
 
 A real Buildbot master and worker (tests/harness.py `Farm`, fixture recipe) watch a git repository the suite
 pushes to in batches of 1-5 commits. Every commit's program prints a value unique to it (tests/chaos/truth.py),
@@ -10,10 +11,12 @@ so a stored run's samples say which commit really ran. At chosen points a fault 
 SIGKILL/SIGTERM of the master or the worker (idle, during a bench step, right after a run is stored), the
 results DB held by `BEGIN EXCLUSIVE` in another process (sometimes past sqlite's 30 s busy timeout), the data dir
 (a tmpfs the suite mounts) filled to the last byte, the worker's clone broken, hostile commit text, refs and force
-requests. After each fault the farm is recovered the way an operator would (restart what was killed, free the
-disk), allowed to settle (tests/chaos/settle.py) and the invariants are checked (tests/chaos/invariants.py); new
-violations are attributed to that fault. The end prints the figures and every violation with its evidence, and
-exits 1 when any invariant failed. Choice of faults is reproducible per seed; timing on a shared machine is not.
+requests; jobs (release comparisons and try-jobs) hit in each phase of their run, their build requests cancelled
+(tests/chaos/jobs.py). After each fault the farm is recovered the way an operator would (restart what was killed,
+free the disk), allowed to settle (tests/chaos/settle.py) and the invariants are checked
+(tests/chaos/invariants.py); new violations are attributed to that fault. The end prints the figures and every
+violation with its evidence, and exits 1 when any invariant failed. Choice of faults is reproducible per seed;
+timing on a shared machine is not.
 Must run as root for the disk-full fault (it mounts a tmpfs); without root that kind is reported as skipped.
 docs/reliability.md has the figures.
 """
@@ -38,7 +41,9 @@ from pathlib import Path
 
 from tests.alerts_support import HttpReceiver
 from tests.chaos.faults import KINDS, Fault, Injection, Injector, kill_orphans, random_fault
-from tests.chaos.invariants import Check, Figures, Violation, check
+from tests.chaos.invariants import Check, Figures, JobsView, Violation, check
+from tests.chaos.jobs import JOB_KINDS, job_benches, live_jobs, read_jobs
+from tests.chaos.jobs import combinations as job_combinations
 from tests.chaos.settle import Settled, known_change, settle, wait_outbox
 from tests.chaos.truth import Truth
 from tests.harness import Farm, make_repo
@@ -46,13 +51,16 @@ from tests.harness import Farm, make_repo
 BUILDER = "fixture@local"
 
 # The smoke scenario: 12 commits, one fault of each kind, in an order where each still sees a working farm on a
-# fixed build (the hostile commit text last: on a farm that chokes on it nothing after it would be measured).
+# fixed build (the hostile commit text last: on a farm that chokes on it nothing after it would be measured). Its job
+# fault is the cheapest (a cancelled request: no commit, nothing measured); `--jobs` runs them all.
 SMOKE = (
     Fault("master", "kill", 2, sig="SIGKILL", window="stored"),
     Fault("worker", "kill", 2, sig="SIGTERM", window="bench"),
     Fault("clone", "stale-result", 1, window="idle"),
     Fault("db-lock", "exclusive", 2, seconds=31),
     Fault("disk-full", "ballast", 2, window="bench", seconds=3),
+    # cheap: no commit, nothing measured; the job service must fail the job whose request was cancelled
+    Fault("job", "cancel", 0, job="try"),
     Fault("hostile", "all", 3),
 )
 
@@ -63,6 +71,7 @@ class Options:
     faults: int = 50
     seed: int = 1
     smoke: bool = False
+    jobs: bool = False
     kinds: tuple[str, ...] = KINDS
     work: Path | None = None
     keep: bool = False
@@ -135,6 +144,10 @@ class Session:
     open_keys: set[str] = field(default_factory=set)  # violations of the last check
 
     def check(self) -> Check:
+        ledger = self.injector.jobs.ledger
+        ledger.snapshot(self.farm)
+        benches = job_benches(self.farm) if ledger.jobs else {}
+        jobs = JobsView(ledger.jobs, read_jobs(self.farm), live_jobs(self.farm) or set(), benches)
         result = check(
             self.farm.settings.data_dir,
             self.farm.settings.site_dir,
@@ -143,6 +156,7 @@ class Session:
             self.injector.markers,
             self.receiver,
             lambda sha: known_change(self.farm, sha),
+            jobs,
         )
         self.report.checks += 1
         if any(v.kind == "site" for v in result.violations):
@@ -159,6 +173,13 @@ def plan(opts: Options, rng: random.Random) -> list[Step]:
     order, so every kind is hit about equally often; variants drawn at random). Seeded: same seed, same plan."""
     if opts.smoke:
         return [Step(f.batch, f) for f in SMOKE]
+    if opts.jobs:
+        # every job fault once, a commit with each; the job kinds alternate (seed 2 swaps them: seeds 1 and 2
+        # together hit every fault with both kinds); two plain commits first, a job's two sides
+        return [Step(2)] + [
+            Step(1, Fault("job", variant, 1, sig=sig, window=phase, job=JOB_KINDS[(i + opts.seed) % 2]))
+            for i, (variant, sig, phase) in enumerate(job_combinations())
+        ]
     sizes: list[int] = []
     while sum(sizes) < opts.commits:
         sizes.append(min(rng.randint(1, 5), opts.commits - sum(sizes)))
@@ -471,6 +492,16 @@ def table(report: Report) -> str:
             ),
             ("hostile input that ran or was built", f.hostile_ran),
         ]
+        if f.jobs:
+            rows += [
+                ("jobs queued (releases and try-jobs)", f.jobs),
+                ("jobs that ended right (done, or failed when cancelled)", f.jobs_ended_right),
+                ("jobs lost (queued or submitted, never ended)", f.jobs_lost),
+                ("jobs duplicated (measured again / result replaced)", f.jobs_duplicated),
+                ("jobs hung (running with no build)", f.jobs_hung),
+                ("jobs failed because of a fault", f.jobs_failed),
+                ("jobs with a side's samples not its program's", f.jobs_misattributed),
+            ]
     rows += [
         ("farm stuck (needed a restart to settle)", report.stuck),
         ("processes that exited by themselves", report.died),
@@ -555,7 +586,14 @@ def parse_args(argv: list[str] | None) -> Options:
         action="store_true",
         help="the fixed small scenario `make test` runs: 12 commits, one fault of each kind "
         "(master SIGKILL after a store, worker SIGTERM in bench, broken clone with a stale result, "
-        "DB locked 32 s, disk full, hostile commits, refs and force)",
+        "DB locked 32 s, disk full, a try-job's build request cancelled, hostile commits, refs and force)",
+    )
+    p.add_argument(
+        "--jobs",
+        action="store_true",
+        help="the job scenario: every job fault once (a kill of the master or the worker with SIGKILL and SIGTERM "
+        "in each phase of a job, a cancelled build request, a job left unsubmitted), release and try jobs "
+        "alternating (seed 2 swaps them); --commits and --faults are ignored",
     )
     p.add_argument(
         "--kinds",
@@ -615,6 +653,7 @@ def parse_args(argv: list[str] | None) -> Options:
         faults=a.faults,
         seed=a.seed,
         smoke=a.smoke,
+        jobs=a.jobs,
         kinds=kinds,
         work=a.work,
         keep=a.keep,

@@ -7,7 +7,8 @@ disk, end the lock, nothing else; waiting for the farm to settle and checking th
 
 Windows (when a kill lands): `idle` (nothing building; commits are pushed while the process is down), `bench` (a
 build's bench step is running, found through the REST API), `stored` (a run was just stored and its build has not
-finished: the ingest step is still in detection, alerts, site), `random` (a random delay after the push).
+finished: the ingest step is still in detection, alerts, site), `random` (a random delay after the push). Job
+faults (a job queued, then hit in one phase of its run) are in tests/chaos/jobs.py.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from pathlib import Path
 
 import requests
 
+from tests.chaos.jobs import JOB_KINDS, JobFaults
+from tests.chaos.jobs import combinations as job_combinations
 from tests.chaos.truth import ALL_IN_ONE_SUBJECT, HOSTILE_AUTHORS, HOSTILE_SUBJECTS, Pushed, Truth
 from tests.harness import Farm, wait_until
 
-KINDS = ("master", "worker", "db-lock", "disk-full", "clone", "hostile")
+KINDS = ("master", "worker", "db-lock", "disk-full", "clone", "hostile", "job")
 SIGNALS = {"SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM}
 WINDOWS = ("idle", "bench", "stored", "random")
 CLONE_MODES = ("head", "objects", "corrupt", "no-git", "stale-result")
@@ -44,9 +47,10 @@ class Fault:
     kind: str
     variant: str
     batch: int
-    sig: str = ""  # SIGKILL or SIGTERM (master, worker)
-    window: str = ""  # idle, bench, stored, random (master, worker); idle or during (clone)
+    sig: str = ""  # SIGKILL or SIGTERM (master, worker; a job fault's master or worker)
+    window: str = ""  # idle, bench, stored, random (master, worker); idle or during (clone); a job's phase (job)
     seconds: float = 0.0  # how long the database is locked / the disk stays full
+    job: str = ""  # releases or try (job): the kind of job queued
 
     @property
     def label(self) -> str:
@@ -57,6 +61,8 @@ class Fault:
             parts.append(f"@{self.window}")
         if self.seconds:
             parts.append(f"{self.seconds:.0f}s")
+        if self.job:
+            parts.append(f"({self.job})")
         return " ".join(p for p in parts if p)
 
 
@@ -89,6 +95,9 @@ def random_fault(kind: str, batch: int, rng: random.Random) -> Fault:
         return Fault(kind, rng.choice(CLONE_MODES), batch, window=rng.choice(("idle", "during")))
     if kind == "hostile":
         return Fault(kind, rng.choice(HOSTILE_VARIANTS), batch)
+    if kind == "job":
+        variant, sig, phase = rng.choice(job_combinations())
+        return Fault(kind, variant, batch, sig=sig, window=phase, job=rng.choice(JOB_KINDS))
     raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(KINDS)}")
 
 
@@ -115,6 +124,7 @@ class Injector:
         self.markers = work / "markers"
         self.markers.mkdir(parents=True, exist_ok=True)
         self.n_refs = 0
+        self.jobs = JobFaults(farm, truth, rng, say)
 
     # ---------------------------------------------------------------------------------------- entry
     def inject(self, fault: Fault, step: int) -> Injection:
@@ -126,6 +136,7 @@ class Injector:
             "disk-full": self._disk_full,
             "clone": self._clone,
             "hostile": self._hostile,
+            "job": lambda inj, step: self.jobs.inject(inj, lambda n: self.push(inj, n, step)),
         }[fault.kind]
         handler(inj, step)
         return inj

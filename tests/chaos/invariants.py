@@ -7,7 +7,11 @@ report) and from the suite's ground truth and webhook receiver.
 - no change is alerted twice (two change points or alerts for one change, an idempotency key delivered twice);
 - the published site is a complete render: the `site` symlink points at a finished version, every commit with
   runs has its data file listing those runs, every JSON file parses, no temp version is left behind;
-- no hostile ref or form field ran anything (its marker file does not exist), and none was built.
+- no hostile ref or form field ran anything (its marker file does not exist), and none was built;
+- every job the suite queued ended (none lost: queued or submitted but never ended), none was measured again after
+  it ended or had its stored result replaced (duplicated), none is running with no build (hung), none failed
+  because of a fault (a job whose build request the suite cancelled must fail), and every side's samples are its
+  own program's (tests/chaos/jobs.py).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.chaos.jobs import ExpectedJob, JobRow
 from tests.chaos.truth import Truth, marker_paths
 
 AUTOMATIC = ("poll", "requeue")
@@ -53,7 +58,7 @@ class Run:
 class Violation:
     """One broken invariant; `key` identifies it across checks (to tell new violations from old ones)."""
 
-    kind: str  # lost, gave-up, duplicate, misattributed, failed-run, alert-duplicate, site, hostile-ran
+    kind: str  # lost, gave-up, duplicate, misattributed, failed-run, alert-duplicate, site, hostile-ran, job-*
     key: str
     detail: str
     count: int = 1  # how many the figures count (an idempotency key delivered 3 times: 2 duplicates)
@@ -71,6 +76,13 @@ class Figures:
     alerts_duplicated: int
     site_problems: int
     hostile_ran: int
+    jobs: int = 0  # jobs the suite queued
+    jobs_ended_right: int = 0  # done with every side's own numbers, or failed after the suite cancelled its request
+    jobs_lost: int = 0  # queued or submitted but never ended
+    jobs_duplicated: int = 0  # measured again after it ended, or its stored result replaced
+    jobs_hung: int = 0  # running with no build request after the farm settled
+    jobs_failed: int = 0  # failed because of a fault (not cancelled by the suite)
+    jobs_misattributed: int = 0  # a side's samples are not its own program's
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,7 @@ def check(
     markers_dir: Path,
     receiver: Any | None = None,
     known_change: Callable[[str], bool] | None = None,
+    jobs: JobsView | None = None,
 ) -> Check:
     """All invariants now; call it only once the farm has settled. `known_change(sha)` tells whether Buildbot has a
     change for a commit (evidence for a lost one: without a change the reconciler cannot re-queue it)."""
@@ -197,7 +210,13 @@ def check(
             hostile.append(Violation("hostile-ran", f"hostile-run:{r.id}", f"a hostile ref was built: {r.show()}"))
     out.extend(hostile)
 
+    job_figures: dict[str, int] = {}
+    if jobs is not None:
+        job_violations, job_figures = check_jobs(jobs)
+        out.extend(job_violations)
+
     figures = Figures(
+        **job_figures,
         pushed=len(commits),
         exactly_one=exactly_one,
         lost=lost,
@@ -210,6 +229,74 @@ def check(
         hostile_ran=len(hostile),
     )
     return Check(figures, tuple(out))
+
+
+@dataclass(frozen=True)
+class JobsView:
+    """What check_jobs reads: the jobs the suite queued, their rows, which have a build request not finished, and
+    each job's builds whose job-bench step succeeded (build id, when the step started)."""
+
+    expected: dict[int, ExpectedJob]
+    rows: dict[int, JobRow]
+    live: set[int]
+    benches: dict[int, list[tuple[int, float]]]
+
+
+def check_jobs(view: JobsView) -> tuple[list[Violation], dict[str, int]]:
+    out: list[Violation] = []
+    counts = dict.fromkeys(("ended_right", "lost", "duplicated", "hung", "failed", "misattributed"), 0)
+    for job in sorted(view.expected.values(), key=lambda j: j.id):
+        row = view.rows.get(job.id)
+        what = f"{job.kind} job {job.id} (queued by {job.fault})"
+        if row is None:
+            counts["lost"] += 1
+            out.append(Violation("job-lost", f"job-lost:{job.id}", f"{what}: not in the results DB"))
+            continue
+        if row.state == "queued" or (row.state == "running" and job.id in view.live):
+            counts["lost"] += 1
+            out.append(Violation("job-lost", f"job-lost:{job.id}", f"{what}: still {row.state} after the farm settled"))
+        elif row.state == "running":
+            counts["hung"] += 1
+            out.append(Violation("job-hung", f"job-hung:{job.id}", f"{what}: running with no build request"))
+        duplicated = []
+        if job.first_end is not None and row.end() != job.first_end:
+            duplicated.append(f"its stored result was replaced: first {job.first_end}, now {row.end()}")
+        if row.finished_at is not None:
+            first = job.first_end[2] if job.first_end and job.first_end[2] is not None else row.finished_at
+            again = [b for b, started in view.benches.get(job.id, []) if started > first]
+            if again:
+                duplicated.append(f"measured again after it ended, by build(s) {again}")
+        if duplicated:
+            counts["duplicated"] += 1
+            out.append(Violation("job-duplicate", f"job-dup:{job.id}", f"{what}: " + "; ".join(duplicated)))
+        if row.state == "failed" and not job.cancelled:
+            counts["failed"] += 1
+            out.append(Violation("job-failed", f"job-failed:{job.id}", f"{what}: failed: {row.error}"))
+        wrong = _job_sides_wrong(job, row) if row.state == "done" else []
+        if wrong:
+            counts["misattributed"] += 1
+            out.append(Violation("job-misattributed", f"job-mis:{job.id}", f"{what}: " + "; ".join(wrong)))
+        if not duplicated and not wrong and (row.state == "done" or (row.state == "failed" and job.cancelled)):
+            counts["ended_right"] += 1
+    return out, {"jobs": len(view.expected), **{f"jobs_{k}": n for k, n in counts.items()}}
+
+
+def _job_sides_wrong(job: ExpectedJob, row: JobRow) -> list[str]:
+    doc = json.loads(row.result or "{}")
+    wrong = []
+    for side in doc.get("sides", []):
+        want = job.values.get(side["label"])
+        samples = [
+            s
+            for w in side["workloads"]
+            if w["name"] == WORKLOAD[0]
+            for m in w["metrics"]
+            if m["name"] == WORKLOAD[1]
+            for s in m["samples"]
+        ]
+        if want is None or not samples or any(abs(s - want) > 1e-9 for s in samples):
+            wrong.append(f"side {side['label']} measured {sorted(set(samples))}, its program prints {want}")
+    return wrong
 
 
 def _shas_with_value(truth: Truth, value: float) -> list[str]:

@@ -1,5 +1,6 @@
-"""Wait until the farm has recovered from a fault: processes up, the push seen, the queue drained, and the
-reconciler given time to re-queue what was lost (it re-queues a commit on its second pass without a result).
+"""Wait until the farm has recovered from a fault: processes up, the push seen, the queue drained, no job queued or
+just started, and the reconciler given time to re-queue what was lost (it re-queues a commit on its second pass
+without a result).
 
 The invariants are only meaningful once this holds: a commit that has no run while its build is still queued
 is not lost yet.
@@ -13,9 +14,13 @@ from dataclasses import dataclass, field
 
 from master import launcher
 from master.health import RESTART_STATUS
+from tests.chaos.jobs import read_jobs
 from tests.harness import Farm, wait_until
 
 QUIET_PASSES = 3  # reconcile passes with nothing queued, running or re-queued before the farm counts as settled
+# A job running with no build for this long is not waited for: the invariants report it as hung (the job service
+# fails or re-queues such a job after master.reconcile_grace and two of its 5 s passes).
+JOB_STALE = 60
 POLL_SEEN_TIMEOUT = 30  # seconds for the poller (polling every second) to turn the newest push into a change
 
 
@@ -124,7 +129,8 @@ def _wait_quiet(farm: Farm, deadline: float) -> None:
                 f"request(s) unfinished, {len(passes)} quiet reconcile pass(es)"
             )
         pending, running = farm.pending_requests(), farm.running_builds()
-        if pending is None or running is None or pending or running or not all(farm.alive().values()):
+        busy = pending is None or running is None or pending or running or _jobs_busy(farm)
+        if busy or not all(farm.alive().values()):
             idle_since, passes = None, set()
             if not all(farm.alive().values()):
                 raise TimeoutError("a farm process exited while settling")
@@ -140,6 +146,13 @@ def _wait_quiet(farm: Farm, deadline: float) -> None:
             if len(passes) >= QUIET_PASSES:
                 return
         time.sleep(0.3)
+
+
+def _jobs_busy(farm: Farm) -> bool:
+    """A job is queued, or running and touched in the last JOB_STALE seconds (its build may still be submitted)."""
+    now = time.time()
+    jobs = read_jobs(farm).values()
+    return any(j.state == "queued" or (j.state == "running" and now - j.updated_at < JOB_STALE) for j in jobs)
 
 
 def wait_outbox(farm: Farm, timeout: float = 20) -> bool:

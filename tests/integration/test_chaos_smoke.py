@@ -2,8 +2,9 @@
 
 One run of `python -m tests.benchmarks.chaos --smoke` in this process: 12 commits through a real master and worker
 while one fault of each kind hits (master SIGKILL right after a run is stored, worker SIGTERM in a bench step, a
-broken clone with a stale result beside it, the results DB locked past sqlite's busy timeout, a full disk, hostile
-commit text, refs and force requests). Each test asserts one invariant and prints the evidence when it fails.
+broken clone with a stale result beside it, the results DB locked past sqlite's busy timeout, a full disk, a
+try-job's build request cancelled, hostile commit text, refs and force requests). Each test asserts one invariant
+and prints the evidence when it fails.
 """
 
 from __future__ import annotations
@@ -71,6 +72,13 @@ def test_the_site_is_consistent_after_every_fault(report: Report) -> None:
         if v["kind"] == "site"
     ]
     assert report.site_inconsistent_checks == 0, "\n".join(seen)
+
+
+def test_no_job_is_lost_duplicated_hung_or_failed_by_a_fault(report: Report) -> None:
+    f = report.figures
+    assert f["jobs"] >= 1 and f["jobs_ended_right"] == f["jobs"], _evidence(
+        report, "job-lost", "job-duplicate", "job-hung", "job-failed", "job-misattributed"
+    )
 
 
 def test_hostile_input_runs_nothing(report: Report) -> None:

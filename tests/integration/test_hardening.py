@@ -3,7 +3,9 @@
 - a "branch" that is an option to `git fetch` (from the force form, and from a ref in the watched repository)
   never runs anything on the worker;
 - a build whose checkout failed never stores the previous build's result under its commit;
-- a master killed after a result is stored but before its build finished does not store it twice.
+- a master killed after a result is stored but before its build finished does not store it twice;
+- each web form (force, try, bisect) queues builds only on its own builders, whatever builderid the REST call
+  names (issue #26 item 9).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sqlite3
 import time
 
 import pytest
+import requests
 
 from tests.harness import Farm, make_repo, wait_until
 
@@ -169,3 +172,60 @@ def test_a_master_killed_after_storing_a_result_does_not_store_it_twice(farm):
         if b["buildid"] != runs[0]["build_id"] and "stored already" in farm.step_log(b["buildid"], "ingest", "ingest")
     ]
     assert retried, "the retried build should have found its result stored"
+
+
+def test_each_form_queues_builds_only_on_its_own_builders(tmp_path):
+    repo = make_repo(tmp_path / "repo", first_value=1111)
+    farm = Farm(tmp_path / "data", str(repo.path), env={"PERFFARM_MASTER_WEB_USERS": "alice"})  # the try form too
+    secret = farm.settings.secrets_dir / "web-user-alice"
+    secret.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    secret.write_text("correct horse\n")
+    secret.chmod(0o600)
+    farm.start()
+    try:
+        base = f"http://127.0.0.1:{farm.settings.web_port}"
+        alice = requests.Session()
+        assert alice.get(f"{base}/auth/login", auth=("alice", "correct horse"), timeout=10).status_code == 200
+        head = repo.head()
+        commit = {"branch": "master", "revision": head, "reason": "x", "perffarm_options": "", "project": "perffarm"}
+        patch = "--- a/perffarm_bench.c\n+++ b/perffarm_bench.c\n@@ -1 +1 @@\n-x\n+y\n"
+        try_form = {"base": "master", "patch": patch, "measure_on": "jobs-fixture@local", "options": ""}
+        bisect_form = {"good": head, "bad": head, "workload": "loop", "branch": "master", "measure_on": BUILDER}
+
+        def force(scheduler: str, builder: str, params: dict) -> requests.Response:
+            builderid = farm.api(f"builders/{builder}")["builders"][0]["builderid"]
+            return alice.post(
+                f"{base}/api/v2/forceschedulers/{scheduler}",
+                json={"jsonrpc": "2.0", "method": "force", "id": 1, "params": {"builderid": builderid, **params}},
+                timeout=10,
+            )
+
+        for scheduler, builder, params in (
+            ("force", "jobs-fixture@local", commit),  # the job step would refuse it, after a build request existed
+            ("force", "try-request", commit),
+            ("force", "bisect-request", commit),
+            ("try", BUILDER, try_form),
+            ("try", "jobs-fixture@local", try_form),
+            ("bisect-form", "jobs-fixture@local", bisect_form),
+        ):
+            r = force(scheduler, builder, params)
+            error = r.json().get("error", {})
+            assert r.status_code == 400 and f"builder {builder!r} is not one of" in str(error.get("message")), (
+                scheduler,
+                builder,
+                r.status_code,
+                r.text,
+            )
+        r = alice.post(
+            f"{base}/api/v2/forceschedulers/force",
+            json={"jsonrpc": "2.0", "method": "force", "id": 1, "params": {"builderid": "x", **commit}},
+            timeout=10,
+        )
+        assert r.status_code == 400 and "builderid" in r.text, r.text
+        assert (farm.api("buildrequests") or {}).get("buildrequests") == [], "a refused form call queued a build"
+        # the form's own builder still works
+        assert "result" in force("force", BUILDER, commit).json()
+        requests_now = wait_until(lambda: (farm.api("buildrequests") or {}).get("buildrequests"), 30, "the request")
+        assert [r["builderid"] for r in requests_now] == [farm.api(f"builders/{BUILDER}")["builders"][0]["builderid"]]
+    finally:
+        farm.stop()

@@ -183,3 +183,140 @@ def test_no_result_file_fails_the_job_and_says_what_to_do(conn, settings, tmp_pa
     job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
     outcome = ingest.ingest_file(settings, tmp_path / "missing.json", job_id, None, "")
     assert outcome.state == "failed" and "queue the job again" in outcome.message
+
+
+def test_a_job_is_stored_once_a_second_result_never_replaces_the_first(conn, settings, tmp_path):
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    first = ingest_doc(settings, tmp_path, job_id, result_for(core.get(conn, job_id)))
+    assert first.state == "done", first.message
+    stored = core.get(conn, job_id)
+    # the same job measured again (a build Buildbot retried after the master was killed mid-ingest): other numbers,
+    # another build; and a failing one
+    again = result_for(stored)
+    again["sides"][1]["workloads"][0]["metrics"][0]["samples"] = [1.0, 1.0, 1.0]
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(again))
+    second = ingest.ingest_file(settings, path, job_id, 13, "http://x/#/builders/1/builds/13")
+    assert second.state == "done" and f"job {job_id} ended already (done, build 12)" in second.message
+    assert (tmp_path / "rejected" / "job.json").exists()  # kept, not stored
+    failing = ingest.ingest_file(settings, tmp_path / "missing.json", job_id, 14, "u")
+    assert failing.state == "done" and "not measured again" in failing.message
+    assert core.get(conn, job_id) == stored
+
+
+def test_a_running_job_is_acted_on_only_after_two_passes_without_a_request_and_the_grace():
+    # pass 1: job 1 has a request, job 2 has none (first seen now), job 3 was seen without one 10 s ago
+    act, seen = core.stalled_jobs([1, 2, 3], alive={1}, seen={3: 90.0}, now=100.0, grace=5)
+    assert act == [3] and seen == {2: 100.0, 3: 90.0}
+    # pass 2, 2 s later: job 2 is still inside the grace; a job whose request appeared meanwhile is forgotten
+    act, seen = core.stalled_jobs([1, 2], alive={1}, seen=seen, now=102.0, grace=5)
+    assert act == [] and seen == {2: 100.0}
+    act, seen = core.stalled_jobs([1, 2], alive={1, 2}, seen=seen, now=106.0, grace=5)
+    assert act == [] and seen == {}
+
+
+def test_a_cancelled_request_fails_the_job_a_lost_build_queues_it_again_up_to_max_attempts(conn):
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    with store.transaction(conn):
+        assert store.jobs.mark_running(conn, job_id, 2.0)
+        store.jobs.set_request(conn, job_id, 7)
+    job = core.get(conn, job_id)
+    assert (job.attempts, job.build_request) == (1, 7)
+    cancelled = core.why_stalled(job, 7, [], max_attempts=3)
+    assert not cancelled.requeue and "build request 7 was cancelled before a build started" in cancelled.reason
+    assert "perffarm releases" in cancelled.reason
+    never = core.why_stalled(job, None, [], max_attempts=3)
+    assert never.requeue and "never submitted" in never.reason
+    ended = core.why_stalled(job, 7, [(4, "cancelled")], max_attempts=3)
+    assert ended.requeue and "its build 4 ended (cancelled)" in ended.reason
+    with store.transaction(conn):
+        assert store.jobs.requeue(conn, job_id, 3.0, note=never.reason)
+        for _ in range(3):
+            assert store.jobs.mark_running(conn, job_id, 4.0)
+            assert store.jobs.requeue(conn, job_id, 5.0)
+        assert store.jobs.mark_running(conn, job_id, 6.0)
+    job = core.get(conn, job_id)
+    assert (job.state, job.attempts, job.build_request, job.note) == ("running", 5, None, never.reason)
+    gave_up = core.why_stalled(job, None, [], max_attempts=3)
+    assert not gave_up.requeue and "given up after 5 builds" in gave_up.reason
+
+
+def test_a_build_stopped_without_a_result_queues_the_job_again_on_shutdown_and_fails_it_on_a_stop(
+    conn, settings, tmp_path
+):
+    shutdown = ingest.Stopped("queued again by the farm: its build 3 was cancelled by the master's shutdown", True)
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, job_id, 2.0)
+    outcome = ingest.ingest_file(settings, tmp_path / "missing.json", job_id, 3, "u", shutdown)
+    assert outcome.state == "queued"
+    job = core.get(conn, job_id)
+    assert (job.state, job.error, job.note) == ("queued", None, shutdown.reason)
+    # an upload the shutdown cut short: queued again too
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, job_id, 4.0)
+    (tmp_path / "cut.json").write_text('{"schema": "perffarm-job-re')
+    assert ingest.ingest_file(settings, tmp_path / "cut.json", job_id, 4, "u", shutdown).state == "queued"
+    # a whole result uploaded before the shutdown is stored
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, job_id, 5.0)
+    assert ingest_doc_stopped(settings, tmp_path, job_id, result_for(job), shutdown).state == "done"
+    # someone's Stop button: the job fails with the reason
+    other = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, other, 2.0)
+    stop = ingest.Stopped("its build 5 was stopped before the job ended (not wanted)", False)
+    outcome = ingest.ingest_file(settings, tmp_path / "missing.json", other, 5, "u", stop)
+    assert outcome.state == "failed" and core.get(conn, other).error == stop.reason
+
+
+def ingest_doc_stopped(settings, tmp_path, job_id, doc, stopped):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(doc))
+    return ingest.ingest_file(settings, path, job_id, 12, "u", stopped)
+
+
+def test_a_stopped_builds_stale_file_of_another_job_never_fails_the_job(conn, settings, tmp_path):
+    # the master's shutdown stopped the build before the previous job's job.json was removed on the worker
+    previous = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    with store.transaction(conn):
+        store.jobs.mark_running(conn, job_id, 2.0)
+    stale = result_for(core.get(conn, previous))
+    shutdown = ingest.Stopped("queued again by the farm: its build 9 was cancelled by the master's shutdown", True)
+    assert ingest_doc_stopped(settings, tmp_path, job_id, stale, shutdown).state == "queued"
+    assert core.get(conn, job_id).state == "queued" and (tmp_path / "rejected" / "job.json").exists()
+
+
+def test_a_job_result_naming_another_workers_machine_is_refused_and_counted(conn, settings, tmp_path):
+    """Issue #26 item 3 for jobs: a job's sides land in the machine's job pages, so the machine a job result names
+    must be bound to the worker that uploaded it, as for a commit's result."""
+    from tests.unit.test_result_schema import FINGERPRINT, MACHINE_ID
+
+    def upload(worker, fingerprint=FINGERPRINT, machine_id=MACHINE_ID):
+        job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+        doc = result_for(core.get(conn, job_id))
+        doc["machine"] = {"id": machine_id, "fingerprint": dict(fingerprint)}
+        path = tmp_path / "job.json"
+        path.write_text(json.dumps(doc))
+        return job_id, ingest.ingest_file(settings, path, job_id, 12, "u", None, worker)
+
+    first, outcome = upload("local")
+    assert outcome.state == "done", outcome.message
+    assert store.machines.binding(conn, MACHINE_ID).worker == "local"  # the first upload binds the machine
+
+    forged, outcome = upload("w2")  # another host claims local's machine
+    assert outcome.state == "failed"
+    assert "bound to worker 'local'" in outcome.message and "'w2'" in outcome.message, outcome.message
+    job = core.get(conn, forged)
+    assert job.state == "failed" and job.result is None and job.machine_id is None
+    assert (tmp_path / "rejected" / "job.json").exists()
+
+    other_cpu = dict(FINGERPRINT, cpu_model="Forged CPU 9000")  # local's id, another machine's fingerprint
+    _, outcome = upload("local", other_cpu)
+    assert outcome.state == "failed" and "fingerprint" in outcome.message, outcome.message
+    assert [(r.worker, r.bound_worker, r.attempts) for r in store.machines.refusals(conn)] == [
+        ("local", None, 1),
+        ("w2", "local", 1),
+    ]
+    assert core.get(conn, first).state == "done"  # what was stored stays

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from master.publish import model, publish_all, publish_bisections, publish_incre
 from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, float_column, int_column, join_columns, js_call, literal_column, render
 from master.publish.views import RatioView
-from master.publish.writer import PublishError, SiteWriter
+from master.publish.writer import PublishError, SiteWriter, wait_for_cleanup
 from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, copy_farm, settings_for
 from tests.unit.test_result_schema import MACHINE_ID as M
 
@@ -695,3 +696,24 @@ def test_the_column_texts_equal_the_encoders_output(farm, tmp_path, monkeypatch)
     a, b = files(tmp_path / "fast"), files(tmp_path / "slow")
     assert sorted(a) == sorted(b) and fast.files_written == slow.files_written
     assert [k for k in a if not filecmp.cmp(a[k], b[k], shallow=False)] == []
+
+
+def test_a_temp_version_of_a_killed_publish_is_pruned_at_the_next_publish(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    versions = tmp_path / ".site.versions"
+    # a publish killed with kill -9 halfway (the chaos suite's master kill in ingest-job did it): a real process
+    # that has ended, its pid in the temp version's name as SiteWriter names it
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    killed = versions / f"v{time.time_ns():020d}-{gone.pid}.tmp"
+    (killed / "data").mkdir(parents=True)
+    (killed / "data" / "half.js").write_text("perffarm.commit(")
+    spill = versions / f"{killed.name.removesuffix('.tmp')}-spill.tmp"
+    spill.mkdir()
+    alive = versions / f"v{time.time_ns():020d}-{os.getpid()}.tmp"  # a publish still running (this process)
+    alive.mkdir()
+    publish_all(farm.settings, out, now=NOW + 1)
+    wait_for_cleanup()
+    assert not killed.exists() and not spill.exists()
+    assert alive.exists()  # never another running publish's
