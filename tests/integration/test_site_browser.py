@@ -101,6 +101,8 @@ def test_every_page_loads_without_errors(site, browser, artifacts_dir, scheme):
         "releases.html",
         "archaeology.html",
         "compare.html",
+        "search.html",
+        "search.html?q=pgbench",
         "alerts.html",
         "health.html",
         *sorted(str(x.relative_to(out)) for x in out.glob("overview/*.html")),

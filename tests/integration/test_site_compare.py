@@ -235,3 +235,34 @@ def test_dark_mode_follows_the_systems_setting(site, browser, artifacts_dir):  #
         page.close()
     assert colours["light"] == ["rgb(255, 255, 255)", "rgb(29, 29, 31)"]
     assert colours["dark"] == ["rgb(22, 24, 27)", "rgb(230, 230, 230)"]
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_search_box_finds_series_tags_and_commits(site, browser, artifacts_dir, scheme):  # noqa: F811
+    shas, out, _ = site
+    p = Page(browser, base_url(site, scheme))
+    page = p.open("compare.html")
+    page.fill("header.top input[name=q]", "pgbench ro")  # every word must match
+    page.press("header.top input[name=q]", "Enter")
+    page.wait_for_url(re.compile(r".*/search\.html\?q=pgbench\+ro$"))
+    page.wait_for_selector("body[data-ready='1']")
+    labels = page.evaluate("() => [...document.querySelectorAll('#series tbody a')].map(a => a.textContent)")
+    assert labels == ["pgbench-ro-c1 · tps", "pgbench-ro-c8 · tps"]
+    assert page.input_value("header.top input[name=q]") == "pgbench ro"
+    page.click("#series tbody a >> nth=0")
+    page.wait_for_selector("#chart[data-ready='1']")
+    assert urlsplit(page.url).path.endswith(f"series/{series_id(out, 'pgbench-ro-c1')}.html")
+
+    page = p.open("search.html?q=REL_1")  # a tag, linked to its commit
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.locator("#commits a").all_inner_texts() == [BASE_TAG]
+    assert page.get_attribute("#commits a", "href") == f"commit.html?c={shas[0]}"
+    page = p.open(f"search.html?q={shas[1]}")  # a full sha
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.locator("#commits a").all_inner_texts() == [shas[1]]
+    page = p.open("search.html?q=onerror")  # a hostile workload name is found and shown as text
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.locator("#series tbody a").all_inner_texts() == [HOSTILE + " · tps"]
+    assert page.locator("main img").count() == 0
+    p.shot(artifacts_dir, f"search-{scheme}")
+    assert p.errors == [] and p.dialogs == []
