@@ -213,7 +213,21 @@
       var span = Math.min(Math.max(b - a, 4), full1 - full0);
       if (a < full0) a = full0;
       if (a + span > full1) a = full1 - span;
-      x0 = a; x1 = a + span; draw();
+      x0 = a; x1 = a + span; draw(); remember();
+    }
+    // the zoom is in the address (?from=&to=, branch positions), so a zoomed chart is a link; written once the
+    // view rests (a wheel turn is many steps, and browsers throttle history updates)
+    var urlTimer = null;
+    function remember() {
+      clearTimeout(urlTimer);
+      urlTimer = setTimeout(function () {
+        var p = new URLSearchParams(location.search);
+        if (x0 <= full0 && x1 >= full1) { p.delete("from"); p.delete("to"); }
+        else { p.set("from", String(Math.round(x0 * 100) / 100)); p.set("to", String(Math.round(x1 * 100) / 100)); }
+        var q = p.toString();
+        history.replaceState(null, "", q ? "?" + q : location.pathname);
+        canvas.dataset.url = q;
+      }, 150);
     }
     function zoom(f, at) { setView(at - (at - x0) * f, at + (x1 - at) * f); }
     canvas.addEventListener("wheel", function (e) {
@@ -222,6 +236,18 @@
       zoom(e.deltaY > 0 ? 1.25 : 0.8, px(e.clientX - r.left));
     }, { passive: false });
     canvas.addEventListener("dblclick", function () { setView(full0, full1); });
+    // keyboard: + and - zoom, the arrows pan a tenth of the view, 0 or Home shows everything
+    canvas.tabIndex = 0;
+    canvas.addEventListener("keydown", function (e) {
+      var span = x1 - x0, mid = (x0 + x1) / 2;
+      if (e.key === "+" || e.key === "=") zoom(0.5, mid);
+      else if (e.key === "-") zoom(2, mid);
+      else if (e.key === "ArrowLeft") setView(x0 - span / 10, x1 - span / 10);
+      else if (e.key === "ArrowRight") setView(x0 + span / 10, x1 + span / 10);
+      else if (e.key === "0" || e.key === "Home") setView(full0, full1);
+      else return;
+      e.preventDefault();
+    });
     document.querySelectorAll("[data-zoom]").forEach(function (btn) {
       btn.addEventListener("click", function () {
         var k = btn.getAttribute("data-zoom"), mid = (x0 + x1) / 2;
@@ -275,8 +301,12 @@
     pf.chart = { clientXOf: function (p) { return canvas.getBoundingClientRect().left + sx(p); },
                  clientYOf: function (i) { return canvas.getBoundingClientRect().top + sy(med[i]); },
                  positions: pos, medians: med, setView: setView,
-                 yTicks: function () { return yTicks.values.slice(); } };
-    size(); draw(); renderPage();
+                 yTicks: function () { return yTicks.values.slice(); },
+                 view: function () { return [x0, x1]; } };
+    size();
+    var asked = new URLSearchParams(location.search), from = parseFloat(asked.get("from")), to = parseFloat(asked.get("to"));
+    if (isFinite(from) && isFinite(to) && to > from) { x0 = Math.max(full0, from); x1 = Math.min(full1, to); }
+    draw(); renderPage();
     // for tests and tests/benchmarks/site_figures.py: when the chart and table became usable (ms since navigation)
     canvas.dataset.interactiveMs = String(Math.round(performance.now()));
   }

@@ -37,6 +37,9 @@
     d.tags.forEach(function (t) { facts.appendChild(document.createTextNode(" · ")); facts.appendChild(el("span", t, "tagname")); });
     var parent = (d.parents || [])[0];
     if (parent && /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(parent)) {  // every series of the commit against its parent's
+      var up = el("a", parent.slice(0, 12), "sha parent");
+      up.href = "commit.html?c=" + parent;
+      facts.appendChild(document.createTextNode(" · parent ")); facts.appendChild(up);
       var cmp = el("a", "compare with parent", "compare-parent");
       cmp.href = "compare.html?base=" + parent + "&new=" + sha;
       facts.appendChild(document.createTextNode(" · ")); facts.appendChild(cmp);

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -156,6 +157,34 @@ def test_chart_renders_and_hover_shows_the_commit(site, browser, artifacts_dir):
     page.wait_for_selector("td.samples")
     assert re.search(r"\d", page.inner_text("td.samples"))
     assert p.errors == [] and p.dialogs == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_charts_zoom_is_in_the_url_and_the_keyboard_drives_it(site, browser, artifacts_dir, scheme):
+    _, out, _ = site
+    refs = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
+    sid = next(s for s, v in refs["series"].items() if v["label"].startswith("pgbench"))
+    p = Page(browser, dict(bases(site))[scheme])
+    rel = f"series/{sid}.html"
+    page = p.open(rel)
+    page.wait_for_selector("#chart[data-ready='1']")
+    full = page.evaluate("() => perffarm.chart.view()")
+    page.focus("#chart")
+    page.keyboard.press("+")
+    page.wait_for_selector("#chart[data-url]")
+    zoomed = page.evaluate("() => perffarm.chart.view()")
+    assert zoomed[1] - zoomed[0] < full[1] - full[0]
+    query = parse_qs(urlsplit(page.url).query)
+    assert [float(query["from"][0]), float(query["to"][0])] == pytest.approx(zoomed, abs=0.006)
+    again = Page(browser, "")
+    view = again.open(page.url)  # the link opens the same zoom
+    view.wait_for_selector("#chart[data-ready='1']")
+    assert view.evaluate("() => perffarm.chart.view()") == pytest.approx(zoomed, abs=0.006)
+    view.focus("#chart")
+    view.keyboard.press("0")  # everything again: the address loses from/to
+    view.wait_for_function("() => !location.search")
+    assert view.evaluate("() => perffarm.chart.view()") == pytest.approx(full)
+    assert p.errors == [] and again.errors == []
 
 
 def test_compare_page_computes_the_ratio_from_the_published_data(site, browser, artifacts_dir):

@@ -266,3 +266,15 @@ def test_the_search_box_finds_series_tags_and_commits(site, browser, artifacts_d
     assert page.locator("main img").count() == 0
     p.shot(artifacts_dir, f"search-{scheme}")
     assert p.errors == [] and p.dialogs == []
+
+
+def test_a_commit_page_links_its_parent(site, browser, artifacts_dir):  # noqa: F811
+    shas, _, _ = site
+    p = Page(browser, base_url(site, "http"))
+    page = p.open(f"commit.html?c={shas[2]}")
+    page.wait_for_selector("body[data-ready='1']")
+    page.click("a.parent")
+    page.wait_for_url(re.compile(f".*c={shas[1]}$"))
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.locator("#facts .sha").first.inner_text() == shas[1]
+    assert p.errors == [] and p.dialogs == []
