@@ -81,7 +81,8 @@
     function bsearch(x) { var a = 0, b = N; while (a < b) { var m = (a + b) >> 1; if (pos[m] < x) a = m + 1; else b = m; } return a; }
     function sx(p) { return ML + (p - x0) / (x1 - x0) * (W - ML - MR); }
     function px(cx) { return x0 + (cx - ML) / (W - ML - MR) * (x1 - x0); }
-    var y0 = 0, y1 = 1, yTicks = null;
+    var y0 = 0, y1 = 1, yTicks = null, xLabels = [], axis = "position", pending = false;
+    function redrawSoon() { if (!pending) { pending = true; setTimeout(function () { pending = false; draw(); }, 0); } }
     function sy(v) { return MT + (1 - (v - y0) / (y1 - y0)) * (H - MT - MB); }
 
     function draw() {
@@ -105,7 +106,17 @@
       });
       ctx.textAlign = "center";
       var xt = ticks(x0, x1, 6);  // branch positions: whole numbers only
-      xt.values.forEach(function (p) { if (p === Math.round(p)) ctx.fillText(String(p), sx(p), H - 8); });
+      xLabels = [];
+      xt.values.forEach(function (p) {
+        if (p !== Math.round(p)) return;
+        var text = String(p);
+        if (axis === "date") {  // the commit's date at that position, once its commit facts are loaded
+          var k = Math.floor(p / chunk), row = store.commits[k] && store.commits[k][p - k * chunk];
+          if (row) text = day(row[3]);
+          else { text = ""; commitAt(p, redrawSoon); }
+        }
+        if (text) { ctx.fillText(text, sx(p), H - 8); xLabels.push(text); }
+      });
       ctx.save();
       ctx.beginPath(); ctx.rect(ML, MT, W - ML - MR, H - MT - MB); ctx.clip();
       // markers
@@ -222,6 +233,7 @@
       clearTimeout(urlTimer);
       urlTimer = setTimeout(function () {
         var p = new URLSearchParams(location.search);
+        if (axis === "date") p.set("axis", "date"); else p.delete("axis");
         if (x0 <= full0 && x1 >= full1) { p.delete("from"); p.delete("to"); }
         else { p.set("from", String(Math.round(x0 * 100) / 100)); p.set("to", String(Math.round(x1 * 100) / 100)); }
         var q = p.toString();
@@ -302,9 +314,16 @@
                  clientYOf: function (i) { return canvas.getBoundingClientRect().top + sy(med[i]); },
                  positions: pos, medians: med, setView: setView,
                  yTicks: function () { return yTicks.values.slice(); },
-                 view: function () { return [x0, x1]; } };
+                 view: function () { return [x0, x1]; }, xLabels: function () { return xLabels.slice(); } };
+    // the x axis: branch positions, or the commits' dates at those positions (?axis=date)
+    var axisBtn = document.querySelector("[data-axis]");
+    function showAxis() { if (axisBtn) axisBtn.textContent = axis === "date" ? "Positions on the axis" : "Dates on the axis"; }
+    if (axisBtn) axisBtn.addEventListener("click", function () { axis = axis === "date" ? "position" : "date"; showAxis(); draw(); remember(); });
     size();
-    var asked = new URLSearchParams(location.search), from = parseFloat(asked.get("from")), to = parseFloat(asked.get("to"));
+    var asked = new URLSearchParams(location.search);
+    if (asked.get("axis") === "date") axis = "date";
+    showAxis();
+    var from = parseFloat(asked.get("from")), to = parseFloat(asked.get("to"));
     if (isFinite(from) && isFinite(to) && to > from) { x0 = Math.max(full0, from); x1 = Math.min(full1, to); }
     draw(); renderPage();
     // for tests and tests/benchmarks/site_figures.py: when the chart and table became usable (ms since navigation)

@@ -187,6 +187,29 @@ def test_the_charts_zoom_is_in_the_url_and_the_keyboard_drives_it(site, browser,
     assert p.errors == [] and again.errors == []
 
 
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_chart_shows_commit_dates_on_its_axis_on_request(site, browser, artifacts_dir, scheme):
+    _, out, _ = site
+    refs = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
+    sid = next(s for s, v in refs["series"].items() if v["label"].startswith("pgbench"))
+    p = Page(browser, dict(bases(site))[scheme])
+    page = p.open(f"series/{sid}.html")
+    page.wait_for_selector("#chart[data-ready='1']")
+    assert all(re.fullmatch(r"\d+", x) for x in page.evaluate("() => perffarm.chart.xLabels()"))
+    page.click("[data-axis]")
+    page.wait_for_function("() => perffarm.chart.xLabels().length > 2 && perffarm.chart.xLabels()[0].includes('-')")
+    dates = page.evaluate("() => perffarm.chart.xLabels()")
+    assert all(re.fullmatch(r"20\d\d-\d\d-\d\d", x) for x in dates), dates
+    page.wait_for_selector("#chart[data-url]")
+    assert parse_qs(urlsplit(page.url).query) == {"axis": ["date"]}
+    p.shot(artifacts_dir, f"chart-dates-{scheme}")
+    again = Page(browser, "")
+    view = again.open(page.url)  # the link keeps the axis
+    view.wait_for_function("() => perffarm.chart.xLabels().length > 2 && perffarm.chart.xLabels()[0].includes('-')")
+    assert view.inner_text("[data-axis]") == "Positions on the axis"
+    assert p.errors == [] and again.errors == []
+
+
 def test_compare_page_computes_the_ratio_from_the_published_data(site, browser, artifacts_dir):
     farm, out, url = site
     head = farm.shas[-1]
