@@ -22,6 +22,7 @@ from master import cliargs, store
 from master.alerts import delivery, lifecycle
 from master.alerts.config import AlertConfigError, AlertSettings
 from master.alerts.kinds import build_senders
+from master.alerts.links import LinkError
 from master.alerts.sync import AlertNotFound, alert_view, resolve, set_state, sync
 from master.textsafe import visible as v
 
@@ -66,6 +67,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         if name == "set-state":
             s.add_argument("state")
         s.add_argument("--note", help="why (kept in the alert's history)")
+        s.add_argument(
+            "--link",
+            action="append",
+            default=[],
+            metavar="URL",
+            help="where the alert is tracked (a thread, a bug: an http(s) URL), shown on its page and in the feed; "
+            "repeat for several",
+        )
         s.add_argument("--by", default=None, help="who (default: the current user)")
     s = add(
         "channels",
@@ -134,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     except (AlertNotFound, FileNotFoundError) as e:
         print(f"perffarm alerts: {v(e)}", file=sys.stderr)
         return EXIT_MISSING
-    except (lifecycle.LifecycleError, AlertConfigError) as e:
+    except (lifecycle.LifecycleError, AlertConfigError, LinkError) as e:
         print(f"perffarm alerts: {v(e)}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -162,8 +171,8 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_OK
         by = args.by or getpass.getuser()
         state = "acknowledged" if cmd == "ack" else args.state
-        old, new = set_state(conn, args.alert_id, state, by=by, note=args.note)
-        print(f"{v(resolve(conn, args.alert_id))}: {v(old)} -> {v(new)}")
+        old, new = set_state(conn, args.alert_id, state, by=by, note=args.note, links=args.link)
+        print(f"{v(resolve(conn, args.alert_id))}: {v(old)} -> {v(new)}" + "".join(f"; link {v(u)}" for u in args.link))
         return EXIT_OK
     finally:
         conn.close()
@@ -212,11 +221,13 @@ def _show(conn, args: argparse.Namespace) -> int:
     out = store.alerts.outbox_for_alert(conn, aid)
     a = store.alerts.alert(conn, aid)
     assert a is not None  # resolved above
+    links = store.alerts.links(conn, aid).get(aid, [])
     if args.format == "json":
         doc: dict[str, Any] = {
             "alert": dataclasses.asdict(a),
             "lines": [x.__dict__ for x in view.lines],
             "history": [dataclasses.asdict(h) for h in hist],
+            "links": [dataclasses.asdict(k) for k in links],
             "deliveries": [{k: getattr(o, k) for k in DELIVERY_FIELDS} for o in out],
         }
         print(json.dumps(doc, indent=1, sort_keys=True, default=str))
@@ -232,6 +243,8 @@ def _show(conn, args: argparse.Namespace) -> int:
     who = view.culprit or view.commit
     if who:
         print(f"commit    {v(who.sha)} {json.dumps(who.subject)} by {json.dumps(who.author)}")
+    for k in links:
+        print(f"link      {v(k.url)} (by {v(k.added_by)}, {_when(k.added_at)})")
     for x in view.lines:
         ci = f" [{x.ci_low:.3f}, {x.ci_high:.3f}]" if x.ci_low is not None and x.ci_high is not None else ""
         print(

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from master import store
 from master.alerts import grouping, kinds, lifecycle, messages, rules
 from master.alerts.config import AlertSettings
+from master.alerts.links import check_link
 from master.detect.model import Direction
 from master.detect.rqps import Bands, colour
 from master.store.alerts import AlertLine
@@ -356,11 +358,20 @@ def resolve(conn: sqlite3.Connection, alert_id: str) -> str:
 
 
 def set_state(
-    conn: sqlite3.Connection, alert_id: str, state: str, *, by: str, note: str | None = None, now: float | None = None
+    conn: sqlite3.Connection,
+    alert_id: str,
+    state: str,
+    *,
+    by: str,
+    note: str | None = None,
+    now: float | None = None,
+    links: Sequence[str] = (),
 ) -> tuple[str, str]:
-    """Triage by hand (ack, set-state); returns (old, new). A triaged alert's unsent messages are dropped."""
+    """Triage by hand (ack, set-state); returns (old, new). A triaged alert's unsent messages are dropped. `links`
+    (where the alert is tracked: a thread, a bug) are checked first (LinkError: nothing is changed), then kept."""
     now = time.time() if now is None else now
     wanted = lifecycle.parse_state(state)
+    checked = [check_link(url) for url in links]
     with store.transaction(conn):
         aid = resolve(conn, alert_id)
         a = store.alerts.alert(conn, aid)
@@ -372,6 +383,8 @@ def set_state(
             conn, aid, {"state": new, "state_changed_at": now, "state_by": by, "state_note": note}
         )
         store.alerts.add_history(conn, aid, a.state, new, by, note, now)
+        for url in checked:
+            store.alerts.add_link(conn, aid, url, by, now)
         if lifecycle.is_triaged(new):
             store.alerts.cancel_unsent(conn, aid)
     return a.state, new

@@ -86,6 +86,7 @@ class Context:
             lambda r, d: cache._ratio(r, None, None, d).colour,
             source.bisection_explanations(conn, bisections.values()),
             source.bisection_counters(conn, bisections.values()),
+            source.alert_links(conn),
         )
         # per series: ratio of each point vs the previous point, aligned with points (None for the first)
         self.table: model.Table | None = None

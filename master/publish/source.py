@@ -79,7 +79,7 @@ def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict
     """Commit facts; subject and author with control and bidi characters shown as escapes (textsafe), so they
     can neither reorder a page nor hide in it, whichever template or script shows them."""
     return {
-        sha: Commit(sha, visible(c.subject), visible(c.author), c.authored_at)
+        sha: Commit(sha, visible(c.subject), visible(c.author), c.authored_at, c.parents)
         for sha, c in store.commits.commits(conn, shas).items()
     }
 
@@ -219,6 +219,11 @@ def alert_history(conn: sqlite3.Connection) -> dict[str, list[HistoryEntry]]:
     if not has_table(conn, "alert_history"):
         return {}
     return store.alerts.histories(conn)
+
+
+def alert_links(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """alert id -> the URLs where it is tracked, oldest first."""
+    return {aid: [k.url for k in ks] for aid, ks in store.alerts.links(conn).items()}
 
 
 def alert_deliveries(conn: sqlite3.Connection) -> dict[str, list[Delivery]]:

@@ -311,6 +311,7 @@ class AlertPage:
     history: tuple[HistoryView, ...]
     deliveries: tuple[DeliveryView, ...]
     bisections: tuple[BisectionView, ...]
+    links: tuple[str, ...] = ()  # where it is tracked (a thread, a bug): http(s) URLs, checked when stored
 
     @property
     def is_open(self) -> bool:
@@ -365,6 +366,7 @@ def alert_views(
     colour_of: Any,
     explained: Mapping[int, Any] | None = None,
     counters: Mapping[int, Any] | None = None,
+    links: Mapping[str, Sequence[str]] | None = None,
 ) -> list[AlertPage]:
     """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
     by_alert: dict[str, list[Any]] = {}
@@ -442,9 +444,15 @@ def alert_views(
                     for d in deliveries.get(aid, [])
                 ),
                 tuple(sorted(bv, key=lambda b: b.id)),
+                tuple(u for u in (links or {}).get(aid, ()) if _web_url(u)),
             )
         )
     return out
+
+
+def _web_url(url: str) -> bool:
+    """Only http(s) links reach a page (the CLI refuses others; a database edited by hand may hold anything)."""
+    return url.lower().startswith(("http://", "https://")) and not any(c.isspace() for c in url)
 
 
 def tag_order(tags: Mapping[str, str], authored: Mapping[str, int]) -> list[str]:

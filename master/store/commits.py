@@ -35,6 +35,7 @@ class Commit:
     subject: str
     author: str  # "Name <email>"
     authored_at: int
+    parents: tuple[str, ...] = ()  # first parent first (filled by `commits`, for the commit page's links)
 
 
 def upsert_commits(conn: sqlite3.Connection, commits: Sequence[CommitInfo]) -> None:
@@ -165,8 +166,10 @@ def branch_order(conn: sqlite3.Connection, branch: str, lo: int = 0, hi: int | N
 
 def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict[str, Commit]:
     """Commit facts, of every stored commit or of `shas`."""
-    sql = "SELECT sha, subject, author, authored_at FROM commits"
-    return {r[0]: Commit(r[0], r[1], r[2], int(r[3])) for r in _chunked(conn, sql, "sha", shas)}
+    sql = "SELECT sha, subject, author, authored_at, parents FROM commits"
+    return {
+        r[0]: Commit(r[0], r[1], r[2], int(r[3]), tuple((r[4] or "").split())) for r in _chunked(conn, sql, "sha", shas)
+    }
 
 
 # One index seek per branch: GROUP BY branch read every row of the (branch, position) index, ~90 ms at

@@ -419,6 +419,17 @@ MIGRATIONS: list[str] = [
         workload TEXT NOT NULL,
         shape    TEXT NOT NULL,
         PRIMARY KEY (run_id, workload)
+    """,
+    # 20: links to where an alert is tracked (a mailing-list thread, a bug), added with `perffarm alerts set-state
+    # ID STATE --link URL` (master/alerts/links.py checks them: http(s) only); shown on the alert's page and in
+    # the feed. One row per (alert, URL): adding a link twice keeps the first.
+    """
+    CREATE TABLE alert_links (
+        alert_id  TEXT NOT NULL REFERENCES alerts(id),
+        url       TEXT NOT NULL,
+        added_by  TEXT NOT NULL,
+        added_at  REAL NOT NULL,
+        PRIMARY KEY (alert_id, url)
     )
     """,
 ]

@@ -33,6 +33,18 @@
     if (a >= 0.01 || a === 0) return x.toFixed(3);
     return x.toPrecision(3);
   }
+  /* Round tick values for [a, b]: multiples of 1, 2 or 5 times a power of ten, about `want` of them (so the
+     axis reads 950 / 1,000 / 1,050, not 961.8 / 1,069 / 1,123), and the decimals their labels need. */
+  function ticks(a, b, want) {
+    var raw = (b - a) / want, mag = Math.pow(10, Math.floor(Math.log10(raw))), r = raw / mag;
+    var step = (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag, out = [];
+    for (var v = Math.ceil(a / step) * step; v <= b + step * 1e-9; v += step) out.push(Math.round(v / step) * step);
+    return { values: out, step: step, decimals: Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) };
+  }
+  function tickLabel(v, decimals) {
+    return v.toLocaleString("en-US", { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+  }
+  pf.ticks = ticks;
   function day(ts) { return ts ? new Date(ts * 1000).toISOString().slice(0, 10) : ""; }
 
   function init() {
@@ -69,7 +81,8 @@
     function bsearch(x) { var a = 0, b = N; while (a < b) { var m = (a + b) >> 1; if (pos[m] < x) a = m + 1; else b = m; } return a; }
     function sx(p) { return ML + (p - x0) / (x1 - x0) * (W - ML - MR); }
     function px(cx) { return x0 + (cx - ML) / (W - ML - MR) * (x1 - x0); }
-    var y0 = 0, y1 = 1;
+    var y0 = 0, y1 = 1, yTicks = null, xLabels = [], axis = "position", pending = false;
+    function redrawSoon() { if (!pending) { pending = true; setTimeout(function () { pending = false; draw(); }, 0); } }
     function sy(v) { return MT + (1 - (v - y0) / (y1 - y0)) * (H - MT - MB); }
 
     function draw() {
@@ -85,16 +98,25 @@
       y0 -= pad; y1 += pad;
       // axes and grid
       ctx.strokeStyle = "#e3e3e3"; ctx.fillStyle = "#555"; ctx.lineWidth = 1;
-      for (var t = 0; t <= 4; t++) {
-        var v = y0 + (y1 - y0) * t / 4, yy = Math.round(sy(v)) + 0.5;
+      yTicks = ticks(y0, y1, 5);
+      yTicks.values.forEach(function (v) {
+        var yy = Math.round(sy(v)) + 0.5;
         ctx.beginPath(); ctx.moveTo(ML, yy); ctx.lineTo(W - MR, yy); ctx.stroke();
-        ctx.textAlign = "right"; ctx.fillText(fmt(v), ML - 4, yy + 4);
-      }
+        ctx.textAlign = "right"; ctx.fillText(tickLabel(v, yTicks.decimals), ML - 4, yy + 4);
+      });
       ctx.textAlign = "center";
-      for (t = 0; t <= 5; t++) {
-        var p = x0 + (x1 - x0) * t / 5;
-        ctx.fillText(String(Math.round(p)), sx(p), H - 8);
-      }
+      var xt = ticks(x0, x1, 6);  // branch positions: whole numbers only
+      xLabels = [];
+      xt.values.forEach(function (p) {
+        if (p !== Math.round(p)) return;
+        var text = String(p);
+        if (axis === "date") {  // the commit's date at that position, once its commit facts are loaded
+          var k = Math.floor(p / chunk), row = store.commits[k] && store.commits[k][p - k * chunk];
+          if (row) text = day(row[3]);
+          else { text = ""; commitAt(p, redrawSoon); }
+        }
+        if (text) { ctx.fillText(text, sx(p), H - 8); xLabels.push(text); }
+      });
       ctx.save();
       ctx.beginPath(); ctx.rect(ML, MT, W - ML - MR, H - MT - MB); ctx.clip();
       // markers
@@ -184,12 +206,40 @@
     canvas.addEventListener("mouseleave", function () { tip.hidden = true; hover = -1; drag = null; draw(); });
     var drag = null;
     canvas.addEventListener("mousedown", function (e) { var r = canvas.getBoundingClientRect(); drag = { x: e.clientX - r.left, x0: x0, x1: x1 }; });
+    // a click on a point (not the end of a drag) opens the compare page: that commit against the series' previous
+    // measured commit, the pair its rQPS vs previous is made of
+    canvas.addEventListener("click", function () {
+      if (hover < 1 || x0 !== clickView[0] || x1 !== clickView[1]) return;
+      var i = hover;
+      commitAt(pos[i - 1], function (b) {
+        commitAt(pos[i], function (c) {
+          if (b && c) location.href = "../compare.html?base=" + encodeURIComponent(b[0]) + "&new=" + encodeURIComponent(c[0]);
+        });
+      });
+    });
+    var clickView = [x0, x1];
+    canvas.addEventListener("mousedown", function () { clickView = [x0, x1]; });
     window.addEventListener("mouseup", function () { drag = null; });
     function setView(a, b) {
       var span = Math.min(Math.max(b - a, 4), full1 - full0);
       if (a < full0) a = full0;
       if (a + span > full1) a = full1 - span;
-      x0 = a; x1 = a + span; draw();
+      x0 = a; x1 = a + span; draw(); remember();
+    }
+    // the zoom is in the address (?from=&to=, branch positions), so a zoomed chart is a link; written once the
+    // view rests (a wheel turn is many steps, and browsers throttle history updates)
+    var urlTimer = null;
+    function remember() {
+      clearTimeout(urlTimer);
+      urlTimer = setTimeout(function () {
+        var p = new URLSearchParams(location.search);
+        if (axis === "date") p.set("axis", "date"); else p.delete("axis");
+        if (x0 <= full0 && x1 >= full1) { p.delete("from"); p.delete("to"); }
+        else { p.set("from", String(Math.round(x0 * 100) / 100)); p.set("to", String(Math.round(x1 * 100) / 100)); }
+        var q = p.toString();
+        history.replaceState(null, "", q ? "?" + q : location.pathname);
+        canvas.dataset.url = q;
+      }, 150);
     }
     function zoom(f, at) { setView(at - (at - x0) * f, at + (x1 - at) * f); }
     canvas.addEventListener("wheel", function (e) {
@@ -198,6 +248,18 @@
       zoom(e.deltaY > 0 ? 1.25 : 0.8, px(e.clientX - r.left));
     }, { passive: false });
     canvas.addEventListener("dblclick", function () { setView(full0, full1); });
+    // keyboard: + and - zoom, the arrows pan a tenth of the view, 0 or Home shows everything
+    canvas.tabIndex = 0;
+    canvas.addEventListener("keydown", function (e) {
+      var span = x1 - x0, mid = (x0 + x1) / 2;
+      if (e.key === "+" || e.key === "=") zoom(0.5, mid);
+      else if (e.key === "-") zoom(2, mid);
+      else if (e.key === "ArrowLeft") setView(x0 - span / 10, x1 - span / 10);
+      else if (e.key === "ArrowRight") setView(x0 + span / 10, x1 + span / 10);
+      else if (e.key === "0" || e.key === "Home") setView(full0, full1);
+      else return;
+      e.preventDefault();
+    });
     document.querySelectorAll("[data-zoom]").forEach(function (btn) {
       btn.addEventListener("click", function () {
         var k = btn.getAttribute("data-zoom"), mid = (x0 + x1) / 2;
@@ -250,8 +312,20 @@
     }
     pf.chart = { clientXOf: function (p) { return canvas.getBoundingClientRect().left + sx(p); },
                  clientYOf: function (i) { return canvas.getBoundingClientRect().top + sy(med[i]); },
-                 positions: pos, medians: med, setView: setView };
-    size(); draw(); renderPage();
+                 positions: pos, medians: med, setView: setView,
+                 yTicks: function () { return yTicks.values.slice(); },
+                 view: function () { return [x0, x1]; }, xLabels: function () { return xLabels.slice(); } };
+    // the x axis: branch positions, or the commits' dates at those positions (?axis=date)
+    var axisBtn = document.querySelector("[data-axis]");
+    function showAxis() { if (axisBtn) axisBtn.textContent = axis === "date" ? "Positions on the axis" : "Dates on the axis"; }
+    if (axisBtn) axisBtn.addEventListener("click", function () { axis = axis === "date" ? "position" : "date"; showAxis(); draw(); remember(); });
+    size();
+    var asked = new URLSearchParams(location.search);
+    if (asked.get("axis") === "date") axis = "date";
+    showAxis();
+    var from = parseFloat(asked.get("from")), to = parseFloat(asked.get("to"));
+    if (isFinite(from) && isFinite(to) && to > from) { x0 = Math.max(full0, from); x1 = Math.min(full1, to); }
+    draw(); renderPage();
     // for tests and tests/benchmarks/site_figures.py: when the chart and table became usable (ms since navigation)
     canvas.dataset.interactiveMs = String(Math.round(performance.now()));
   }

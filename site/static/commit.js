@@ -35,10 +35,19 @@
     var facts = document.getElementById("facts");
     facts.replaceChildren(el("span", sha, "sha"), document.createTextNode(" · " + d.author + " · " + when(d.authored_at)));
     d.tags.forEach(function (t) { facts.appendChild(document.createTextNode(" · ")); facts.appendChild(el("span", t, "tagname")); });
+    var parent = (d.parents || [])[0];
+    if (parent && /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(parent)) {  // every series of the commit against its parent's
+      var up = el("a", parent.slice(0, 12), "sha parent");
+      up.href = "commit.html?c=" + parent;
+      facts.appendChild(document.createTextNode(" · parent ")); facts.appendChild(up);
+      var cmp = el("a", "compare with parent", "compare-parent");
+      cmp.href = "compare.html?base=" + parent + "&new=" + sha;
+      facts.appendChild(document.createTextNode(" · ")); facts.appendChild(cmp);
+    }
     var tbody = document.querySelector("#rows tbody"), series = (refs && refs.series) || {};
     d.rows.forEach(function (r) {
-      // [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]; ratio and CI in millionths
-      // (master/publish/publisher.commit_rows)
+      // [sid, median, n, ratio, ci_low, ci_high, colour, base, flags, samples]; ratio and CI in millionths
+      // (master/publish/commits.py)
       var s = series[r[0]] || { label: r[0], branch: "", machine: "", recipe: "", unit: "" };
       var tr = el("tr"), first = el("td"), a = el("a", s.label);
       a.href = "series/" + encodeURIComponent(r[0]) + ".html"; first.appendChild(a);

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -101,6 +102,8 @@ def test_every_page_loads_without_errors(site, browser, artifacts_dir, scheme):
         "releases.html",
         "archaeology.html",
         "compare.html",
+        "search.html",
+        "search.html?q=pgbench",
         "alerts.html",
         "health.html",
         *sorted(str(x.relative_to(out)) for x in out.glob("overview/*.html")),
@@ -156,6 +159,57 @@ def test_chart_renders_and_hover_shows_the_commit(site, browser, artifacts_dir):
     assert p.errors == [] and p.dialogs == []
 
 
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_charts_zoom_is_in_the_url_and_the_keyboard_drives_it(site, browser, artifacts_dir, scheme):
+    _, out, _ = site
+    refs = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
+    sid = next(s for s, v in refs["series"].items() if v["label"].startswith("pgbench"))
+    p = Page(browser, dict(bases(site))[scheme])
+    rel = f"series/{sid}.html"
+    page = p.open(rel)
+    page.wait_for_selector("#chart[data-ready='1']")
+    full = page.evaluate("() => perffarm.chart.view()")
+    page.focus("#chart")
+    page.keyboard.press("+")
+    page.wait_for_selector("#chart[data-url]")
+    zoomed = page.evaluate("() => perffarm.chart.view()")
+    assert zoomed[1] - zoomed[0] < full[1] - full[0]
+    query = parse_qs(urlsplit(page.url).query)
+    assert [float(query["from"][0]), float(query["to"][0])] == pytest.approx(zoomed, abs=0.006)
+    again = Page(browser, "")
+    view = again.open(page.url)  # the link opens the same zoom
+    view.wait_for_selector("#chart[data-ready='1']")
+    assert view.evaluate("() => perffarm.chart.view()") == pytest.approx(zoomed, abs=0.006)
+    view.focus("#chart")
+    view.keyboard.press("0")  # everything again: the address loses from/to
+    view.wait_for_function("() => !location.search")
+    assert view.evaluate("() => perffarm.chart.view()") == pytest.approx(full)
+    assert p.errors == [] and again.errors == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_chart_shows_commit_dates_on_its_axis_on_request(site, browser, artifacts_dir, scheme):
+    _, out, _ = site
+    refs = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
+    sid = next(s for s, v in refs["series"].items() if v["label"].startswith("pgbench"))
+    p = Page(browser, dict(bases(site))[scheme])
+    page = p.open(f"series/{sid}.html")
+    page.wait_for_selector("#chart[data-ready='1']")
+    assert all(re.fullmatch(r"\d+", x) for x in page.evaluate("() => perffarm.chart.xLabels()"))
+    page.click("[data-axis]")
+    page.wait_for_function("() => perffarm.chart.xLabels().length > 2 && perffarm.chart.xLabels()[0].includes('-')")
+    dates = page.evaluate("() => perffarm.chart.xLabels()")
+    assert all(re.fullmatch(r"20\d\d-\d\d-\d\d", x) for x in dates), dates
+    page.wait_for_selector("#chart[data-url]")
+    assert parse_qs(urlsplit(page.url).query) == {"axis": ["date"]}
+    p.shot(artifacts_dir, f"chart-dates-{scheme}")
+    again = Page(browser, "")
+    view = again.open(page.url)  # the link keeps the axis
+    view.wait_for_function("() => perffarm.chart.xLabels().length > 2 && perffarm.chart.xLabels()[0].includes('-')")
+    assert view.inner_text("[data-axis]") == "Positions on the axis"
+    assert p.errors == [] and again.errors == []
+
+
 def test_compare_page_computes_the_ratio_from_the_published_data(site, browser, artifacts_dir):
     farm, out, url = site
     head = farm.shas[-1]
@@ -184,6 +238,22 @@ def test_compare_page_computes_the_ratio_from_the_published_data(site, browser, 
         assert 0.8 < expect < 0.9  # the regression: red, with the number printed
         assert text == f"{expect:.3f} ▼" and "cell-red" in cls
     p.shot(artifacts_dir, "compare")
+    assert p.errors == [] and p.dialogs == []
+
+
+def test_an_alert_links_to_the_comparison_of_its_range(site, browser, artifacts_dir):
+    _, out, url = site
+    p = Page(browser, url)
+    alert = sorted(str(x.relative_to(out)) for x in out.glob("alerts/alert-*.html"))[0]
+    page = p.open(alert)
+    page.click("a.compare-link")
+    page.wait_for_selector("body[data-ready='1']")
+    verdicts = page.evaluate(
+        "() => [...document.querySelectorAll('#result tbody tr[data-sid]')].map(r => r.dataset.verdict)"
+    )
+    assert verdicts == ["regression", "regression"]  # the 15% step of both workloads
+    assert page.inner_text("#summary").startswith("2 regressions, 0 improvements, 0 unchanged")
+    p.shot(artifacts_dir, "alert-compare")
     assert p.errors == [] and p.dialogs == []
 
 

@@ -51,6 +51,7 @@ from master.publish.pages import (
     jobs,
     overview,
     releases,
+    search,
     series,
     series_data,
 )
@@ -98,6 +99,7 @@ PAGES: tuple[Page, ...] = (
     Page("branch commit facts", BRANCH, branches.write),
     Page("overview", SITE, overview.write, file="index.html"),
     Page("compare", SITE, compare.write, file="compare.html"),
+    Page("search", SITE, search.write, file="search.html"),
     Page("releases", SITE, releases.write, when=TAGS, file="releases.html"),
     Page("release archaeology", SITE, archaeology.write, when=TAGS, file="archaeology.html"),
     Page("jobs", SITE, jobs.write, when=JOBS, file="jobs.html"),

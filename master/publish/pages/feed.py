@@ -44,7 +44,10 @@ def view(
                 "title": f"[{a.state}] {a.title}",
                 "updated": iso(a.updated),
                 "link": f"alerts/{a.file}.html",
-                "summary": f"{a.kind} {a.sha or ''} state {a.state}" + (f", culprit {a.culprit}" if a.culprit else ""),
+                "summary": f"{a.kind} {a.sha or ''} state {a.state}"
+                + (f", culprit {a.culprit}" if a.culprit else "")
+                + "".join(f", tracked in {u}" for u in a.links),
+                "related": a.links,
             }
             for a in entries
         ]
