@@ -7,6 +7,7 @@ environment variables override both. Invalid values fail at load time with a mes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 import os
@@ -284,6 +285,7 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
     except AlertConfigError as e:
         raise SettingsError(str(e) if str(e).startswith("alerts") else f"alerts: {e}") from None
     values.update({group: _GROUPS[group](**fields) for group, fields in groups.items()})
+    alerts = dataclasses.replace(alerts, repository=values.get("repository_url", ""))
     settings = Settings(**values, alerts=alerts, source_of=source_of)
     _check_repository(settings)
     _check_buildbot_db(settings)

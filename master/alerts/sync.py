@@ -254,11 +254,40 @@ def _queue(
 # ------------------------------------------------------------------------------------------------ views
 
 
-def _commit_view(conn: sqlite3.Connection, sha: str | None) -> messages.CommitView | None:
+def _commit_view(conn: sqlite3.Connection, settings: AlertSettings, sha: str | None) -> messages.CommitView | None:
     if not sha:
         return None
     row = store.commits.commit(conn, sha)
-    return messages.CommitView(sha, row.subject if row else "", row.author if row else "")
+    if row is None:
+        return messages.CommitView(sha, "", "", url=settings.commit_link(sha))
+    return messages.CommitView(sha, row.subject, row.author, row.committer, settings.commit_link(sha), row.discussion)
+
+
+# The recipes `perffarm compare` can run: its profiles are the pg-* recipes' (recipes/pg_quick.py, ...).
+_COMPARE_PROFILES = {"pg-quick": "quick", "pg-full": "full", "pg-sweeps": "sweeps"}
+
+
+def reproduce_argv(
+    settings: AlertSettings, before: str | None, after: str, lines: tuple[messages.LineView, ...]
+) -> tuple[str, ...]:
+    """`perffarm compare` on the change's two ends (the culprit and its parent, or the range's ends), measuring
+    the alert's workloads of its first PostgreSQL recipe; () when there is no `before` or no such recipe."""
+    recipe = next((x.recipe for x in lines if x.recipe in _COMPARE_PROFILES), None)
+    if not before or recipe is None or not settings.repository:
+        return ()
+    workloads = ",".join(dict.fromkeys(x.workload for x in lines if x.recipe == recipe))
+    return (
+        "perffarm",
+        "compare",
+        "--profile",
+        _COMPARE_PROFILES[recipe],
+        "--repo",
+        settings.repository,
+        "--option",
+        f"workloads={workloads}",
+        before,
+        after,
+    )
 
 
 def alert_view(
@@ -292,6 +321,12 @@ def alert_view(
         for x in sorted(lines, key=lambda x: (x.workload, x.metric, x.machine_id, x.change_point_id))
     )
     commits = None if a.prev_position is None else a.position - a.prev_position
+    if a.culprit_sha:  # the culprit against its parent on the branch (first parent)
+        pos = store.commits.positions_on(conn, a.branch, [a.culprit_sha]).get(a.culprit_sha)
+        before = store.commits.sha_at(conn, a.branch, pos - 1) if pos else None
+        reproduce = reproduce_argv(settings, before, a.culprit_sha, views)
+    else:
+        reproduce = reproduce_argv(settings, a.prev_sha, a.sha, views)
     changes = tuple(c for rev, c in json.loads(a.changes) if rev > since_version)
     explained = None
     if a.culprit_sha:  # where the instructions went, when the culprit's bisection kept callgrind profiles
@@ -314,13 +349,14 @@ def alert_view(
         prev_sha=a.prev_sha,
         sha=a.sha,
         commits=commits,
-        commit=_commit_view(conn, a.sha) if commits == 1 else None,
-        culprit=_commit_view(conn, a.culprit_sha),
+        commit=_commit_view(conn, settings, a.sha) if commits == 1 else None,
+        culprit=_commit_view(conn, settings, a.culprit_sha),
         bisection_state=a.bisection_state,
         link=settings.link_template.format(site_url=settings.site_url, alert_id=a.id),
         lines=views,
         changes=changes,
         explained=explained,
+        reproduce=reproduce,
     )
 
 

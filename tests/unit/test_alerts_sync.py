@@ -159,3 +159,42 @@ def test_disabled_alerts_are_derived_but_not_sent(farm: Farm) -> None:
     farm.change_point(farm.series("ro"), 10, 0.9)
     (e,) = sync(farm.conn, AlertSettings(enabled=False, channels=CHANNELS), now=1)
     assert e.queued == () and rows(farm) == []
+
+
+def test_the_view_links_the_culprit_names_its_committer_and_reproduces_it_against_its_parent(farm: Farm) -> None:
+    """Issue #31: what the history sync stored of the culprit (committer, Discussion: links) reaches the message,
+    with git.postgresql.org's commit page for a postgres.git repository and `perffarm compare` on the culprit
+    and its first parent, not on the alert's whole range."""
+    farm.change_point(farm.series("pgbench-ro"), 14, 0.90, prev=9)
+    farm.conn.execute("UPDATE series SET recipe = 'pg-quick'")
+    culprit, parent = farm.shas[12], farm.shas[11]
+    farm.conn.execute(
+        "UPDATE commits SET committer = 'Carol <carol@postgresql.org>', discussion = ? WHERE sha = ?",
+        ("https://postgr.es/m/abc@example.org", culprit),
+    )
+    settings = AlertSettings(repository="https://git.postgresql.org/git/postgresql.git")
+    (e,) = sync(farm.conn, settings, now=100)
+    before = alert_view(farm.conn, settings, e.alert_id)
+    assert before.culprit is None and before.reproduce[-2:] == (farm.shas[9], farm.shas[14])  # the range's ends
+    record_bisection(farm.conn, e.alert_id, "culprit", culprit, now=120)
+    view = alert_view(farm.conn, settings, e.alert_id)
+    assert view.culprit is not None
+    assert view.culprit.committer == "Carol <carol@postgresql.org>"
+    assert view.culprit.discussion == ("https://postgr.es/m/abc@example.org",)
+    assert view.culprit.url == f"https://git.postgresql.org/pg/commitdiff/{culprit}"
+    assert view.reproduce == (
+        "perffarm",
+        "compare",
+        "--profile",
+        "quick",
+        "--repo",
+        "https://git.postgresql.org/git/postgresql.git",
+        "--option",
+        "workloads=pgbench-ro",
+        parent,
+        culprit,
+    )
+    other = AlertSettings(repository="/srv/mine.git")
+    assert alert_view(farm.conn, other, e.alert_id).culprit.url is None  # type: ignore[union-attr]
+    farm.conn.execute("UPDATE series SET recipe = 'fixture'")
+    assert alert_view(farm.conn, settings, e.alert_id).reproduce == ()  # compare measures PostgreSQL only
