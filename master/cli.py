@@ -16,7 +16,7 @@ from master.redact import redact_text
 from master.settings import Settings, SettingsError, describe, load_settings
 from master.textsafe import visible as v
 
-EXIT_USAGE = 2
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = cliargs.EXIT_OK, cliargs.EXIT_FOUND, cliargs.EXIT_USAGE
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -143,9 +143,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     deferred = backlog(settings)
     out["deferred"] = {"waiting": deferred.waiting, "oldest": _when(deferred.oldest), "gave_up": deferred.gave_up}
+    # a gate for scripts and monitoring: exit 1 when the master is down (EXIT_FOUND), after printing all of it
+    code = EXIT_OK if out["master_running"] else EXIT_FOUND
     if args.format == "json":
         print(json.dumps(out, indent=1, sort_keys=True, default=str))
-        return 0
+        return code
     state = "running" if out["master_running"] else "NOT running (start it with `make run`)"
     print(f"master      {settings.web_url} {state}")
     for w in out["workers"]:
@@ -210,7 +212,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             )
         if hidden:
             print(f"  ({hidden} row(s) of release tags not shown: `perffarm status --tags` lists them)")
-    return 0
+    return code
 
 
 # ------------------------------------------------------------------------------------------------- results
@@ -219,8 +221,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_results_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.results_db.exists():
-        print(f"no results database at {settings.results_db} yet", file=sys.stderr)
-        return 0
+        return cliargs.no_results_db("results list", settings.results_db)
     conn = store.connect_readonly(settings.results_db)
     try:
         rows = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=args.limit)
@@ -275,8 +276,7 @@ EXPORT_COLUMNS = [
 def cmd_results_export(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.results_db.exists():
-        print(f"no results database at {settings.results_db} yet", file=sys.stderr)
-        return 1
+        return cliargs.no_results_db("results export", settings.results_db)
     conn = store.connect_readonly(settings.results_db)
     try:
         runs = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=None)
@@ -284,7 +284,11 @@ def cmd_results_export(args: argparse.Namespace) -> int:
         measurements = store.measurements_for(conn, list(by_id))
     finally:
         conn.close()
-    out = open(args.output, "w", newline="") if args.output else sys.stdout
+    try:
+        out = open(args.output, "w", newline="") if args.output else sys.stdout
+    except OSError as e:
+        print(f"perffarm results export: cannot write {v(args.output)}: {e.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.format == "json":
             docs = []
@@ -345,8 +349,8 @@ def cmd_results_export(args: argparse.Namespace) -> int:
 def cmd_settings(args: argparse.Namespace) -> int:
     settings = _settings(args)
     rows = describe(settings)
-    if args.format == "json":
-        print(json.dumps({k: v for k, v, _ in rows}, indent=1))
+    if args.format == "json":  # typed values and where each came from, as the text form shows them
+        print(json.dumps({k: {"value": val, "source": src} for k, val, src in rows}, indent=1, sort_keys=True))
         return 0
     for key, value, source in rows:
         print(f"{key:<28} {json.dumps(value):<60} ({source})")
@@ -424,6 +428,19 @@ MOUNTED = [
 ]
 
 
+class _Version(argparse.Action):
+    """--version: computed only when asked (it runs git), unlike argparse's own version action."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kw.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from master.version import version
+
+        print(version())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="perffarm",
@@ -431,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Settings come from perffarm.toml, PERFFARM_CONFIG and PERFFARM_* environment variables.",
     )
     p.add_argument("--config", help="settings file (default: $PERFFARM_CONFIG, else the checkout's perffarm.toml)")
+    p.add_argument("--version", action=_Version, help="print the version (release and git commit) and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser(
@@ -506,18 +524,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _action(args: argparse.Namespace) -> str | None:
+    """The sub-command of a verb that has them (`results list`, `alerts show`), for messages."""
+    return next((getattr(args, k) for k in vars(args) if k.endswith("_command") and getattr(args, k)), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    verb = " ".join(x for x in (args.command, _action(args)) if x)
     try:
         with store.connection.verbs_do_not_migrate():  # only `run` and `migrate` do, by asking for it
             return int(args.func(args) or 0)
     except SettingsError as e:
-        print(f"perffarm: invalid settings: {redact_text(str(e))}", file=sys.stderr)
+        print(f"perffarm {verb}: invalid settings: {redact_text(str(e))}", file=sys.stderr)
         return EXIT_USAGE
-    except store.StoreError as e:
-        print(f"perffarm: {e}", file=sys.stderr)
-        return 1
+    except store.StoreError as e:  # a database at another schema: the farm's state, not the command line, stops it
+        print(f"perffarm {verb}: {v(e)}", file=sys.stderr)
+        return EXIT_FOUND
     except BrokenPipeError:
         return 0
 

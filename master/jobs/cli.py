@@ -62,6 +62,17 @@ def run_releases(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     recipe = args.recipe or builders[0].removeprefix("jobs-").split("@")[0]
     worker = args.worker or settings.worker_names[0]
+    from master import launcher
+
+    if launcher.running_master(settings) is None:
+        # checked before the mirror is made: without a master nothing would run the job, and reading the tags
+        # would fetch the whole repository from the network first
+        print(
+            f"perffarm releases: the master ({settings.web_url}) is not running; start the farm (make run), then "
+            "queue the job; nothing was fetched or queued",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     try:
         mirror = ingest.fresh_mirror(settings)
     except gitmirror.GitError as e:
@@ -89,19 +100,25 @@ def run_releases(args: argparse.Namespace) -> int:
 
 
 def add_jobs_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--status", type=cliargs.row_id, metavar="ID", help="show one job: its sides, state and each side's ratio to A"
-    )
+    """`jobs list` (also plain `jobs`) and `jobs show ID` (also `jobs --status ID`, the old spelling)."""
+    p.add_argument("--status", type=cliargs.row_id, metavar="ID", help="show one job (old spelling of `jobs show ID`)")
     p.add_argument("--kind", choices=core.store.jobs.KINDS, help="list only jobs of this kind")
-    p.add_argument("--all-metrics", action="store_true", help="with --status: latency and CPU metrics too")
+    p.add_argument("--all-metrics", action="store_true", help="with show: latency and CPU metrics too")
     p.add_argument("--format", choices=["text", "json"], default="text")
+    sub = cliargs.actions(p, "jobs_command")
+    s = cliargs.action(sub, "list", "the farm's jobs, newest first (the default)")
+    s.add_argument("--kind", choices=core.store.jobs.KINDS, help="list only jobs of this kind")
+    s.add_argument("--format", choices=["text", "json"])
+    s = cliargs.action(sub, "show", "one job: its sides, state (and why) and each side's ratio to A")
+    s.add_argument("status", type=cliargs.row_id, metavar="ID")
+    s.add_argument("--all-metrics", action="store_true", help="latency and CPU metrics too")
+    s.add_argument("--format", choices=["text", "json"])
 
 
 def run_jobs(args: argparse.Namespace) -> int:
     settings = load_settings(getattr(args, "config", None))
     if not settings.results_db.exists():
-        print(f"perffarm jobs: no results database at {settings.results_db}: nothing queued yet", file=sys.stderr)
-        return EXIT_USAGE
+        return cliargs.no_results_db("jobs", settings.results_db, "nothing queued yet")
     if args.status is not None:
         return _status(settings, args.status, args.format, args.all_metrics)
     conn = store.connect_readonly(settings.results_db)
