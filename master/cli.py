@@ -88,7 +88,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         out["master_running"] = True
         workers = launcher._api(settings, "workers") or {"workers": []}
         for w in workers["workers"]:
-            out["workers"].append({"name": w["name"], "connected": bool(w.get("connected_to"))})
+            about = settings.worker_about.get(w["name"], ("", "", ""))
+            out["workers"].append(
+                {
+                    "name": w["name"],
+                    "connected": bool(w.get("connected_to")),
+                    "machine_name": about[0] or None,  # workers.about: what people call its machine
+                    "owner": about[1] or None,
+                    "description": about[2] or None,
+                }
+            )
         reqs = launcher._api(settings, "buildrequests?complete=false") or {"buildrequests": []}
         listed = (launcher._api(settings, "builders") or {"builders": []})["builders"]
         builders = {b["builderid"]: b["name"] for b in listed}
@@ -151,7 +160,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     state = "running" if out["master_running"] else "NOT running (start it with `make run`)"
     print(f"master      {settings.web_url} {state}")
     for w in out["workers"]:
-        print(f"worker      {v(w['name']):<20} {'connected' if w['connected'] else 'DISCONNECTED'}")
+        about = ", ".join(v(x) for x in (w["machine_name"], w["owner"]) if x)
+        print(
+            f"worker      {v(w['name']):<20} {'connected' if w['connected'] else 'DISCONNECTED'}"
+            + (f"  ({about})" if about else "")
+        )
     for r in out.get("refused", []):
         why = "wrong password" if r["reason"] == "wrong-password" else "not in workers.names"
         print(

@@ -145,6 +145,7 @@ class AlertSettings:
     # postgres.git (POSTGRES_COMMIT_URL), "none" shows no link
     commit_url: str = ""
     repository: str = ""  # repository.url (not an [alerts] key): for the commit link and the reproduce command
+    machine_about: tuple[tuple[str, str, str, str], ...] = ()  # workers.about: (worker, name, owner, description)
     settle_seconds: float = 300.0
     poll_interval: float = 10.0
     channels: tuple[ChannelConfig, ...] = ()

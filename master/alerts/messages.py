@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from master.alerts import neutralise
+from master.machines import MachineView
 from master.textsafe import safe_link
 
 SCHEMA = "perffarm.alert/1"
@@ -55,6 +56,11 @@ class LineView:
     colour: str  # red | grey | green: the rQPS band of the goodness ratio
     sha: str
     prev_sha: str | None
+    machine: str = ""  # the machine's name (workers.about), "" when it has none: the id is shown
+
+    @property
+    def shown_machine(self) -> str:
+        return self.machine or self.machine_id
 
     @property
     def change_pct(self) -> float:
@@ -84,6 +90,7 @@ class AlertSnapshot:
     changes: tuple[str, ...] = ()  # what changed since the last message, for 'updated'
     explained: str | None = None  # the culprit's per-function summary (master/profiles), e.g. "+1.3% ...; top: f"
     reproduce: tuple[str, ...] = ()  # argv of `perffarm compare` on the change's two ends, () when none applies
+    machines: tuple[MachineView, ...] = ()  # the lines' machines with their names, owners and descriptions
 
 
 def _f(x: float | None, digits: int = 3) -> float | None:
@@ -125,7 +132,7 @@ def _line_text(line: LineView, esc=neutralise.ident) -> str:
     if line.ci_low is not None and line.ci_high is not None:
         ci = f" [{_f(line.ci_low):.3f}, {_f(line.ci_high):.3f}]"
     return (
-        f"{esc(line.workload)} {esc(line.metric)} on {esc(line.machine_id)}: rQPS {line.ratio:.3f}{ci} "
+        f"{esc(line.workload)} {esc(line.metric)} on {esc(line.shown_machine)}: rQPS {line.ratio:.3f}{ci} "
         f"{line.colour} ({line.change_pct:+.1f}%, {line.severity})"
     )
 
@@ -254,6 +261,10 @@ def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
             **({"explained": esc(view.explained)} if view.explained else {}),
             "link": view.link,
             "reproduce": list(view.reproduce),
+            "machines": [
+                {"id": esc(m.id), "name": esc(m.name), "owner": esc(m.owner), "description": esc(m.description)}
+                for m in view.machines
+            ],
             "lines": [
                 {
                     "workload": esc(x.workload),
@@ -261,6 +272,7 @@ def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
                     "unit": esc(x.unit),
                     "direction": x.direction,
                     "machine": esc(x.machine_id),
+                    "machine_name": esc(x.machine) or None,
                     "recipe": esc(x.recipe),
                     "kind": x.kind,
                     "severity": x.severity,
@@ -295,8 +307,10 @@ def _cell(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
-def email_table(lines: tuple[LineView, ...]) -> list[str]:
-    """The workloads as a plain-text table, one block per machine, every line at most TABLE_WIDTH columns."""
+def email_table(lines: tuple[LineView, ...], machines: tuple[MachineView, ...] = ()) -> list[str]:
+    """The workloads as a plain-text table, one block per machine (its name, owner and description first),
+    every line at most TABLE_WIDTH columns."""
+    known = {m.id: m for m in machines}
 
     def row(cells: tuple[str, ...]) -> str:
         first, *rest = (_cell(c, w) for c, w in zip(cells, _WIDTHS, strict=True))
@@ -304,7 +318,13 @@ def email_table(lines: tuple[LineView, ...]) -> list[str]:
 
     out: list[str] = []
     for machine in dict.fromkeys(x.machine_id for x in lines):
-        out += [_cell(f"On {neutralise.ident(machine)}:", TABLE_WIDTH), row(_HEAD)]
+        m = known.get(machine)
+        esc = neutralise.ident
+        head = f"On {esc(m.name)} ({esc(machine)})" if m and m.named else f"On {esc(machine)}"
+        out.append(_cell(head + (f", {esc(m.owner)}" if m and m.owner else "") + ":", TABLE_WIDTH))
+        if m and m.description:
+            out.append(_cell(f"  {esc(m.description)}", TABLE_WIDTH))
+        out.append(row(_HEAD))
         out.append(row(tuple("-" * w for w in _WIDTHS)))
         for x in (x for x in lines if x.machine_id == machine):
             ci = "" if x.ci_low is None or x.ci_high is None else f"{_f(x.ci_low):.3f}-{_f(x.ci_high):.3f}"
@@ -337,7 +357,7 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
     else:
         lines += [f"Range:     {view.prev_sha or '(start)'}..{view.sha}", f"Commits:   {view.commits or '?'}"]
         lines += [f"Bisection: {view.bisection_state or 'not started'}", ""]
-    lines += email_table(view.lines)
+    lines += email_table(view.lines, view.machines)
     if view.reproduce:
         lines += ["Reproduce on your own machine (builds both commits, measures them interleaved):"]
         lines += _reproduce_lines(view.reproduce) + [""]

@@ -16,7 +16,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from master import store
+from master import machines, store
 from master.alerts import grouping, kinds, lifecycle, messages, rules
 from master.alerts.config import AlertSettings
 from master.detect.model import Direction
@@ -301,6 +301,13 @@ def alert_view(
     stored = {x.change_point_id: s for x, s in members}
     lines = [x for x, _ in members if x.active] or [x for x, _ in members]
     bands = Bands(settings.band_red, settings.band_green)
+    ids = sorted({x.machine_id for x in lines})
+    bound = store.machines.bindings(conn, ids)
+    machine_views = {
+        m: machines.view(m, b.worker if b else None, b.fingerprint if b else {}, settings.machine_about)
+        for m in ids
+        for b in [bound.get(m)]
+    }
     views = tuple(
         messages.LineView(
             workload=x.workload,
@@ -317,6 +324,7 @@ def alert_view(
             colour=colour(x.ratio, Direction.parse(x.direction), bands).value,
             sha=x.sha,
             prev_sha=x.prev_sha,
+            machine=machine_views[x.machine_id].name if machine_views[x.machine_id].named else "",
         )
         for x in sorted(lines, key=lambda x: (x.workload, x.metric, x.machine_id, x.change_point_id))
     )
@@ -357,6 +365,7 @@ def alert_view(
         changes=changes,
         explained=explained,
         reproduce=reproduce,
+        machines=tuple(machine_views[m] for m in ids),
     )
 
 

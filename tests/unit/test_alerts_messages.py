@@ -12,6 +12,7 @@ import pytest
 
 from master.alerts import kinds, neutralise
 from master.alerts.messages import AlertSnapshot, CommitView, LineView
+from master.machines import MachineView
 from tests.alerts_support import HOSTILE_AUTHOR, HOSTILE_SUBJECT
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "alerts"
@@ -55,7 +56,13 @@ def line(workload: str, ratio: float, colour: str, severity: str, direction: str
         colour=colour,
         sha=SHA,
         prev_sha=PREV,
+        machine="dandelion",
     )
+
+
+DANDELION = MachineView(
+    "m-7f3a", "dandelion", "Alice Example <alice@example.org>", "Xeon E-2288G, 8 cores, 64 GiB, Debian 12, gcc 12", "w1"
+)
 
 
 def view(**kw) -> AlertSnapshot:
@@ -76,6 +83,7 @@ def view(**kw) -> AlertSnapshot:
         link="https://perf.example.org/alerts/a-5d41402abc4b.html",
         lines=(line("pgbench-ro-prepared-c2", 0.874, "red", "critical"), line("pgbench-rw-c2", 0.962, "red", "warn")),
         reproduce=reproduce(),
+        machines=(DANDELION,),
     )
     base.update(kw)
     return AlertSnapshot(**base)
@@ -219,9 +227,10 @@ def test_the_email_table_fits_72_columns_whatever_the_names() -> None:
     other = LineView(**{**long.__dict__, "machine_id": "m-0123456789ab" * 8, "workload": "w"})
     text = kinds.build_message(view(lines=(*view().lines, long, other)), "email", "opened", "k", "c")["text"]
     body = text.splitlines()
-    start = body.index("On m-7f3a:")
+    start = body.index("On dandelion (m-7f3a), Alice Example \u2039alice@\u200bexample.org\u203a:")
     table = body[start : body.index("", body.index("", start) + 1)]
-    assert len(table) == 11 and table[1].split()[:4] == ["workload", "(metric)", "rQPS", "95%"]
+    assert table[1] == "  Xeon E-2288G, 8 cores, 64 GiB, Debian 12, gcc 12"  # the machine, as its operator says
+    assert len(table) == 12 and table[2].split()[:4] == ["workload", "(metric)", "rQPS", "95%"]
     assert all(len(ln) <= 72 for ln in table), [ln for ln in table if len(ln) > 72]
     assert max(len(ln) for ln in table) == 72
     assert "pgbench-ro-prepared-c2 (tps)" in text and "0.874" in text and "0.862-0.885" in text and "-12.6%" in text
@@ -245,3 +254,14 @@ def test_commit_url_defaults_to_git_postgresql_org_for_postgres_git() -> None:
     for bad in ("http://git.example.org/c/{sha}", "https://git.example.org/c/", "https://x.org/{sha} <x>"):
         with pytest.raises(AlertConfigError, match="alerts.commit_url"):
             AlertSettings(commit_url=bad)
+
+
+@pytest.mark.parametrize("kind", ["slack", "webhook", "email"])
+def test_every_channel_names_the_machine_not_only_its_fingerprint(kind: str) -> None:
+    """Issue #31: "on m-7f3a…" told a reader nothing; the operator's name for the machine is shown (the id stays
+    next to it where there is room), and an unnamed machine still shows its id."""
+    text = _text(kind, view())
+    assert "dandelion" in text
+    unnamed = tuple(LineView(**{**x.__dict__, "machine": ""}) for x in view().lines)
+    plain = _text(kind, view(lines=unnamed, machines=()))
+    assert "dandelion" not in plain and "m-7f3a" in plain

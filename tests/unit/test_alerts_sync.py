@@ -198,3 +198,20 @@ def test_the_view_links_the_culprit_names_its_committer_and_reproduces_it_agains
     assert alert_view(farm.conn, other, e.alert_id).culprit.url is None  # type: ignore[union-attr]
     farm.conn.execute("UPDATE series SET recipe = 'fixture'")
     assert alert_view(farm.conn, settings, e.alert_id).reproduce == ()  # compare measures PostgreSQL only
+
+
+def test_lines_name_their_machine_from_workers_about_and_describe_it_from_its_fingerprint(farm: Farm) -> None:
+    """Issue #31: a machine is read by its operator's name for the worker that reported it; without a
+    description, its fingerprint (CPU, cores, memory, OS, compiler) describes it."""
+    fp = {"cpu_model": "Xeon E-2288G", "cores": 8, "memory_bytes": 64 * 2**30, "os": "Debian 12", "compiler": "gcc 12"}
+    farm.conn.execute("UPDATE machines SET worker = 'w1', fingerprint = ? WHERE id = 'm-1'", (json.dumps(fp),))
+    farm.change_point(farm.series("ro"), 10, 0.90)
+    farm.change_point(farm.series("ro", machine="m-2"), 10, 0.90)
+    settings = AlertSettings(machine_about=(("w1", "dandelion", "Alice <alice@example.org>", ""),))
+    (e,) = sync(farm.conn, settings, now=100)
+    view = alert_view(farm.conn, settings, e.alert_id)
+    assert {x.machine_id: x.machine for x in view.lines} == {"m-1": "dandelion", "m-2": ""}
+    named = next(m for m in view.machines if m.id == "m-1")
+    assert (named.name, named.owner) == ("dandelion", "Alice <alice@example.org>")
+    assert named.description == "Xeon E-2288G, 8 cores, 64 GiB, Debian 12, gcc 12"
+    assert next(m for m in view.machines if m.id == "m-2").label() == "m-2"
