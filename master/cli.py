@@ -423,6 +423,15 @@ MOUNTED = [
         "branch's series and never alerts. Needs a login (master.web_users; --user, --password-file).",
     ),
     (
+        "cfbot",
+        "master.jobs.cli",
+        "a performance cfbot: a try-job for every patch branch whose head is new (cfbot's layout)",
+        "Fetch a repository of patch branches (cfbot's layout: one branch per proposed patch, rebased on master) and "
+        "queue a try-job for every branch whose head has none yet: its merge base with --base against the merge "
+        "base plus the branch's diff, measured interleaved on a farm worker in the try-job sandbox. Run it again "
+        "(a timer, cron) to measure every push. Needs the running master; each job's page is jobs/ID.html.",
+    ),
+    (
         "jobs",
         "master.jobs.cli",
         "list the farm's jobs (release comparisons, try-jobs) or show one with its ratios",

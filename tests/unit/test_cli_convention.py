@@ -123,6 +123,9 @@ def _hostile_cases(tmp_path: Path) -> list[tuple[list[str], int]]:
         (["compare", "--repo", str(repo.path), "HEAD", "HEAD", "--patch", "/nonexistent.patch"], 2),
         (["compare", "--repo", str(repo.path), "HEAD"], 2),
         (["compare", "--repo", "https://127.0.0.1:9/x.git", "A", "B", "--work", str(tmp_path / "w2")], 1),
+        (["cfbot", "--repo", str(repo.path), "--branches", "(unclosed"], 2),
+        (["cfbot", "--repo", str(repo.path), "--base", "a..b"], 2),
+        (["cfbot", "--repo", HOSTILE], 1),  # no master: stops before fetching anything
         (["try", "--patch", "/nonexistent.patch"], 2),
         (["try", "--status", HUGE], 2),
         (["settings", "--format", "xml"], 2),
