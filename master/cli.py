@@ -429,7 +429,7 @@ MOUNTED = [
         "Fetch a repository of patch branches (cfbot's layout: one branch per proposed patch, rebased on master) and "
         "queue a try-job for every branch whose head has none yet: its merge base with --base against the merge "
         "base plus the branch's diff, measured interleaved on a farm worker in the try-job sandbox. Run it again "
-        "(a timer, cron) to measure every push. Needs the running master; each job's page is jobs/ID.html.",
+        "(a timer, cron) to measure every push. Needs a farm that has run here; each job's page is jobs/ID.html.",
     ),
     (
         "jobs",

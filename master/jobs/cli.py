@@ -65,12 +65,12 @@ def run_releases(args: argparse.Namespace) -> int:
     worker = args.worker or settings.worker_names[0]
     from master import launcher
 
-    if launcher.running_master(settings) is None:
-        # checked before the mirror is made: without a master nothing would run the job, and reading the tags
-        # would fetch the whole repository from the network first
+    if not settings.mirror_dir.exists() and launcher.running_master(settings) is None:
+        # no farm has run on this data directory: reading the tags would clone the whole repository (from the
+        # network) first, for a job nothing would run. A farm that has run here may queue while its master is down.
         print(
-            f"perffarm releases: the master ({settings.web_url}) is not running; start the farm (make run), then "
-            "queue the job; nothing was fetched or queued",
+            f"perffarm releases: no farm has run on {settings.data_dir} and no master ({settings.web_url}) is "
+            "running; start the farm (make run), then queue the job; nothing was fetched or queued",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -384,10 +384,10 @@ def run_cfbot(args: argparse.Namespace) -> int:
     if not builders:
         print("perffarm cfbot: no enabled recipe measures jobs (enable pg-quick in recipes.enabled)", file=sys.stderr)
         return EXIT_USAGE
-    if launcher.running_master(settings) is None:
+    if not settings.mirror_dir.exists() and launcher.running_master(settings) is None:
         print(
-            f"perffarm cfbot: the master ({settings.web_url}) is not running; start the farm (make run) first; "
-            "nothing was fetched or queued",
+            f"perffarm cfbot: no farm has run on {settings.data_dir} and no master ({settings.web_url}) is running; "
+            "start the farm (make run) first; nothing was fetched or queued",
             file=sys.stderr,
         )
         return EXIT_FAILED

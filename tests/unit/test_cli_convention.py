@@ -85,7 +85,7 @@ def test_no_results_database_is_the_same_answer_for_every_verb(argv, expected, e
 
 def test_releases_without_a_master_fails_before_fetching_anything(env, capsys) -> None:
     err = check(["releases", "--tags", "REL_*"], 1, capsys)
-    assert "not running" in err and "nothing was fetched" in err
+    assert "no farm has run on" in err and "nothing was fetched" in err
     assert not (env / "mirror.git").exists()  # it used to clone repository.url from the network first
 
 

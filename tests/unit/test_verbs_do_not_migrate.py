@@ -95,11 +95,11 @@ def test_the_master_process_still_migrates_after_a_verb_ran_in_it(farm_env):
 
 
 def test_releases_without_a_master_touches_nothing(farm_env, capsys):
-    """Issue #31: without a master nothing would run the job, and reading the tags fetched the repository (from
-    the network) first: now neither the mirror nor the database is touched."""
+    """Issue #31: on a data directory no farm has run on, with no master, reading the tags cloned the repository
+    (from the network) first, for a job nothing would run: now neither the mirror nor the database is touched."""
     older_database(farm_env / "results.sqlite", OLDER)
     assert cli.main(["releases", "--tags", "REL_*"]) == 1
-    assert "not running" in capsys.readouterr().err
+    assert "no farm has run on" in capsys.readouterr().err
     assert user_version(farm_env / "results.sqlite") == OLDER and not (farm_env / "mirror.git").exists()
 
 
