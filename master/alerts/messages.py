@@ -359,7 +359,7 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
         lines += [f"Bisection: {view.bisection_state or 'not started'}", ""]
     lines += email_table(view.lines, view.machines)
     if view.reproduce:
-        lines += ["Reproduce on your own machine (builds both commits, measures them interleaved):"]
+        lines += ["Reproduce it (builds both commits, measures them interleaved):"]
         lines += _reproduce_lines(view.reproduce) + [""]
     if event == "updated" and view.changes:
         lines += ["Changed since the last message: " + "; ".join(neutralise.ident(c) for c in view.changes), ""]

@@ -265,3 +265,25 @@ def test_every_channel_names_the_machine_not_only_its_fingerprint(kind: str) -> 
     unnamed = tuple(LineView(**{**x.__dict__, "machine": ""}) for x in view().lines)
     plain = _text(kind, view(lines=unnamed, machines=()))
     assert "dandelion" not in plain and "m-7f3a" in plain
+
+
+def test_the_sample_pgsql_hackers_email_matches_its_golden_file() -> None:
+    """The closing note's alert email as a reader sees it (docs/alerts.md quotes it): a culprit with ordinary
+    commit text, so the golden file reads as the mail does; the hostile cases above keep their own files."""
+    pg = CommitView(
+        SHA,
+        "Speed up hash joins with many batches",
+        "Alice Example <alice@example.org>",
+        "Carol Committer <carol@postgresql.org>",
+        COMMIT_URL,
+        (DISCUSSION[0],),
+    )
+    v = view(**{**CULPRIT, "culprit": pg})
+    mail = kinds.build_message(v, "email", "updated", f"{v.id}/email/r{v.message_version}", "pgsql-hackers")
+    text = f"Subject: {mail['subject']}\n\n{mail['text']}"
+    path = GOLDEN / "email-pgsql-hackers.txt"
+    if UPDATE:
+        path.write_text(text)
+    assert text == path.read_text(), f"{path} differs (PERFFARM_UPDATE_GOLDEN=1 rewrites it)"
+    wrappable = [ln for ln in mail["text"].splitlines() if "://" not in ln and not ln.startswith("Subject")]
+    assert all(len(ln) <= 72 for ln in wrappable), [ln for ln in wrappable if len(ln) > 72]  # links, subject: as is
