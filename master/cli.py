@@ -16,7 +16,7 @@ from master.redact import redact_text
 from master.settings import Settings, SettingsError, describe, load_settings
 from master.textsafe import visible as v
 
-EXIT_USAGE = 2
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = cliargs.EXIT_OK, cliargs.EXIT_FOUND, cliargs.EXIT_USAGE
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -88,7 +88,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         out["master_running"] = True
         workers = launcher._api(settings, "workers") or {"workers": []}
         for w in workers["workers"]:
-            out["workers"].append({"name": w["name"], "connected": bool(w.get("connected_to"))})
+            about = settings.worker_about.get(w["name"], ("", "", ""))
+            out["workers"].append(
+                {
+                    "name": w["name"],
+                    "connected": bool(w.get("connected_to")),
+                    "machine_name": about[0] or None,  # workers.about: what people call its machine
+                    "owner": about[1] or None,
+                    "description": about[2] or None,
+                }
+            )
         reqs = launcher._api(settings, "buildrequests?complete=false") or {"buildrequests": []}
         listed = (launcher._api(settings, "builders") or {"builders": []})["builders"]
         builders = {b["builderid"]: b["name"] for b in listed}
@@ -143,13 +152,19 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     deferred = backlog(settings)
     out["deferred"] = {"waiting": deferred.waiting, "oldest": _when(deferred.oldest), "gave_up": deferred.gave_up}
+    # a gate for scripts and monitoring: exit 1 when the master is down (EXIT_FOUND), after printing all of it
+    code = EXIT_OK if out["master_running"] else EXIT_FOUND
     if args.format == "json":
         print(json.dumps(out, indent=1, sort_keys=True, default=str))
-        return 0
+        return code
     state = "running" if out["master_running"] else "NOT running (start it with `make run`)"
     print(f"master      {settings.web_url} {state}")
     for w in out["workers"]:
-        print(f"worker      {v(w['name']):<20} {'connected' if w['connected'] else 'DISCONNECTED'}")
+        about = ", ".join(v(x) for x in (w["machine_name"], w["owner"]) if x)
+        print(
+            f"worker      {v(w['name']):<20} {'connected' if w['connected'] else 'DISCONNECTED'}"
+            + (f"  ({about})" if about else "")
+        )
     for r in out.get("refused", []):
         why = "wrong password" if r["reason"] == "wrong-password" else "not in workers.names"
         print(
@@ -210,7 +225,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             )
         if hidden:
             print(f"  ({hidden} row(s) of release tags not shown: `perffarm status --tags` lists them)")
-    return 0
+    return code
 
 
 # ------------------------------------------------------------------------------------------------- results
@@ -219,8 +234,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_results_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.results_db.exists():
-        print(f"no results database at {settings.results_db} yet", file=sys.stderr)
-        return 0
+        return cliargs.no_results_db("results list", settings.results_db)
     conn = store.connect_readonly(settings.results_db)
     try:
         rows = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=args.limit)
@@ -275,8 +289,7 @@ EXPORT_COLUMNS = [
 def cmd_results_export(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.results_db.exists():
-        print(f"no results database at {settings.results_db} yet", file=sys.stderr)
-        return 1
+        return cliargs.no_results_db("results export", settings.results_db)
     conn = store.connect_readonly(settings.results_db)
     try:
         runs = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=None)
@@ -284,7 +297,11 @@ def cmd_results_export(args: argparse.Namespace) -> int:
         measurements = store.measurements_for(conn, list(by_id))
     finally:
         conn.close()
-    out = open(args.output, "w", newline="") if args.output else sys.stdout
+    try:
+        out = open(args.output, "w", newline="") if args.output else sys.stdout
+    except OSError as e:
+        print(f"perffarm results export: cannot write {v(args.output)}: {e.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.format == "json":
             docs = []
@@ -345,8 +362,8 @@ def cmd_results_export(args: argparse.Namespace) -> int:
 def cmd_settings(args: argparse.Namespace) -> int:
     settings = _settings(args)
     rows = describe(settings)
-    if args.format == "json":
-        print(json.dumps({k: v for k, v, _ in rows}, indent=1))
+    if args.format == "json":  # typed values and where each came from, as the text form shows them
+        print(json.dumps({k: {"value": val, "source": src} for k, val, src in rows}, indent=1, sort_keys=True))
         return 0
     for key, value, source in rows:
         print(f"{key:<28} {json.dumps(value):<60} ({source})")
@@ -406,6 +423,15 @@ MOUNTED = [
         "branch's series and never alerts. Needs a login (master.web_users; --user, --password-file).",
     ),
     (
+        "cfbot",
+        "master.jobs.cli",
+        "a performance cfbot: a try-job for every patch branch whose head is new (cfbot's layout)",
+        "Fetch a repository of patch branches (cfbot's layout: one branch per proposed patch, rebased on master) and "
+        "queue a try-job for every branch whose head has none yet: its merge base with --base against the merge "
+        "base plus the branch's diff, measured interleaved on a farm worker in the try-job sandbox. Run it again "
+        "(a timer, cron) to measure every push. Needs a farm that has run here; each job's page is jobs/ID.html.",
+    ),
+    (
         "jobs",
         "master.jobs.cli",
         "list the farm's jobs (release comparisons, try-jobs) or show one with its ratios",
@@ -424,6 +450,19 @@ MOUNTED = [
 ]
 
 
+class _Version(argparse.Action):
+    """--version: computed only when asked (it runs git), unlike argparse's own version action."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kw.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from master.version import version
+
+        print(version())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="perffarm",
@@ -431,6 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Settings come from perffarm.toml, PERFFARM_CONFIG and PERFFARM_* environment variables.",
     )
     p.add_argument("--config", help="settings file (default: $PERFFARM_CONFIG, else the checkout's perffarm.toml)")
+    p.add_argument("--version", action=_Version, help="print the version (release and git commit) and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser(
@@ -506,18 +546,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _action(args: argparse.Namespace) -> str | None:
+    """The sub-command of a verb that has them (`results list`, `alerts show`), for messages."""
+    return next((getattr(args, k) for k in vars(args) if k.endswith("_command") and getattr(args, k)), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    verb = " ".join(x for x in (args.command, _action(args)) if x)
     try:
         with store.connection.verbs_do_not_migrate():  # only `run` and `migrate` do, by asking for it
             return int(args.func(args) or 0)
     except SettingsError as e:
-        print(f"perffarm: invalid settings: {redact_text(str(e))}", file=sys.stderr)
+        print(f"perffarm {verb}: invalid settings: {redact_text(str(e))}", file=sys.stderr)
         return EXIT_USAGE
-    except store.StoreError as e:
-        print(f"perffarm: {e}", file=sys.stderr)
-        return 1
+    except store.StoreError as e:  # a database at another schema: the farm's state, not the command line, stops it
+        print(f"perffarm {verb}: {v(e)}", file=sys.stderr)
+        return EXIT_FOUND
     except BrokenPipeError:
         return 0
 

@@ -150,6 +150,26 @@ def _api(settings: Settings, path: str) -> dict | None:
         return None
 
 
+def banner(settings: Settings, master_dir: Path) -> str:
+    """What `make run` prints once the farm runs: where to look, and how to measure the head now (the first poll
+    only records refs, so a newcomer would otherwise wait for the next commit upstream to see anything)."""
+    repo = redact_url(settings.repository_url)
+    builder = f"{settings.recipes[0]}@{settings.worker_names[0]}" if settings.recipes and settings.worker_names else ""
+    return (
+        f"  web UI        {settings.web_url}\n"
+        f"  history site  {settings.site_url}  (files: {settings.site_dir})\n"
+        f"  REST API      {settings.web_url}api/v2/\n"
+        f"  results DB    {settings.results_db}\n"
+        f"  master log    {master_dir / 'twistd.log'}\n"
+        f"  status        .venv/bin/perffarm status\n"
+        f"  watching      {repo} (every {settings.poll_interval} s)\n"
+        "  measure now   the first poll only records the refs: nothing is measured until a new commit lands.\n"
+        f"                To measure the head now: open {settings.web_url}#/builders, pick {builder or 'a builder'},\n"
+        '                "Measure a commit", branch master, revision: the sha that\n'
+        f"                git ls-remote {repo} refs/heads/master  prints"
+    )
+
+
 def running_master(settings: Settings) -> str | None:
     """How a master on this data directory shows it is running, in words; None when nothing shows it.
 
@@ -413,16 +433,7 @@ def run(settings: Settings, check_repo: bool = True) -> int:
 
             _wait("local worker connection", connected, procs, worker_dir / "twistd.log")
         say("running. Ctrl-C stops it.")
-        print(
-            f"  web UI        {settings.web_url}\n"
-            f"  history site  {settings.site_url}  (files: {settings.site_dir})\n"
-            f"  REST API      {settings.web_url}api/v2/\n"
-            f"  results DB    {settings.results_db}\n"
-            f"  master log    {master_dir / 'twistd.log'}\n"
-            f"  status        .venv/bin/perffarm status\n"
-            f"  watching      {redact_url(settings.repository_url)} (every {settings.poll_interval} s)",
-            flush=True,
-        )
+        print(banner(settings, master_dir), flush=True)
         budget = RestartBudget()
         while True:
             for i, p in enumerate(procs):

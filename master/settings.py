@@ -7,6 +7,7 @@ environment variables override both. Invalid values fail at load time with a mes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 import os
@@ -72,6 +73,8 @@ class Settings:
     site_out_dir: Path | None  # None: <data_dir>/site (see the site_dir property)
     site_port: int
     throughput_references: Mapping[str, str]  # branch -> revision its throughput is paired with (docs/throughput.md)
+    # worker -> (name, owner, description) of its machine, as people read it (master/machines.py)
+    worker_about: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
     alerts: AlertSettings = field(default_factory=AlertSettings)
     detection: DetectionSettings = field(default_factory=DetectionSettings)  # passed down to analysis, bisection
     source_of: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -176,6 +179,7 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("workers", "hosts"): ("host_map", "worker_hosts"),
     ("workers", "run_local"): ("bool", "run_local_worker"),
     ("workers", "lost_after"): ("pos_int", "worker_lost_after"),
+    ("workers", "about"): ("about_map", "worker_about"),
     ("recipes", "enabled"): ("name_list", "recipes"),
     ("recipes", "options"): ("option_map", "recipe_options"),
     ("site", "out_dir"): ("opt_path", "site_out_dir"),
@@ -284,6 +288,11 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
     except AlertConfigError as e:
         raise SettingsError(str(e) if str(e).startswith("alerts") else f"alerts: {e}") from None
     values.update({group: _GROUPS[group](**fields) for group, fields in groups.items()})
+    alerts = dataclasses.replace(
+        alerts,
+        repository=values.get("repository_url", ""),
+        machine_about=tuple((w, *about) for w, about in values.get("worker_about", {}).items()),
+    )
     settings = Settings(**values, alerts=alerts, source_of=source_of)
     _check_repository(settings)
     _check_buildbot_db(settings)
@@ -291,6 +300,9 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
     for worker in settings.worker_hosts:
         if worker not in settings.worker_names:
             raise SettingsError(f"workers.hosts: {worker!r} is not in workers.names")
+    for worker in settings.worker_about:
+        if worker not in settings.worker_names:
+            raise SettingsError(f"workers.about: {worker!r} is not in workers.names")
     if settings.web_exposed and not settings.web_users:
         raise SettingsError(
             f"master.web_host: the web UI would listen on {settings.web_host}, beyond this machine, with no login: "
@@ -389,6 +401,8 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
             value = list(value)
         elif isinstance(value, Mapping) and attr == "throughput_references":
             value = [f"{k}={v}" for k, v in value.items()]
+        elif isinstance(value, Mapping) and attr == "worker_about":
+            value = [f"{k}={'|'.join(v)}" for k, v in value.items()]
         elif isinstance(value, Mapping) and attr == "recipe_options":
             value = [f"{k}:{o}" for k, opts in value.items() for o in opts]
         elif isinstance(value, Mapping):

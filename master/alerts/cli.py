@@ -26,7 +26,7 @@ from master.alerts.links import LinkError
 from master.alerts.sync import AlertNotFound, alert_view, resolve, set_state, sync
 from master.textsafe import visible as v
 
-EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_USAGE = cliargs.EXIT_OK, cliargs.EXIT_USAGE  # an unknown id or no database is an input error
 
 
 def _when(ts: float | None) -> str:
@@ -133,7 +133,10 @@ def _connect(args: argparse.Namespace, read_only: bool):
     one that writes with store.connect, which inside a `perffarm` verb does not migrate either."""
     path = _db_path(args)
     if not path.exists():
-        raise FileNotFoundError(f"no results database at {path}")
+        raise FileNotFoundError(
+            f"no results database at {path}: nothing stored yet; start the farm (make run) or point master.data_dir "
+            "(PERFFARM_MASTER_DATA_DIR, or --db) at a farm's data directory"
+        )
     return store.connect_readonly(path) if read_only else store.connect(path)
 
 
@@ -142,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
     except (AlertNotFound, FileNotFoundError) as e:
         print(f"perffarm alerts: {v(e)}", file=sys.stderr)
-        return EXIT_MISSING
+        return EXIT_USAGE
     except (lifecycle.LifecycleError, AlertConfigError, LinkError) as e:
         print(f"perffarm alerts: {v(e)}", file=sys.stderr)
         return EXIT_USAGE

@@ -19,6 +19,8 @@ from recipes.paired import is_paired_ratio
 
 SEVERITIES = ("warn", "critical")
 KINDS = ("regression", "improvement")
+# git.postgresql.org's commitdiff page, the form pgsql-committers mails link to
+POSTGRES_COMMIT_URL = "https://git.postgresql.org/pg/commitdiff/{sha}"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
@@ -139,6 +141,11 @@ class AlertSettings:
     band_green: float = 1.03
     site_url: str = "http://127.0.0.1:8011/"  # [site] port: where `perffarm run` serves the site
     link_template: str = "{site_url}alerts/alert-{alert_id}.html"  # the page master/publish writes
+    # A commit's web page, "{sha}" replaced: "" picks git.postgresql.org's commitdiff when the repository is
+    # postgres.git (POSTGRES_COMMIT_URL), "none" shows no link
+    commit_url: str = ""
+    repository: str = ""  # repository.url (not an [alerts] key): for the commit link and the reproduce command
+    machine_about: tuple[tuple[str, str, str, str], ...] = ()  # workers.about: (worker, name, owner, description)
     settle_seconds: float = 300.0
     poll_interval: float = 10.0
     channels: tuple[ChannelConfig, ...] = ()
@@ -154,12 +161,32 @@ class AlertSettings:
         names = [c.name for c in self.channels]
         if len(set(names)) != len(names):
             raise AlertConfigError(f"alerts.channels: duplicate channel names in {names}")
+        if self.commit_url not in ("", "none"):
+            from master.textsafe import safe_link
+
+            if "{sha}" not in self.commit_url or safe_link(self.commit_url.replace("{sha}", "0" * 40)) is None:
+                raise AlertConfigError(
+                    f"alerts.commit_url: {self.commit_url[:80]!r} is not an https URL with {{sha}} in it, e.g. "
+                    f'{POSTGRES_COMMIT_URL!r}; use "" for the default or "none" for no link'
+                )
         try:
             self.link_template.format(site_url=self.site_url, alert_id="a-0")
         except (KeyError, IndexError, ValueError) as e:
             raise AlertConfigError(
                 f"alerts.link_template: only {{site_url}} and {{alert_id}} are known ({e})"
             ) from None
+
+    def commit_link(self, sha: str) -> str | None:
+        """The commit's web page, or None: `commit_url`, else git.postgresql.org's for a postgres.git repository."""
+        template = self.commit_url
+        if template == "none":
+            return None
+        if not template:
+            name = self.repository.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+            if name not in ("postgres", "postgresql"):
+                return None
+            template = POSTGRES_COMMIT_URL
+        return template.replace("{sha}", sha) if re.fullmatch(r"[0-9a-f]{40,64}", sha) else None
 
     def metric_kind(self, metric: str, unit: str) -> str:
         """How a series is measured, which decides how small a regression alerts: ``paired`` (a ratio to the
@@ -217,6 +244,7 @@ ALERT_KEYS: dict[str, tuple[str, str]] = {
     "band_green": ("number", "band_green"),
     "site_url": ("str", "site_url"),
     "link_template": ("str", "link_template"),
+    "commit_url": ("opt_text", "commit_url"),
     "settle_seconds": ("number", "settle_seconds"),
     "poll_interval": ("number", "poll_interval"),
     "retry_base_delay": ("number", "retry.base_delay"),

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from master import store
+from master import machines, store
 from master.alerts import grouping, kinds, lifecycle, messages, rules
 from master.alerts.config import AlertSettings
 from master.alerts.links import check_link
@@ -255,11 +255,40 @@ def _queue(
 # ------------------------------------------------------------------------------------------------ views
 
 
-def _commit_view(conn: sqlite3.Connection, sha: str | None) -> messages.CommitView | None:
+def _commit_view(conn: sqlite3.Connection, settings: AlertSettings, sha: str | None) -> messages.CommitView | None:
     if not sha:
         return None
     row = store.commits.commit(conn, sha)
-    return messages.CommitView(sha, row.subject if row else "", row.author if row else "")
+    if row is None:
+        return messages.CommitView(sha, "", "", url=settings.commit_link(sha))
+    return messages.CommitView(sha, row.subject, row.author, row.committer, settings.commit_link(sha), row.discussion)
+
+
+# The recipes `perffarm compare` can run: its profiles are the pg-* recipes' (recipes/pg_quick.py, ...).
+_COMPARE_PROFILES = {"pg-quick": "quick", "pg-full": "full", "pg-sweeps": "sweeps"}
+
+
+def reproduce_argv(
+    settings: AlertSettings, before: str | None, after: str, lines: tuple[messages.LineView, ...]
+) -> tuple[str, ...]:
+    """`perffarm compare` on the change's two ends (the culprit and its parent, or the range's ends), measuring
+    the alert's workloads of its first PostgreSQL recipe; () when there is no `before` or no such recipe."""
+    recipe = next((x.recipe for x in lines if x.recipe in _COMPARE_PROFILES), None)
+    if not before or recipe is None or not settings.repository:
+        return ()
+    workloads = ",".join(dict.fromkeys(x.workload for x in lines if x.recipe == recipe))
+    return (
+        "perffarm",
+        "compare",
+        "--profile",
+        _COMPARE_PROFILES[recipe],
+        "--repo",
+        settings.repository,
+        "--option",
+        f"workloads={workloads}",
+        before,
+        after,
+    )
 
 
 def alert_view(
@@ -273,6 +302,13 @@ def alert_view(
     stored = {x.change_point_id: s for x, s in members}
     lines = [x for x, _ in members if x.active] or [x for x, _ in members]
     bands = Bands(settings.band_red, settings.band_green)
+    ids = sorted({x.machine_id for x in lines})
+    bound = store.machines.bindings(conn, ids)
+    machine_views = {
+        m: machines.view(m, b.worker if b else None, b.fingerprint if b else {}, settings.machine_about)
+        for m in ids
+        for b in [bound.get(m)]
+    }
     views = tuple(
         messages.LineView(
             workload=x.workload,
@@ -289,10 +325,17 @@ def alert_view(
             colour=colour(x.ratio, Direction.parse(x.direction), bands).value,
             sha=x.sha,
             prev_sha=x.prev_sha,
+            machine=machine_views[x.machine_id].name if machine_views[x.machine_id].named else "",
         )
         for x in sorted(lines, key=lambda x: (x.workload, x.metric, x.machine_id, x.change_point_id))
     )
     commits = None if a.prev_position is None else a.position - a.prev_position
+    if a.culprit_sha:  # the culprit against its parent on the branch (first parent)
+        pos = store.commits.positions_on(conn, a.branch, [a.culprit_sha]).get(a.culprit_sha)
+        before = store.commits.sha_at(conn, a.branch, pos - 1) if pos else None
+        reproduce = reproduce_argv(settings, before, a.culprit_sha, views)
+    else:
+        reproduce = reproduce_argv(settings, a.prev_sha, a.sha, views)
     changes = tuple(c for rev, c in json.loads(a.changes) if rev > since_version)
     explained = counters = None
     if a.culprit_sha:  # the exact counters (system calls, WAL, buffers) that changed from the culprit's parent
@@ -324,14 +367,16 @@ def alert_view(
         prev_sha=a.prev_sha,
         sha=a.sha,
         commits=commits,
-        commit=_commit_view(conn, a.sha) if commits == 1 else None,
-        culprit=_commit_view(conn, a.culprit_sha),
+        commit=_commit_view(conn, settings, a.sha) if commits == 1 else None,
+        culprit=_commit_view(conn, settings, a.culprit_sha),
         bisection_state=a.bisection_state,
         link=settings.link_template.format(site_url=settings.site_url, alert_id=a.id),
         lines=views,
         changes=changes,
         explained=explained,
         counters=counters,
+        reproduce=reproduce,
+        machines=tuple(machine_views[m] for m in ids),
     )
 
 

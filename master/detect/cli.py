@@ -2,9 +2,9 @@
 
 Input: a UTF-8 CSV with a header and at least the columns ``commit`` and ``value``, rows in first-parent
 commit order; consecutive rows with the same commit are samples of that commit. The detectors use the farm's
-``[detection] min_effect`` (perffarm.toml), so the command lists what the service would report. Exit codes:
-0 ok, 2 bad input (one line on stderr naming the row or line, also for binary or non-UTF-8 files) or invalid
-settings.
+``[detection] min_effect`` (perffarm.toml), so the command lists what the service would report. Exit codes
+(a CI gate): 0 no regression, 1 a regression (a change point or the newest commits), 2 bad input (one line on
+stderr naming the row or line, also for binary or non-UTF-8 files) or invalid settings.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from master.settings import SettingsError, load_settings
 from master.textsafe import visible
 
 EXIT_OK = 0
+EXIT_FOUND = 1  # a regression: the gate failed
 EXIT_INPUT = 2
 
 
@@ -43,6 +44,13 @@ class Report:
     n_commits: int
     n_samples: int
     steady: bool = False  # samples repeat exactly: judged by magnitude (master/detect/steady.py)
+    gate_needs: int = 0  # commits the newest-commits gate needs before it can judge (baseline + persistence)
+
+    @property
+    def regression(self) -> bool:
+        """Whether a change point or the newest commits are a regression: the gate's verdict."""
+        found = [cp.kind for cp in self.change_points] + ([self.gate.change.kind] if self.gate.change else [])
+        return any(k.value == "regression" for k in found)
 
 
 def _decode(path: str, data: bytes) -> str:
@@ -124,7 +132,7 @@ def analyse(series: Series, direction: Direction, detection: DetectionSettings |
         return Report(tuple(found_steady), online.QUIET, len(series), len(series.values), steady=True)
     cps = offline.detect(series, direction, off)
     verdict = online.gate_with_history(series, direction, on, cuts=[cp.index for cp in cps])
-    return Report(tuple(cps), verdict, len(series), len(series.values))
+    return Report(tuple(cps), verdict, len(series), len(series.values), gate_needs=on.baseline_min + on.persistence)
 
 
 def render_text(report: Report) -> str:
@@ -144,6 +152,11 @@ def render_text(report: Report) -> str:
             "steady series (every commit's samples agree within 0.01%): changes judged by magnitude, "
             "a step must last 2 commits"
         )
+    elif g.change is None and report.n_commits < report.gate_needs:
+        lines.append(
+            f"newest commits: too few to judge ({report.n_commits} commits; the gate needs {report.gate_needs}: a "
+            "baseline and a run of new commits)"
+        )
     elif g.change is None:
         lines.append("newest commits: consistent with the recent baseline")
     else:
@@ -156,8 +169,22 @@ def render_text(report: Report) -> str:
 
 
 def render_json(report: Report) -> str:
-    """The documented JSON shape: {"change_points": [{commit, index, ratio, kind, pvalue}]}."""
-    return json.dumps({"change_points": [cp.to_json() for cp in report.change_points]}, sort_keys=True)
+    """The documented JSON shape: {"change_points": [{commit, index, ratio, kind, pvalue}], "regression": bool,
+    "commits": int, "samples": int, "newest": {"judged": bool, "change": {...} | null}}."""
+    g = report.gate
+    return json.dumps(
+        {
+            "change_points": [cp.to_json() for cp in report.change_points],
+            "regression": report.regression,
+            "commits": report.n_commits,
+            "samples": report.n_samples,
+            "newest": {
+                "judged": report.steady or g.change is not None or report.n_commits >= report.gate_needs,
+                "change": g.change.to_json() if g.change else None,
+            },
+        },
+        sort_keys=True,
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -178,7 +205,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=["text", "json"],
         default="text",
-        help='text (default) or json: {"change_points": [{"commit", "index", "ratio", "kind", "pvalue"}]}',
+        help='text (default) or json: {"change_points": [{"commit", "index", "ratio", "kind", "pvalue"}], '
+        '"regression": true|false, "commits", "samples", "newest": {"judged", "change"}}',
     )
 
 
@@ -190,7 +218,8 @@ def build_parser(prog: str = "perffarm detect") -> argparse.ArgumentParser:
         "position, among distinct commits, of the first commit after the change; ratio is the median "
         "after over the median before; pvalue is corrected for the choice of the split. Uses ranks, so "
         "skewed noise and outliers do not matter; uses every sample of every commit.",
-        epilog="Exit status: 0 on success, 2 on bad input (the message names the row).",
+        epilog="Exit status: 0 no regression, 1 a regression found (a CI gate), 2 bad input (the message names the "
+        "row).",
     )
     add_arguments(parser)
     return parser
@@ -210,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     report = analyse(series, Direction.parse(args.direction), detection)
     print(render_json(report) if args.format == "json" else render_text(report))
-    return EXIT_OK
+    return EXIT_FOUND if report.regression else EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

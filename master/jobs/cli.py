@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 
-from master import cliargs, gitmirror, ingest, store
+from master import cliargs, gitmirror, ingest, refnames, store
 from master.jobs import core
 from master.jobs.service import job_builder_name
-from master.redact import redact_url
+from master.redact import redact_text, redact_url
 from master.settings import Settings, load_settings
 from master.store.jobs import Job
 from master.textsafe import visible as v
@@ -62,6 +63,17 @@ def run_releases(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     recipe = args.recipe or builders[0].removeprefix("jobs-").split("@")[0]
     worker = args.worker or settings.worker_names[0]
+    from master import launcher
+
+    if not settings.mirror_dir.exists() and launcher.running_master(settings) is None:
+        # no farm has run on this data directory: reading the tags would clone the whole repository (from the
+        # network) first, for a job nothing would run. A farm that has run here may queue while its master is down.
+        print(
+            f"perffarm releases: no farm has run on {settings.data_dir} and no master ({settings.web_url}) is "
+            "running; start the farm (make run), then queue the job; nothing was fetched or queued",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     try:
         mirror = ingest.fresh_mirror(settings)
     except gitmirror.GitError as e:
@@ -89,19 +101,25 @@ def run_releases(args: argparse.Namespace) -> int:
 
 
 def add_jobs_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--status", type=cliargs.row_id, metavar="ID", help="show one job: its sides, state and each side's ratio to A"
-    )
+    """`jobs list` (also plain `jobs`) and `jobs show ID` (also `jobs --status ID`, the old spelling)."""
+    p.add_argument("--status", type=cliargs.row_id, metavar="ID", help="show one job (old spelling of `jobs show ID`)")
     p.add_argument("--kind", choices=core.store.jobs.KINDS, help="list only jobs of this kind")
-    p.add_argument("--all-metrics", action="store_true", help="with --status: latency and CPU metrics too")
+    p.add_argument("--all-metrics", action="store_true", help="with show: latency and CPU metrics too")
     p.add_argument("--format", choices=["text", "json"], default="text")
+    sub = cliargs.actions(p, "jobs_command")
+    s = cliargs.action(sub, "list", "the farm's jobs, newest first (the default)")
+    s.add_argument("--kind", choices=core.store.jobs.KINDS, help="list only jobs of this kind")
+    s.add_argument("--format", choices=["text", "json"])
+    s = cliargs.action(sub, "show", "one job: its sides, state (and why) and each side's ratio to A")
+    s.add_argument("status", type=cliargs.row_id, metavar="ID")
+    s.add_argument("--all-metrics", action="store_true", help="latency and CPU metrics too")
+    s.add_argument("--format", choices=["text", "json"])
 
 
 def run_jobs(args: argparse.Namespace) -> int:
     settings = load_settings(getattr(args, "config", None))
     if not settings.results_db.exists():
-        print(f"perffarm jobs: no results database at {settings.results_db}: nothing queued yet", file=sys.stderr)
-        return EXIT_USAGE
+        return cliargs.no_results_db("jobs", settings.results_db, "nothing queued yet")
     if args.status is not None:
         return _status(settings, args.status, args.format, args.all_metrics)
     conn = store.connect_readonly(settings.results_db)
@@ -327,3 +345,80 @@ def _submit(url: str, user: str, password: str, base: str, patch: str, builder: 
         raise TryRefused("the master did not answer the try request within 5 minutes (is it running?)")
     except requests.RequestException as e:
         raise TryRefused(f"cannot reach the master at {url}: {type(e).__name__}; nothing was submitted") from None
+
+
+def add_cfbot_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--repo",
+        required=True,
+        help="the repository of patch branches (cfbot's layout: one branch per proposed patch, rebased on master): "
+        "a path or URL",
+    )
+    p.add_argument(
+        "--branches", default="cf/.*", metavar="REGEX", help="which branches are patches (full match; default cf/.*)"
+    )
+    p.add_argument("--base", default="master", help="the branch the patches are rebased on (default master)")
+    p.add_argument("--recipe", help="the recipe (default: the first enabled one that measures jobs, e.g. pg-quick)")
+    p.add_argument("--worker", help="the worker to measure on (default: the first one)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="recipe options for the jobs")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+
+
+def run_cfbot(args: argparse.Namespace) -> int:
+    """One pass: a try-job for every patch branch whose head has none yet (run it from cron or a timer)."""
+    import re
+
+    from master import launcher
+    from master.jobs import cfbot
+
+    settings = load_settings(getattr(args, "config", None))
+    try:
+        re.compile(args.branches)
+    except re.error as e:
+        print(f"perffarm cfbot: --branches {args.branches!r} is not a regular expression: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if (problem := refnames.ref_problem(args.base)) is not None:
+        print(f"perffarm cfbot: --base {v(args.base)!r}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    builders = job_builders(settings)
+    if not builders:
+        print("perffarm cfbot: no enabled recipe measures jobs (enable pg-quick in recipes.enabled)", file=sys.stderr)
+        return EXIT_USAGE
+    if not settings.mirror_dir.exists() and launcher.running_master(settings) is None:
+        print(
+            f"perffarm cfbot: no farm has run on {settings.data_dir} and no master ({settings.web_url}) is running; "
+            "start the farm (make run) first; nothing was fetched or queued",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    recipe = args.recipe or builders[0].removeprefix("jobs-").split("@")[0]
+    worker = args.worker or settings.worker_names[0]
+    try:
+        mirror = ingest.fresh_mirror(settings)
+        heads = cfbot.patch_branches(settings.data_dir / "cfbot.git", args.repo, args.branches, args.base)
+    except gitmirror.GitError as e:
+        print(f"perffarm cfbot: {v(redact_text(str(e)))}", file=sys.stderr)
+        return EXIT_FAILED
+    conn = store.connect(settings.results_db)
+    try:
+        outcomes = cfbot.queue(
+            conn,
+            settings.data_dir / "cfbot.git",
+            mirror,
+            heads,
+            args.base,
+            job_builder_name(recipe, worker),
+            builders,
+            args.option,
+        )
+    finally:
+        conn.close()
+    if args.format == "json":
+        print(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=1, sort_keys=True))
+        return EXIT_OK
+    for o in outcomes:
+        what = f"job {o.job_id} queued" if o.job_id else f"skipped: {v(o.reason)}"
+        print(f"{v(o.branch):<24} {o.head[:12]}  {what}")
+    if not outcomes:
+        print(f"no branch of {v(redact_url(args.repo))} matches {v(args.branches)}")
+    return EXIT_OK

@@ -432,4 +432,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (alert_id, url)
     )
     """,
+    # 21: what a PostgreSQL hacker reads in an alert (issue #31): the committer ("Name <email>", who is not always
+    # the author) and the message's `Discussion:` links (checked https URLs, space-separated), read by the history
+    # sync with the other commit facts. Commits stored before keep '' until an ingest reads them again.
+    """
+    ALTER TABLE commits ADD COLUMN committer TEXT NOT NULL DEFAULT '';
+    ALTER TABLE commits ADD COLUMN discussion TEXT NOT NULL DEFAULT ''
+    """,
 ]

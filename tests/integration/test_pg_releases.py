@@ -52,7 +52,7 @@ def test_an_autoconf_and_a_meson_major_build_and_run_the_quick_profile_in_one_nw
     patch.write_text(busy_loop_patch(releases, 2000))
     out = tmp_path / "releases.json"
     argv = ["--repo", str(releases), "--work", str(WORK), "REL_13_16", "REL_18_6", "REL_18_6", "--patch", str(patch)]
-    assert compare.main([*argv, *QUICK_FAST, "--json", str(out)]) == 0
+    assert compare.main([*argv, *QUICK_FAST, "--json", str(out)]) in (0, 1)  # 1: a side measured worse than A
     printed = capsys.readouterr().out
     doc = json.loads(out.read_text())
     versions = [(v["label"], v["major"], v["version"]) for v in doc["versions"]]
@@ -92,7 +92,7 @@ def test_idle_connections_are_held_open_next_to_the_measured_client_on_both_majo
         *("--option", "warmup_s=0"),
         *("--option", "scale=1"),
     ]
-    assert compare.main([*argv, *opts, "--json", str(out)]) == 0
+    assert compare.main([*argv, *opts, "--json", str(out)]) in (0, 1)  # 1: a side measured worse than A
     doc = json.loads(out.read_text())
     by = {(c["workload"], c["metric"]): c for c in doc["comparisons"]}
     held = by[("idle-connections-c1-i1000", "idle_connections")]
@@ -114,7 +114,7 @@ def test_overlay_effects_are_measured_on_the_newer_release_in_the_same_job(relea
     out = tmp_path / "overlays.json"
     argv = ["--repo", str(releases), "--work", str(WORK), "REL_13_16", "REL_18_6", "--overlay-effects"]
     opts = [*("--option", "workloads=instr-point-select-prepared,pgbench-ro-prepared-c1"), *QUICK_FAST]
-    assert compare.main([*argv, *opts, "--json", str(out)]) == 0
+    assert compare.main([*argv, *opts, "--json", str(out)]) in (0, 1)  # 1: a side measured worse than A
     doc = json.loads(out.read_text())
     effects = doc["overlay_effects"]
     assert sorted(effects) == ["since-14.conf", "since-18.conf"]

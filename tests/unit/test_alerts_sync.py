@@ -200,3 +200,59 @@ def test_an_alerts_range_holds_every_live_lines_change_when_they_no_longer_overl
     for line_low, line_high in ((8, 12), (14, 22)):
         assert low <= line_low and line_high <= high  # neither line's change is outside the alert's range
     assert (a, b) and (low, high) == (8, 22)
+
+
+def test_the_view_links_the_culprit_names_its_committer_and_reproduces_it_against_its_parent(farm: Farm) -> None:
+    """Issue #31: what the history sync stored of the culprit (committer, Discussion: links) reaches the message,
+    with git.postgresql.org's commit page for a postgres.git repository and `perffarm compare` on the culprit
+    and its first parent, not on the alert's whole range."""
+    farm.change_point(farm.series("pgbench-ro"), 14, 0.90, prev=9)
+    farm.conn.execute("UPDATE series SET recipe = 'pg-quick'")
+    culprit, parent = farm.shas[12], farm.shas[11]
+    farm.conn.execute(
+        "UPDATE commits SET committer = 'Carol <carol@postgresql.org>', discussion = ? WHERE sha = ?",
+        ("https://postgr.es/m/abc@example.org", culprit),
+    )
+    settings = AlertSettings(repository="https://git.postgresql.org/git/postgresql.git")
+    (e,) = sync(farm.conn, settings, now=100)
+    before = alert_view(farm.conn, settings, e.alert_id)
+    assert before.culprit is None and before.reproduce[-2:] == (farm.shas[9], farm.shas[14])  # the range's ends
+    record_bisection(farm.conn, e.alert_id, "culprit", culprit, now=120)
+    view = alert_view(farm.conn, settings, e.alert_id)
+    assert view.culprit is not None
+    assert view.culprit.committer == "Carol <carol@postgresql.org>"
+    assert view.culprit.discussion == ("https://postgr.es/m/abc@example.org",)
+    assert view.culprit.url == f"https://git.postgresql.org/pg/commitdiff/{culprit}"
+    assert view.reproduce == (
+        "perffarm",
+        "compare",
+        "--profile",
+        "quick",
+        "--repo",
+        "https://git.postgresql.org/git/postgresql.git",
+        "--option",
+        "workloads=pgbench-ro",
+        parent,
+        culprit,
+    )
+    other = AlertSettings(repository="/srv/mine.git")
+    assert alert_view(farm.conn, other, e.alert_id).culprit.url is None  # type: ignore[union-attr]
+    farm.conn.execute("UPDATE series SET recipe = 'fixture'")
+    assert alert_view(farm.conn, settings, e.alert_id).reproduce == ()  # compare measures PostgreSQL only
+
+
+def test_lines_name_their_machine_from_workers_about_and_describe_it_from_its_fingerprint(farm: Farm) -> None:
+    """Issue #31: a machine is read by its operator's name for the worker that reported it; without a
+    description, its fingerprint (CPU, cores, memory, OS, compiler) describes it."""
+    fp = {"cpu_model": "Xeon E-2288G", "cores": 8, "memory_bytes": 64 * 2**30, "os": "Debian 12", "compiler": "gcc 12"}
+    farm.conn.execute("UPDATE machines SET worker = 'w1', fingerprint = ? WHERE id = 'm-1'", (json.dumps(fp),))
+    farm.change_point(farm.series("ro"), 10, 0.90)
+    farm.change_point(farm.series("ro", machine="m-2"), 10, 0.90)
+    settings = AlertSettings(machine_about=(("w1", "dandelion", "Alice <alice@example.org>", ""),))
+    (e,) = sync(farm.conn, settings, now=100)
+    view = alert_view(farm.conn, settings, e.alert_id)
+    assert {x.machine_id: x.machine for x in view.lines} == {"m-1": "dandelion", "m-2": ""}
+    named = next(m for m in view.machines if m.id == "m-1")
+    assert (named.name, named.owner) == ("dandelion", "Alice <alice@example.org>")
+    assert named.description == "Xeon E-2288G, 8 cores, 64 GiB, Debian 12, gcc 12"
+    assert next(m for m in view.machines if m.id == "m-2").label() == "m-2"

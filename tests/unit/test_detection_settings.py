@@ -69,7 +69,8 @@ def test_perffarm_settings_prints_the_section_with_its_effective_values(monkeypa
     assert "0.01" in lines["detection.fdr"] and "(default)" in lines["detection.fdr"]
     assert cli.main(["settings", "--format", "json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert {k: shown[k] for k in KEYS} == {
+    assert shown["detection.min_effect"]["source"] == "env PERFFARM_DETECTION_MIN_EFFECT"
+    assert {k: shown[k]["value"] for k in KEYS} == {
         "detection.min_effect": 0.02,
         "detection.fdr": 0.01,
         "detection.keep_alpha": 0.01,
@@ -178,7 +179,7 @@ def test_the_min_effect_reaches_the_steady_rule_and_perffarm_detect(tmp_path, mo
     csv.write_text(
         "commit,value\n" + "".join(f"c{i},{v}\n" for i in range(len(series)) for v in series.samples(i, i + 1))
     )
-    assert detect_cli.main([str(csv), "--format", "json", "--direction", "lower"]) == 0
+    assert detect_cli.main([str(csv), "--format", "json", "--direction", "lower"]) == 1  # a regression: the gate
     assert [cp["index"] for cp in json.loads(capsys.readouterr().out)["change_points"]] == [20]
     monkeypatch.setenv("PERFFARM_DETECTION_MIN_EFFECT", "0.02")
     assert detect_cli.main([str(csv), "--format", "json", "--direction", "lower"]) == 0

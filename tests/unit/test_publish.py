@@ -575,7 +575,7 @@ def test_publish_cli(farm, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "master.cli", "publish"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
-    assert proc.returncode == 1 and "no results database" in proc.stderr
+    assert proc.returncode == 2 and "no results database" in proc.stderr
 
 
 def test_a_failing_publish_never_loses_the_ingest(farm, tmp_path):
