@@ -419,6 +419,7 @@ MIGRATIONS: list[str] = [
         workload TEXT NOT NULL,
         shape    TEXT NOT NULL,
         PRIMARY KEY (run_id, workload)
+    )
     """,
     # 20: links to where an alert is tracked (a mailing-list thread, a bug), added with `perffarm alerts set-state
     # ID STATE --link URL` (master/alerts/links.py checks them: http(s) only); shown on the alert's page and in
