@@ -57,6 +57,7 @@ def view(
                 "title": f"[plan] {r.change.headline}",
                 "updated": iso(seen.get(r.change.sha)),
                 "link": f"series/{r.sid}.html",
+                "related": (),
                 "summary": f"{r.machine_id} {r.branch}: the plan of {r.change.workload} changed after "
                 f"{r.change.prev_sha[:12]} ({r.change.summary})",
             }
