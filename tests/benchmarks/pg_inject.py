@@ -59,21 +59,7 @@ def open_close_patch(src: Path) -> str:
     culprit. Two system calls per query cost a few microseconds, 10-15 % of a one-client prepared point select
     here, while the instructions valgrind counts in the backend barely move (a system call is one instruction of
     the process; the kernel's work is not counted), so only wall-clock throughput, paired, can see it."""
-    old = (src / FILE).read_text()
-    start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
-    at = old.find(ANCHOR, start) if start >= 0 else -1
-    head = '#include "postgres.h"\n'
-    if at < 0 or head not in old:
-        raise ValueError(f"{FILE}: anchors not found; this tree's standard_ExecutorRun looks different")
-    work = (
-        "\t/* perffarm test-only injected system calls: one open and close per executor run */\n"
-        '\t{\n\t\tint\t\t\tpf_fd = open("/dev/null", O_RDONLY);\n\n'
-        "\t\tif (pf_fd >= 0)\n\t\t\tclose(pf_fd);\n\t}\n\n"
-    )
-    new = old[:at] + work + old[at:]
-    new = new.replace(head, head + "\n#include <fcntl.h>\n#include <unistd.h>\n", 1)
-    diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
-    return "".join(diff)
+    return syscall_patch(src, 1)
 
 
 _DEFINITION_ROOTS = ("src/backend", "src/common", "src/port")
