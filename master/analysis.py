@@ -283,7 +283,7 @@ def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettin
         data.direction,
         detection,
         window=IDENTITY_WINDOW,
-        ratio=store.series.is_ratio_to_reference(data.key.metric),
+        ratio=store.series.is_paired_throughput(data.key.metric),
     )
     detected = tracker.detections(data.series, data.rebases) if len(data.series) else []
     if windowed:

@@ -104,6 +104,15 @@ def is_paired_ratio(metric: str) -> bool:
     return metric.endswith(RATIO_SUFFIXES)
 
 
+def is_paired_throughput(metric: str) -> bool:
+    """Whether a metric is a throughput's ratio to the reference (``.rqps``), the series the paired gate and the
+    ``paired`` alert thresholds are sized for. The other ratios (``.ratio``: latency percentiles, CPU and context
+    switches per transaction) keep the noise of what they measure after pairing (one run's ``latency_p95.ratio``
+    blocks read 0.30, 1.11, 2.04): they are segmented by reference like rQPS but judged by the rank gate and the
+    unpaired thresholds (docs/throughput.md)."""
+    return metric.endswith(RQPS_SUFFIX)
+
+
 def merge(run: Sequence[WorkloadResult], reference: Sequence[WorkloadResult]) -> list[WorkloadResult]:
     """The commit's results with, per wall-clock metric, the reference's samples and the ratios per block.
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from master.config_values import ConfigError, check
-from recipes.paired import is_paired_ratio
+from recipes.paired import is_paired_throughput
 
 SEVERITIES = ("warn", "critical")
 KINDS = ("regression", "improvement")
@@ -189,10 +189,11 @@ class AlertSettings:
         return template.replace("{sha}", sha) if re.fullmatch(r"[0-9a-f]{40,64}", sha) else None
 
     def metric_kind(self, metric: str, unit: str) -> str:
-        """How a series is measured, which decides how small a regression alerts: ``paired`` (a ratio to the
-        reference measured interleaved in the same run, ``<metric>.rqps`` or ``<metric>.ratio``), ``steady`` (a
-        deterministic count: its unit matches ``steady_units``) or ``unpaired`` (wall-clock, measured alone)."""
-        if is_paired_ratio(metric):
+        """How a series is measured, which decides how small a regression alerts: ``paired`` (a throughput's ratio
+        to the reference measured interleaved in the same run, ``<metric>.rqps``), ``steady`` (a deterministic
+        count: its unit matches ``steady_units``) or ``unpaired`` (wall-clock: measured alone, or a latency or CPU
+        ratio ``<metric>.ratio``, which pairing frees of drift but not of its own noise)."""
+        if is_paired_throughput(metric):
             return "paired"
         if any(fnmatch.fnmatchcase(unit, pattern) for pattern in self.steady_units):
             return "steady"

@@ -94,6 +94,11 @@ def is_ratio_to_reference(metric: str) -> bool:
     return paired_metrics.is_paired_ratio(metric)
 
 
+def is_paired_throughput(metric: str) -> bool:
+    """Whether the paired gate judges a series' newest commits (rQPS only: recipes.paired.is_paired_throughput)."""
+    return paired_metrics.is_paired_throughput(metric)
+
+
 def absolute_metric(metric: str) -> str:
     """The metric a ratio series is the ratio of (``tps`` for ``tps.rqps``); the metric itself otherwise."""
     for suffix in RATIO_SUFFIXES:

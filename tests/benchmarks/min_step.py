@@ -17,7 +17,7 @@ Each paired run is read two ways, the series each method stores and searches:
   commit's value is their median) and the run's absolute latency, CPU and context switches per transaction, which
   the farm searched too (unpaired rank gate);
 * **after** it: `tps.rqps`, one ratio per order-balanced block (recipes/paired.py), and the `.ratio` of every
-  other wall-clock metric (paired gate); the absolute values are not searched.
+  other wall-clock metric (rank gate: the paired gate is for rQPS only); the absolute values are not searched.
 
 **analyse** prints each method's per-run estimate (mean: the bias against the known 1; CV across runs) and builds
 histories of `--length` (default 40) measured commits. Each commit is one real run, drawn at random from the K
@@ -156,7 +156,9 @@ def analyse(doc: dict, n_hist: int, length: int, seed: int, first: int = 20, pro
     searched = {
         "unpaired": [("tps", unpaired_t, False, Direction.HIGHER)],
         "before": [("tps", paired_t, True, Direction.HIGHER)] + [(m, unpaired_t, False, Direction.LOWER) for m in WALL],
-        "after": [("tps", paired_t, True, Direction.HIGHER)] + [(m, paired_t, True, Direction.LOWER) for m in WALL],
+        # the farm's gates: the paired gate on rQPS only, the rank gate on the other `.ratio` series
+        # (recipes.paired.is_paired_throughput, AlertSettings.metric_kind)
+        "after": [("tps", paired_t, True, Direction.HIGHER)] + [(m, unpaired_t, False, Direction.LOWER) for m in WALL],
     }
     rng = random.Random(seed)
     table: dict[str, dict[str, dict[str, float | None]]] = {}

@@ -490,3 +490,33 @@ def test_series_never_searched_are_not_in_the_false_discovery_family(conn):
     assert len(searched) == store.series.searched_count(conn)  # the same rule as not_searched
     assert [(e.action, e.kind, e.sha) for e in events] == [("new", "regression", sha(11))], events
     assert 0.80 < events[0].ratio < 0.84
+
+
+def test_a_latency_ratio_is_judged_by_the_rank_gate_not_the_paired_gate(conn):
+    """Issue #28's figures on a loaded box: the paired gate, sized for rQPS, read the noise of latency and CPU ratios
+    (one run's `latency_p95.ratio` blocks: 0.30, 1.11, 2.04) as changes, 12-26 false alerts per 1000 commits per
+    series. A `.ratio` series is segmented by reference like rQPS but judged by the rank gate and the unpaired
+    thresholds. This A-vs-A history (block ratios with a 35 % log spread, seed 3) makes the paired gate report a
+    point; the farm reports none."""
+    from master import alerts
+
+    rng = random.Random(3)
+    history = [[rng.lognormvariate(0, 0.35) for _ in range(3)] for _ in range(40)]
+    noise = random.Random(4)
+    add_commits(conn, len(history))
+    for i, ratios in enumerate(history):
+        rqps = [1 + noise.gauss(0, 0.003) for _ in ratios]
+        doc = paired_doc(sha(i), REF_A, [1000.0 * r for r in rqps], rqps)
+        doc["workloads"][0]["metrics"] += [
+            {"name": "latency_p95", "unit": "ms", "direction": "lower", "samples": [1.0] * 3},
+            {"name": "latency_p95.reference", "unit": "ms", "direction": "lower", "samples": [1 / r for r in ratios]},
+            {"name": "latency_p95.ratio", "unit": "ratio", "direction": "lower", "samples": ratios},
+        ]
+        with store.transaction(conn):
+            run_id = store.insert_run(conn, doc, ctx(i + 1, reference=REF_A))
+        assert analysis.analyse_run(conn, run_id, DEFAULTS) == [], i
+    assert conn.execute("SELECT COUNT(*) FROM change_points").fetchone()[0] == 0
+    assert alerts.sync(conn, alerts.AlertSettings()) == []
+    settings = alerts.AlertSettings()
+    assert settings.metric_kind("latency_p95.ratio", "ratio") == "unpaired"
+    assert settings.metric_kind("tps.rqps", "ratio") == "paired"
