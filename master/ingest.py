@@ -521,11 +521,11 @@ def _save_context(path: Path, run: store.RunContext, recipe: str | None) -> str:
     return ""
 
 
-def _quarantine(settings: Settings, ctx_file: Path, reason: str) -> str:
-    """Move a deferred result whose context cannot be read (and the context) to incoming/quarantine/ with the
-    reason, so it is not tried again; without a rejection row the reconciler re-queues its commit."""
+def _quarantine(settings: Settings, ctx_file: Path, reason: str, folder: str = "quarantine") -> str:
+    """Move a deferred result (and its context) to incoming/<folder>/ with the reason, so it is not tried again;
+    without a rejection row the reconciler re-queues its commit. quarantine/: its context cannot be read."""
     result = ctx_file.with_name(ctx_file.name[: -len(".context")])
-    where = settings.incoming_dir / "quarantine"
+    where = settings.incoming_dir / folder
     try:
         where.mkdir(parents=True, exist_ok=True)
         write_atomic(where / (result.name + ".error"), reason + "\n")
@@ -533,8 +533,8 @@ def _quarantine(settings: Settings, ctx_file: Path, reason: str) -> str:
             if f.exists():
                 move_durably(f, where / f.name)
     except OSError as e:
-        log.error("could not quarantine %s (%s): %s", ctx_file.name, e, reason)
-        return f"{result.name}: {reason}; could not move it aside ({e}): it will be tried again"
+        log.error("could not set %s aside (%s): %s", result.name, e, reason)
+        return f"{result.name}: {reason}; could not move it to {where} ({e}): it will be tried again"
     log.warning("%s: %s; moved to %s", result.name, reason, where)
     return f"{result.name}: {reason}; moved to {where}"
 
@@ -565,25 +565,13 @@ GAVE_UP = "gave-up"  # incoming/gave-up/: deferred results the farm stopped retr
 def _give_up(settings: Settings, ctx_file: Path, since: float, tries: int, now: float, last: str) -> str:
     """Set a deferred result (and its context) aside in incoming/gave-up/ with the reason: no longer retried, and
     with no result and no rejection row its commit is re-queued by the reconciler like a lost build."""
-    result = ctx_file.with_name(ctx_file.name[: -len(".context")])
     hours = (now - since) / 3600
     reason = (
         f"gave up after {tries} tries over {hours:.1f} h (master.deferred_give_up_after = "
         f"{settings.deferred_give_up_after} s); the last: {redact_text(last)}. Nothing was stored: the reconciler "
         "re-queues the commit (up to master.max_attempts builds), or force a build of it"
     )
-    where = settings.incoming_dir / GAVE_UP
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        write_atomic(where / (result.name + ".error"), reason + "\n")
-        for f in (result, ctx_file):
-            if f.exists():
-                move_durably(f, where / f.name)
-    except OSError as e:
-        log.error("could not set %s aside (%s): %s", result.name, e, reason)
-        return f"{result.name}: {reason}; could not move it to {where} ({e}): it will be tried again"
-    log.warning("%s: %s; moved to %s", result.name, reason, where)
-    return f"{result.name}: {reason}; moved to {where}"
+    return _quarantine(settings, ctx_file, reason, GAVE_UP)
 
 
 @dataclass(frozen=True)
