@@ -37,9 +37,28 @@ def escape_attempt(reads: list[Path], writes: list[Path]) -> str:
     return "".join(lines)
 
 
-def busy_loop_patch(src: Path, iterations: int, extra: str = "") -> str:
-    """The busy loop (and `extra` C code, e.g. escape_attempt's) at the start of standard_ExecutorRun."""
-    old = (src / FILE).read_text()
+def original(src: Path, sha: str | None, rel: str | Path = FILE) -> str | None:
+    """File `rel` as commit `sha` has it (from git's objects), or as `src`'s work tree has it when no sha is given;
+    None when it has no such file. A test that shares a checkout with others passes its sha: `perffarm compare`
+    checks other commits out there and applies their patches, so the work tree may hold another commit's file or a
+    patched one at any moment."""
+    if sha is None:
+        return (src / rel).read_text() if (src / rel).exists() else None
+    proc = subprocess.run(["git", "show", f"{sha}:{rel}"], cwd=src, capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else None  # not _git's: its strip() would drop the last newline
+
+
+def _file(src: Path, sha: str | None, rel: str | Path = FILE) -> str:
+    text = original(src, sha, rel)
+    if text is None:
+        raise ValueError(f"{rel}: not in {src}" + (f" at {sha[:12]}" if sha else ""))
+    return text
+
+
+def busy_loop_patch(src: Path, iterations: int, extra: str = "", sha: str | None = None) -> str:
+    """The busy loop (and `extra` C code, e.g. escape_attempt's) at the start of standard_ExecutorRun, against
+    commit `sha`'s file (see `original`)."""
+    old = _file(src, sha)
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     at = old.find(ANCHOR, start) if start >= 0 else -1
     if at < 0:
@@ -65,27 +84,38 @@ def open_close_patch(src: Path) -> str:
 _DEFINITION_ROOTS = ("src/backend", "src/common", "src/port")
 
 
-def defining_file(src: Path, function: str) -> Path:
-    """The C file (relative to `src`) that defines `function`: PostgreSQL's style puts a definition's name at the
-    start of its line. ValueError when no file or several do."""
-    pattern = re.compile(rf"^{re.escape(function)}\(", re.M)
-    found = [
-        path.relative_to(src)
-        for root in _DEFINITION_ROOTS
-        for path in sorted((src / root).rglob("*.c"))
-        if pattern.search(path.read_text(errors="replace"))
-    ]
+def defining_file(src: Path, function: str, sha: str | None = None) -> Path:
+    """The C file (relative to `src`) that defines `function` (at commit `sha`, when given: see `original`):
+    PostgreSQL's style puts a definition's name at the start of its line. ValueError when no file or several do."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", function):
+        raise ValueError(f"not a C function name: {function!r}")
+    pattern = re.compile(rf"^{function}\(", re.M)
+    if sha is not None:
+        proc = subprocess.run(
+            ["git", "grep", "-l", "-E", f"^{function}\\(", sha, "--", *(f"{r}/*.c" for r in _DEFINITION_ROOTS)],
+            cwd=src,
+            capture_output=True,
+            text=True,
+        )
+        found = [Path(line.split(":", 1)[1]) for line in proc.stdout.splitlines()]
+    else:
+        found = [
+            path.relative_to(src)
+            for root in _DEFINITION_ROOTS
+            for path in sorted((src / root).rglob("*.c"))
+            if pattern.search(path.read_text(errors="replace"))
+        ]
     if len(found) != 1:
         raise ValueError(f"{function}: defined in {len(found)} files of {src} ({', '.join(map(str, found[:4]))})")
     return found[0]
 
 
-def entry_loop_patch(src: Path, function: str, iterations: int) -> str:
+def entry_loop_patch(src: Path, function: str, iterations: int, sha: str | None = None) -> str:
     """A unified diff that puts a volatile busy loop of `iterations` rounds at the start of `function`'s body,
     wherever it is defined: a fixed slowdown per call (about 5.5 instructions a round at -O2), for measuring which
     functions' regressions a profile notices (tests/benchmarks/pg_recall.py)."""
-    rel = defining_file(src, function)
-    old = (src / rel).read_text()
+    rel = defining_file(src, function, sha)
+    old = _file(src, sha, rel)
     m = re.search(rf"^{re.escape(function)}\(.*?^\{{\n", old, re.M | re.S)
     if m is None:
         raise ValueError(f"{rel}: no body found for {function}")
@@ -99,15 +129,14 @@ def entry_loop_patch(src: Path, function: str, iterations: int) -> str:
     return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
 
 
-def boot_value_patch(src: Path, variable: str, old: str, new: str) -> str:
+def boot_value_patch(src: Path, variable: str, old: str, new: str, sha: str | None = None) -> str:
     """A unified diff that changes the boot value of a GUC, `&variable,` followed by `old,` in the GUC tables
     (guc.c up to 15, guc_tables.c since 16), to `new`: e.g. enable_hashjoin off, a planner that never picks a hash
     join (tests/integration/test_pg_operations.py: a plan change)."""
     for rel in ("src/backend/utils/misc/guc_tables.c", "src/backend/utils/misc/guc.c"):
-        path = src / rel
-        if not path.exists():
+        text = original(src, sha, rel)
+        if text is None:
             continue
-        text = path.read_text()
         pattern = re.compile(rf"(&{re.escape(variable)},\s*\n\s*){re.escape(old)},")
         if len(pattern.findall(text)) != 1:
             continue
@@ -116,7 +145,7 @@ def boot_value_patch(src: Path, variable: str, old: str, new: str) -> str:
     raise ValueError(f"{variable}: no boot value {old!r} found in the GUC tables of {src}")
 
 
-def lock_hold_patch(src: Path, hold_us: int = 0) -> str:
+def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
     """A unified diff that makes every query's executor run hold one LWLock exclusively: a real contention
         regression. Two clients serialise their executor phases (throughput at 2 clients falls) while one client pays
         only an uncontended acquire and release, a few dozen instructions against tens of thousands per query (within
@@ -129,8 +158,9 @@ def lock_hold_patch(src: Path, hold_us: int = 0) -> str:
     With `hold_us`, the lock is also held across a sleep of that many microseconds, as a lock held across I/O
     would be: the clients then contend even when a loaded machine rarely runs their backends at the same moment
     (without it, the regression is ~7% at two clients on a quiet 2-core box and lost in the noise at load 8). The
-    sleep is a system call: a handful of instructions per query, still far under the floor."""
-    old = (src / FILE).read_text()
+    sleep is a system call: a handful of instructions per query, still far under the floor. Against commit
+    `sha`'s file (see `original`)."""
+    old = _file(src, sha)
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     end = old.find("\n}\n", start) if start >= 0 else -1
     take = "\toldcontext = MemoryContextSwitchTo(estate->es_query_cxt);\n"
@@ -258,12 +288,13 @@ if __name__ == "__main__":
     print(busy_loop_patch(Path(sys.argv[1]), int(sys.argv[2])), end="")
 
 
-def syscall_patch(src: Path, calls: int = 1) -> str:
+def syscall_patch(src: Path, calls: int = 1, sha: str | None = None) -> str:
     """A unified diff that makes every executor run open and close /dev/null `calls` times at the start of
     standard_ExecutorRun(): kernel work per query that callgrind does not see (a few dozen user-space instructions
     per call, far under the instruction counts' detection floor), while the system-call counters
-    (recipes/pg/counters.py) see exactly +`calls` openat and +`calls` close per query."""
-    old = (src / FILE).read_text()
+    (recipes/pg/counters.py) see exactly +`calls` openat and +`calls` close per query. Against commit `sha`'s file
+    (see `original`)."""
+    old = _file(src, sha)
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     at = old.find(ANCHOR, start) if start >= 0 else -1
     head = '#include "postgres.h"\n'

@@ -105,7 +105,7 @@ def test_a_slower_hash_join_alerts_on_op_join_hash_and_leaves_unrelated_operatio
     pg: Pg, tmp_path: Path
 ) -> None:
     patch = tmp_path / "hash.patch"
-    patch.write_text(entry_loop_patch(pg.src, "ExecScanHashBucket", 20))
+    patch.write_text(entry_loop_patch(pg.src, "ExecScanHashBucket", 20, sha=pg.sha))
     out = tmp_path / "ab.json"
     options = [f"workloads={','.join(PREFIX)}", "instruction_samples=2", "scale=1", f"pgdata={tmp_path / 'pgdata'}"]
     argv = ["--repo", str(pg.repo), "--work", str(OPS_WORK), pg.sha, pg.sha, "--patch", str(patch), "--json", str(out)]
@@ -136,7 +136,7 @@ HASH_JOIN = re.compile(r"^Hash(?: \w+)? Join$")  # Hash Join, Hash Semi Join, Ha
 @pytest.mark.timeout(2400)
 def test_a_build_that_never_hash_joins_changes_the_plan_of_exactly_the_queries_that_did(pg: Pg, tmp_path: Path) -> None:
     patch = tmp_path / "no-hashjoin.patch"
-    patch.write_text(boot_value_patch(pg.src, "enable_hashjoin", "true", "false"))
+    patch.write_text(boot_value_patch(pg.src, "enable_hashjoin", "true", "false", sha=pg.sha))
     out = tmp_path / "ab.json"
     options = ["workloads=tpch", "instruction_samples=1", "scale=1", f"pgdata={tmp_path / 'pgdata'}"]
     argv = ["--repo", str(pg.repo), "--work", str(OPS_WORK), pg.sha, pg.sha, "--patch", str(patch), "--json", str(out)]

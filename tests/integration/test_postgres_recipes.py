@@ -179,7 +179,7 @@ def test_server_crash_is_a_bench_failed_result(pg: Pg, tmp_path: Path) -> None:
 
 def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> None:
     patch = tmp_path / "busy.patch"
-    patch.write_text(busy_loop_patch(pg.src, 2000))
+    patch.write_text(busy_loop_patch(pg.src, 2000, sha=pg.sha))
     opts = [
         "--option",
         "workloads=instr-point-select,pgbench-ro-prepared-c1",
@@ -250,7 +250,7 @@ def test_a_contention_regression_shows_in_paired_throughput_and_not_in_instructi
     through the whole farm (alert, bisection, culprit) is tests/benchmarks/contention_farm.py; docs/throughput.md
     has its figures."""
     patch = tmp_path / "lock.patch"
-    patch.write_text(lock_hold_patch(pg.src, hold_us=1000))
+    patch.write_text(lock_hold_patch(pg.src, hold_us=1000, sha=pg.sha))
     out = tmp_path / "lock.json"
     opts = {
         "workloads": "pgbench-ro-prepared-c2,instr-point-select-prepared",
@@ -565,13 +565,10 @@ def test_compare_names_the_system_calls_an_injected_commit_adds(pg: Pg, tmp_path
     """Issue #29: one open and one close of /dev/null per executor run costs a few dozen user-space instructions
     (within the noise floor of instruction counts) and two system calls per query. The exact counters of the
     instruction workload name them, first, with their size, and claim nothing else: no WAL, no buffers."""
-    from tests.benchmarks.pg_inject import FILE, syscall_patch
+    from tests.benchmarks.pg_inject import syscall_patch
 
-    clean = tmp_path / "clean"  # the file as committed: an earlier compare may have left a patch in pg.src
-    (clean / FILE).parent.mkdir(parents=True)
-    (clean / FILE).write_text(git(pg.repo, "show", f"{pg.sha}:{FILE}") + "\n")
     patch = tmp_path / "syscalls.patch"
-    patch.write_text(syscall_patch(clean, 1))
+    patch.write_text(syscall_patch(pg.src, 1, sha=pg.sha))  # the file as committed, whatever pg.src holds now
     out = tmp_path / "ab.json"
     opts = ["--option", "workloads=instr-point-select", "--option", "scale=1", "--option", "instruction_samples=2"]
     argv = ["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, "--patch", str(patch), *opts]
