@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from master import refnames
+from master import dburl, refnames
 from master.redact import redact_url
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")  # worker, user, recipe, channel and secret names
@@ -83,10 +83,8 @@ def check(name: str, kind: str, value: Any, base: Path | None = None, error: typ
             )
         return value if value.endswith("/") else value + "/"
     if kind == "db_url":  # Buildbot's database: sqlite or postgresql, never with a password in it
-        from master.buildbotdb import parse
-
         try:
-            return parse(value).text
+            return dburl.parse(value).text
         except ValueError as e:
             raise error(f"{name}: {e}") from None
     if kind == "opt_text":

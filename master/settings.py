@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from master import buildbotdb, refnames
+from master import dburl, refnames
 from master.alerts.config import ALERT_KEYS, AlertConfigError, AlertSettings
 from master.config_values import NAME_RE, ConfigError, check, from_env
 from master.detect.config import MIN_WINDOW, WINDOW_EDGE, DetectionSettings
@@ -352,17 +352,24 @@ def _check_repository(settings: Settings) -> None:
 def _check_buildbot_db(settings: Settings) -> None:
     """An sqlite database is a file in the data directory; a password secret needs a server database with a user
     to log in as."""
-    problem = buildbotdb.sqlite_problem(settings)
+    problem = dburl.sqlite_problem(
+        settings.buildbot_db_url,
+        data_dir=settings.data_dir,
+        master_dir=settings.master_dir,
+        results_db=settings.results_db,
+        secrets_dir=settings.secrets_dir,
+        incoming_dir=settings.incoming_dir,
+    )
     if problem:
         raise SettingsError(f"master.buildbot_db_url: {problem}")
     if not settings.buildbot_db_password_secret:
         return
-    url = buildbotdb.parse(settings.buildbot_db_url)
+    url = dburl.parse(settings.buildbot_db_url)
     if url.is_sqlite or not url.user:
         raise SettingsError(
             "master.buildbot_db_password_secret: a password needs a server database with a user name in "
             f"master.buildbot_db_url, e.g. postgresql://perffarm@db.example.org/buildbot (got "
-            f"{buildbotdb.display_url(settings.buildbot_db_url)})"
+            f"{dburl.display_url(settings.buildbot_db_url)})"
         )
 
 
@@ -392,7 +399,7 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
         if attr == "repository_url":
             value = redact_url(value)
         elif attr == "buildbot_db_url":
-            value = buildbotdb.display_url(value)
+            value = dburl.display_url(value)
         elif isinstance(value, Path):
             value = str(value)
         elif value is None:
