@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -98,12 +98,10 @@ class ChannelConfig:
         where = f"alerts.channels[{self.name!r}]"
         if not NAME_RE.match(self.name):
             raise AlertConfigError(f"{where}.name: letters, digits, '.', '_', '-' only (at most 63)")
-        from master.alerts.kinds import CHANNEL_KINDS  # the table of kinds imports this module
-
-        kind = CHANNEL_KINDS.get(self.kind)
-        if kind is None:
-            raise AlertConfigError(f"{where}.kind: {self.kind!r} is not one of {tuple(CHANNEL_KINDS)}")
-        if (lacks := kind.lacks(self)) is not None:
+        needs = CHANNEL_NEEDS.get(self.kind)
+        if needs is None:
+            raise AlertConfigError(f"{where}.kind: {self.kind!r} is not one of {tuple(CHANNEL_NEEDS)}")
+        if (lacks := needs(self)) is not None:
             raise AlertConfigError(where + lacks)
         if self.min_severity not in SEVERITIES:
             raise AlertConfigError(f"{where}.min_severity: {self.min_severity!r} is not one of {SEVERITIES}")
@@ -121,6 +119,30 @@ class ChannelConfig:
     def wants(self, kind: str, severity: str) -> bool:
         """Whether an alert of this kind and severity is sent here."""
         return kind in self.kinds and SEVERITIES.index(severity) >= SEVERITIES.index(self.min_severity)
+
+
+def _lacks_url(c: ChannelConfig) -> str | None:
+    if not c.url_secret:
+        return f".url_secret: a {c.kind} channel needs the name of the secret holding its URL"
+    return None
+
+
+def _lacks_mail(c: ChannelConfig) -> str | None:
+    if not c.mail_from or not c.mail_to:
+        return ": an email channel needs mail_from and mail_to"
+    if c.password_secret and not c.smtp_user:
+        return ".smtp_user: needed with password_secret"
+    return None
+
+
+# The channel kinds and what a channel of each must hold in its settings: what it lacks (".key: why" or ": why",
+# after the channel), else None. master/alerts/kinds.py `CHANNEL_KINDS` gives the same kinds their message and
+# sender; the settings are checked here, so loading them loads no sender (requests) and no statistics.
+CHANNEL_NEEDS: dict[str, Callable[[ChannelConfig], str | None]] = {
+    "slack": _lacks_url,
+    "webhook": _lacks_url,
+    "email": _lacks_mail,
+}
 
 
 @dataclass(frozen=True)
