@@ -21,9 +21,9 @@ from typing import Any
 
 from recipes import registry
 from recipes import sandbox as sandboxing
-from recipes.api import Context, Recipe, RecipeFailure, WorkloadResult
+from recipes.api import Context, Recipe, RecipeFailure, Side, WorkloadResult
 from recipes.result import JOB_SCHEMA, JOB_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION, clean_text, validate, validate_job
-from recipes.sides import Side, open_sandbox, parse_sides, prepare, untrusted_dir
+from recipes.sides import open_sandbox, parse_sides, prepare, untrusted_dir
 from workers import hostinfo
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_RECIPE_FAILED = 0, 1, 2, 3

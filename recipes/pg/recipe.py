@@ -11,7 +11,7 @@ from importlib import resources
 from typing import Any
 
 from recipes import paired as pairing
-from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
+from recipes.api import BenchFailed, Context, Recipe, Side, SideSupport, WorkloadResult
 from recipes.pg import build as pgbuild
 from recipes.pg import deps, paired
 from recipes.pg.profile import (
@@ -24,7 +24,7 @@ from recipes.pg.profile import (
     run_bench,
     workload_info,
 )
-from recipes.sides import Side, SideSupport, side_layout
+from recipes.sides import side_layout
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
