@@ -119,7 +119,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 else:
                     out["latest"].append(dataclasses.asdict(row))
             out["counts"] = store.counts(conn)
-            from master.alerts import channel_health
+            from master.alerts.health import channel_health
 
             out["channels"] = [dataclasses.asdict(h) for h in channel_health(conn, settings.alerts)]
             out["refused"] = [dataclasses.asdict(r) for r in store.workers.refused_logins(conn)]

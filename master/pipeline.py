@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from master import alerts, analysis, store
+from master import analysis, store
+from master.alerts import sync as alerting
 from master.bisection import state as bisection
 from master.settings import Settings
 
@@ -64,7 +65,7 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
             out.failed.append("bisect")
             out.messages.append(f"starting a bisection failed: {type(e).__name__}: {e}")
         try:
-            for event in alerts.sync(conn, settings.alerts):
+            for event in alerting.sync(conn, settings.alerts):
                 out.messages.append(
                     f"alert {event.alert_id} {event.action} (message version {event.message_version}): "
                     f"{', '.join(event.changes) or 'new'}; queued for {', '.join(event.queued) or '-'}"

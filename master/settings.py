@@ -21,8 +21,7 @@ from typing import Any
 from master import dburl, refnames
 from master.alerts.config import ALERT_KEYS, AlertConfigError, AlertSettings
 from master.config_values import NAME_RE, ConfigError, check, from_env
-from master.detect.config import MIN_WINDOW, WINDOW_EDGE, DetectionSettings
-from master.detect.offline import OfflineSettings
+from master.detect.config import MIN_WINDOW, REPORT_ALPHA, WINDOW_EDGE, DetectionSettings
 from master.redact import credentials_problem, redact_url
 from recipes.sandbox import BWRAP_ENV
 
@@ -380,7 +379,7 @@ def _check_detection(detection: DetectionSettings) -> None:
             f"detection.window: {detection.window} commits leave too little to detect on past the settled edge "
             f"of {WINDOW_EDGE} commits; expected at least {MIN_WINDOW}"
         )
-    reported_at = OfflineSettings().alpha
+    reported_at = REPORT_ALPHA
     if detection.keep_alpha < reported_at:
         raise SettingsError(
             f"detection.keep_alpha: {detection.keep_alpha:g} is stricter than the level that reports a change point "

@@ -89,7 +89,7 @@ def build_farm(tmp: Path, *, bisect: bool = True) -> SiteFarm:
     """The history described above, with an alert, its bisection's culprit, and a channel failing delivery.
 
     The alert is left untriaged (triage cancels unsent messages, which would make the channel healthy again);
-    tests triage it themselves with master.alerts.set_state."""
+    tests triage it themselves with master.alerts.sync.set_state."""
     repo = make_repo(tmp / "repo")
     shas = [repo.head()]
     culprit_at = N_BEFORE + 1

@@ -21,6 +21,7 @@ from typing import Any
 from master import cliargs, store
 from master.alerts import delivery, lifecycle
 from master.alerts.config import AlertConfigError, AlertSettings
+from master.alerts.health import channel_health
 from master.alerts.kinds import build_senders
 from master.alerts.links import LinkError
 from master.alerts.sync import AlertNotFound, alert_view, resolve, set_state, sync
@@ -162,7 +163,7 @@ def _run(args: argparse.Namespace) -> int:
         if cmd == "show":
             return _show(conn, args)
         if cmd == "channels":
-            health = delivery.channel_health(conn, load_alert_settings(args))
+            health = channel_health(conn, load_alert_settings(args))
             if args.format == "json":
                 print(json.dumps([h.__dict__ for h in health], indent=1, sort_keys=True))
             for h in health if args.format == "text" else []:

@@ -12,6 +12,7 @@ import sqlite3
 import time
 
 from master import refnames, store
+from master.alerts import sync as alerting
 from master.bisection.core import (
     Ambiguous,
     Culprit,
@@ -257,8 +258,6 @@ def report_to_alert(conn: sqlite3.Connection, bisection_id: int, alert_settings)
     """Tell the alerts of the change points the bisection answers for (the one it was started for and those that
     share it) where it stands, and its culprit; each alert's message is then updated, not re-sent as new. A change
     point that moved on to a newer bisection hears from that one only. Returns the first alert id told, if any."""
-    from master import alerts
-
     b = get(conn, bisection_id)
     told: list[str] = []
     for cp_id in store.bisections.sharing(conn, b.id):
@@ -267,8 +266,8 @@ def report_to_alert(conn: sqlite3.Connection, bisection_id: int, alert_settings)
         alert_id = store.alerts.alert_for_change_point(conn, cp_id)
         if alert_id is None or alert_id in told:
             continue
-        alerts.record_bisection(conn, alert_id, b.state, b.culprit)
+        alerting.record_bisection(conn, alert_id, b.state, b.culprit)
         told.append(alert_id)
     if told:
-        alerts.sync(conn, alert_settings)
+        alerting.sync(conn, alert_settings)
     return told[0] if told else None

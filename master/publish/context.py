@@ -160,8 +160,8 @@ class Context:
         )
 
     def channels(self) -> list[Any]:
-        """The alert channels' delivery health (master.alerts.channel_health); [] before the outbox exists."""
-        from master.alerts import channel_health
+        """The alert channels' delivery health (master.alerts.health); [] before the outbox exists."""
+        from master.alerts.health import channel_health
 
         if not source.has_table(self.conn, "alert_outbox"):
             return []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from master.alerts import AlertSettings, ChannelConfig, sync
+from master.alerts.config import AlertSettings, ChannelConfig
+from master.alerts.sync import sync
 from master.cli import main
 from tests.alerts_support import HOSTILE_SUBJECT, Farm
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from master.alerts import AlertSettings, ChannelConfig, config, kinds, sync
-from master.alerts.config import AlertConfigError
+from master.alerts import config, kinds
+from master.alerts.config import AlertConfigError, AlertSettings, ChannelConfig
 from master.alerts.delivery import deliver_once
+from master.alerts.sync import sync
 from tests.alerts_support import Farm
 
 

@@ -316,7 +316,8 @@ def test_drift_between_a_commits_first_measurement_and_a_later_probe_never_alert
     the absolute latency of comment-only commits read as a critical regression, alerted, and started bisections.
     A paired run's absolute values are not searched (its ratios are), and a re-measurement of a commit never adds
     the machine's drift to any series."""
-    from master import alerts
+    from master.alerts import config as alert_config
+    from master.alerts import sync as alerts
 
     rng = random.Random(23)
     add_commits(conn, 30)
@@ -334,7 +335,7 @@ def test_drift_between_a_commits_first_measurement_and_a_later_probe_never_alert
             )
     assert analysis.analyse_all(conn, DEFAULTS) == []
     assert conn.execute("SELECT COUNT(*) FROM change_points").fetchone()[0] == 0
-    assert alerts.sync(conn, alerts.AlertSettings()) == []
+    assert alerts.sync(conn, alert_config.AlertSettings()) == []
     latency = analysis.load_series(conn, series_id(conn, "latency_avg"))
     if reference is not None:
         assert analysis.not_searched(conn, latency.key) == "measured paired: changes are searched on latency_avg.ratio"
@@ -387,7 +388,8 @@ def test_the_order_balanced_method_starts_a_new_segment_like_a_rebase(tmp_path):
 def test_two_alerts_over_one_range_start_one_bisection(conn):
     """Issue #28: each line of an alert started its own bisection, all sharing one worker. A change point whose range
     lies inside a running bisection's (same builder and branch) shares it, and both alerts hear its culprit."""
-    from master import alerts
+    from master.alerts import config as alert_config
+    from master.alerts import sync as alerts
     from master.bisection import state
 
     rng = random.Random(31)
@@ -425,7 +427,7 @@ def test_two_alerts_over_one_range_start_one_bisection(conn):
     assert first is not None and second is None
     assert conn.execute("SELECT COUNT(*) FROM bisections").fetchone()[0] == 1
     assert state.sharing(conn, b) == first
-    settings = alerts.AlertSettings()
+    settings = alert_config.AlertSettings()
     assert len(alerts.sync(conn, settings)) == 2  # a regression alert and an improvement alert, one range
     with store.transaction(conn):
         store.bisections.record_culprit(conn, first, sha(7), sha(6), 0.88, 0.87, 0.89, 2.0)
@@ -498,7 +500,8 @@ def test_a_latency_ratio_is_judged_by_the_rank_gate_not_the_paired_gate(conn):
     series. A `.ratio` series is segmented by reference like rQPS but judged by the rank gate and the unpaired
     thresholds. This A-vs-A history (block ratios with a 35 % log spread, seed 3) makes the paired gate report a
     point; the farm reports none."""
-    from master import alerts
+    from master.alerts import config as alert_config
+    from master.alerts import sync as alerts
 
     rng = random.Random(3)
     history = [[rng.lognormvariate(0, 0.35) for _ in range(3)] for _ in range(40)]
@@ -516,7 +519,7 @@ def test_a_latency_ratio_is_judged_by_the_rank_gate_not_the_paired_gate(conn):
             run_id = store.insert_run(conn, doc, ctx(i + 1, reference=REF_A))
         assert analysis.analyse_run(conn, run_id, DEFAULTS) == [], i
     assert conn.execute("SELECT COUNT(*) FROM change_points").fetchone()[0] == 0
-    assert alerts.sync(conn, alerts.AlertSettings()) == []
-    settings = alerts.AlertSettings()
+    assert alerts.sync(conn, alert_config.AlertSettings()) == []
+    settings = alert_config.AlertSettings()
     assert settings.metric_kind("latency_p95.ratio", "ratio") == "unpaired"
     assert settings.metric_kind("tps.rqps", "ratio") == "paired"

@@ -16,7 +16,8 @@ import jinja2
 import numpy as np
 import pytest
 
-from master import alerts, store
+from master import store
+from master.alerts import sync as alerts
 from master.publish import model, publish_all, publish_bisections, publish_incremental, scan
 from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, float_column, int_column, join_columns, js_call, literal_column, render

@@ -413,7 +413,7 @@ def test_a_run_at_an_old_tagged_commit_rewrites_its_own_machines_files_only(tmp_
 def test_an_incremental_publish_renders_the_pages_of_the_alerts_that_changed_only(tmp_path, monkeypatch):
     import os
 
-    from master import alerts
+    from master.alerts import sync as alerts
     from master.publish import publish_all, publish_incremental
     from master.publish.pages import alerts as alert_pages
     from master.publish.writer import wait_for_cleanup

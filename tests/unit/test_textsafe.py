@@ -100,7 +100,8 @@ def test_bisect_status_shows_the_culprits_subject_and_author_as_escapes(farm, ca
 
 
 def test_alerts_show_escapes_triage_notes_and_names(tmp_path, capsys):
-    from master.alerts import AlertSettings, ChannelConfig, sync
+    from master.alerts.config import AlertSettings, ChannelConfig
+    from master.alerts.sync import sync
 
     farm = AlertsFarm(tmp_path / "results.sqlite", branch="REL_\u202e1_STABLE")
     farm.set_subject(10, SUBJECT, AUTHOR)
