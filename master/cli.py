@@ -1,4 +1,10 @@
-"""The `perffarm` command: run the farm, see its status, export results, detect changes in your own data."""
+"""The `perffarm` command: run the farm, see its status, export results, detect changes in your own data.
+
+Light to start: this module imports the settings and the standard library only. Each verb imports what it uses
+(the results store, the statistics, the HTTP client, the site's templates) and a verb whose code lives with its
+feature (MOUNTED) has its module imported only when that verb is parsed, so `perffarm --help` and `perffarm
+status` do not pay for numpy, scipy, requests or jinja2 (tests/unit/test_import_graph.py holds it).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,9 @@ import importlib
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from master import cliargs, store
+from master import cliargs
 from master.redact import redact_text
 from master.settings import Settings, SettingsError, describe, load_settings
 from master.textsafe import visible as v
@@ -43,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Bring the results database to this code's schema, unless a master runs on the data directory."""
-    from master import launcher
+    from master import launcher, store
     from master.store.migrations import MIGRATIONS
 
     settings = _settings(args)
@@ -79,14 +86,15 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from master import launcher
+    from master import webapi
+    from master.deferred import backlog
 
     settings = _settings(args)
     out: dict = {"master": settings.web_url, "master_running": False, "workers": [], "queue": [], "latest": []}
-    masters = launcher._api(settings, "masters")
+    masters = webapi.get(settings.web_port, "masters")
     if masters is not None:
         out["master_running"] = True
-        workers = launcher._api(settings, "workers") or {"workers": []}
+        workers = webapi.get(settings.web_port, "workers") or {"workers": []}
         for w in workers["workers"]:
             about = settings.worker_about.get(w["name"], ("", "", ""))
             out["workers"].append(
@@ -98,8 +106,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "description": about[2] or None,
                 }
             )
-        reqs = launcher._api(settings, "buildrequests?complete=false") or {"buildrequests": []}
-        listed = (launcher._api(settings, "builders") or {"builders": []})["builders"]
+        reqs = webapi.get(settings.web_port, "buildrequests?complete=false") or {"buildrequests": []}
+        listed = (webapi.get(settings.web_port, "builders") or {"builders": []})["builders"]
         builders = {b["builderid"]: b["name"] for b in listed}
         for r in reqs["buildrequests"]:
             out["queue"].append(
@@ -110,6 +118,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 }
             )
     if settings.results_db.exists():
+        from master import store
+        from master.alerts.health import channel_health
+
         conn = store.connect_readonly(settings.results_db)
         try:
             tags = set(store.commits.tags(conn)) - set(store.commits.branch_heads(conn))
@@ -119,8 +130,6 @@ def cmd_status(args: argparse.Namespace) -> int:
                 else:
                     out["latest"].append(dataclasses.asdict(row))
             out["counts"] = store.counts(conn)
-            from master.alerts.health import channel_health
-
             out["channels"] = [dataclasses.asdict(h) for h in channel_health(conn, settings.alerts)]
             out["refused"] = [dataclasses.asdict(r) for r in store.workers.refused_logins(conn)]
             out["refused_results"] = [dataclasses.asdict(r) for r in store.machines.refusals(conn)]
@@ -148,8 +157,6 @@ def cmd_status(args: argparse.Namespace) -> int:
             "requeued": rec.get("requeued", []),
             "gave_up": rec.get("gave_up", []),
         }
-    from master.ingest import backlog
-
     deferred = backlog(settings)
     out["deferred"] = {"waiting": deferred.waiting, "oldest": _when(deferred.oldest), "gave_up": deferred.gave_up}
     # a gate for scripts and monitoring: exit 1 when the master is down (EXIT_FOUND), after printing all of it
@@ -235,6 +242,8 @@ def cmd_results_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.results_db.exists():
         return cliargs.no_results_db("results list", settings.results_db)
+    from master import store
+
     conn = store.connect_readonly(settings.results_db)
     try:
         rows = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=args.limit)
@@ -290,6 +299,8 @@ def cmd_results_export(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.results_db.exists():
         return cliargs.no_results_db("results export", settings.results_db)
+    from master import store
+
     conn = store.connect_readonly(settings.results_db)
     try:
         runs = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=None)
@@ -450,6 +461,39 @@ MOUNTED = [
 ]
 
 
+class _Verb(argparse.ArgumentParser):
+    """A verb's parser. A mounted verb's (MOUNTED) arguments are added by its module, imported when the verb is
+    parsed or its help is shown, not when `perffarm` starts: the other verbs never load it."""
+
+    def __init__(self, *args: Any, mount: str = "", **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._mount = mount  # "verb=module", or "" when the arguments are added as the parser is built
+
+    def mount(self) -> None:
+        if not self._mount:
+            return
+        name, _, module = self._mount.partition("=")
+        self._mount = ""
+        mod = importlib.import_module(module)
+        # a module with several verbs names its functions after them (add_<verb>_arguments, run_<verb>)
+        (getattr(mod, f"add_{name}_arguments", None) or mod.add_arguments)(self)
+        self.set_defaults(func=getattr(mod, f"run_{name}", None) or mod.run)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.mount()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self.mount()
+        return super().format_help()
+
+    def format_usage(self) -> str:
+        self.mount()
+        return super().format_usage()
+
+
 class _Version(argparse.Action):
     """--version: computed only when asked (it runs git), unlike argparse's own version action."""
 
@@ -463,7 +507,9 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """The whole command line. lazy: a mounted verb's module is imported only when that verb is parsed (what
+    `perffarm` does); otherwise every verb's arguments are there at once (for the docs and their tests)."""
     p = argparse.ArgumentParser(
         prog="perffarm",
         description="perffarm: a continuous performance-regression farm for PostgreSQL, built on Buildbot. "
@@ -471,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", help="settings file (default: $PERFFARM_CONFIG, else the checkout's perffarm.toml)")
     p.add_argument("--version", action=_Version, help="print the version (release and git commit) and exit")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Verb)
 
     s = sub.add_parser(
         "run",
@@ -538,11 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_settings)
 
     for name, module, help_text, description in MOUNTED:
-        mod = importlib.import_module(module)
-        s = sub.add_parser(name, help=help_text, description=description)
-        # a module with several verbs names its functions after them (add_<verb>_arguments, run_<verb>)
-        (getattr(mod, f"add_{name}_arguments", None) or mod.add_arguments)(s)
-        s.set_defaults(func=getattr(mod, f"run_{name}", None) or mod.run)
+        s = sub.add_parser(name, help=help_text, description=description, mount=f"{name}={module}")
+        if not lazy:
+            s.mount()
     return p
 
 
@@ -552,9 +596,11 @@ def _action(args: argparse.Namespace) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(lazy=True)
     args = parser.parse_args(argv)
     verb = " ".join(x for x in (args.command, _action(args)) if x)
+    from master import store
+
     try:
         with store.connection.verbs_do_not_migrate():  # only `run` and `migrate` do, by asking for it
             return int(args.func(args) or 0)

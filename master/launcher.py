@@ -21,9 +21,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-import requests
-
-from master import buildbotdb, gitauth, gitmirror, store
+from master import buildbotdb, gitauth, gitmirror, store, webapi
 from master.atomicfile import create_once
 from master.health import RESTART_STATUS
 from master.redact import redact_text, redact_url
@@ -142,12 +140,7 @@ def prepare_worker(settings: Settings, name: str = LOCAL_WORKER) -> Path:
 
 
 def _api(settings: Settings, path: str) -> dict | None:
-    try:
-        r = requests.get(f"http://127.0.0.1:{settings.web_port}/api/v2/{path}", timeout=3)
-        r.raise_for_status()
-        return r.json()
-    except (requests.RequestException, ValueError):
-        return None
+    return webapi.get(settings.web_port, path)
 
 
 def banner(settings: Settings, master_dir: Path) -> str:

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from master import cliargs, store
+from master import cliargs, store, webapi
 from master.bisection import local, state
 from master.settings import load_settings
 from master.textsafe import visible as v
@@ -84,9 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.local:
         local.run(settings, bisection_id, say=lambda line: print(v(line)))
         return _status(settings, bisection_id, args.format)
-    from master import launcher
-
-    if launcher._api(settings, "masters") is None:
+    if webapi.get(settings.web_port, "masters") is None:
         print(
             f"note: the master at {settings.web_url} is not running; the bisection starts when it does "
             f"(`make run`), or run it here with --local",
