@@ -396,14 +396,14 @@ MOUNTED = [
     ),
     (
         "detect",
-        "master.detect.cli",
+        "master.verbs.detect",
         "find change points in a CSV of benchmark results",
         "Find change points in FILE.csv (columns commit,value; rows in commit order; consecutive rows of one commit "
         "are its samples).",
     ),
     (
         "alerts",
-        "master.alerts.cli",
+        "master.verbs.alerts",
         "list, show and triage alerts (ack, set-state); channel health",
         "Alerts: change points past a threshold, grouped by commit range. list|show|ack|set-state|channels|deliver.",
     ),
@@ -417,7 +417,7 @@ MOUNTED = [
     ),
     (
         "releases",
-        "master.jobs.cli",
+        "master.verbs.jobs",
         "queue release archaeology on the farm: 2-8 release tags measured interleaved in one job",
         "Queue a job that builds every release tag matching --tags (oldest first: side A) on a farm worker and "
         "measures them interleaved in one build, Vondra's and Callaghan's method: each release's ratio to the first "
@@ -426,7 +426,7 @@ MOUNTED = [
     ),
     (
         "try",
-        "master.jobs.cli",
+        "master.verbs.jobs",
         "try a patch on the farm: base vs base+patch measured interleaved on a worker (needs a login)",
         "Submit a try-job: the patch is checked against --base in the master's mirror (size, UTF-8 unified diff, "
         "git apply --check) and measured on a farm worker as an interleaved A/B (base vs base+patch) in one build. "
@@ -435,7 +435,7 @@ MOUNTED = [
     ),
     (
         "cfbot",
-        "master.jobs.cli",
+        "master.verbs.jobs",
         "a performance cfbot: a try-job for every patch branch whose head is new (cfbot's layout)",
         "Fetch a repository of patch branches (cfbot's layout: one branch per proposed patch, rebased on master) and "
         "queue a try-job for every branch whose head has none yet: its merge base with --base against the merge "
@@ -444,7 +444,7 @@ MOUNTED = [
     ),
     (
         "jobs",
-        "master.jobs.cli",
+        "master.verbs.jobs",
         "list the farm's jobs (release comparisons, try-jobs) or show one with its ratios",
         "List jobs newest first, or --status ID: the sides, the state (queued, running, done, failed and why) and "
         "each side's median ratio to side A with its 95% bootstrap CI.",

@@ -10,7 +10,7 @@ in one build directory (one file changes), and the profile's instruction workloa
 three instr-* workloads and the operation suite; the wall-clock ones could not see ~550 instructions a call on
 this box). Each workload's count is then judged the way the farm judges an instruction series: a history of
 `--history` commits at the unpatched count, then two commits at the patched one (the steady rule wants a step to
-last two commits), through the farm's own detection (master.detect.cli.analyse with the [detection] settings,
+last two commits), through the farm's own detection (master.verbs.detect.analyse with the [detection] settings,
 which uses master/detect/steady.py for such series), the Benjamini-Hochberg step over the profile's instruction
 series ([detection] fdr) and the alert rules (master.alerts.rules.severity with the [alerts] settings: steady
 series alert from `steady_warn`). A function is found when at least one workload alerts. The figure is printed
@@ -35,10 +35,10 @@ from typing import Any
 
 from master import compare
 from master.alerts.rules import Line, severity
-from master.detect.cli import analyse
 from master.detect.fdr import benjamini_hochberg
 from master.detect.model import Direction, Kind, Series
 from master.settings import load_settings
+from master.verbs.detect import analyse
 from recipes.api import Context, checkout_layout
 from recipes.pg.build import BuildSpec, Install, build_install
 from recipes.pg.profile import WORKLOAD_KINDS, load_profile, result_names, run_bench, workloads

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from master.detect import cli
+from master.verbs import detect as cli
 
 
 def _write(tmp_path: Path, text: str) -> str:

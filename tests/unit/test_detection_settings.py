@@ -13,7 +13,6 @@ import pytest
 from master import analysis, cli, pipeline, store
 from master.bisection import service
 from master.bisection.core import Policy, ends_differ
-from master.detect import cli as detect_cli
 from master.detect.config import DetectionSettings
 from master.detect.model import Direction, Series
 from master.detect.offline import OfflineSettings
@@ -21,6 +20,7 @@ from master.detect.online import OnlineSettings
 from master.detect.steady import SteadySettings
 from master.detect.tracker import Tracker
 from master.settings import SettingsError, describe, load_settings
+from master.verbs import detect as detect_cli
 from tests.unit.test_analysis import add_commits, add_run, sha, values
 
 KEYS = [
