@@ -12,10 +12,11 @@ from __future__ import annotations
 from twisted.internet import threads
 from twisted.python import log
 
-from master import pipeline, store
+from master import store
 from master.bisection import state
 from master.bisection.core import Measure, Policy
 from master.periodic import PeriodicService
+from master.publish import logged
 from master.reconcile import pending_requests
 from master.settings import Settings
 
@@ -67,7 +68,7 @@ class BisectionService(PeriodicService):
         finally:
             conn.close()
         if ended:  # the last probe's ingest published before the bisection ended: show its outcome now
-            log.msg(f"perffarm bisection: {ended} ended; {pipeline.publish_bisections(self.settings)}")
+            log.msg(f"perffarm bisection: {ended} ended; {logged.bisections_line(self.settings)}")
         return wanted
 
     async def advance_all(self) -> int:

@@ -30,6 +30,7 @@ from twisted.python import log
 from master import store
 from master.jobs import core
 from master.periodic import PeriodicService
+from master.publish import logged
 from master.settings import Settings
 from master.store.jobs import Job
 
@@ -213,6 +214,4 @@ class JobService(PeriodicService):
                         store.jobs.finish(conn, v.job_id, result=None, error=v.reason, machine_id=None, now=time.time())
 
         self._with_db(work)
-        from master import pipeline
-
-        log.msg(f"perffarm: {pipeline.publish_jobs(self.settings)}")
+        log.msg(f"perffarm: {logged.jobs_line(self.settings)}")

@@ -16,6 +16,7 @@ from master import gitmirror, ingest, refnames, shipping, store
 from master.config_values import OPTION_RE
 from master.jobs import ingest as job_ingest
 from master.jobs import service as jobs_service
+from master.publish import logged
 from master.redact import redact_text
 from master.settings import Settings
 from master.textsafe import visible
@@ -285,9 +286,7 @@ class IngestJob(BuildStep):
         write = log.addStdout if outcome.state == "done" else log.addStderr
         await write(redact_text(outcome.message) + "\n")
         self.descriptionDone = [f"job {outcome.state}"]
-        from master import pipeline
-
-        message = await threads.deferToThread(pipeline.publish_jobs, self.settings)
+        message = await threads.deferToThread(logged.jobs_line, self.settings)
         await log.addStdout(message + "\n")
         await log.finish()
         return {"done": SUCCESS, "queued": CANCELLED}.get(outcome.state, FAILURE)
