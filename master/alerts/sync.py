@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from master import machines, store
 from master.alerts import grouping, kinds, lifecycle, messages, rules
 from master.alerts.config import AlertSettings
+from master.alerts.ids import resolve
 from master.alerts.links import check_link
 from master.detect.model import Direction
 from master.detect.rqps import Bands, colour
@@ -381,25 +382,6 @@ def alert_view(
 
 
 # ------------------------------------------------------------------------------------------------ state
-
-
-class AlertNotFound(LookupError):
-    """No alert (or more than one) matches the id given."""
-
-
-def resolve(conn: sqlite3.Connection, alert_id: str) -> str:
-    """A full alert id from a full or unambiguous short one."""
-    found = store.alerts.find_alerts(conn, alert_id.strip())
-    exact = [r for r in found if r.id == alert_id.strip().lower()]
-    if exact:
-        return exact[0].id
-    if len(found) != 1:
-        raise AlertNotFound(
-            f"no alert matches {alert_id!r}"
-            if not found
-            else f"{alert_id!r} is ambiguous: {', '.join(r.id for r in found[:5])}"
-        )
-    return found[0].id
 
 
 def set_state(

@@ -1,6 +1,8 @@
 """`perffarm alerts list|show|ack|set-state|channels|deliver`: see and triage alerts, check the channels.
 
-Mounted by master/cli.py like `detect`: `add_arguments(parser)` then `run(args)`. Exit codes: 0 ok, 1 no such
+Mounted by master/cli.py like `detect`: `add_arguments(parser)` then `run(args)`. `list` and `channels` read the
+store only; the actions that show a message, change a state or deliver import the alerts core (statistics,
+senders) when they run. Exit codes: 0 ok, 1 no such
 alert or database, 2 bad input. `deliver` runs the same drain loop the master runs, outside Buildbot, with
 secrets read from a directory of files (the layout of Buildbot's SecretInAFile) — for trying a channel by hand.
 """
@@ -19,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from master import cliargs, store
-from master.alerts import delivery, lifecycle
+from master.alerts import lifecycle
 from master.alerts.config import AlertConfigError, AlertSettings
 from master.alerts.health import channel_health
-from master.alerts.kinds import build_senders
+from master.alerts.ids import AlertNotFound, resolve
 from master.alerts.links import LinkError
-from master.alerts.sync import AlertNotFound, alert_view, resolve, set_state, sync
 from master.textsafe import visible as v
 
 EXIT_OK, EXIT_USAGE = cliargs.EXIT_OK, cliargs.EXIT_USAGE  # an unknown id or no database is an input error
@@ -175,6 +176,8 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_OK
         by = args.by or getpass.getuser()
         state = "acknowledged" if cmd == "ack" else args.state
+        from master.alerts.sync import set_state  # it loads the statistics: only the verbs that change alerts
+
         old, new = set_state(conn, args.alert_id, state, by=by, note=args.note, links=args.link)
         print(f"{v(resolve(conn, args.alert_id))}: {v(old)} -> {v(new)}" + "".join(f"; link {v(u)}" for u in args.link))
         return EXIT_OK
@@ -219,6 +222,8 @@ DELIVERY_FIELDS = (
 
 
 def _show(conn, args: argparse.Namespace) -> int:
+    from master.alerts.sync import alert_view
+
     aid = resolve(conn, args.alert_id)
     view = alert_view(conn, load_alert_settings(args), aid)
     hist = store.alerts.history(conn, aid)
@@ -270,6 +275,10 @@ def _show(conn, args: argparse.Namespace) -> int:
 
 
 def _deliver(args: argparse.Namespace) -> int:
+    from master.alerts import delivery
+    from master.alerts.kinds import build_senders
+    from master.alerts.sync import sync
+
     settings = load_alert_settings(args)
     path = _db_path(args)
     secrets_dir = Path(args.secrets_dir) if args.secrets_dir else path.parent / "secrets"

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from master.alerts.config import AlertSettings, ChannelConfig
+from master.alerts.ids import AlertNotFound
 from master.alerts.lifecycle import LifecycleError
-from master.alerts.sync import AlertNotFound, alert_view, record_bisection, set_state, sync
+from master.alerts.sync import alert_view, record_bisection, set_state, sync
 from master.store import alerts as adb
 from master.store.alerts import alert_for_change_point
 from tests.alerts_support import Farm

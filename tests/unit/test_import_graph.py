@@ -165,3 +165,10 @@ def test_the_parser_and_settings_load_nothing_heavy() -> None:
     )
     heavy = _heavy(_loaded_after(code))
     assert not heavy, f"`perffarm --help` and loading the settings load {heavy}"
+
+
+def test_listing_alerts_loads_no_statistics_and_no_http_client() -> None:
+    # `perffarm alerts list` and `channels` read the store; only show, ack, set-state and deliver need the core
+    code = "from master import cli\ncli.build_parser(lazy=True).parse_args(['alerts', 'list'])"
+    heavy = [m for m in _heavy(_loaded_after(code)) if not m.startswith("master.store")]
+    assert not heavy, f"mounting `perffarm alerts` loads {heavy}"
