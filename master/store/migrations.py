@@ -391,7 +391,7 @@ MIGRATIONS: list[str] = [
     )
     """,
     # 17: a job left running with no build (its build request cancelled, or the master stopped between taking the
-    # job and submitting its build) is failed or queued again by the job service (master/jobs/service.py): the
+    # job and submitting its build) is failed or queued again by the job service (master/job_service.py): the
     # build request it waits for, how many builds were submitted for it, and the farm's note saying why it was
     # queued again.
     """

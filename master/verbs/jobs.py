@@ -9,8 +9,8 @@ import sys
 import time
 
 from master import cliargs, gitmirror, ingest, refnames, store
+from master.job_service import job_builder_name
 from master.jobs import core
-from master.jobs.service import job_builder_name
 from master.redact import redact_text, redact_url
 from master.settings import Settings, load_settings
 from master.store.jobs import Job

@@ -13,9 +13,9 @@ from buildbot.process.results import CANCELLED, FAILURE, SUCCESS, WARNINGS
 from twisted.internet import threads
 
 from master import gitmirror, ingest, refnames, shipping, store
+from master import job_service as jobs_service
 from master.config_values import OPTION_RE
 from master.jobs import ingest as job_ingest
-from master.jobs import service as jobs_service
 from master.publish import logged
 from master.redact import redact_text
 from master.settings import Settings

@@ -35,7 +35,7 @@ from master.settings import Settings
 from master.store.jobs import Job
 
 SCHEDULER = "jobs"
-JOB_PROPERTY = "perffarm_job"  # the build set property naming the job a build runs (master/jobs/steps.py JOB)
+JOB_PROPERTY = "perffarm_job"  # the build set property naming the job a build runs (master/job_steps.py JOB)
 T = TypeVar("T")
 
 
