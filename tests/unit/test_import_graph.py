@@ -172,3 +172,42 @@ def test_listing_alerts_loads_no_statistics_and_no_http_client() -> None:
     code = "from master import cli\ncli.build_parser(lazy=True).parse_args(['alerts', 'list'])"
     heavy = [m for m in _heavy(_loaded_after(code)) if not m.startswith("master.store")]
     assert not heavy, f"mounting `perffarm alerts` loads {heavy}"
+
+
+def package_graph(graph: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """The module graph with each package below master/ (master.alerts) as one node, and recipes/ as one: the
+    worker's side ships whole (master/shipping.py), its layers are its own."""
+
+    def node(name: str) -> str:
+        parts = name.split(".")
+        if parts[0] == "recipes":
+            return "recipes"
+        return ".".join(parts[:2]) if len(parts) > 2 or (ROOT / parts[0] / parts[-1]).is_dir() else name
+
+    out: dict[str, dict[str, int]] = {}
+    for a, targets in graph.items():
+        for b, line in targets.items():
+            if node(a) != node(b):
+                out.setdefault(node(a), {}).setdefault(node(b), line)
+            out.setdefault(node(b), {})
+    return out
+
+
+def test_no_feature_package_imports_what_imports_it() -> None:
+    # A package's CLI or Buildbot adapter importing the settings, the pipeline or the launcher, which import the
+    # package's core, is a climb back up: verbs live in master/verbs/, adapters beside master/farm.py.
+    graph = import_graph()
+    packages = package_graph(graph)
+    found = circles(packages)
+    detail = [
+        f"  {a} -> {b} (line {line})"
+        for c in found
+        for a, targets in sorted(graph.items())
+        for b, line in sorted(targets.items())
+        if {_node_of(a, packages), _node_of(b, packages)} <= set(c) and _node_of(a, packages) != _node_of(b, packages)
+    ]
+    assert not found, "packages that import each other:\n" + "\n".join(detail)
+
+
+def _node_of(name: str, packages: dict[str, dict[str, int]]) -> str:
+    return next((p for p in (name, ".".join(name.split(".")[:2]), name.split(".")[0]) if p in packages), name)
