@@ -17,7 +17,14 @@ import pytest
 
 from master.publish import publish_all
 from master.publish.serve import serve
-from tests.site_support import ARCHAEOLOGY_TAGS, XSS_IMG, XSS_SCRIPT, build_archaeology, build_farm
+from tests.site_support import (
+    ARCHAEOLOGY_TAGS,
+    MESSAGE_AT,
+    XSS_IMG,
+    XSS_SCRIPT,
+    build_archaeology,
+    build_farm,
+)
 from tests.unit.test_result_schema import MACHINE_ID as M
 
 pytestmark = pytest.mark.integration
@@ -279,6 +286,43 @@ def test_hostile_commit_subjects_render_as_text(site, browser, artifacts_dir, sc
     assert "make it slower " + XSS_IMG in page.inner_text("#alerts")
     page.wait_for_timeout(200)  # an onerror handler would have fired by now
     assert p.dialogs == [] and p.errors == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_commit_page_shows_its_message_its_neighbours_and_its_tag(site, browser, artifacts_dir, scheme):
+    farm, _, _ = site
+    p = Page(browser, dict(bases(site))[scheme])
+    page = p.open(f"commit.html?c={farm.shas[MESSAGE_AT]}")
+    page.wait_for_selector("#commit-nav[data-ready='1']")
+    page.wait_for_selector("#commit-nav .prev")
+    # the body as text, paragraph by paragraph; its line breaks and tab kept; the control characters as escapes
+    paras = page.locator("#message p")
+    assert paras.count() == 3
+    first = paras.nth(0).inner_text()
+    assert first == f"The first paragraph names {XSS_IMG}\nand goes on\ton its second line."
+    assert paras.nth(1).inner_text() == "A second one: \\u202eesrever & </script>\\x1b[31m red?"
+    assert paras.nth(2).inner_text().startswith("Discussion: https://postgr.es/m/")
+    assert page.locator("main img").count() == 0 and page.locator("main script").count() == 0
+    # first-parent neighbours: the parent and the next commit on master, with their subjects
+    prev, nxt = page.locator("#commit-nav .prev a"), page.locator("#commit-nav .next a")
+    assert prev.get_attribute("href") == f"commit.html?c={farm.shas[MESSAGE_AT - 1]}"
+    assert nxt.get_attribute("href") == f"commit.html?c={farm.shas[MESSAGE_AT + 1]}"
+    assert page.inner_text("#commit-nav .next") == f"next → {farm.shas[MESSAGE_AT + 1][:12]} change 7 on master"
+    p.shot(artifacts_dir, f"commit-message-{scheme}")
+    nxt.click()  # and it leads there
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.inner_text("#subject") == "change 7"
+    assert page.locator("#message").is_hidden()  # a one-line message has no body
+    # the tagged commit names its tag; the head is the newest on its branch
+    page = p.open(f"commit.html?c={farm.shas[4]}")
+    page.wait_for_selector("#commit-nav[data-ready='1']")
+    assert page.inner_text("#facts .tagname") == "REL_1_0"
+    page = p.open(f"commit.html?c={farm.shas[-1]}")
+    page.wait_for_selector("#commit-nav[data-ready='1']")
+    assert page.inner_text("#commit-nav .none") == "newest commit on master"
+    assert page.locator("#commit-nav .next").count() == 0
+    page.wait_for_timeout(200)  # an onerror handler would have fired by now
+    assert p.errors == [] and p.dialogs == []
 
 
 def test_archaeology_charts_draw_every_release_and_the_picker_hides_one(browser, artifacts_dir, tmp_path):
