@@ -66,7 +66,7 @@
     var chunk = meta.chunk_size;
     var ctx = canvas.getContext("2d");
     var tip = document.getElementById("tip");
-    var ML = 64, MR = 12, MT = 18, MB = 28;
+    var ML = 64, MR = 12, MT = 18, MB = 44;  // below the plot: the position (or date) ticks, then the tag names
     var W = 0, H = 0, dpr = window.devicePixelRatio || 1;
     var full0 = N ? pos[0] - 0.5 : 0, full1 = N ? pos[N - 1] + 0.5 : 1;
     var x0 = full0, x1 = full1, hover = -1;
@@ -81,7 +81,7 @@
     function bsearch(x) { var a = 0, b = N; while (a < b) { var m = (a + b) >> 1; if (pos[m] < x) a = m + 1; else b = m; } return a; }
     function sx(p) { return ML + (p - x0) / (x1 - x0) * (W - ML - MR); }
     function px(cx) { return x0 + (cx - ML) / (W - ML - MR) * (x1 - x0); }
-    var y0 = 0, y1 = 1, yTicks = null, xLabels = [], axis = "position", pending = false;
+    var y0 = 0, y1 = 1, yTicks = null, xLabels = [], tagLabels = [], axis = "position", pending = false;
     function redrawSoon() { if (!pending) { pending = true; setTimeout(function () { pending = false; draw(); }, 0); } }
     function sy(v) { return MT + (1 - (v - y0) / (y1 - y0)) * (H - MT - MB); }
 
@@ -115,7 +115,20 @@
           if (row) text = day(row[3]);
           else { text = ""; commitAt(p, redrawSoon); }
         }
-        if (text) { ctx.fillText(text, sx(p), H - 8); xLabels.push(text); }
+        if (text) { ctx.fillText(text, sx(p), H - MB + 14); xLabels.push(text); }
+      });
+      // the tags in view, named on the axis below the ticks (left to right; a name that would overlap the one
+      // before it is left out, its tick and dashed line stay)
+      tagLabels = [];
+      ctx.textAlign = "left"; ctx.fillStyle = COLOURS.tag; ctx.strokeStyle = COLOURS.tag;
+      var room = ML - 4;
+      meta.markers.forEach(function (m) {
+        if (m.kind !== "tag" || m.pos < x0 || m.pos > x1) return;
+        var xx = Math.round(sx(m.pos)) + 0.5, wide = ctx.measureText(m.label).width;
+        ctx.beginPath(); ctx.moveTo(xx, H - MB); ctx.lineTo(xx, H - MB + 4); ctx.stroke();
+        var at = Math.min(Math.max(xx - wide / 2, ML - 4), W - MR - wide);
+        if (at < room) return;
+        ctx.fillText(m.label, at, H - 6); tagLabels.push(m.label); room = at + wide + 8;
       });
       ctx.save();
       ctx.beginPath(); ctx.rect(ML, MT, W - ML - MR, H - MT - MB); ctx.clip();
@@ -128,7 +141,7 @@
         ctx.beginPath(); ctx.moveTo(xx, MT); ctx.lineTo(xx, H - MB); ctx.stroke();
         ctx.setLineDash([]);
         ctx.fillStyle = COLOURS[m.kind] || "#999"; ctx.textAlign = "left";
-        ctx.fillText(m.label, xx + 3, MT + 10);
+        if (m.kind !== "tag") ctx.fillText(m.label, xx + 3, MT + 10);  // a tag is named on the axis
       });
       // spread: one vertical bar per pixel column (min of lo, max of hi) keeps 10,000 points cheap
       ctx.strokeStyle = "rgba(33,102,172,0.28)";
@@ -314,7 +327,8 @@
                  clientYOf: function (i) { return canvas.getBoundingClientRect().top + sy(med[i]); },
                  positions: pos, medians: med, setView: setView,
                  yTicks: function () { return yTicks.values.slice(); },
-                 view: function () { return [x0, x1]; }, xLabels: function () { return xLabels.slice(); } };
+                 view: function () { return [x0, x1]; }, xLabels: function () { return xLabels.slice(); },
+                 tagLabels: function () { return tagLabels.slice(); } };
     // the x axis: branch positions, or the commits' dates at those positions (?axis=date)
     var axisBtn = document.querySelector("[data-axis]");
     function showAxis() { if (axisBtn) axisBtn.textContent = axis === "date" ? "Positions on the axis" : "Dates on the axis"; }

@@ -195,6 +195,37 @@ def test_the_charts_zoom_is_in_the_url_and_the_keyboard_drives_it(site, browser,
 
 
 @pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_chart_names_the_tags_in_its_range_on_its_axis(site, browser, artifacts_dir, scheme):
+    farm, out, _ = site
+    refs = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
+    sid = next(s for s, v in refs["series"].items() if v["label"].startswith("pgbench"))
+    p = Page(browser, dict(bases(site))[scheme])
+    page = p.open(f"series/{sid}.html")
+    page.wait_for_selector("#chart[data-ready='1']")
+    head = len(farm.shas) - 1
+    assert page.evaluate("() => perffarm.chart.tagLabels()") == ["REL_1_0", "REL_2_0"]  # positions 4 and the head
+
+    def tag_ink(pos: int) -> int:  # grey text pixels in the band under the axis ticks, around the tag's position
+        return page.evaluate(
+            """(pos) => { const c = document.getElementById('chart'), g = c.getContext('2d'), r = devicePixelRatio;
+            const x = perffarm.chart.clientXOf(pos) - c.getBoundingClientRect().left;
+            const d = g.getImageData(Math.max(0, (x - 30) * r), c.height - 16 * r, 60 * r, 14 * r).data; let n = 0;
+            for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 100 && Math.abs(d[i] - d[i + 2]) < 20) n++;
+            return n; }""",
+            pos,
+        )
+
+    assert tag_ink(4) > 20 and tag_ink(head) > 20 and tag_ink(14) == 0
+    p.shot(artifacts_dir, f"chart-tags-{scheme}")
+    page.evaluate(f"() => perffarm.chart.setView(8, {head} + 0.5)")  # REL_1_0 is out of the drawn range now
+    assert page.evaluate("() => perffarm.chart.tagLabels()") == ["REL_2_0"]
+    assert tag_ink(head) > 20
+    page.evaluate("() => perffarm.chart.setView(0, 12)")
+    assert page.evaluate("() => perffarm.chart.tagLabels()") == ["REL_1_0"]
+    assert p.errors == [] and p.dialogs == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
 def test_the_chart_shows_commit_dates_on_its_axis_on_request(site, browser, artifacts_dir, scheme):
     _, out, _ = site
     refs = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
