@@ -46,8 +46,10 @@
     box.hidden = !box.childNodes.length;
   }
 
-  // The commit's neighbours in first-parent order on each branch that holds it: the parent is position - 1, the
-  // next commit position + 1 (data/commits has positions, the branch's commit facts the shas and subjects).
+  // The commit's neighbours in first-parent order on each branch that holds it: the parent is its first parent
+  // (in the data file, linked in the facts line); the next commit is at position + 1 in the branch's commit facts (data/branches/<file>/
+  // <chunk>.js, 1,000 commits a file), read only when asked for (a press, or the pointer or focus on the button),
+  // so the page itself loads no more than before.
   function branchFacts(file, pos, size, cb) {
     var k = Math.floor(pos / size), key = file + "/" + k;
     var row = function () { var rows = branchRows[key]; cb(rows && rows[pos - k * size] || null); };
@@ -59,36 +61,29 @@
     s.onerror = function () { branchRows[key] = []; waiting[key].forEach(function (f) { f(); }); };
     document.head.appendChild(s);
   }
-  function link(label, row, cls) {
-    var p = el("span", label + " ", cls), a = el("a", row[0].slice(0, 12), "sha");
-    a.href = "commit.html?c=" + row[0];
-    p.appendChild(a); p.appendChild(document.createTextNode(" " + row[1]));
-    return p;
-  }
-  function showNav(sha, parent, d) {
-    var nav = document.getElementById("commit-nav"), size = d.chunk_size || 1000, seen = {}, spots = d.positions || [];
+  function showNav(d) {
+    var nav = document.getElementById("commit-nav"), size = d.chunk_size || 1000;
     nav.replaceChildren();
-    if (!spots.length) return;
-    var first = spots[0];
-    if (parent && first[2] > 0) {
-      branchFacts(first[1], first[2] - 1, size, function (row) {
-        if (row && row[0] === parent) nav.insertBefore(link("← parent", row, "prev"), nav.firstChild);
-      });
-    }
-    var pending = spots.length;
-    spots.forEach(function (b) {  // [branch, file name, position]
-      branchFacts(b[1], b[2] + 1, size, function (row) {
-        if (row && SHA.test(row[0])) {
-          if (seen[row[0]]) seen[row[0]].lastChild.textContent += ", " + b[0];
-          else {
-            var span = link("next →", row, "next");
-            span.appendChild(el("span", " on " + b[0], "muted"));
-            seen[row[0]] = span; nav.appendChild(span);
+    (d.positions || []).forEach(function (b) {  // [branch, file name, position]
+      var btn = el("button", "next commit on " + b[0] + " →", "next");
+      btn.type = "button";
+      var look = function (go) {
+        branchFacts(b[1], b[2] + 1, size, function (row) {
+          if (row && SHA.test(row[0])) {
+            btn.title = row[0].slice(0, 12) + " " + row[1];
+            if (go) location.href = "commit.html?c=" + row[0];
+          } else {
+            var none = el("span", "newest commit on " + b[0], "none");
+            btn.replaceWith(none);
           }
-        } else nav.appendChild(el("span", "newest commit on " + b[0], "none"));
-        if (--pending === 0) nav.dataset.ready = "1";
-      });
+        });
+      };
+      btn.addEventListener("mouseenter", function () { look(false); });
+      btn.addEventListener("focus", function () { look(false); });
+      btn.addEventListener("click", function () { look(true); });
+      nav.appendChild(btn);
     });
+    nav.dataset.ready = "1";
   }
 
   function show(sha, d) {
@@ -107,7 +102,7 @@
       facts.appendChild(document.createTextNode(" · ")); facts.appendChild(cmp);
     }
     showMessage(d.message || "");
-    showNav(sha, parent && SHA.test(parent) ? parent : null, d);
+    showNav(d);
     var tbody = document.querySelector("#rows tbody"), series = (refs && refs.series) || {};
     d.rows.forEach(function (r) {
       // [sid, median, n, ratio, ci_low, ci_high, colour, base, flags, samples]; ratio and CI in millionths
