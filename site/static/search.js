@@ -11,10 +11,11 @@
   function link(text, href) { var a = el("a", text); a.href = href; return a; }
 
   // Commits by the words of their subject or author: the branches' commit facts (data/branches/<file>/<chunk>.js,
-  // [sha, subject, author, authored_at] per position, what the charts' hovers read), the newest CHUNKS chunks of
-  // each branch first, older ones a button press at a time. Shared history is in several branches' files: a commit
-  // is listed once.
-  var CHUNKS = 2, rowsOf = {}, waiting = {};
+  // [sha, subject, author, authored_at] per position, what the charts' hovers read, ~90 kB per 1,000 commits),
+  // FILES of them per round (a page with what it loads stays under 1 MB), newest first: the newest file of each
+  // branch (the longest branch first), then the next older of each, and so on; a button reads the next round.
+  // Shared history is in several branches' files: a commit is listed once.
+  var FILES = 6, rowsOf = {}, waiting = {};
   pf.commits = function (file, k, rows) {
     rowsOf[file + "/" + k] = rows;
     (waiting[file + "/" + k] || []).forEach(function (cb) { cb(); });
@@ -34,13 +35,20 @@
     var meta = JSON.parse(document.getElementById("facts").textContent), size = meta.chunk_size;
     var list = document.getElementById("subjects"), note = document.getElementById("subject-status");
     var older = document.getElementById("older"), seen = {}, hits = [], searched = 0;
-    // per branch: the next chunk to read, newest first
-    var next = meta.branches.map(function (b) { return { name: b[0], file: b[1], k: Math.floor(b[2] / size) }; });
+    // the files to read, in order: round-robin over the branches (longest first), each branch's newest first
+    var branches = meta.branches.slice().sort(function (a, b) { return b[2] - a[2] || (a[0] < b[0] ? -1 : 1); });
+    var queue = [], depth = 0, more = true;
+    while (more) {
+      more = false;
+      branches.forEach(function (b) {
+        var k = Math.floor(b[2] / size) - depth;
+        if (k >= 0) { queue.push([{ name: b[0], file: b[1] }, k]); more = true; }
+      });
+      depth++;
+    }
     function matches(text) { text = text.toLowerCase(); return words.every(function (w) { return text.indexOf(w) >= 0; }); }
-    function round(chunks) {
-      var todo = [];
-      next.forEach(function (b) { for (var i = 0; i < chunks && b.k >= 0; i++, b.k--) todo.push([b, b.k]); });
-      var left = todo.length;
+    function round() {
+      var todo = queue.splice(0, FILES), left = todo.length;
       older.hidden = true;
       if (!left) { done(); return; }
       todo.forEach(function (t) {
@@ -65,15 +73,15 @@
         li.appendChild(el("span", "· " + r[2] + " · " + day(r[3]) + " · " + h.branch, "muted"));
         list.appendChild(li);
       });
-      var more = next.some(function (b) { return b.k >= 0; });
+      var more = queue.length > 0;
       note.textContent = hits.length + " of the newest " + searched.toLocaleString("en-US") + " commits match" +
         (hits.length > LIMIT ? " (the newest " + LIMIT + " shown)" : "") + (more ? "; older commits are not searched yet." : "; that is every commit of every branch.");
       older.hidden = !more;
       list.dataset.searched = String(searched);
       document.body.dataset.subjects = "1";
     }
-    older.addEventListener("click", function () { round(1); });
-    round(CHUNKS);
+    older.addEventListener("click", function () { round(); });
+    round();
   }
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -2,7 +2,7 @@
 chromium through Playwright, as tests/integration/test_site_browser.py).
 
 Two histories: the farm of tests/site_support.py (real git repository and ingest, hostile subjects and author), and
-a long one stored through master.store (2,500 commits on master, one of them measured), so that the newest commits
+a long one stored through master.store (7,500 commits on master, one of them measured), so that the newest commits
 are searched first and older ones on request.
 """
 
@@ -23,8 +23,8 @@ from tests.site_support import XSS_IMG, result_doc, settings_for
 pytestmark = pytest.mark.integration
 
 NOW = 1_800_000_000.0
-LONG = 2_500  # commits: chunks 0, 1, 2 of branch positions (1,000 each); the page first reads the newest two
-OLD_NEEDLE, NEW_NEEDLE = 5, 2_400
+LONG = 7_500  # commits: chunks 0..7 of branch positions (1,000 each); the page first reads the newest six
+OLD_NEEDLE, NEW_NEEDLE = 5, 7_400
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +87,10 @@ def test_the_newest_commits_are_searched_first_and_older_ones_on_request(long_si
     shas, _, url = long_site
     p = Page(browser, url)
     page = p.open("search.html?q=needle")
-    assert subjects(page) == [f"{shas[NEW_NEEDLE][:12]} fix a new needle in the executor · A · 2023-11-16 · master"]
-    assert page.get_attribute("#subjects", "data-searched") == "1500"  # chunks 2 and 1: positions 1,000..2,499
+    assert subjects(page) == [f"{shas[NEW_NEEDLE][:12]} fix a new needle in the executor · A · 2023-11-20 · master"]
+    assert page.get_attribute("#subjects", "data-searched") == "5500"  # chunks 7..2: positions 2,000..7,499
+    loaded = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+    assert len([x for x in loaded if "/data/branches/" in x]) == 6
     assert "older commits are not searched yet" in page.inner_text("#subject-status")
     page.evaluate("() => { document.body.dataset.subjects = ''; }")
     page.click("#older")
@@ -96,6 +98,6 @@ def test_the_newest_commits_are_searched_first_and_older_ones_on_request(long_si
     assert [h[:12] for h in found] == [shas[NEW_NEEDLE][:12], shas[OLD_NEEDLE][:12]]  # newest first
     assert page.get_attribute("#subjects", "data-searched") == str(LONG)
     assert page.is_hidden("#older")
-    assert page.inner_text("#subject-status").startswith("2 of the newest 2,500 commits match")
+    assert page.inner_text("#subject-status").startswith("2 of the newest 7,500 commits match")
     p.shot(artifacts_dir, "search-older")
     assert p.errors == [] and p.dialogs == []
