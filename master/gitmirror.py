@@ -36,6 +36,7 @@ _FORMAT = (
 )
 _FIELDS = 8
 MAX_LINKS = 5
+MAX_MESSAGE = 20_000  # characters of a commit message the commit page shows (PostgreSQL's longest are ~10,000)
 _SHA_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 log = logging.getLogger("perffarm.gitmirror")
 
@@ -305,6 +306,14 @@ class Mirror:
         if not commits:
             raise GitError(f"commit {sha} is not in the mirror (or git's record of it could not be read)")
         return commits[0]
+
+    def message(self, sha: str) -> str:
+        """The commit's message after its subject (`%b`: the body, paragraphs as written), at most MAX_MESSAGE
+        characters (a longer one is cut and says so); trailing blank lines dropped."""
+        body = git(["log", "-1", "--format=%b", "--end-of-options", sha, "--"], cwd=self.path).rstrip()
+        if len(body) > MAX_MESSAGE:
+            body = body[:MAX_MESSAGE] + f"\n\n[… the message is cut here: it is longer than {MAX_MESSAGE:,} characters]"
+        return body
 
     def first_parent(self, head: str, since: str | None = None, exclude: Sequence[str] = ()) -> list[CommitInfo]:
         """Commits on head's first-parent chain, oldest first; only those after `since` when given, and none

@@ -391,6 +391,7 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
             mirror = _update_mirror(settings, sha)
             branches, tags = mirror.refs()
         commit = mirror.commit(sha)  # git reads by sha need no lock: a fetch only adds objects and moves refs
+        message = mirror.message(sha)
         conn = store.connect(settings.results_db)
         try:
             added = _sync_history(conn, settings, mirror, branches, ref)
@@ -400,6 +401,7 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
                     conn, {t: s for t, s in tags.items() if settings.ref_matches("refs/tags/" + t) or t == ref}
                 )
                 store.upsert_commits(conn, [commit])
+                store.set_message(conn, sha, message)
                 run_id = store.insert_run(conn, doc, run)
         finally:
             conn.close()

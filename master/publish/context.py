@@ -54,6 +54,11 @@ class Context:
         self.heads = store.commits.branch_heads(conn)
         self.series: dict[SeriesRef, SiteSeries] = {}
         self.commits: dict[str, Commit] = {}
+        # what a commit's data file adds for the commit page: its message body (source.messages) and where it
+        # sits on each branch (branch -> position: the page finds the next commit in the branch's commit facts);
+        # filled by the publisher for the commits it writes data for
+        self.messages: dict[str, str] = {}
+        self.positions: dict[str, dict[str, int]] = {}
         cps = source.change_points(conn)
         self.changes: dict[str, list[ChangeView]] = {}
         self.sid_of_cp: dict[int, str] = {}

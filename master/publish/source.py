@@ -84,6 +84,14 @@ def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict
     }
 
 
+def messages(conn: sqlite3.Connection, shas: Iterable[str] | None) -> dict[str, str]:
+    """sha -> the commit's message body (after the subject), control and bidi characters shown as escapes (tab
+    and newline kept); none for a commit measured before schema 22."""
+    if not has_table(conn, "commit_messages"):
+        return {}
+    return {sha: visible(body, lines=True) for sha, body in store.commits.messages(conn, shas).items()}
+
+
 def change_points(conn: sqlite3.Connection) -> list[ChangePointRow]:
     """Change points with the site id of their series; [] before migration 2's tables are filled."""
     if not has_table(conn, "change_points") or not has_table(conn, "series"):

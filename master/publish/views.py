@@ -15,7 +15,7 @@ from master.publish.names import safe_name
 from master.publish.ratios import Ratio
 from master.store.alerts import Alert, Delivery, HistoryEntry
 from master.store.bisections import Bisection
-from master.store.series import MeasureKey
+from master.store.series import REFERENCE_SUFFIX, MeasureKey, absolute_metric
 
 SPARK_POINTS = 120
 SPARK_WINDOW = 200  # the sparkline shows tested commits among the branch's newest SPARK_WINDOW positions
@@ -135,13 +135,28 @@ def tail_rows(series: SiteSeries, head: int) -> range:
 
 
 def siblings_of(summaries: list[Summary]) -> dict[str, list[Summary]]:
-    """Series of the same workload, metric and branch on other machines or recipe versions/configs."""
-    groups: dict[tuple[str, str, str], list[Summary]] = {}
+    """Series of the same workload and measure anywhere: every machine, recipe version/config and branch, and a
+    paired workload's absolute, reference and rQPS series together (`tps`, `tps.reference`, `tps.rqps`). A series
+    page lists and marks those of its own metric and branch (`same_place`) and offers the rest of its unit as
+    overlays on its chart."""
+    groups: dict[tuple[str, str], list[Summary]] = {}
     for s in summaries:
-        groups.setdefault((s.workload, s.metric, s.branch), []).append(s)
+        groups.setdefault((s.workload, measure_family(s.metric)), []).append(s)
     for g in groups.values():
-        g.sort(key=lambda s: (s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
-    return {s.sid: groups[(s.workload, s.metric, s.branch)] for s in summaries}
+        g.sort(key=lambda s: (s.branch, s.metric, s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
+    return {s.sid: groups[(s.workload, measure_family(s.metric))] for s in summaries}
+
+
+def measure_family(metric: str) -> str:
+    """What a paired workload's absolute, reference and rQPS metrics have in common: `tps` for all three."""
+    return absolute_metric(metric).removesuffix(REFERENCE_SUFFIX)
+
+
+def same_place(summ: Summary, siblings: Sequence[Summary]) -> list[Summary]:
+    """Of siblings_of's group, the series of summ's own metric and branch (other machines and recipe versions),
+    in the order the page always listed them."""
+    out = [o for o in siblings if o.metric == summ.metric and o.branch == summ.branch]
+    return sorted(out, key=lambda s: (s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
 
 
 def previous_tag(series: SiteSeries, tag_at: Mapping[str, list[str]], before: int) -> tuple[str, int] | None:

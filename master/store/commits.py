@@ -210,6 +210,16 @@ WHERE name IS NOT NULL AND name NOT IN (SELECT branch FROM branch_indexing)
 """
 
 
+def set_message(conn: sqlite3.Connection, sha: str, body: str) -> None:
+    """Store a measured commit's message body (what follows its subject); a sha's message never changes."""
+    conn.execute("INSERT OR IGNORE INTO commit_messages (sha, body) VALUES (?, ?)", (sha, body))
+
+
+def messages(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict[str, str]:
+    """sha -> message body, of every measured commit or of `shas` (a commit measured before schema 22: none)."""
+    return {r[0]: r[1] for r in _chunked(conn, "SELECT sha, body FROM commit_messages", "sha", shas)}
+
+
 def branch_heads(conn: sqlite3.Connection) -> dict[str, int]:
     """branch -> position of its newest stored commit (the cost grows with branches, not with history); a branch
     still being ordered is left out."""

@@ -440,4 +440,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE commits ADD COLUMN committer TEXT NOT NULL DEFAULT '';
     ALTER TABLE commits ADD COLUMN discussion TEXT NOT NULL DEFAULT ''
     """,
+    # 22: the full message of each measured commit (issue #32: the commit page shows it), read by the ingest of a
+    # run from the mirror with the commit's other facts; only measured commits have a page, so the history sync
+    # reads no message body. Commits measured before this have no row until one is ingested again.
+    """
+    CREATE TABLE commit_messages (
+        sha   TEXT PRIMARY KEY,
+        body  TEXT NOT NULL
+    )
+    """,
 ]

@@ -109,6 +109,20 @@ def test_invalid_utf8_in_commit_text_is_replaced_not_fatal(tmp_path):
     assert [c.sha for c in mirror.first_parent(sha)][-1] == sha
 
 
+def test_a_commits_message_body_is_read_as_written_and_a_huge_one_is_cut(tmp_path):
+    """The commit page's full message: the body after the subject, paragraphs, tabs and invalid bytes as read."""
+    repo = make_repo(tmp_path / "repo")
+    small = raw_commit(repo, b"A", b"subject line\n\nfirst \xff paragraph\n\tindented\n\nsecond\n\n\n")
+    huge = raw_commit(repo, b"A", b"big\n\n" + b"x" * (gitmirror.MAX_MESSAGE + 5000) + b"\n")
+    mirror = gitmirror.Mirror(str(repo.path), tmp_path / "mirror")
+    mirror.fetch()
+    assert mirror.message(small) == "first \ufffd paragraph\n\tindented\n\nsecond"
+    assert mirror.message(repo.git("rev-parse", "HEAD~2")) == ""  # the initial commit: a subject alone
+    cut = mirror.message(huge)
+    assert cut.startswith("x" * gitmirror.MAX_MESSAGE + "\n\n[") and "cut here" in cut
+    assert len(cut) < gitmirror.MAX_MESSAGE + 100
+
+
 def test_an_empty_message_is_an_empty_subject(tmp_path):
     repo = make_repo(tmp_path / "repo")
     repo.git("commit", "--quiet", "--allow-empty", "--allow-empty-message", "-m", "")

@@ -23,7 +23,16 @@ from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, float_column, int_column, join_columns, js_call, literal_column, render
 from master.publish.views import RatioView
 from master.publish.writer import PublishError, SiteWriter, wait_for_cleanup
-from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, copy_farm, settings_for
+from tests.site_support import (
+    MESSAGE_AT,
+    MESSAGE_BODY,
+    XSS_AUTHOR,
+    XSS_IMG,
+    XSS_SCRIPT,
+    build_farm,
+    copy_farm,
+    settings_for,
+)
 from tests.unit.test_result_schema import MACHINE_ID as M
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +82,29 @@ def test_untrusted_text_is_escaped_in_every_page_and_data_file(farm, tmp_path):
     assert json.dumps(XSS_SCRIPT).replace("<", "\\u003c").replace(">", "\\u003e") in joined
     assert json.dumps(XSS_IMG).replace("<", "\\u003c").replace(">", "\\u003e") in joined
     assert XSS_AUTHOR.split("<")[0].strip() in joined  # author names are published without the address part
+
+
+def commit_data(out: Path, sha: str) -> dict:
+    text = text_of(out, f"data/commits/{sha}.js")
+    assert text.startswith(f'perffarm.commit("{sha}",') and text.endswith(");\n")
+    return json.loads(text[len(f'perffarm.commit("{sha}",') : -3])
+
+
+def test_a_commits_data_has_its_message_body_escaped_and_its_place_on_the_branch(farm, tmp_path):
+    """The commit page's full message and its next commit: the body the ingest read from the mirror (control and
+    bidi characters shown as escapes, paragraphs and tabs kept) and the commit's position on each branch."""
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    d = commit_data(out, farm.shas[MESSAGE_AT])
+    assert d["message"] == MESSAGE_BODY.replace("\u202e", "\\u202e").replace("\x1b", "\\x1b")
+    assert "\n\n" in d["message"] and "\t" in d["message"]
+    assert d["positions"] == [["master", safe_name("master"), MESSAGE_AT]]
+    assert d["parents"] == [farm.shas[MESSAGE_AT - 1]]
+    # the next commit is read from the branch's commit facts at position + 1, which the page loads
+    facts = text_of(out, f"data/branches/{safe_name('master')}/0.js")
+    assert farm.shas[MESSAGE_AT + 1] in facts
+    assert commit_data(out, farm.shas[2])["message"] == ""  # a one-line message has no body
+    assert commit_data(out, farm.shas[4])["tags"] == ["REL_1_0"]
 
 
 def test_js_call_cannot_break_out_of_a_script_element():

@@ -12,13 +12,15 @@ from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.render import json_document, render
 from master.publish.source import CHUNK
-from master.publish.views import Marker, Summary
+from master.publish.views import Marker, Summary, same_place
 from master.publish.writer import SiteWriter
 
 
 def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]:
     """The page's change points, chart markers (release tags, other series of the workload starting, active
-    change points) and the chart's metadata."""
+    change points), the series it can overlay and the chart's metadata."""
+    overlays = [o for o in siblings if o.sid != summ.sid and o.unit == summ.unit]
+    siblings = same_place(summ, siblings)
     changes = sorted(ctx.changes.get(summ.sid, []), key=lambda c: (c.position, c.id))
     tag_marks = []
     for name, sha in ctx.tags.items():
@@ -51,6 +53,7 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         "unit": summ.unit,
         "direction": summ.direction,
         "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers],
+        "overlays": [_overlay(summ, o, chunks) for o in overlays],
     }
     about = workloads.info(summ.recipe, summ.recipe_version, summ.config_hash, summ.workload)
     return {
@@ -67,6 +70,24 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         "chunks": chunks,
         "siblings": [o for o in siblings if o.sid != summ.sid],
     }
+
+
+def _overlay(summ: Summary, o: Summary, chunks: list[int]) -> dict[str, Any]:
+    """A series the chart can draw over this one: its id, what differs from this series (its label in the legend)
+    and its chunks within this series' (the chart's x range). The chunk range moves once per CHUNK commits of the
+    other series, not with each of its runs, so its runs seldom make this page new (key())."""
+    differs = []
+    if o.metric != summ.metric:
+        differs.append("reference" if o.metric.endswith(store.series.REFERENCE_SUFFIX) else o.metric)
+    if o.branch != summ.branch:
+        differs.append(o.branch)
+    if o.machine_id != summ.machine_id:
+        differs.append(o.machine_id)
+    if (o.recipe, o.recipe_version, o.config_hash) != (summ.recipe, summ.recipe_version, summ.config_hash):
+        differs.append(f"{o.recipe} v{o.recipe_version} ({o.config_hash[:8]})")
+    lo = max(o.first_position // CHUNK, chunks[0])
+    hi = min(o.last_position // CHUNK, chunks[-1])
+    return {"sid": o.sid, "label": " · ".join(differs) or o.label, "chunks": [lo, hi] if lo <= hi else []}
 
 
 def _pairing(ctx: Context, summ: Summary) -> dict[str, str] | None:
