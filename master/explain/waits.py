@@ -30,7 +30,7 @@ from typing import Any
 ALPHA = 0.01  # family-wise, over the waits of one workload: a false claim in 1 of 100 A-vs-A comparisons
 MIN_CHANGE = 0.02  # a move of less than 2 points of share is not listed, however sure
 MIN_SAMPLES = 2  # per side: one sample has no between-sample spread to judge by
-MIN_OBSERVATIONS = 100  # per side: backend-samples behind the shares
+MIN_OBSERVATIONS = 50  # per side: backend-samples behind the shares (busy backends: few on a fast read-only load)
 CPU = "CPU"  # recipes/pg/waits.py: an active backend that waits for nothing
 
 

@@ -468,7 +468,7 @@ def _pgbench_sample(
     with contextlib.ExitStack() as stack:
         held = stack.enter_context(idle.held(t.server, _idle(w) if record else 0, _active(w)))
         sampler = stack.enter_context(waits.Sampler(t.server, hz)) if record and hz > 0 else None
-        with sampler.sampling() if sampler is not None else waits.nothing():
+        with sampler.sampling() if sampler is not None else contextlib.nullcontext():
             s = pgbench.run(t.server, list(w.args), w.duration_s or duration, what, script=_script(t, w), cpus=cpus)
         sampled = sampler.result(what) if sampler is not None else None
     if record:
@@ -509,7 +509,7 @@ def _sliced_samples(
         for k in range(-max(0, warmup), max(1, slices)):
             for t in targets if (first + k) % 2 == 0 else list(reversed(targets)):
                 sampler = samplers.get(t.label) if k >= 0 else None
-                with sampler.sampling() if sampler is not None else waits.nothing():
+                with sampler.sampling() if sampler is not None else contextlib.nullcontext():
                     s = pgbench.run(
                         t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
                     )

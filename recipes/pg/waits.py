@@ -214,8 +214,3 @@ class Sampler:
         if self._error is not None:
             raise BenchFailed(f"{what}: sampling the wait events failed: {self._error}", self.srv.log_tail())
         return Waits(dict(self.counts), self.ticks, self.hz)
-
-
-@contextlib.contextmanager
-def nothing() -> Iterator[None]:
-    yield
