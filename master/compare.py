@@ -37,6 +37,7 @@ from recipes.pg.profile import (
     overlays_for,
     profile_names,
     selected_names,
+    waits_file,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -284,6 +285,14 @@ def run(args: argparse.Namespace) -> int:
                 said = cr.summary or "no exact counter changed"
                 print(f"What the exact counters say, {label} vs {labels[0]}: {said}")
                 print(cr.table)
+        sampled = {label: _sampled_waits(ctx, label) for label in labels}
+        waits = {label: counter_report.compare_waits(sampled[labels[0]], sampled[label]) for label in labels[1:]}
+        for label, wr in waits.items():
+            if wr is not None:  # where the backends waited during the pgbench samples (recipes/pg/waits.py)
+                print()
+                said = wr.summary or "no wait's share moved beyond its noise"
+                print(f"Where the backends waited, {label} vs {labels[0]}: {said}")
+                print(wr.table)
         explained = _explain(ctx, labels, moved)
         explain_dir = Path(args.explain_dir) if args.explain_dir else work / "explain"
         reconciled = [_reconcile(e, results) for e in explained]
@@ -337,6 +346,11 @@ def run(args: argparse.Namespace) -> int:
                 for label, cr in counters.items()
                 if cr is not None
             },
+            "waits": {
+                label: [dataclasses.asdict(c) | {"text": c.text()} for c in wr.changes]
+                for label, wr in waits.items()
+                if wr is not None
+            },
             "explained": [
                 {
                     "workload": e.workload,
@@ -377,6 +391,12 @@ def _reconcile(e: report.Explained, results: Mapping[str, Sequence[WorkloadResul
 
     a, b = first(e.a_label), first(e.b_label)
     return e.diff.reconcile(a, b) if a and b else None
+
+
+def _sampled_waits(ctx: Context, label: str) -> dict[str, list[dict[str, object]]]:
+    """The wait events a side sampled during its pgbench samples, per workload ({} when none were sampled)."""
+    path = waits_file(ctx, label)
+    return dict(json.loads(path.read_text())) if path.exists() else {}
 
 
 def measured(results: Sequence[WorkloadResult]) -> dict[str, dict[str, tuple[str, tuple[float, ...]]]]:

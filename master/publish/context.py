@@ -92,6 +92,7 @@ class Context:
             source.bisection_explanations(conn, bisections.values()),
             source.bisection_counters(conn, bisections.values()),
             source.alert_links(conn),
+            source.bisection_waits(conn, bisections.values()),
         )
         # per series: ratio of each point vs the previous point, aligned with points (None for the first)
         self.table: model.Table | None = None

@@ -261,6 +261,21 @@ def bisection_counters(conn: sqlite3.Connection, bisections: Iterable[Bisection]
     return out
 
 
+def bisection_waits(conn: sqlite3.Connection, bisections: Iterable[Bisection]) -> dict[int, Any]:
+    """bisection id -> the sampled waits whose share moved from the culprit's parent to the culprit
+    (master.explain.report.waits_for_bisection), where both commits' runs sampled them."""
+    from master.explain import report
+
+    if not has_table(conn, "waits"):
+        return {}
+    out = {}
+    for b in bisections:
+        r = report.waits_for_bisection(conn, b)
+        if r is not None:
+            out[int(b.id)] = r
+    return out
+
+
 def bisection_explanations(conn: sqlite3.Connection, bisections: Iterable[Bisection]) -> dict[int, Any]:
     """bisection id -> the culprit's per-function diff against its parent (master.profiles.report), where both
     probe runs kept a callgrind profile."""

@@ -272,6 +272,7 @@ class BisectionView:
     log: tuple[str, ...]
     explained: Any = None  # master.profiles.report.StoredExplanation: where the instructions went (culprit vs parent)
     counters: Any = None  # master.explain.report.CounterReport: the exact counters that changed (culprit vs parent)
+    waits: Any = None  # master.explain.report.WaitReport: the sampled waits that moved (culprit vs parent)
 
 
 @dataclass(frozen=True)
@@ -382,6 +383,7 @@ def alert_views(
     explained: Mapping[int, Any] | None = None,
     counters: Mapping[int, Any] | None = None,
     links: Mapping[str, Sequence[str]] | None = None,
+    waits: Mapping[int, Any] | None = None,
 ) -> list[AlertPage]:
     """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
     by_alert: dict[str, list[Any]] = {}
@@ -423,6 +425,7 @@ def alert_views(
                         _log_lines(b.log),
                         (explained or {}).get(int(b.id)),
                         (counters or {}).get(int(b.id)),
+                        (waits or {}).get(int(b.id)),
                     )
                 )
         culprit = r.culprit_sha

@@ -449,4 +449,17 @@ MIGRATIONS: list[str] = [
         body  TEXT NOT NULL
     )
     """,
+    # 23: the wait events sampled during a run's pgbench samples (issue #29: the result's `waits` and, for a paired
+    # run, `waits_reference` members, recipes/pg/waits.py), one row per (run, side, workload) holding the samples as
+    # JSON, so that a culprit's page reads the waits of two commits without parsing their whole stored results
+    # (master/explain/waits.py). Results stored before this carried none.
+    """
+    CREATE TABLE waits (
+        run_id   INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        side     TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        samples  TEXT NOT NULL,
+        PRIMARY KEY (run_id, side, workload)
+    )
+    """,
 ]

@@ -118,6 +118,14 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
         "INSERT INTO plans (run_id, workload, shape) VALUES (?, ?, ?)",
         [(run_id, workload, shape) for workload, shape in sorted(doc.get("plans", {}).items())],
     )
+    conn.executemany(
+        "INSERT INTO waits (run_id, side, workload, samples) VALUES (?, ?, ?, ?)",
+        [
+            (run_id, side, workload, json.dumps(samples, sort_keys=True))
+            for side, key in WAIT_SIDES
+            for workload, samples in sorted(doc.get(key, {}).items())
+        ],
+    )
     if run.bisection_id is not None:
         conn.execute(  # a probe of a bisection that no longer exists is still a stored run
             "INSERT INTO bisection_runs (bisection_id, run_id) SELECT ?, ? "
@@ -125,6 +133,10 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             (run.bisection_id, run_id, run.bisection_id),
         )
     return run_id
+
+
+# (side, result member) of the waits a run result carries: the commit's own and a paired run's reference's
+WAIT_SIDES = (("run", "waits"), ("reference", "waits_reference"))
 
 
 def workload_config_hash(doc: dict[str, Any], workload: dict[str, Any]) -> str:
@@ -620,6 +632,20 @@ def newest_coverage(conn: sqlite3.Connection, look: int = 20) -> list[StoredCove
                 continue
             out.append(StoredCoverage(run_id, machine, recipe, version, ref, sha, finished, parsed))
             break
+    return out
+
+
+def waits_of(conn: sqlite3.Connection, sha: str, machine_id: str, recipe: str) -> dict[str, list[dict[str, Any]]]:
+    """A commit's sampled wait events on one machine and recipe (its own side of every ok run, paired or not):
+    workload -> every sample of every run, oldest run first (master/explain/waits.py pools them)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    rows = conn.execute(
+        "SELECT w.workload, w.samples FROM waits w JOIN runs r ON r.id = w.run_id WHERE r.sha = ? AND "
+        "r.machine_id = ? AND r.recipe = ? AND r.status = 'ok' AND w.side = 'run' ORDER BY r.id",
+        (sha, machine_id, recipe),
+    )
+    for workload, samples in rows:
+        out.setdefault(workload, []).extend(json.loads(samples))
     return out
 
 

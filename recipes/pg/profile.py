@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from recipes import callgrind
 from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
-from recipes.pg import counters, coverage, idle, insertbench, instructions, memprobe, operations, pgbench
+from recipes.pg import counters, coverage, idle, insertbench, instructions, memprobe, operations, pgbench, waits
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
@@ -393,6 +393,8 @@ class Target:
     exercised: dict[str, set[str]] | None = None
     # result workload -> the shape of its plan (entries with `"plans": true`: recipes/pg/plans.py)
     plans: dict[str, str] = field(default_factory=dict)
+    # pgbench workload -> its samples' waits, in the order taken (recipes/pg/waits.py; the result's `waits`)
+    waits: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def exercise(self, group: str, raw: bytes) -> None:
         """Add what one callgrind output exercises to the coverage of `group` (when coverage is asked for)."""
@@ -459,13 +461,20 @@ def _active(w: Workload) -> int:
     return int(w.spec.get("clients", 1))
 
 
-def _pgbench_sample(t: Target, w: Workload, duration: float, cpus: Sequence[int] | None, record: bool = True) -> None:
-    with idle.held(t.server, _idle(w) if record else 0, _active(w)) as held:
-        s = pgbench.run(
-            t.server, list(w.args), w.duration_s or duration, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
-        )
+def _pgbench_sample(
+    t: Target, w: Workload, duration: float, cpus: Sequence[int] | None, record: bool = True, hz: float = 0.0
+) -> None:
+    what = f"{w.name} on {t.label}"
+    with contextlib.ExitStack() as stack:
+        held = stack.enter_context(idle.held(t.server, _idle(w) if record else 0, _active(w)))
+        sampler = stack.enter_context(waits.Sampler(t.server, hz)) if record and hz > 0 else None
+        with sampler.sampling() if sampler is not None else contextlib.nullcontext():
+            s = pgbench.run(t.server, list(w.args), w.duration_s or duration, what, script=_script(t, w), cpus=cpus)
+        sampled = sampler.result(what) if sampler is not None else None
     if record:
         _record(t, w, s, held)
+        if sampled is not None:
+            t.waits.setdefault(w.name, []).append(sampled.to_json())
 
 
 def _sliced_samples(
@@ -476,6 +485,7 @@ def _sliced_samples(
     first: int,
     cpus: Sequence[int] | None,
     warmup: int = 0,
+    hz: float = 0.0,
 ) -> dict[str, list[float]]:
     """One sample of every target, taken as `slices` short slices in alternating order (AB BA AB ...), each
     side's slices summed: a neighbour's burst of load lands on both sides instead of on one whole sample.
@@ -483,23 +493,33 @@ def _sliced_samples(
     With `warmup`, that many slices per side are run first and discarded, in the pattern's own alternation
     extended backwards (slice -1 is BA when slice 0 is AB): after the restart and CHECKPOINT that open a round, the
     side that takes the first slice paid for it (docs/throughput.md, "The order bias"), and a warm-up in the
-    mirrored order leaves every recorded slice of either side preceded alike. Returns each side's recorded
-    slices' tps, in the order taken (the round's log line shows them)."""
+    mirrored order leaves every recorded slice of either side preceded alike. With `hz`, each side's wait events are
+    sampled during its recorded slices by one psql per side for the whole sample (recipes/pg/waits.py). Returns each
+    side's recorded slices' tps, in the order taken (the round's log line shows them)."""
     per_slice = max(1.0, (w.duration_s or duration) / max(1, slices))
     got: dict[str, list[pgbench.Sample]] = {t.label: [] for t in targets}
     held: dict[str, int] = {}
+    samplers: dict[str, waits.Sampler] = {}
+    sampled: dict[str, waits.Waits] = {}
     with contextlib.ExitStack() as stack:
         for t in targets:  # every side holds its idle connections for the whole sample, as it would alone
             held[t.label] = stack.enter_context(idle.held(t.server, _idle(w), _active(w)))
+            if hz > 0:
+                samplers[t.label] = stack.enter_context(waits.Sampler(t.server, hz))
         for k in range(-max(0, warmup), max(1, slices)):
             for t in targets if (first + k) % 2 == 0 else list(reversed(targets)):
-                s = pgbench.run(
-                    t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
-                )
+                sampler = samplers.get(t.label) if k >= 0 else None
+                with sampler.sampling() if sampler is not None else contextlib.nullcontext():
+                    s = pgbench.run(
+                        t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
+                    )
                 if k >= 0:
                     got[t.label].append(s)
+        sampled = {label: s.result(f"{w.name} on {label}") for label, s in samplers.items()}
     for t in targets:
         _record(t, w, pgbench.combine(got[t.label]), held[t.label])
+        if t.label in sampled:
+            t.waits.setdefault(w.name, []).append(sampled[t.label].to_json())
     return {label: [s.out.tps for s in samples] for label, samples in got.items()}
 
 
@@ -656,6 +676,11 @@ def plans_file(ctx: Context, label: str) -> Path:
     return ctx.state_dir / "plans" / f"{label}.json"
 
 
+def waits_file(ctx: Context, label: str) -> Path:
+    """Where a label's sampled wait events are written (the runner puts them in the result's `waits` member)."""
+    return ctx.state_dir / "waits" / f"{label}.json"
+
+
 CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
 
 
@@ -738,6 +763,8 @@ def run_bench(
     shutil.rmtree(ctx.state_dir / "callgrind", ignore_errors=True)  # a result never carries another run's profile
     shutil.rmtree(ctx.state_dir / "coverage", ignore_errors=True)  # nor another run's coverage
     shutil.rmtree(ctx.state_dir / "plans", ignore_errors=True)  # nor another run's plans
+    shutil.rmtree(ctx.state_dir / "waits", ignore_errors=True)  # nor another run's waits
+    hz = waits.rate(ctx.options)
     targets: list[Target] = []
     with contextlib.ExitStack() as stack:
         for label, inst in installs.items():
@@ -791,7 +818,7 @@ def run_bench(
                     cpus = pinned(w)
                     for t in targets:
                         t.server.checkpoint()
-                    taken = _sliced_samples(targets, w, duration, slices, r, cpus, slice_warmup)
+                    taken = _sliced_samples(targets, w, duration, slices, r, cpus, slice_warmup, hz)
                     for t in targets:
                         ctx.log(
                             f"[{t.label}] round {r + 1}/{samples} {w.name}: {_summary(t.collected, w)}; "
@@ -803,7 +830,7 @@ def run_bench(
                 for t in sides:
                     t.server.checkpoint()
                     if WORKLOAD_KINDS[w.kind].pgbench:
-                        _pgbench_sample(t, w, duration, pinned(w))
+                        _pgbench_sample(t, w, duration, pinned(w), hz=hz)
                     else:
                         _special_sample(t, w)
                     ctx.log(f"[{t.label}] round {r + 1}/{samples} {w.name}: " + _summary(t.collected, w))
@@ -827,6 +854,10 @@ def run_bench(
                 if shapes:
                     plans_file(ctx, t.label).parent.mkdir(parents=True, exist_ok=True)
                     plans_file(ctx, t.label).write_text(json.dumps(shapes, sort_keys=True))
+        for t in targets:
+            if t.waits:
+                waits_file(ctx, t.label).parent.mkdir(parents=True, exist_ok=True)
+                waits_file(ctx, t.label).write_text(json.dumps(t.waits, sort_keys=True))
     return {t.label: t.collected.results() for t in targets}
 
 

@@ -23,6 +23,7 @@ import pytest
 from master import compare
 from master.explain.counters import is_counter
 from recipes.api import BenchFailed, Context, checkout_layout
+from recipes.result import validate
 from tests.benchmarks.pg_inject import busy_loop_patch, lock_hold_patch
 from tests.pg_support import PG15_WORK, Pg, git
 
@@ -114,6 +115,13 @@ def test_quick_profile_runs_through_the_runner(pg: Pg, tmp_path: Path) -> None:
         for m in ("latency_avg", "latency_p95", "latency_p99", "cpu_per_tx", "ctx_switches_per_tx"):
             assert metrics[m]["direction"] == "lower" and min(metrics[m]["samples"]) > 0, (name, m)
         assert metrics["peak_backend_rss"]["samples"][0] > 1000  # KiB: a backend is more than 1 MiB
+        # issue #29: each sample's wait events, sampled at 20 Hz by one psql per sample (recipes/pg/waits.py)
+        sampled = doc["waits"][name]
+        assert len(sampled) == 2 and all(s["hz"] == 20.0 and s["ticks"] >= 5 for s in sampled), (name, sampled)
+        assert all(sum(s["shares"].values()) == pytest.approx(1.0, abs=1e-3) for s in sampled if s["observations"])
+    assert sum(s["observations"] for s in doc["waits"]["pgbench-ro-prepared-c2"]) > 0, doc["waits"]
+    assert set(doc["waits"]) <= set(by_name) and "instr-point-select" not in doc["waits"]
+    validate(doc)  # what the master checks at ingest
     for name in ("instr-point-select", "instr-point-select-prepared", "instr-simple-update"):
         s = by_name[name]["instructions"]["samples"]
         assert len(s) == 2 and s[0] > 10_000
@@ -244,7 +252,9 @@ def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> 
     assert tps and len(tps[0]["a"]) == 4 and len(tps[0]["b"]) == 4
 
 
-def test_a_contention_regression_shows_in_paired_throughput_and_not_in_instructions(pg: Pg, tmp_path: Path) -> None:
+def test_a_contention_regression_shows_in_paired_throughput_and_not_in_instructions(
+    pg: Pg, tmp_path: Path, capsys
+) -> None:
     """Issue #14: the injected executor lock (pg_inject.lock_hold_patch) costs two clients throughput, measured
     paired, while instructions per query move by less than the steady series' 0.5 % floor: only throughput can
     see this kind of regression. The lock is held across a 1 ms sleep (as across I/O), so the clients contend at
@@ -273,6 +283,32 @@ def test_a_contention_regression_shows_in_paired_throughput_and_not_in_instructi
     )
     assert c2["ratio"] < 0.98 and c2["ci_high"] < 1.0, c2
     assert 1.0 < instr["ratio"] < 1.005, instr  # the acquire and release are counted, but under the floor
+    # issue #29: where the backends waited. One backend holds the lock across the sleep (active, no wait event:
+    # CPU) while the other waits for it: the injected LWLock is the wait that rose, named first
+    waits = json.loads(out.read_text())["waits"]["B"]
+    print("waits: " + "; ".join(f"{w['workload']} {w['text']}" for w in waits))
+    top = waits[0]
+    assert (top["workload"], top["wait"]) == ("pgbench-ro-prepared-c2", "LWLock:AutovacuumSchedule"), waits
+    assert top["before"] < 0.02 and top["after"] > 0.2 and top["low"] > 0, top
+    printed = capsys.readouterr().out
+    assert "Where the backends waited, B vs A: pgbench-ro-prepared-c2: LWLock:AutovacuumSchedule " in printed
+
+
+def test_a_vs_a_claims_no_change_of_waits(pg: Pg, tmp_path: Path, capsys) -> None:
+    """Issue #29: the same build on both sides, two clients: every wait's share stays within its noise, so the
+    comparison names none (the intervals are Bonferroni-corrected over the waits: master/explain/waits.py)."""
+    out = tmp_path / "aa.json"
+    opts = {"workloads": "pgbench-ro-prepared-c2", "samples": "6", "duration_s": "2", "warmup_s": "1", "scale": "1"}
+    argv = ["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, "--json", str(out)]
+    assert compare.main([*argv, *[f"--option={k}={v}" for k, v in opts.items()]]) in (
+        compare.EXIT_OK,
+        compare.EXIT_FOUND,
+    )
+    doc = json.loads(out.read_text())
+    assert doc["waits"] == {"B": []}, doc["waits"]
+    printed = capsys.readouterr().out
+    assert "Where the backends waited, B vs A: no wait's share moved beyond its noise" in printed, printed
+    assert "no wait's share moved beyond its noise in pgbench-ro-prepared-c2" in printed, printed
 
 
 def test_ab_samples_are_alternating_slices_pinned_to_one_cpu(pg: Pg, tmp_path: Path) -> None:
@@ -409,9 +445,15 @@ def test_paired_bench_measures_the_commit_against_a_reference_build(pg: Pg, tmp_
     assert (
         "paired:order-balanced" in next(w for w in doc["workloads"] if w["name"] == "pgbench-ro-prepared-c1")["flags"]
     )
-    # instructions and the exact counters beside them (issue #29), counted on the commit only
+    # both sides' waits, each sampled only during its own slices (issue #29)
+    for key in ("waits", "waits_reference"):
+        assert [s["hz"] for s in doc[key]["pgbench-ro-prepared-c1"]] == [20.0, 20.0], doc[key]
+    validate(doc)
+    # instructions and the exact counters beside them (issue #29), of the commit alone: nothing of the reference
     counted = by_name["instr-point-select"]
-    assert "instructions" in counted and all(m == "instructions" or is_counter(m) for m in counted), counted
+    assert "instructions" in counted and "syscalls" in counted, counted
+    assert all(m == "instructions" or is_counter(m) for m in counted), counted
+    assert not [m for m in by_name["instr-point-select"] if m.endswith((".reference", ".rqps", ".ratio"))]
     assert bench.stdout.count("instr-point-select sample") == 2  # counted on the commit, not the reference
     assert processes_running(pg.install.prefix) == []
 
