@@ -10,6 +10,7 @@ pristine copy of each target's data directory taken right after loading.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -326,8 +327,12 @@ def workload_info(profile: Mapping[str, Any], name: str) -> dict[str, str]:
     return {"group": group_of(profile, name), "sql": sql}
 
 
+@functools.cache
 def file_hash(path: str) -> str:
-    """Hash of a data file shipped in recipes/pg/ (`conf/quick.conf`, `sql/txid.sql`)."""
+    """Hash of a data file shipped in recipes/pg/ (`conf/quick.conf`, `sql/txid.sql`). Cached: `identities` asks
+    for the operation suite's and TPC-H's scripts once per query of every profile, about 5,000 times for some 150
+    files, every time a runner starts, and a file inside the shipped zipapp costs a scan of the archive's names
+    to find (5 s of every fixture build and bench phase before the cache)."""
     return hashlib.sha256(resources.files("recipes.pg").joinpath(*path.split("/")).read_bytes()).hexdigest()[:16]
 
 
