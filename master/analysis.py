@@ -187,16 +187,18 @@ class Proposal:
 def not_searched(conn: sqlite3.Connection, key: SeriesKey) -> str | None:
     """Why a series is kept and shown but not searched for changes, or None when it is (docs/throughput.md).
 
-    A paired run stores the reference's own throughput (``<metric>.reference``): its moves are the machine's
-    drift, not the code. Its absolute throughput is as unpaired as before; changes are searched on the ratio
-    series (``<metric>.rqps``) the run also stores, which is what pairing is for.
+    A paired run stores the reference's own samples (``<metric>.reference``): their moves are the machine's
+    drift, not the code. Its absolute wall-clock values (throughput, latency, CPU and context switches per
+    transaction) are as unpaired as before, and a re-measurement of an old commit would read the machine's drift
+    as a change: changes are searched on the ratio series (``<metric>.rqps``, ``<metric>.ratio``) the run also
+    stores, which is what pairing is for.
     """
     if key.metric.endswith(store.series.REFERENCE_SUFFIX):
-        return "the reference build's own throughput (a paired run's other side): its moves are the machine's"
-    if not store.series.is_ratio_to_reference(key.metric) and store.series.exists(
-        conn, replace(key, metric=key.metric + store.series.RATIO_SUFFIX)
-    ):
-        return f"measured paired: changes are searched on {key.metric + store.series.RATIO_SUFFIX}"
+        return "the reference build's own samples (a paired run's other side): its moves are the machine's"
+    if not store.series.is_ratio_to_reference(key.metric):
+        for suffix in store.series.RATIO_SUFFIXES:
+            if store.series.exists(conn, replace(key, metric=key.metric + suffix)):
+                return f"measured paired: changes are searched on {key.metric + suffix}"
     return None
 
 
@@ -281,7 +283,7 @@ def propose(conn: sqlite3.Connection, series_id: int, detection: DetectionSettin
         data.direction,
         detection,
         window=IDENTITY_WINDOW,
-        ratio=store.series.is_ratio_to_reference(data.key.metric),
+        ratio=store.series.is_paired_throughput(data.key.metric),
     )
     detected = tracker.detections(data.series, data.rebases) if len(data.series) else []
     if windowed:
@@ -301,8 +303,10 @@ def admit(proposals: list[Proposal], n_series: int, q: float) -> list[Proposal]:
     """Benjamini-Hochberg across series: keep only the new change points that survive at level ``q``
     (the farm's ``[detection] fdr``).
 
-    The family is every series of the farm (``n_series``; series not re-tested in this pass count as
-    p = 1), the p-values those of the change points the pass would newly report. Points already
+    The family is every series of the farm that detection searches (``n_series``,
+    ``store.series.searched_count``; series not re-tested in this pass count as p = 1; a series kept but never
+    searched, ``not_searched``, is no hypothesis), the p-values those of the change points the pass would newly
+    report. Points already
     reported are not re-judged here; they stay until ``review_unmatched`` withdraws them.
     """
     flat = [(i, r) for i, prop in enumerate(proposals) for r in prop.result.new]
@@ -362,7 +366,8 @@ def analyse_many(
     now = time.time() if now is None else now
     if conn.in_transaction:
         proposals = [propose(conn, sid, detection) for sid in series_ids]
-        return [e for prop in admit(proposals, store.series.count(conn), detection.fdr) for e in write(conn, prop, now)]
+        admitted = admit(proposals, store.series.searched_count(conn), detection.fdr)
+        return [e for prop in admitted for e in write(conn, prop, now)]
     return _write_pass(conn, {sid: propose(conn, sid, detection) for sid in series_ids}, detection, now)
 
 
@@ -385,7 +390,7 @@ def _write_pass(
                 proposals.update({sid: propose(conn, sid, detection) for sid in stale})
                 stale = []
             if not stale:
-                admitted = admit(list(proposals.values()), store.series.count(conn), detection.fdr)
+                admitted = admit(list(proposals.values()), store.series.searched_count(conn), detection.fdr)
                 return [e for prop in admitted for e in write(conn, prop, now)]
         proposals.update({sid: propose(conn, sid, detection) for sid in stale})
     raise AssertionError("unreachable: the last round writes")

@@ -1,4 +1,10 @@
-"""The `perffarm` command: run the farm, see its status, export results, detect changes in your own data."""
+"""The `perffarm` command: run the farm, see its status, export results, detect changes in your own data.
+
+Light to start: this module imports the settings and the standard library only. Each verb imports what it uses
+(the results store, the statistics, the HTTP client, the site's templates) and a verb whose code lives with its
+feature (MOUNTED) has its module imported only when that verb is parsed, so `perffarm --help` and `perffarm
+status` do not pay for numpy, scipy, requests or jinja2 (tests/unit/test_import_graph.py holds it).
+"""
 
 from __future__ import annotations
 
@@ -10,13 +16,14 @@ import importlib
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from master import cliargs, store
+from master import cliargs
 from master.redact import redact_text
 from master.settings import Settings, SettingsError, describe, load_settings
 from master.textsafe import visible as v
 
-EXIT_USAGE = 2
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = cliargs.EXIT_OK, cliargs.EXIT_FOUND, cliargs.EXIT_USAGE
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -43,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Bring the results database to this code's schema, unless a master runs on the data directory."""
-    from master import launcher
+    from master import launcher, store
     from master.store.migrations import MIGRATIONS
 
     settings = _settings(args)
@@ -79,18 +86,28 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from master import launcher
+    from master import webapi
+    from master.deferred import backlog
 
     settings = _settings(args)
     out: dict = {"master": settings.web_url, "master_running": False, "workers": [], "queue": [], "latest": []}
-    masters = launcher._api(settings, "masters")
+    masters = webapi.get(settings.web_port, "masters")
     if masters is not None:
         out["master_running"] = True
-        workers = launcher._api(settings, "workers") or {"workers": []}
+        workers = webapi.get(settings.web_port, "workers") or {"workers": []}
         for w in workers["workers"]:
-            out["workers"].append({"name": w["name"], "connected": bool(w.get("connected_to"))})
-        reqs = launcher._api(settings, "buildrequests?complete=false") or {"buildrequests": []}
-        listed = (launcher._api(settings, "builders") or {"builders": []})["builders"]
+            about = settings.worker_about.get(w["name"], ("", "", ""))
+            out["workers"].append(
+                {
+                    "name": w["name"],
+                    "connected": bool(w.get("connected_to")),
+                    "machine_name": about[0] or None,  # workers.about: what people call its machine
+                    "owner": about[1] or None,
+                    "description": about[2] or None,
+                }
+            )
+        reqs = webapi.get(settings.web_port, "buildrequests?complete=false") or {"buildrequests": []}
+        listed = (webapi.get(settings.web_port, "builders") or {"builders": []})["builders"]
         builders = {b["builderid"]: b["name"] for b in listed}
         for r in reqs["buildrequests"]:
             out["queue"].append(
@@ -101,6 +118,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 }
             )
     if settings.results_db.exists():
+        from master import store
+        from master.alerts.health import channel_health
+
         conn = store.connect_readonly(settings.results_db)
         try:
             tags = set(store.commits.tags(conn)) - set(store.commits.branch_heads(conn))
@@ -110,8 +130,6 @@ def cmd_status(args: argparse.Namespace) -> int:
                 else:
                     out["latest"].append(dataclasses.asdict(row))
             out["counts"] = store.counts(conn)
-            from master.alerts import channel_health
-
             out["channels"] = [dataclasses.asdict(h) for h in channel_health(conn, settings.alerts)]
             out["refused"] = [dataclasses.asdict(r) for r in store.workers.refused_logins(conn)]
             out["refused_results"] = [dataclasses.asdict(r) for r in store.machines.refusals(conn)]
@@ -139,17 +157,21 @@ def cmd_status(args: argparse.Namespace) -> int:
             "requeued": rec.get("requeued", []),
             "gave_up": rec.get("gave_up", []),
         }
-    from master.ingest import backlog
-
     deferred = backlog(settings)
     out["deferred"] = {"waiting": deferred.waiting, "oldest": _when(deferred.oldest), "gave_up": deferred.gave_up}
+    # a gate for scripts and monitoring: exit 1 when the master is down (EXIT_FOUND), after printing all of it
+    code = EXIT_OK if out["master_running"] else EXIT_FOUND
     if args.format == "json":
         print(json.dumps(out, indent=1, sort_keys=True, default=str))
-        return 0
+        return code
     state = "running" if out["master_running"] else "NOT running (start it with `make run`)"
     print(f"master      {settings.web_url} {state}")
     for w in out["workers"]:
-        print(f"worker      {v(w['name']):<20} {'connected' if w['connected'] else 'DISCONNECTED'}")
+        about = ", ".join(v(x) for x in (w["machine_name"], w["owner"]) if x)
+        print(
+            f"worker      {v(w['name']):<20} {'connected' if w['connected'] else 'DISCONNECTED'}"
+            + (f"  ({about})" if about else "")
+        )
     for r in out.get("refused", []):
         why = "wrong password" if r["reason"] == "wrong-password" else "not in workers.names"
         print(
@@ -210,7 +232,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             )
         if hidden:
             print(f"  ({hidden} row(s) of release tags not shown: `perffarm status --tags` lists them)")
-    return 0
+    return code
 
 
 # ------------------------------------------------------------------------------------------------- results
@@ -219,8 +241,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_results_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.results_db.exists():
-        print(f"no results database at {settings.results_db} yet", file=sys.stderr)
-        return 0
+        return cliargs.no_results_db("results list", settings.results_db)
+    from master import store
+
     conn = store.connect_readonly(settings.results_db)
     try:
         rows = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=args.limit)
@@ -275,8 +298,9 @@ EXPORT_COLUMNS = [
 def cmd_results_export(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if not settings.results_db.exists():
-        print(f"no results database at {settings.results_db} yet", file=sys.stderr)
-        return 1
+        return cliargs.no_results_db("results export", settings.results_db)
+    from master import store
+
     conn = store.connect_readonly(settings.results_db)
     try:
         runs = store.list_runs(conn, ref=args.ref, builder=args.builder, sha_prefix=args.commit, limit=None)
@@ -284,7 +308,11 @@ def cmd_results_export(args: argparse.Namespace) -> int:
         measurements = store.measurements_for(conn, list(by_id))
     finally:
         conn.close()
-    out = open(args.output, "w", newline="") if args.output else sys.stdout
+    try:
+        out = open(args.output, "w", newline="") if args.output else sys.stdout
+    except OSError as e:
+        print(f"perffarm results export: cannot write {v(args.output)}: {e.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.format == "json":
             docs = []
@@ -345,8 +373,8 @@ def cmd_results_export(args: argparse.Namespace) -> int:
 def cmd_settings(args: argparse.Namespace) -> int:
     settings = _settings(args)
     rows = describe(settings)
-    if args.format == "json":
-        print(json.dumps({k: v for k, v, _ in rows}, indent=1))
+    if args.format == "json":  # typed values and where each came from, as the text form shows them
+        print(json.dumps({k: {"value": val, "source": src} for k, val, src in rows}, indent=1, sort_keys=True))
         return 0
     for key, value, source in rows:
         print(f"{key:<28} {json.dumps(value):<60} ({source})")
@@ -368,14 +396,14 @@ MOUNTED = [
     ),
     (
         "detect",
-        "master.detect.cli",
+        "master.verbs.detect",
         "find change points in a CSV of benchmark results",
         "Find change points in FILE.csv (columns commit,value; rows in commit order; consecutive rows of one commit "
         "are its samples).",
     ),
     (
         "alerts",
-        "master.alerts.cli",
+        "master.verbs.alerts",
         "list, show and triage alerts (ack, set-state); channel health",
         "Alerts: change points past a threshold, grouped by commit range. list|show|ack|set-state|channels|deliver.",
     ),
@@ -389,7 +417,7 @@ MOUNTED = [
     ),
     (
         "releases",
-        "master.jobs.cli",
+        "master.verbs.jobs",
         "queue release archaeology on the farm: 2-8 release tags measured interleaved in one job",
         "Queue a job that builds every release tag matching --tags (oldest first: side A) on a farm worker and "
         "measures them interleaved in one build, Vondra's and Callaghan's method: each release's ratio to the first "
@@ -398,7 +426,7 @@ MOUNTED = [
     ),
     (
         "try",
-        "master.jobs.cli",
+        "master.verbs.jobs",
         "try a patch on the farm: base vs base+patch measured interleaved on a worker (needs a login)",
         "Submit a try-job: the patch is checked against --base in the master's mirror (size, UTF-8 unified diff, "
         "git apply --check) and measured on a farm worker as an interleaved A/B (base vs base+patch) in one build. "
@@ -406,8 +434,17 @@ MOUNTED = [
         "branch's series and never alerts. Needs a login (master.web_users; --user, --password-file).",
     ),
     (
+        "cfbot",
+        "master.verbs.jobs",
+        "a performance cfbot: a try-job for every patch branch whose head is new (cfbot's layout)",
+        "Fetch a repository of patch branches (cfbot's layout: one branch per proposed patch, rebased on master) and "
+        "queue a try-job for every branch whose head has none yet: its merge base with --base against the merge "
+        "base plus the branch's diff, measured interleaved on a farm worker in the try-job sandbox. Run it again "
+        "(a timer, cron) to measure every push. Needs a farm that has run here; each job's page is jobs/ID.html.",
+    ),
+    (
         "jobs",
-        "master.jobs.cli",
+        "master.verbs.jobs",
         "list the farm's jobs (release comparisons, try-jobs) or show one with its ratios",
         "List jobs newest first, or --status ID: the sides, the state (queued, running, done, failed and why) and "
         "each side's median ratio to side A with its 95% bootstrap CI.",
@@ -424,14 +461,63 @@ MOUNTED = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Verb(argparse.ArgumentParser):
+    """A verb's parser. A mounted verb's (MOUNTED) arguments are added by its module, imported when the verb is
+    parsed or its help is shown, not when `perffarm` starts: the other verbs never load it."""
+
+    def __init__(self, *args: Any, mount: str = "", **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._mount = mount  # "verb=module", or "" when the arguments are added as the parser is built
+
+    def mount(self) -> None:
+        if not self._mount:
+            return
+        name, _, module = self._mount.partition("=")
+        self._mount = ""
+        mod = importlib.import_module(module)
+        # a module with several verbs names its functions after them (add_<verb>_arguments, run_<verb>)
+        (getattr(mod, f"add_{name}_arguments", None) or mod.add_arguments)(self)
+        self.set_defaults(func=getattr(mod, f"run_{name}", None) or mod.run)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.mount()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self.mount()
+        return super().format_help()
+
+    def format_usage(self) -> str:
+        self.mount()
+        return super().format_usage()
+
+
+class _Version(argparse.Action):
+    """--version: computed only when asked (it runs git), unlike argparse's own version action."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kw.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from master.version import version
+
+        print(version())
+        parser.exit()
+
+
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """The whole command line. lazy: a mounted verb's module is imported only when that verb is parsed (what
+    `perffarm` does); otherwise every verb's arguments are there at once (for the docs and their tests)."""
     p = argparse.ArgumentParser(
         prog="perffarm",
         description="perffarm: a continuous performance-regression farm for PostgreSQL, built on Buildbot. "
         "Settings come from perffarm.toml, PERFFARM_CONFIG and PERFFARM_* environment variables.",
     )
     p.add_argument("--config", help="settings file (default: $PERFFARM_CONFIG, else the checkout's perffarm.toml)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("--version", action=_Version, help="print the version (release and git commit) and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Verb)
 
     s = sub.add_parser(
         "run",
@@ -498,26 +584,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_settings)
 
     for name, module, help_text, description in MOUNTED:
-        mod = importlib.import_module(module)
-        s = sub.add_parser(name, help=help_text, description=description)
-        # a module with several verbs names its functions after them (add_<verb>_arguments, run_<verb>)
-        (getattr(mod, f"add_{name}_arguments", None) or mod.add_arguments)(s)
-        s.set_defaults(func=getattr(mod, f"run_{name}", None) or mod.run)
+        s = sub.add_parser(name, help=help_text, description=description, mount=f"{name}={module}")
+        if not lazy:
+            s.mount()
     return p
 
 
+def _action(args: argparse.Namespace) -> str | None:
+    """The sub-command of a verb that has them (`results list`, `alerts show`), for messages."""
+    return next((getattr(args, k) for k in vars(args) if k.endswith("_command") and getattr(args, k)), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(lazy=True)
     args = parser.parse_args(argv)
+    verb = " ".join(x for x in (args.command, _action(args)) if x)
+    from master import store
+
     try:
         with store.connection.verbs_do_not_migrate():  # only `run` and `migrate` do, by asking for it
             return int(args.func(args) or 0)
     except SettingsError as e:
-        print(f"perffarm: invalid settings: {redact_text(str(e))}", file=sys.stderr)
+        print(f"perffarm {verb}: invalid settings: {redact_text(str(e))}", file=sys.stderr)
         return EXIT_USAGE
-    except store.StoreError as e:
-        print(f"perffarm: {e}", file=sys.stderr)
-        return 1
+    except store.StoreError as e:  # a database at another schema: the farm's state, not the command line, stops it
+        print(f"perffarm {verb}: {v(e)}", file=sys.stderr)
+        return EXIT_FOUND
     except BrokenPipeError:
         return 0
 

@@ -12,15 +12,18 @@ rebuilds incrementally between them and the install cache makes a repeated compa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from master.explain import report as counter_report
 from master.profiles import report
 from master.profiles.diff import Reconciliation
 from recipes.api import Context, RecipeFailure, WorkloadResult, checkout_layout
@@ -34,9 +37,11 @@ from recipes.pg.profile import (
     overlays_for,
     profile_names,
     selected_names,
+    waits_file,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_FOUND = 1  # a regression: compare is a gate (master/cliargs.py)
 MAX_REVISIONS = 8  # each side is a running server for the whole job; more would not fit a small box's memory
 LABELS = "ABCDEFGH"
 
@@ -80,7 +85,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "since-18.conf), in the same job, and print what each overlay changes, so a release table never blames "
         "the code for a setting",
     )
-    p.add_argument("--json", dest="json_out", help="also write every raw sample and estimate to this JSON file")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="json: print every raw sample and estimate as JSON on standard output (the table goes to stderr)",
+    )
+    p.add_argument(
+        "--json", dest="json_out", metavar="FILE", help="also write the JSON of --format json to FILE (old spelling)"
+    )
     p.add_argument(
         "--explain-dir",
         help="where to write, per instruction workload, the per-function diff and differential flame graph of the "
@@ -115,10 +128,41 @@ def _checkout(src: Path, sha: str, patch: Path | None) -> None:
         _git(["apply", "--whitespace=nowarn", str(patch)], cwd=src)
 
 
-def _resolve(repo: str, rev: str) -> str:
-    if rev.startswith("-"):
-        raise RecipeFailure(f"not a revision: {rev!r}")
-    return _git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], cwd=Path(repo))
+class InputProblem(RecipeFailure):
+    """The command line names something that is not there (a repository, a revision): exit 2, nothing built."""
+
+
+def _is_url(repo: str) -> bool:
+    return "://" in repo or (":" in repo.split("/", 1)[0] and not Path(repo).exists())  # scp-like user@host:path
+
+
+def _repo_problem(repo: str) -> str | None:
+    """Why --repo cannot be read (a local path that is not a git repository), or None."""
+    if _is_url(repo):
+        return None
+    path = Path(repo)
+    if not path.is_dir():
+        return f"--repo {repo}: no such directory; give the path or URL of a PostgreSQL git repository"
+    proc = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=path, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return f"--repo {repo}: not a git repository ({proc.stderr.strip()[:200] or 'git rev-parse failed'})"
+    return None
+
+
+def _resolve(where: Path, rev: str, repo: str, remote: bool = False) -> str:
+    """The commit `rev` names in the repository at `where` (in a clone of a URL, a branch is origin/<name>)."""
+    if not rev.strip() or rev.startswith("-"):
+        raise InputProblem(f"{rev!r} is not a revision: give a commit sha, branch or tag of {repo}")
+    for candidate in (rev, f"origin/{rev}") if remote else (rev,):
+        proc = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode == 0:
+            return proc.stdout.strip()
+    raise InputProblem(f"{rev!r} is not a commit, branch or tag of {repo} (git rev-parse found no such commit)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,9 +187,17 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     profile = load_profile(args.profile)
     labels = LABELS[: len(revisions)]
+    if (problem := _repo_problem(args.repo)) is not None:
+        print(f"perffarm compare: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    remote = _is_url(args.repo)
     try:
-        shas = [_resolve(args.repo, rev) for rev in revisions]
-        src = _clone(args.repo, work)
+        if remote:  # a URL has no work tree to read revisions in: clone first, then resolve in the clone
+            src = _clone(args.repo, work)
+            shas = [_resolve(src, rev, args.repo, remote=True) for rev in revisions]
+        else:  # a bad revision is said before anything is cloned
+            shas = [_resolve(Path(args.repo), rev, args.repo) for rev in revisions]
+            src = _clone(args.repo, work)
         ctx = Context(
             src_dir=src,
             work_dir=checkout_layout(work)[1],
@@ -160,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         for i, (label, sha) in enumerate(zip(labels, shas)):
             p = patch if i == len(shas) - 1 else None
             key = sha if p is None else f"{sha}-p{hashlib.sha256(p.read_bytes()).hexdigest()[:12]}"
-            slot = pgbuild.install_cache(ctx) / f"{key}-{spec.key()}"
+            slot = pgbuild.install_slot(ctx, spec, key)
             if not (slot / pgbuild.INSTALL_MARKER).exists():
                 _checkout(src, sha, p)
             ctx.log(f"{label}: {sha[:12]}" + (f" + {p.name}" if p else ""))
@@ -187,6 +239,9 @@ def run(args: argparse.Namespace) -> int:
         # instruction workloads keep each side's callgrind file: where the instructions went, at no extra run
         ctx = dataclasses.replace(ctx, options={CALLGRIND_OPTION: "1", **options})
         results = ab.run_all(ctx, profile, installs, confs)
+    except InputProblem as e:
+        print(f"perffarm compare: {e.message}", file=sys.stderr)
+        return EXIT_USAGE
     except RecipeFailure as e:
         print(f"perffarm compare: {e.message}", file=sys.stderr)
         if e.log_excerpt:
@@ -198,42 +253,75 @@ def run(args: argparse.Namespace) -> int:
         for i, (label, rev, sha) in enumerate(zip(labels, revisions, shas))
     ]
     metrics = None if args.all_metrics else ["tps"]
-    print()
-    print("   ".join(names))
-    if len(labels) == 2:
-        print("B/A is the median of paired ratios (rQPS for throughput); the CI is a 95% bootstrap interval.")
-        print(ab.format_table(vs_base["B"], metrics))
-    else:
-        print(
-            "Each row is one version's median ratio to A, all measured interleaved in one job (rQPS for "
-            "throughput); the CI is a 95% bootstrap interval."
-        )
-        print(ab.format_versions(labels, installs, vs_base, metrics))
-    explained = _explain(ctx, labels, [w for w in selected_names(profile, options) if w in _instruction_names(profile)])
-    explain_dir = Path(args.explain_dir) if args.explain_dir else work / "explain"
-    reconciled = [_reconcile(e, results) for e in explained]
-    for e, rec in zip(explained, reconciled):
+    # with --format json the tables go to stderr: standard output is the document alone
+    with contextlib.redirect_stdout(sys.stderr if args.format == "json" else sys.stdout):
         print()
-        print(report.text(e))
-        if rec is not None:
+        print("   ".join(names))
+        if len(labels) == 2:
             print(
-                f"profile totals vs the measured instructions per query (the profiled sample): "
-                f"{e.a_label} {rec.error_a:+.4%}, {e.b_label} {rec.error_b:+.4%} "
-                + ("(reconciled)" if rec.ok else f"(NOT within {rec.tolerance:.1%}: the profile is not of that work)")
+                "B/A is the order-balanced mean ratio of the paired rounds (rQPS for throughput) with its 95% t "
+                "interval; a metric that can read 0, the median ratio with a bootstrap interval."
             )
-        print(f"flame graph and table: {report.write_html(e, explain_dir)}")
-    overlay_effects = {
-        name: ab.compare(results[label], results[labels[-1]], labels=(label, labels[-1]))
-        for name, label in effects.items()
-    }
-    for name, cs in overlay_effects.items():
-        print()
-        print(
-            f"What {name} changes on {labels[-1]} ({installs[labels[-1]].version}): with / without it, measured in "
-            "the same job (without it, its settings are at PostgreSQL's defaults):"
-        )
-        print(ab.format_table(cs, metrics))
-    if args.json_out:
+            print(ab.format_table(vs_base["B"], metrics))
+        else:
+            print(
+                "Each row is one version's order-balanced mean ratio to A, all measured interleaved in one job (rQPS "
+                "for throughput), with its 95% t interval; a metric that can read 0, the median ratio with a bootstrap "
+                "interval."
+            )
+            print(ab.format_versions(labels, installs, vs_base, metrics))
+        counted = [w for w in selected_names(profile, options) if w in _instruction_names(profile)]
+        moved = [w for w in counted if any(_moved(cs, w) for cs in vs_base.values())]
+        if len(moved) < len(counted):
+            print(
+                f"\n{len(counted) - len(moved)} of {len(counted)} instruction workloads counted the same on every side "
+                f"(within {UNMOVED:.2%} of {labels[0]}): not explained"
+            )
+        per_side = {label: measured(results.get(label, ())) for label in labels}
+        counters = {label: counter_report.compare(per_side[labels[0]], per_side[label]) for label in labels[1:]}
+        for label, cr in counters.items():
+            if cr is not None:  # system calls, WAL and buffers per query: exact, like instructions (docs/explain.md)
+                print()
+                said = cr.summary or "no exact counter changed"
+                print(f"What the exact counters say, {label} vs {labels[0]}: {said}")
+                print(cr.table)
+        sampled = {label: _sampled_waits(ctx, label) for label in labels}
+        waits = {label: counter_report.compare_waits(sampled[labels[0]], sampled[label]) for label in labels[1:]}
+        for label, wr in waits.items():
+            if wr is not None:  # where the backends waited during the pgbench samples (recipes/pg/waits.py)
+                print()
+                said = wr.summary or "no wait's share moved beyond its noise"
+                print(f"Where the backends waited, {label} vs {labels[0]}: {said}")
+                print(wr.table)
+        explained = _explain(ctx, labels, moved)
+        explain_dir = Path(args.explain_dir) if args.explain_dir else work / "explain"
+        reconciled = [_reconcile(e, results) for e in explained]
+        for e, rec in zip(explained, reconciled):
+            print()
+            print(report.text(e))
+            if rec is not None:
+                print(
+                    f"profile totals vs the measured instructions per query (the profiled sample): "
+                    f"{e.a_label} {rec.error_a:+.4%}, {e.b_label} {rec.error_b:+.4%} "
+                    + (
+                        "(reconciled)"
+                        if rec.ok
+                        else f"(NOT within {rec.tolerance:.1%}: the profile is not of that work)"
+                    )
+                )
+            print(f"flame graph and table: {report.write_html(e, explain_dir)}")
+        overlay_effects = {
+            name: ab.compare(results[label], results[labels[-1]], labels=(label, labels[-1]))
+            for name, label in effects.items()
+        }
+        for name, cs in overlay_effects.items():
+            print()
+            print(
+                f"What {name} changes on {labels[-1]} ({installs[labels[-1]].version}): with / without it, measured in "
+                "the same job (without it, its settings are at PostgreSQL's defaults):"
+            )
+            print(ab.format_table(cs, metrics))
+    if args.json_out or args.format == "json":
         doc: dict[str, object] = {
             "a": shas[0],
             "b": shas[1],
@@ -253,6 +341,16 @@ def run(args: argparse.Namespace) -> int:
             ],
             "vs_first": {label: [c.to_json() for c in cs] for label, cs in vs_base.items()},
             "overlay_effects": {name: [c.to_json() for c in cs] for name, cs in overlay_effects.items()},
+            "counters": {
+                label: [dataclasses.asdict(c) | {"text": c.text()} for c in cr.changes]
+                for label, cr in counters.items()
+                if cr is not None
+            },
+            "waits": {
+                label: [dataclasses.asdict(c) | {"text": c.text()} for c in wr.changes]
+                for label, wr in waits.items()
+                if wr is not None
+            },
             "explained": [
                 {
                     "workload": e.workload,
@@ -265,8 +363,18 @@ def run(args: argparse.Namespace) -> int:
                 for e, rec in zip(explained, reconciled)
             ],
         }
-        Path(args.json_out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    return EXIT_OK
+        text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+        if args.format == "json":
+            sys.stdout.write(text)
+        if args.json_out:
+            try:
+                Path(args.json_out).write_text(text)
+            except OSError as e:
+                print(f"perffarm compare: cannot write --json {args.json_out}: {e.strerror}", file=sys.stderr)
+                return EXIT_FAILED
+    # a gate: exit 1 when any side measured worse than A (its CI excludes 1 in the bad direction)
+    regressions = [c for cs in vs_base.values() for c in cs if c.verdict == "regression"]
+    return EXIT_FOUND if regressions else EXIT_OK
 
 
 def _reconcile(e: report.Explained, results: Mapping[str, Sequence[WorkloadResult]]) -> Reconciliation | None:
@@ -285,10 +393,35 @@ def _reconcile(e: report.Explained, results: Mapping[str, Sequence[WorkloadResul
     return e.diff.reconcile(a, b) if a and b else None
 
 
-def _instruction_names(profile: dict) -> set[str]:
-    from recipes.pg.profile import WORKLOAD_KINDS, workloads
+def _sampled_waits(ctx: Context, label: str) -> dict[str, list[dict[str, object]]]:
+    """The wait events a side sampled during its pgbench samples, per workload ({} when none were sampled)."""
+    path = waits_file(ctx, label)
+    return dict(json.loads(path.read_text())) if path.exists() else {}
 
-    return {w.name for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions"}
+
+def measured(results: Sequence[WorkloadResult]) -> dict[str, dict[str, tuple[str, tuple[float, ...]]]]:
+    """A side's workload results as workload -> metric -> (unit, samples) (what master.explain compares)."""
+    return {w.name: {m.name: (m.unit, tuple(m.samples)) for m in w.metrics} for w in results}
+
+
+def _instruction_names(profile: dict) -> set[str]:
+    from recipes.pg.profile import WORKLOAD_KINDS, result_names, workloads
+
+    return {n for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions" for n in result_names(w)}
+
+
+# Instruction counts that differ by less than this are the same work (steady series agree within it,
+# master/detect/steady.py): their per-function diff is not printed. Dozens of operations would otherwise each get
+# a table of nothing.
+UNMOVED = 1e-4
+
+
+def _moved(comparisons: Sequence[ab.Comparison], workload: str) -> bool:
+    for c in comparisons:
+        if c.workload == workload and c.metric == "instructions" and c.a and c.b:
+            a, b = statistics.median(c.a), statistics.median(c.b)
+            return a <= 0 or abs(b / a - 1) >= UNMOVED
+    return False
 
 
 def _explain(ctx: Context, labels: Sequence[str], names: Sequence[str]) -> list[report.Explained]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from master import refnames
+from master import dburl, refnames
 from master.redact import redact_url
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")  # worker, user, recipe, channel and secret names
@@ -30,10 +30,12 @@ class ConfigError(ValueError):
 def from_env(kind: str, text: str) -> Any:
     """An environment variable's text as the value a TOML file would give for a setting of this kind (what it
     cannot parse is returned as text, for `check` to report with the setting's name)."""
-    if kind in ("regex_list", "name_list", "host_map", "str_list", "ref_map"):
+    if kind in ("regex_list", "name_list", "host_map", "str_list", "ref_map"):  # about_map: ";" below
         return [part.strip() for part in text.split(",") if part.strip()]
     if kind == "option_map":  # values may hold commas (workloads=A,B): whitespace-separated
         return text.split()
+    if kind == "about_map":  # descriptions hold commas and spaces: entries separated by ';'
+        return [part.strip() for part in text.split(";") if part.strip()]
     if kind in ("pos_int", "port"):
         try:
             return int(text)
@@ -81,10 +83,8 @@ def check(name: str, kind: str, value: Any, base: Path | None = None, error: typ
             )
         return value if value.endswith("/") else value + "/"
     if kind == "db_url":  # Buildbot's database: sqlite or postgresql, never with a password in it
-        from master.buildbotdb import parse
-
         try:
-            return parse(value).text
+            return dburl.parse(value).text
         except ValueError as e:
             raise error(f"{name}: {e}") from None
     if kind == "opt_text":
@@ -153,6 +153,22 @@ def check(name: str, kind: str, value: Any, base: Path | None = None, error: typ
                 raise error(f"{name}: {v!r} should look like 'worker=host'")
             hosts[worker.strip()] = host.strip()
         return hosts
+    if kind == "about_map":  # WORKER=NAME|OWNER|DESCRIPTION: what people read for a worker's machine
+        about: dict[str, tuple[str, str, str]] = {}
+        for v in value:
+            worker, sep, rest = (part.strip() for part in v.partition("="))
+            fields = [f.strip() for f in rest.split("|")]
+            if not sep or not NAME_RE.match(worker) or not NAME_RE.match(fields[0]) or len(fields) > 3:
+                raise error(
+                    f"{name}: {v[:80]!r} should look like 'worker=NAME|OWNER|DESCRIPTION' (NAME: letters, digits, "
+                    "'.', '_', '-'; owner and description optional)"
+                )
+            if any(not f.isprintable() or len(f) > 200 for f in fields):
+                raise error(f"{name}: {worker}: owner and description are one line of at most 200 characters")
+            if worker in about or fields[0] in {a[0] for a in about.values()}:
+                raise error(f"{name}: {worker!r} or its name {fields[0]!r} is given twice")
+            about[worker] = (fields[0], *(fields[1:] + ["", ""])[:2])  # type: ignore[assignment]
+        return about
     if kind == "ref_map":  # BRANCH=REVISION: the reference each branch's throughput is paired with
         refs: dict[str, str] = {}
         for v in value:

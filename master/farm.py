@@ -18,12 +18,11 @@ from buildbot.schedulers import forcesched
 from buildbot.util import safeTranslate
 from twisted.internet import defer
 
-from master import buildbotdb, health, refnames, shipping, web
+from master import buildbotdb, health, job_steps, refnames, shipping, web
+from master import job_service as jobs_service
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
 from master.config_values import OPTION_RE
-from master.jobs import service as jobs_service
-from master.jobs import steps as job_steps
 from master.poller import FarmGitPoller
 from master.reconcile import Reconciler
 from master.settings import Settings

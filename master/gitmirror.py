@@ -24,12 +24,19 @@ from master.gitauth import GitCredentials
 from master.redact import redact_text
 from master.refnames import ref_problem
 from master.store import CommitInfo
+from master.textsafe import safe_link
 
 GIT_TIMEOUT = 600
 # With -z, records end in NUL; fields are NUL-separated too, so a record is exactly _FIELDS fields and no commit
-# text can shift them. The subject is last; %s is the first paragraph of the message joined into one line.
-_FORMAT = "%H%x00%P%x00%aN <%aE>%x00%at%x00%ct%x00%s"
-_FIELDS = 6
+# text can shift them. The subject is last; %s is the first paragraph of the message joined into one line. The
+# `Discussion:` trailers (PostgreSQL's link to the mailing-list thread) are read by git itself, space-separated:
+# cheaper than reading every message body here (docs/scale.md).
+_FORMAT = (
+    "%H%x00%P%x00%aN <%aE>%x00%at%x00%ct%x00%cN <%cE>%x00%(trailers:key=Discussion,valueonly,separator=%x20)%x00%s"
+)
+_FIELDS = 8
+MAX_LINKS = 5
+MAX_MESSAGE = 20_000  # characters of a commit message the commit page shows (PostgreSQL's longest are ~10,000)
 _SHA_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 log = logging.getLogger("perffarm.gitmirror")
 
@@ -89,6 +96,17 @@ def _timestamp(text: str, what: str, sha: str) -> int:
         return 0
 
 
+def discussion_links(text: str) -> tuple[str, ...]:
+    """The `Discussion:` values that are plain https links (at most MAX_LINKS, in order, no repeats); anything
+    else a commit message calls a discussion is dropped, since it would be shown as a link to every reader."""
+    out: list[str] = []
+    for value in text.split():
+        value = value.strip("<>")  # "Discussion: <https://...>" is written too
+        if safe_link(value) and value not in out:
+            out.append(value)
+    return tuple(out[:MAX_LINKS])
+
+
 def parse_log(text: str) -> list[CommitInfo]:
     """Commits from `git log -z --format=_FORMAT` output; a record that cannot be a commit is logged and skipped."""
     if not text:
@@ -102,7 +120,7 @@ def parse_log(text: str) -> list[CommitInfo]:
         if len(record) < _FIELDS:
             log.warning("git log output ends in an incomplete record (%d of %d fields): skipped", len(record), _FIELDS)
             break
-        sha, parents, author, at, ct, subject = record
+        sha, parents, author, at, ct, committer, discussion, subject = record
         if not _SHA_RE.match(sha):
             log.warning("git log record %d does not start with a commit sha (%r): skipped", i // _FIELDS, sha[:80])
             continue
@@ -117,6 +135,8 @@ def parse_log(text: str) -> list[CommitInfo]:
                 _timestamp(at, "author date", sha),
                 _timestamp(ct, "commit date", sha),
                 parent_list,
+                committer,
+                discussion_links(discussion),
             )
         )
     return commits
@@ -286,6 +306,14 @@ class Mirror:
         if not commits:
             raise GitError(f"commit {sha} is not in the mirror (or git's record of it could not be read)")
         return commits[0]
+
+    def message(self, sha: str) -> str:
+        """The commit's message after its subject (`%b`: the body, paragraphs as written), at most MAX_MESSAGE
+        characters (a longer one is cut and says so); trailing blank lines dropped."""
+        body = git(["log", "-1", "--format=%b", "--end-of-options", sha, "--"], cwd=self.path).rstrip()
+        if len(body) > MAX_MESSAGE:
+            body = body[:MAX_MESSAGE] + f"\n\n[… the message is cut here: it is longer than {MAX_MESSAGE:,} characters]"
+        return body
 
     def first_parent(self, head: str, since: str | None = None, exclude: Sequence[str] = ()) -> list[CommitInfo]:
         """Commits on head's first-parent chain, oldest first; only those after `since` when given, and none

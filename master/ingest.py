@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -23,9 +22,10 @@ from typing import Any
 
 from master import gitauth, gitmirror, machinebinding, store
 from master.atomicfile import move_durably, write_atomic
+from master.deferred import GAVE_UP, deferral
 from master.redact import redact_text, redact_url
 from master.settings import Settings
-from recipes.paired import REFERENCE_SUFFIX, RQPS_SUFFIX
+from recipes.paired import RATIO_SUFFIXES, REFERENCE_SUFFIX
 from recipes.result import MAX_DEPTH, ResultError, validate
 
 MAX_RESULT_BYTES = 64 * 2**20
@@ -114,13 +114,13 @@ def requested_reference(options: list) -> str | None:
     return value
 
 
-PAIRED_SUFFIXES = (REFERENCE_SUFFIX, RQPS_SUFFIX)  # metrics that exist only in a paired run
+PAIRED_SUFFIXES = (REFERENCE_SUFFIX, *RATIO_SUFFIXES)  # metrics that exist only in a paired run
 
 
 def _check_reference(doc: dict[str, Any], run: store.RunContext) -> None:
     """A paired result must be paired with the reference the master asked for, and an unpaired one must not
-    carry paired metrics: `.rqps` samples are ratios to the reference, so a result that names another reference
-    (or none) would store one commit's ratios under another reference's series."""
+    carry paired metrics: `.rqps` and `.ratio` samples are ratios to the reference, so a result that names another
+    reference (or none) would store one commit's ratios under another reference's series."""
     claimed = doc["recipe"].get("options", {}).get("reference") or None
     if claimed != run.reference:
         asked = run.reference[:12] if run.reference else "none (an unpaired run)"
@@ -391,6 +391,7 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
             mirror = _update_mirror(settings, sha)
             branches, tags = mirror.refs()
         commit = mirror.commit(sha)  # git reads by sha need no lock: a fetch only adds objects and moves refs
+        message = mirror.message(sha)
         conn = store.connect(settings.results_db)
         try:
             added = _sync_history(conn, settings, mirror, branches, ref)
@@ -400,6 +401,7 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
                     conn, {t: s for t, s in tags.items() if settings.ref_matches("refs/tags/" + t) or t == ref}
                 )
                 store.upsert_commits(conn, [commit])
+                store.set_message(conn, sha, message)
                 run_id = store.insert_run(conn, doc, run)
         finally:
             conn.close()
@@ -489,22 +491,11 @@ def _context_path(path: Path) -> Path:
     return path.with_name(path.name + ".context")
 
 
-def _deferral(ctx_file: Path, now: float) -> tuple[float, int]:
-    """(since when, how many times) the result beside `ctx_file` has been deferred, from its saved context;
-    (now, 0) when it has none yet (or one written before the context counted)."""
-    try:
-        saved = json.loads(ctx_file.read_bytes())["deferred"]
-        since, tries = float(saved["since"]), int(saved["tries"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
-        return now, 0
-    return (since, tries) if math.isfinite(since) and tries >= 0 else (now, 0)
-
-
 def _save_context(path: Path, run: store.RunContext, recipe: str | None) -> str:
     """Keep a deferred result's build context beside it, atomically (a full disk leaves no empty file), with when
     it was first deferred and how many times; returns "" or, when it could not be written, a note for the
     message: the commit is then re-queued instead."""
-    since, tries = _deferral(_context_path(path), time.time())
+    since, tries = deferral(_context_path(path), time.time())
     saved = {"run": dataclasses.asdict(run), "recipe": recipe, "deferred": {"since": since, "tries": tries + 1}}
     try:
         write_atomic(_context_path(path), json.dumps(saved))
@@ -559,9 +550,6 @@ def _read_context(ctx_file: Path) -> tuple[store.RunContext, str | None]:
         ) from None
 
 
-GAVE_UP = "gave-up"  # incoming/gave-up/: deferred results the farm stopped retrying, each with its reason
-
-
 def _give_up(settings: Settings, ctx_file: Path, since: float, tries: int, now: float, last: str) -> str:
     """Set a deferred result (and its context) aside in incoming/gave-up/ with the reason: no longer retried, and
     with no result and no rejection row its commit is re-queued by the reconciler like a lost build."""
@@ -572,24 +560,6 @@ def _give_up(settings: Settings, ctx_file: Path, since: float, tries: int, now: 
         "re-queues the commit (up to master.max_attempts builds), or force a build of it"
     )
     return _quarantine(settings, ctx_file, reason, GAVE_UP)
-
-
-@dataclass(frozen=True)
-class Backlog:
-    """Deferred results waiting in incoming/ and those given up on, for `perffarm status`."""
-
-    waiting: int
-    oldest: float | None  # when the longest-waiting one was first deferred
-    gave_up: int
-
-
-def backlog(settings: Settings) -> Backlog:
-    """How many deferred results wait to be stored (and since when) and how many were given up on."""
-    now = time.time()
-    contexts = sorted(settings.incoming_dir.glob("*.json.context"))
-    since = [_deferral(c, now)[0] for c in contexts]
-    gave_up = len(list((settings.incoming_dir / GAVE_UP).glob("*.json.error")))
-    return Backlog(len(contexts), min(since) if since else None, gave_up)
 
 
 def retry_deferred(settings: Settings, now: float | None = None) -> list[str]:
@@ -611,7 +581,7 @@ def retry_deferred(settings: Settings, now: float | None = None) -> list[str]:
             outcome = ingest_file(settings, path, run, recipe)
         except IngestDeferred as e:
             at = time.time() if now is None else now
-            since, tries = _deferral(ctx_file, at)
+            since, tries = deferral(ctx_file, at)
             if at - since >= settings.deferred_give_up_after:
                 messages.append(_give_up(settings, ctx_file, since, tries, at, str(e)))
             else:

@@ -21,9 +21,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-import requests
-
-from master import buildbotdb, gitauth, gitmirror, store
+from master import buildbotdb, gitauth, gitmirror, store, webapi
 from master.atomicfile import create_once
 from master.health import RESTART_STATUS
 from master.redact import redact_text, redact_url
@@ -142,12 +140,27 @@ def prepare_worker(settings: Settings, name: str = LOCAL_WORKER) -> Path:
 
 
 def _api(settings: Settings, path: str) -> dict | None:
-    try:
-        r = requests.get(f"http://127.0.0.1:{settings.web_port}/api/v2/{path}", timeout=3)
-        r.raise_for_status()
-        return r.json()
-    except (requests.RequestException, ValueError):
-        return None
+    return webapi.get(settings.web_port, path)
+
+
+def banner(settings: Settings, master_dir: Path) -> str:
+    """What `make run` prints once the farm runs: where to look, and how to measure the head now (the first poll
+    only records refs, so a newcomer would otherwise wait for the next commit upstream to see anything)."""
+    repo = redact_url(settings.repository_url)
+    builder = f"{settings.recipes[0]}@{settings.worker_names[0]}" if settings.recipes and settings.worker_names else ""
+    return (
+        f"  web UI        {settings.web_url}\n"
+        f"  history site  {settings.site_url}  (files: {settings.site_dir})\n"
+        f"  REST API      {settings.web_url}api/v2/\n"
+        f"  results DB    {settings.results_db}\n"
+        f"  master log    {master_dir / 'twistd.log'}\n"
+        f"  status        .venv/bin/perffarm status\n"
+        f"  watching      {repo} (every {settings.poll_interval} s)\n"
+        "  measure now   the first poll only records the refs: nothing is measured until a new commit lands.\n"
+        f"                To measure the head now: open {settings.web_url}#/builders, pick {builder or 'a builder'},\n"
+        '                "Measure a commit", branch master, revision: the sha that\n'
+        f"                git ls-remote {repo} refs/heads/master  prints"
+    )
 
 
 def running_master(settings: Settings) -> str | None:
@@ -413,16 +426,7 @@ def run(settings: Settings, check_repo: bool = True) -> int:
 
             _wait("local worker connection", connected, procs, worker_dir / "twistd.log")
         say("running. Ctrl-C stops it.")
-        print(
-            f"  web UI        {settings.web_url}\n"
-            f"  history site  {settings.site_url}  (files: {settings.site_dir})\n"
-            f"  REST API      {settings.web_url}api/v2/\n"
-            f"  results DB    {settings.results_db}\n"
-            f"  master log    {master_dir / 'twistd.log'}\n"
-            f"  status        .venv/bin/perffarm status\n"
-            f"  watching      {redact_url(settings.repository_url)} (every {settings.poll_interval} s)",
-            flush=True,
-        )
+        print(banner(settings, master_dir), flush=True)
         budget = RestartBudget()
         while True:
             for i, p in enumerate(procs):

@@ -6,16 +6,12 @@ the stored runs, so a failing stage is reported in the build log and never loses
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from master import alerts, analysis, store
+from master import analysis, store
+from master.alerts import sync as alerting
 from master.bisection import state as bisection
 from master.settings import Settings
-
-if TYPE_CHECKING:
-    from master.publish import PublishReport
 
 
 @dataclass
@@ -26,6 +22,7 @@ class AfterIngest:
     failed: list[str] = field(default_factory=list)
     events: list[analysis.ChangeEvent] = field(default_factory=list)
     bisections_started: list[int] = field(default_factory=list)
+    bisections_shared: list[int] = field(default_factory=list)  # running ones a new change point joined
 
 
 def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
@@ -50,22 +47,25 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
                     continue
                 with store.transaction(conn):
                     bid = bisection.auto_create(conn, e.change_point_id)
+                    shared = bisection.sharing(conn, e.change_point_id) if bid is None else None
                 if bid is not None:
                     out.bisections_started.append(bid)
                     moved = " (it moved; no bisection of it covers the new range)" if e.action != "new" else ""
                     out.messages.append(
                         f"bisection {bid} started: change point {e.change_point_id} spans untested commits{moved}"
                     )
+                elif shared is not None and shared not in out.bisections_shared:
+                    out.bisections_shared.append(shared)
         except Exception as e:
             out.failed.append("bisect")
             out.messages.append(f"starting a bisection failed: {type(e).__name__}: {e}")
         try:
-            for event in alerts.sync(conn, settings.alerts):
+            for event in alerting.sync(conn, settings.alerts):
                 out.messages.append(
                     f"alert {event.alert_id} {event.action} (message version {event.message_version}): "
                     f"{', '.join(event.changes) or 'new'}; queued for {', '.join(event.queued) or '-'}"
                 )
-            for bid in out.bisections_started:
+            for bid in [*out.bisections_started, *out.bisections_shared]:
                 bisection.report_to_alert(conn, bid, settings.alerts)
         except Exception as e:
             out.failed.append("alerts")
@@ -96,34 +96,3 @@ def _publish(settings: Settings, run_id: int, out: AfterIngest) -> None:
         if report.failures:  # every other page was published; these say on the site what went wrong
             out.failed.append("publish")
             out.messages += [f"site page could not be built: {f.line()}" for f in report.failures]
-
-
-def publish_bisections(settings: Settings) -> str:
-    """Re-render the pages an ended bisection changes; a message for the master's log (the site is derived data)."""
-    from master.publish import publish_bisections as publish
-
-    return _publish_pages(settings, publish)
-
-
-def publish_jobs(settings: Settings) -> str:
-    """Re-render the pages a finished job changes; a message for the build log (the site is derived data)."""
-    from master.publish import publish_jobs as publish
-
-    return _publish_pages(settings, publish)
-
-
-def publish_health(settings: Settings) -> str:
-    """Re-render the farm health page (a worker was refused, or connected after refusals); a line for the log."""
-    from master.publish import publish_health as publish
-
-    return _publish_pages(settings, publish)
-
-
-def _publish_pages(settings: Settings, publish: Callable[[Settings], PublishReport]) -> str:
-    """Run one of the site's partial publishes; what it did, or why it failed, as one line for a log."""
-    try:
-        report = publish(settings)
-    except Exception as e:
-        return f"site publish failed: {type(e).__name__}: {e} (`perffarm publish` re-renders the whole site)"
-    done = f"site: {report.files_written} files re-rendered in {report.seconds:.2f} s at {report.out_dir}"
-    return done + report.failed()

@@ -7,6 +7,7 @@ environment variables override both. Invalid values fail at load time with a mes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 import os
@@ -17,11 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from master import buildbotdb, refnames
+from master import dburl, refnames
 from master.alerts.config import ALERT_KEYS, AlertConfigError, AlertSettings
 from master.config_values import NAME_RE, ConfigError, check, from_env
-from master.detect.config import MIN_WINDOW, WINDOW_EDGE, DetectionSettings
-from master.detect.offline import OfflineSettings
+from master.detect.config import MIN_WINDOW, REPORT_ALPHA, WINDOW_EDGE, DetectionSettings
 from master.redact import credentials_problem, redact_url
 from recipes.sandbox import BWRAP_ENV
 
@@ -72,6 +72,8 @@ class Settings:
     site_out_dir: Path | None  # None: <data_dir>/site (see the site_dir property)
     site_port: int
     throughput_references: Mapping[str, str]  # branch -> revision its throughput is paired with (docs/throughput.md)
+    # worker -> (name, owner, description) of its machine, as people read it (master/machines.py)
+    worker_about: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
     alerts: AlertSettings = field(default_factory=AlertSettings)
     detection: DetectionSettings = field(default_factory=DetectionSettings)  # passed down to analysis, bisection
     source_of: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -176,6 +178,7 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("workers", "hosts"): ("host_map", "worker_hosts"),
     ("workers", "run_local"): ("bool", "run_local_worker"),
     ("workers", "lost_after"): ("pos_int", "worker_lost_after"),
+    ("workers", "about"): ("about_map", "worker_about"),
     ("recipes", "enabled"): ("name_list", "recipes"),
     ("recipes", "options"): ("option_map", "recipe_options"),
     ("site", "out_dir"): ("opt_path", "site_out_dir"),
@@ -284,6 +287,11 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
     except AlertConfigError as e:
         raise SettingsError(str(e) if str(e).startswith("alerts") else f"alerts: {e}") from None
     values.update({group: _GROUPS[group](**fields) for group, fields in groups.items()})
+    alerts = dataclasses.replace(
+        alerts,
+        repository=values.get("repository_url", ""),
+        machine_about=tuple((w, *about) for w, about in values.get("worker_about", {}).items()),
+    )
     settings = Settings(**values, alerts=alerts, source_of=source_of)
     _check_repository(settings)
     _check_buildbot_db(settings)
@@ -291,6 +299,9 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
     for worker in settings.worker_hosts:
         if worker not in settings.worker_names:
             raise SettingsError(f"workers.hosts: {worker!r} is not in workers.names")
+    for worker in settings.worker_about:
+        if worker not in settings.worker_names:
+            raise SettingsError(f"workers.about: {worker!r} is not in workers.names")
     if settings.web_exposed and not settings.web_users:
         raise SettingsError(
             f"master.web_host: the web UI would listen on {settings.web_host}, beyond this machine, with no login: "
@@ -340,17 +351,24 @@ def _check_repository(settings: Settings) -> None:
 def _check_buildbot_db(settings: Settings) -> None:
     """An sqlite database is a file in the data directory; a password secret needs a server database with a user
     to log in as."""
-    problem = buildbotdb.sqlite_problem(settings)
+    problem = dburl.sqlite_problem(
+        settings.buildbot_db_url,
+        data_dir=settings.data_dir,
+        master_dir=settings.master_dir,
+        results_db=settings.results_db,
+        secrets_dir=settings.secrets_dir,
+        incoming_dir=settings.incoming_dir,
+    )
     if problem:
         raise SettingsError(f"master.buildbot_db_url: {problem}")
     if not settings.buildbot_db_password_secret:
         return
-    url = buildbotdb.parse(settings.buildbot_db_url)
+    url = dburl.parse(settings.buildbot_db_url)
     if url.is_sqlite or not url.user:
         raise SettingsError(
             "master.buildbot_db_password_secret: a password needs a server database with a user name in "
             f"master.buildbot_db_url, e.g. postgresql://perffarm@db.example.org/buildbot (got "
-            f"{buildbotdb.display_url(settings.buildbot_db_url)})"
+            f"{dburl.display_url(settings.buildbot_db_url)})"
         )
 
 
@@ -361,7 +379,7 @@ def _check_detection(detection: DetectionSettings) -> None:
             f"detection.window: {detection.window} commits leave too little to detect on past the settled edge "
             f"of {WINDOW_EDGE} commits; expected at least {MIN_WINDOW}"
         )
-    reported_at = OfflineSettings().alpha
+    reported_at = REPORT_ALPHA
     if detection.keep_alpha < reported_at:
         raise SettingsError(
             f"detection.keep_alpha: {detection.keep_alpha:g} is stricter than the level that reports a change point "
@@ -380,7 +398,7 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
         if attr == "repository_url":
             value = redact_url(value)
         elif attr == "buildbot_db_url":
-            value = buildbotdb.display_url(value)
+            value = dburl.display_url(value)
         elif isinstance(value, Path):
             value = str(value)
         elif value is None:
@@ -389,6 +407,8 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
             value = list(value)
         elif isinstance(value, Mapping) and attr == "throughput_references":
             value = [f"{k}={v}" for k, v in value.items()]
+        elif isinstance(value, Mapping) and attr == "worker_about":
+            value = [f"{k}={'|'.join(v)}" for k, v in value.items()]
         elif isinstance(value, Mapping) and attr == "recipe_options":
             value = [f"{k}:{o}" for k, opts in value.items() for o in opts]
         elif isinstance(value, Mapping):

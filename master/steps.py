@@ -12,6 +12,7 @@ from twisted.internet import threads
 
 from master import gitmirror, ingest, pipeline, refnames, store
 from master.atomicfile import create_once
+from master.publish import logged
 from master.redact import redact_text
 from master.settings import Settings
 
@@ -287,7 +288,7 @@ class IngestResult(BuildStep):
                 f"REFUSED, nothing stored: {redact_text(str(e))}\n"
                 f"The file is kept in {path.parent / 'rejected'}; the health page and `perffarm status` list it.\n"
             )
-            await log.addStdout(await threads.deferToThread(pipeline.publish_health, self.settings) + "\n")
+            await log.addStdout(await threads.deferToThread(logged.health_line, self.settings) + "\n")
             self.descriptionDone = ["result refused: machine"]
             await log.finish()
             return FAILURE

@@ -40,3 +40,17 @@ def visible(text: object, lines: bool = False) -> str:
     s = text if isinstance(text, str) else str(text)
     pattern = _UNSAFE_IN_LINES if lines else _UNSAFE
     return pattern.sub(_escape, s) if pattern.search(s) else s
+
+
+# A link shown to readers (a commit's `Discussion:` thread, the commit URL): https only, a plain host name, and no
+# character that could end or re-target a link in a chat (`<url|text>`), a mail client or HTML (space, quotes,
+# angle brackets, `|`, backslash, controls). PostgreSQL's threads are https://postgr.es/m/<message-id>.
+_LINK = re.compile(r"^https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?/[A-Za-z0-9._~:/?#\[\]@!$&()*+,;=%-]*$")
+MAX_LINK_LEN = 300
+
+
+def safe_link(text: str | None) -> str | None:
+    """`text` when it is an https link that cannot break out of where it is shown, else None."""
+    if not text or len(text) > MAX_LINK_LEN or not _LINK.match(text):
+        return None
+    return text

@@ -31,6 +31,7 @@ from twisted.internet import threads
 from twisted.logger import globalLogPublisher
 from twisted.python import log
 
+from master.publish import logged
 from master.textsafe import visible
 
 MAX_NAME = 64
@@ -188,9 +189,7 @@ class WorkerWatch(service.BuildbotService):
         self._publish_call = self.master.reactor.callLater(delay, self._publish)
 
     def _publish(self) -> None:
-        from master import pipeline
-
         self._last_publish = self.master.reactor.seconds()
-        d = self.in_thread(pipeline.publish_health, self.settings)
+        d = self.in_thread(logged.health_line, self.settings)
         d.addCallback(lambda line: log.msg(f"perffarm: refused worker logins: {line}"))
         d.addErrback(log.err, "perffarm: health page publish failed")

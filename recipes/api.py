@@ -17,12 +17,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from recipes import sandbox as sandboxing
-
-if TYPE_CHECKING:
-    from recipes.sides import SideSupport
 
 HIGHER = "higher"  # higher values are better (throughput)
 LOWER = "lower"  # lower values are better (latency, instructions, memory)
@@ -192,6 +189,38 @@ class CommandFailed(RecipeFailure):
 
 
 @dataclass(frozen=True)
+class Side:
+    """One side of a job (recipes/sides.py): a commit, maybe patched, and the tree the build uses."""
+
+    label: str
+    sha: str
+    patch: Path | None = None  # a unified diff applied on top of `sha`
+    tree: Path | None = None  # set by prepare(): the side's own source tree
+
+    @property
+    def patch_id(self) -> str | None:
+        """The patch's sha256 (the first 16 hex), which keys its build and names it in the result."""
+        if self.patch is None:
+            return None
+        return hashlib.sha256(self.patch.read_bytes()).hexdigest()[:16]
+
+    @property
+    def key(self) -> str:
+        """What identifies the side's build: the sha, plus the patch's hash when patched."""
+        pid = self.patch_id
+        return self.sha if pid is None else f"{self.sha}-p{pid}"
+
+
+@dataclass(frozen=True)
+class SideSupport:
+    """A recipe's hooks for jobs: build every side (leaving what bench needs in ctx.state_dir), then measure
+    them all interleaved and return each side's results by label."""
+
+    build: Callable[[Context, Sequence[Side]], None]
+    bench: Callable[[Context, Sequence[Side]], Mapping[str, Sequence[WorkloadResult]]]
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A named, versioned build-and-bench procedure. Bump `version` when results stop being comparable.
 
@@ -208,6 +237,10 @@ class Recipe:
     bench: Callable[[Context], Sequence[WorkloadResult]]
     workload_identity: Callable[[str], Any] | None = None
     sides: SideSupport | None = None  # jobs of several sides measured interleaved (recipes/sides.py)
+    # what the site shows of one result workload: {"group": the subsystem it is listed under, "sql": the SQL it
+    # runs}, "" where there is none; and the groups in the order the site lists them, each with what it holds
+    workload_info: Callable[[str], Mapping[str, str]] | None = None
+    groups: Mapping[str, str] = field(default_factory=dict)
 
     def config_hash(self) -> str:
         """A stable hash of the recipe's data (name, version, config): the whole recipe, shown with each run."""

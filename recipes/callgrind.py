@@ -190,6 +190,11 @@ def parse(path: Path, event: str = "Ir") -> Profile:
         return _Reader(str(path), event).read(lines)
 
 
+def parse_bytes(raw: bytes, event: str = "Ir", source: str = "callgrind output") -> Profile:
+    """`parse` of a callgrind output already read (e.g. with recipes.sandbox.read_untrusted)."""
+    return _Reader(source, event).read(raw.decode("utf-8", errors="replace").splitlines())
+
+
 def merge(profiles: Iterable[Profile]) -> Profile:
     """The sum of profiles of one event, function by function and edge by edge: the dumps or processes of one
     run (the postmaster and every backend write their own file under ``--trace-children=yes`` with ``%p`` in the

@@ -27,11 +27,13 @@ from recipes.api import (
     Context,
     Metric,
     Recipe,
+    Side,
+    SideSupport,
     WorkloadResult,
     listed_workloads,
 )
 from recipes.sandbox import Sandbox
-from recipes.sides import Side, SideSupport, untrusted_dir
+from recipes.sides import untrusted_dir
 
 CONFIG = {
     "source": "perffarm_bench.c",

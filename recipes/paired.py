@@ -5,12 +5,20 @@ worker's own clone), and its bench phase runs both in one job, alternating. Thro
 moment's neighbours, the machine's drift and one process's memory layout; the ratio of two builds measured side by
 side does not (docs/throughput.md).
 
-The result keeps the commit's own samples as before, and adds, per throughput metric (direction ``higher``, unit
-per second) of every workload:
+The result keeps the commit's own samples as before, and adds, per wall-clock metric of every workload that both
+sides measured:
 
 * ``<metric>.reference``: the reference's raw samples, in the order taken (same unit and direction);
-* ``<metric>.rqps``: the per-round ratios commit / reference (unit ``ratio``, higher is better), the paired
-  samples whose median is the commit's rQPS and whose spread is its uncertainty.
+* ``<metric>.rqps`` for a throughput (direction ``higher``, unit per second), ``<metric>.ratio`` for every other
+  wall-clock metric (latency, CPU and context switches per transaction: the metric's own direction): the ratio
+  commit / reference per **order-balanced block** of two rounds (``recipes.pg.stats.block_ratios``: round 2j ran
+  the reference first, round 2j + 1 the commit first, and their geometric mean cancels what going first costs),
+  unit ``ratio``. These are the paired samples whose median is the commit's rQPS and whose spread is its
+  uncertainty; a paired run's absolute values are shown, never searched (master/analysis.py ``not_searched``).
+
+A workload whose ratios are such blocks carries the flag ``BALANCED_FLAG``. Results from before it stored one
+ratio per round, biased by the order of an odd number of rounds (docs/throughput.md, "The order bias"): the master
+starts a new segment of the series where the flag appears, as at a reference rebase.
 
 This module is the contract the master checks (``master/ingest.py``) and stores (``master/store/series.py``);
 ``recipes/pg/paired.py`` adds PostgreSQL's install cache, ``recipes/fixture.py`` shows the smallest use.
@@ -25,12 +33,18 @@ from pathlib import Path
 
 from recipes import result
 from recipes.api import HIGHER, BuildFailed, Context, Metric, WorkloadResult
-from recipes.pg.stats import paired_ratios  # pure stdlib statistics, shared with perffarm compare
+from recipes.pg.stats import NoRatio, block_ratios  # pure stdlib statistics, shared with perffarm compare
 
 OPTION = "reference"
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 REFERENCE_SUFFIX = ".reference"
-RQPS_SUFFIX = ".rqps"
+RQPS_SUFFIX = ".rqps"  # a throughput's ratio to the reference (higher is better)
+RATIO_SUFFIX = ".ratio"  # any other wall-clock metric's ratio to the reference, in the metric's own direction
+RATIO_SUFFIXES = (RQPS_SUFFIX, RATIO_SUFFIX)
+BALANCED_FLAG = "paired:order-balanced"  # the workload's ratios are per order-balanced block (block_ratios)
+# Units of metrics a paired run leaves unpaired: sizes and counts of what the run set up (memory, idle connections
+# held), which neither drift with the machine nor depend on when they were measured.
+UNPAIRED_UNITS = ("KiB", "connections", "ratio")
 
 
 def requested(ctx: Context) -> str | None:
@@ -79,11 +93,32 @@ def is_throughput(m: Metric) -> bool:
     return result.is_throughput(m.unit, m.direction)
 
 
-def merge(run: Sequence[WorkloadResult], reference: Sequence[WorkloadResult]) -> list[WorkloadResult]:
-    """The commit's results with, per throughput metric, the reference's samples and the per-round ratios.
+def is_wall_clock(m: Metric) -> bool:
+    """A metric a paired run pairs: measured on the clock of a shared machine, so its absolute value moves with
+    the machine and only its ratio to the reference measured alongside says what the code did."""
+    return m.unit not in UNPAIRED_UNITS and not m.name.endswith((*RATIO_SUFFIXES, REFERENCE_SUFFIX))
 
-    Round i of the commit pairs with round i of the reference (they ran back to back, in alternating order);
-    a workload whose sides have different sample counts (a failed round) pairs its first common rounds.
+
+def is_paired_ratio(metric: str) -> bool:
+    """Whether a metric's samples are ratios to the run's reference (``.rqps``, ``.ratio``)."""
+    return metric.endswith(RATIO_SUFFIXES)
+
+
+def is_paired_throughput(metric: str) -> bool:
+    """Whether a metric is a throughput's ratio to the reference (``.rqps``), the series the paired gate and the
+    ``paired`` alert thresholds are sized for. The other ratios (``.ratio``: latency percentiles, CPU and context
+    switches per transaction) keep the noise of what they measure after pairing (one run's ``latency_p95.ratio``
+    blocks read 0.30, 1.11, 2.04): they are segmented by reference like rQPS but judged by the rank gate and the
+    unpaired thresholds (docs/throughput.md)."""
+    return metric.endswith(RQPS_SUFFIX)
+
+
+def merge(run: Sequence[WorkloadResult], reference: Sequence[WorkloadResult]) -> list[WorkloadResult]:
+    """The commit's results with, per wall-clock metric, the reference's samples and the ratios per block.
+
+    Round i of the commit pairs with round i of the reference (they ran back to back, the reference first in even
+    rounds); a workload whose sides have different sample counts (a failed round) pairs its first common rounds.
+    A metric with a sample at or below 0 on either side forms no ratio and stays unpaired.
     """
     ref_index = {(w.name, m.name): m for w in reference for m in w.metrics}
     out = []
@@ -91,12 +126,20 @@ def merge(run: Sequence[WorkloadResult], reference: Sequence[WorkloadResult]) ->
         extra: list[Metric] = []
         for m in w.metrics:
             r = ref_index.get((w.name, m.name))
-            if r is None or not is_throughput(m):
+            if r is None or not is_wall_clock(m):
                 continue
             n = min(len(m.samples), len(r.samples))
-            ratios = paired_ratios(r.samples[:n], m.samples[:n])
+            try:
+                ratios = block_ratios(r.samples[:n], m.samples[:n]) if n else []
+            except NoRatio:
+                continue
+            if not ratios:
+                continue
             extra.append(Metric(m.name + REFERENCE_SUFFIX, m.unit, m.direction, tuple(r.samples)))
-            if ratios:
+            if is_throughput(m):
                 extra.append(Metric(m.name + RQPS_SUFFIX, "ratio", HIGHER, tuple(ratios)))
-        out.append(WorkloadResult(w.name, (*w.metrics, *extra), w.flags) if extra else w)
+            else:
+                extra.append(Metric(m.name + RATIO_SUFFIX, "ratio", m.direction, tuple(ratios)))
+        flags = w.flags if not extra or BALANCED_FLAG in w.flags else (*w.flags, BALANCED_FLAG)
+        out.append(WorkloadResult(w.name, (*w.metrics, *extra), flags) if extra else w)
     return out

@@ -17,6 +17,22 @@ SCHEMA_VERSION = 1
 JOB_SCHEMA = "perffarm-job-result"  # N sides measured interleaved in one job (recipes/sides.py, master/jobs)
 JOB_SCHEMA_VERSION = 1
 CALLGRIND = "callgrind"  # optional: per instruction workload, the callgrind profile of what was counted
+COVERAGE = "coverage"  # optional: which backend functions the instruction workloads exercise (recipes/pg/coverage)
+COVERAGE_VERSION = 1
+MAX_AREAS = 256  # source areas of a coverage figure
+MAX_LISTED = 1_000  # named functions of a coverage figure
+PLANS = "plans"  # optional: per analytic query, the shape of its plan (recipes/pg/plans.py)
+MAX_PLANS = 256  # plans of one result
+MAX_PLAN_SHAPE = 16_000  # characters of one plan's shape
+WAITS = "waits"  # optional: per pgbench workload, each sample's wait events (recipes/pg/waits.py)
+WAITS_REFERENCE = "waits_reference"  # a paired run's reference side's waits, in the same form
+MAX_WAIT_SAMPLES = 10_000  # samples of one workload's waits
+MAX_WAIT_NAMES = 64  # waits named in one sample (recipes/pg/waits.py folds the rest into `Other`)
+MAX_OBSERVATIONS = 10**9  # backend-samples of one sample (a day at 1,000 Hz of 10 backends)
+MAX_TICKS = 10**8
+MAX_WAIT_HZ = 1000.0
+WAIT_NAME_RE = re.compile(r"^[A-Za-z0-9_:]{1,128}$")
+SHARE_SLACK = 1e-3  # shares are rounded to 6 decimals: their sum may pass 1 by that much
 MAX_FUNCTION_NAME = 4096
 SIDE_LABELS = "ABCDEFGH"
 PATCH_ID_RE = re.compile(r"^[0-9a-f]{16}$")
@@ -221,6 +237,14 @@ def validate(doc: Any) -> dict[str, Any]:
     _workloads(root.get("workloads"), status)
     if CALLGRIND in root:
         _callgrind(root[CALLGRIND], f"$.{CALLGRIND}")
+    if COVERAGE in root:
+        _coverage(root[COVERAGE], f"$.{COVERAGE}")
+    if PLANS in root:
+        _plans(root[PLANS], f"$.{PLANS}")
+    names = {w.get("name") for w in root["workloads"]}
+    for key in (WAITS, WAITS_REFERENCE):
+        if key in root:
+            _waits(root[key], f"$.{key}", names)
     return root
 
 
@@ -258,6 +282,8 @@ def validate_job(doc: Any) -> dict[str, Any]:
         total = _workloads(side.get("workloads"), status, f"{path}.workloads", total)
         if CALLGRIND in side:
             _callgrind(side[CALLGRIND], f"{path}.{CALLGRIND}")
+        if WAITS in side:
+            _waits(side[WAITS], f"{path}.{WAITS}", {w.get("name") for w in side["workloads"]})
     return root
 
 
@@ -294,6 +320,104 @@ def _callgrind(value: Any, path: str) -> None:
             Profile.from_json(doc)
         except (ValueError, TypeError) as e:
             raise _fail(f"{where}.profile", str(e)) from None
+
+
+def _pair(value: Any, path: str) -> None:
+    """[exercised, total]: two counts, the first at most the second."""
+    ok = (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= INT_MAX for v in value)
+    )
+    if not ok or value[0] > value[1]:
+        raise _fail(path, f"expected [exercised, total] with 0 <= exercised <= total, got {_show(value)}")
+
+
+def _coverage(value: Any, path: str) -> None:
+    """{"version": 1, "rule": share, "listed": N, "groups": {group: {"functions": [hit, total], "areas": {area:
+    [hit, total]}, "listed": [function, ...]}}}: the coverage figure of a run (recipes/pg/coverage.py)."""
+    doc = _obj(value, path)
+    if doc.get("version") != COVERAGE_VERSION:
+        raise _fail(f"{path}.version", f"expected {COVERAGE_VERSION}, got {_show(doc.get('version'))}")
+    rule = doc.get("rule")
+    if isinstance(rule, bool) or not isinstance(rule, (int, float)) or not 0 < rule < 1:
+        raise _fail(f"{path}.rule", f"expected the share of a workload's instructions (0 to 1), got {_show(rule)}")
+    listed = doc.get("listed")
+    if isinstance(listed, bool) or not isinstance(listed, int) or not 0 <= listed <= MAX_LISTED:
+        raise _fail(f"{path}.listed", f"expected the number of named functions, got {_show(listed)}")
+    groups = _obj(doc.get("groups"), f"{path}.groups")
+    if len(groups) > MAX_MEMBERS:
+        raise _fail(f"{path}.groups", f"{len(groups)} groups, more than the {MAX_MEMBERS} allowed")
+    for name, group in groups.items():
+        where = _member(f"{path}.groups", name)
+        if not NAME_RE.match(name):
+            raise _fail(where, "expected a group name as the member name")
+        group = _obj(group, where)
+        _pair(group.get("functions"), f"{where}.functions")
+        areas = _obj(group.get("areas"), f"{where}.areas")
+        if len(areas) > MAX_AREAS:
+            raise _fail(f"{where}.areas", f"{len(areas)} areas, more than the {MAX_AREAS} allowed")
+        for area, pair in areas.items():
+            _pair(pair, _member(f"{where}.areas", area))
+        hits = group.get("listed")
+        if not isinstance(hits, list) or len(hits) > listed or not all(isinstance(h, str) and h for h in hits):
+            raise _fail(f"{where}.listed", f"expected at most {listed} function names, got {_show(hits)}")
+
+
+def _plans(value: Any, path: str) -> None:
+    """{workload: shape}: the plan of each analytic query, one node a line (recipes/pg/plans.py)."""
+    doc = _obj(value, path)
+    if len(doc) > MAX_PLANS:
+        raise _fail(path, f"{len(doc)} plans, more than the {MAX_PLANS} allowed")
+    for name, shape in doc.items():
+        where = _member(path, name)
+        if not NAME_RE.match(name):
+            raise _fail(where, "expected a workload name as the member name")
+        if not isinstance(shape, str) or not shape.strip() or len(shape) > MAX_PLAN_SHAPE:
+            raise _fail(where, f"expected a plan's shape of 1 to {MAX_PLAN_SHAPE:,} characters, got {_show(shape)}")
+        if any(not (c.isprintable() or c == "\n") for c in shape):
+            raise _fail(where, "a plan's shape holds a control character; expected node names, one a line")
+
+
+def _waits(value: Any, path: str, workloads: set[Any]) -> None:
+    """{workload: [{observations, ticks, hz, shares: {wait: share}}, ...]}: each sample's wait events, sampled from
+    pg_stat_activity (recipes/pg/waits.py). Names are `[A-Za-z0-9_:]` (`LWLock:WALWrite`, `CPU`), shares of the
+    observations in [0, 1] adding up to at most 1, counts bounded: a worker's (or a try-job's server's) word."""
+    doc = _obj(value, path)
+    for name, samples in doc.items():
+        where = _member(path, name)
+        if name not in workloads:
+            raise _fail(where, "names no workload of this result: waits belong to a measured workload")
+        if not isinstance(samples, list) or not 1 <= len(samples) <= MAX_WAIT_SAMPLES:
+            raise _fail(where, f"expected a list of 1 to {MAX_WAIT_SAMPLES:,} samples, got {_show(samples)}")
+        for i, sample in enumerate(samples):
+            at = f"{where}[{i}]"
+            sample = _obj(sample, at)
+            extra = set(sample) - {"observations", "ticks", "hz", "shares"}
+            if extra:
+                raise _fail(at, f"unknown member {sorted(extra)[0]!r}: expected observations, ticks, hz, shares")
+            n = sample.get("observations")
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_OBSERVATIONS:
+                raise _fail(f"{at}.observations", f"expected an integer from 0 to {MAX_OBSERVATIONS:,}, got {_show(n)}")
+            ticks = sample.get("ticks")
+            if isinstance(ticks, bool) or not isinstance(ticks, int) or not 0 <= ticks <= MAX_TICKS:
+                raise _fail(f"{at}.ticks", f"expected an integer from 0 to {MAX_TICKS:,}, got {_show(ticks)}")
+            hz = sample.get("hz")
+            if isinstance(hz, bool) or not isinstance(hz, int | float) or not 0 < hz <= MAX_WAIT_HZ:
+                raise _fail(f"{at}.hz", f"expected a rate in Hz above 0 and at most {MAX_WAIT_HZ:.0f}, got {_show(hz)}")
+            shares = _obj(sample.get("shares"), f"{at}.shares")
+            if len(shares) > MAX_WAIT_NAMES:
+                raise _fail(f"{at}.shares", f"{len(shares)} waits, more than the {MAX_WAIT_NAMES} allowed")
+            if n == 0 and shares:
+                raise _fail(f"{at}.shares", "shares of no observation: expected {} when observations is 0")
+            for wait, share in shares.items():
+                w_at = _member(f"{at}.shares", wait)
+                if not WAIT_NAME_RE.match(wait):
+                    raise _fail(w_at, "a wait's name is Type:Event or CPU, of 1 to 128 letters, digits, _ and :")
+                if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+                    raise _fail(w_at, f"expected a share from 0 to 1, got {_show(share)}")
+            if sum(shares.values()) > 1 + SHARE_SLACK:
+                raise _fail(f"{at}.shares", f"the shares add up to {sum(shares.values()):.4f}, more than 1")
 
 
 def _common(root: dict[str, Any]) -> str:

@@ -21,9 +21,19 @@ from typing import Any
 
 from recipes import registry
 from recipes import sandbox as sandboxing
-from recipes.api import Context, Recipe, RecipeFailure, WorkloadResult
-from recipes.result import JOB_SCHEMA, JOB_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION, clean_text, validate, validate_job
-from recipes.sides import Side, open_sandbox, parse_sides, prepare, untrusted_dir
+from recipes.api import Context, Recipe, RecipeFailure, Side, WorkloadResult
+from recipes.result import (
+    JOB_SCHEMA,
+    JOB_SCHEMA_VERSION,
+    SCHEMA,
+    SCHEMA_VERSION,
+    WAITS,
+    WAITS_REFERENCE,
+    clean_text,
+    validate,
+    validate_job,
+)
+from recipes.sides import open_sandbox, parse_sides, prepare, untrusted_dir
 from workers import hostinfo
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_RECIPE_FAILED = 0, 1, 2, 3
@@ -68,6 +78,16 @@ def callgrind_profiles(ctx: Context, label: str) -> dict[str, Any]:
             f"({path.stat().st_size:,} bytes, {len(prof.functions):,} functions)"
         )
     return out
+
+
+def sampled_waits(ctx: Context, label: str) -> dict[str, Any]:
+    """The wait events a side sampled during its pgbench samples (recipes/pg/waits.py), per workload; {} without."""
+    path = ctx.state_dir / "waits" / f"{label}.json"  # recipes/pg/profile.py waits_file
+    try:
+        return dict(json.loads(path.read_text())) if path.exists() else {}
+    except (OSError, ValueError) as e:
+        ctx.log(f"warning: the sampled waits of side {label} are unreadable, left out: {str(e)[:200]}")
+        return {}
 
 
 def result_doc(
@@ -173,6 +193,16 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
     profiles = callgrind_profiles(ctx, "run")
     if profiles:
         doc["callgrind"] = profiles
+    figure = ctx.state_dir / "coverage" / "run.json"  # recipes/pg/profile.py coverage_file
+    if figure.exists():
+        doc["coverage"] = json.loads(figure.read_text())
+    shapes = ctx.state_dir / "plans" / "run.json"  # recipes/pg/profile.py plans_file
+    if shapes.exists():
+        doc["plans"] = json.loads(shapes.read_text())
+    for label, key in (("run", WAITS), ("reference", WAITS_REFERENCE)):  # recipes/pg/profile.py waits_file
+        found = sampled_waits(ctx, label)
+        if found:
+            doc[key] = found
     write_json_atomic(result_path, doc)
     try:
         validate(json.loads(json.dumps(doc)))
@@ -272,6 +302,9 @@ def _job_phase(args: argparse.Namespace, phase: str) -> int:
         profiles = callgrind_profiles(ctx, side["label"])
         if profiles:
             side["callgrind"] = profiles
+        found = sampled_waits(ctx, side["label"])
+        if found:
+            side[WAITS] = found
     write_json_atomic(result_path, doc)
     try:
         validate_job(json.loads(json.dumps(doc)))

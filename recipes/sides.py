@@ -9,56 +9,24 @@ runs at different times.
 The runner's ``job-build`` phase gives each side a tree of its own (exported from the worker's clone with
 ``git archive``, fetched by sha when the clone lacks it, the patch checked with ``git apply --check`` and applied)
 and calls the recipe's ``build_sides``; ``job-bench`` calls ``bench_sides``, which returns each side's workload
-results. A recipe that supports jobs sets ``Recipe.sides``.
+results. A recipe that supports jobs sets ``Recipe.sides`` (a ``SideSupport``; it and ``Side`` are in recipes/api.py,
+the contract between the runner and a recipe).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from recipes import sandbox as sandboxing
-from recipes.api import BuildFailed, Context, WorkloadResult, checkout_layout
+from recipes.api import BuildFailed, Context, Side, checkout_layout
 
 LABELS = "ABCDEFGH"
 MAX_SIDES = len(LABELS)  # each side is a running server for the whole job on the PostgreSQL recipes
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 PATCH_LIMIT = 1 << 20  # bytes; the master refuses larger patches before anything is queued
-
-
-@dataclass(frozen=True)
-class Side:
-    """One side of a job: a commit, maybe patched, and the tree the build uses."""
-
-    label: str
-    sha: str
-    patch: Path | None = None  # a unified diff applied on top of `sha`
-    tree: Path | None = None  # set by prepare(): the side's own source tree
-
-    @property
-    def patch_id(self) -> str | None:
-        """The patch's sha256 (the first 16 hex), which keys its build and names it in the result."""
-        if self.patch is None:
-            return None
-        return hashlib.sha256(self.patch.read_bytes()).hexdigest()[:16]
-
-    @property
-    def key(self) -> str:
-        """What identifies the side's build: the sha, plus the patch's hash when patched."""
-        pid = self.patch_id
-        return self.sha if pid is None else f"{self.sha}-p{pid}"
-
-
-@dataclass(frozen=True)
-class SideSupport:
-    """A recipe's hooks for jobs: build every side (leaving what bench needs in ctx.state_dir), then measure
-    them all interleaved and return each side's results by label."""
-
-    build: Callable[[Context, Sequence[Side]], None]
-    bench: Callable[[Context, Sequence[Side]], Mapping[str, Sequence[WorkloadResult]]]
 
 
 UNTRUSTED = "untrusted"  # under the work directory: what a patched side builds, removed at every job's start

@@ -24,6 +24,12 @@ from tests.unit.test_result_schema import FINGERPRINT, MACHINE_ID
 XSS_IMG = "<img src=x onerror=alert(1)>"
 XSS_SCRIPT = "</script><script>alert(1)</script>"
 XSS_AUTHOR = "Mallory <img src=y onerror=alert(2)>"
+# commit 6's message after its subject "change 6": two paragraphs, markup, a tab, a bidi override and a control
+MESSAGE_AT = 6
+MESSAGE_BODY = (
+    f"The first paragraph names {XSS_IMG}\nand goes on\ton its second line.\n\n"
+    "A second one: \u202eesrever & </script>\x1b[31m red?\n\nDiscussion: https://postgr.es/m/1@example.org"
+)
 N_BEFORE, N_AFTER = 12, 12
 WORKLOADS = ("pgbench", "select1")
 
@@ -89,12 +95,14 @@ def build_farm(tmp: Path, *, bisect: bool = True) -> SiteFarm:
     """The history described above, with an alert, its bisection's culprit, and a channel failing delivery.
 
     The alert is left untriaged (triage cancels unsent messages, which would make the channel healthy again);
-    tests triage it themselves with master.alerts.set_state."""
+    tests triage it themselves with master.alerts.sync.set_state."""
     repo = make_repo(tmp / "repo")
     shas = [repo.head()]
     culprit_at = N_BEFORE + 1
     for i in range(1, N_BEFORE + N_AFTER + 1):
         subject = {3: XSS_IMG, 5: XSS_SCRIPT, culprit_at: f"make it slower {XSS_IMG}"}.get(i, f"change {i}")
+        if i == MESSAGE_AT:
+            subject += "\n\n" + MESSAGE_BODY
         if i == 7:
             repo.git("config", "user.name", XSS_AUTHOR)
         shas.append(repo.bench_commit(subject, 1000 + i))

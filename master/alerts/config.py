@@ -10,15 +10,17 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from master.config_values import ConfigError, check
-from recipes.paired import RQPS_SUFFIX
+from recipes.paired import is_paired_throughput
 
 SEVERITIES = ("warn", "critical")
 KINDS = ("regression", "improvement")
+# git.postgresql.org's commitdiff page, the form pgsql-committers mails link to
+POSTGRES_COMMIT_URL = "https://git.postgresql.org/pg/commitdiff/{sha}"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
@@ -96,12 +98,10 @@ class ChannelConfig:
         where = f"alerts.channels[{self.name!r}]"
         if not NAME_RE.match(self.name):
             raise AlertConfigError(f"{where}.name: letters, digits, '.', '_', '-' only (at most 63)")
-        from master.alerts.kinds import CHANNEL_KINDS  # the table of kinds imports this module
-
-        kind = CHANNEL_KINDS.get(self.kind)
-        if kind is None:
-            raise AlertConfigError(f"{where}.kind: {self.kind!r} is not one of {tuple(CHANNEL_KINDS)}")
-        if (lacks := kind.lacks(self)) is not None:
+        needs = CHANNEL_NEEDS.get(self.kind)
+        if needs is None:
+            raise AlertConfigError(f"{where}.kind: {self.kind!r} is not one of {tuple(CHANNEL_NEEDS)}")
+        if (lacks := needs(self)) is not None:
             raise AlertConfigError(where + lacks)
         if self.min_severity not in SEVERITIES:
             raise AlertConfigError(f"{where}.min_severity: {self.min_severity!r} is not one of {SEVERITIES}")
@@ -119,6 +119,30 @@ class ChannelConfig:
     def wants(self, kind: str, severity: str) -> bool:
         """Whether an alert of this kind and severity is sent here."""
         return kind in self.kinds and SEVERITIES.index(severity) >= SEVERITIES.index(self.min_severity)
+
+
+def _lacks_url(c: ChannelConfig) -> str | None:
+    if not c.url_secret:
+        return f".url_secret: a {c.kind} channel needs the name of the secret holding its URL"
+    return None
+
+
+def _lacks_mail(c: ChannelConfig) -> str | None:
+    if not c.mail_from or not c.mail_to:
+        return ": an email channel needs mail_from and mail_to"
+    if c.password_secret and not c.smtp_user:
+        return ".smtp_user: needed with password_secret"
+    return None
+
+
+# The channel kinds and what a channel of each must hold in its settings: what it lacks (".key: why" or ": why",
+# after the channel), else None. master/alerts/kinds.py `CHANNEL_KINDS` gives the same kinds their message and
+# sender; the settings are checked here, so loading them loads no sender (requests) and no statistics.
+CHANNEL_NEEDS: dict[str, Callable[[ChannelConfig], str | None]] = {
+    "slack": _lacks_url,
+    "webhook": _lacks_url,
+    "email": _lacks_mail,
+}
 
 
 @dataclass(frozen=True)
@@ -139,6 +163,11 @@ class AlertSettings:
     band_green: float = 1.03
     site_url: str = "http://127.0.0.1:8011/"  # [site] port: where `perffarm run` serves the site
     link_template: str = "{site_url}alerts/alert-{alert_id}.html"  # the page master/publish writes
+    # A commit's web page, "{sha}" replaced: "" picks git.postgresql.org's commitdiff when the repository is
+    # postgres.git (POSTGRES_COMMIT_URL), "none" shows no link
+    commit_url: str = ""
+    repository: str = ""  # repository.url (not an [alerts] key): for the commit link and the reproduce command
+    machine_about: tuple[tuple[str, str, str, str], ...] = ()  # workers.about: (worker, name, owner, description)
     settle_seconds: float = 300.0
     poll_interval: float = 10.0
     channels: tuple[ChannelConfig, ...] = ()
@@ -154,6 +183,14 @@ class AlertSettings:
         names = [c.name for c in self.channels]
         if len(set(names)) != len(names):
             raise AlertConfigError(f"alerts.channels: duplicate channel names in {names}")
+        if self.commit_url not in ("", "none"):
+            from master.textsafe import safe_link
+
+            if "{sha}" not in self.commit_url or safe_link(self.commit_url.replace("{sha}", "0" * 40)) is None:
+                raise AlertConfigError(
+                    f"alerts.commit_url: {self.commit_url[:80]!r} is not an https URL with {{sha}} in it, e.g. "
+                    f'{POSTGRES_COMMIT_URL!r}; use "" for the default or "none" for no link'
+                )
         try:
             self.link_template.format(site_url=self.site_url, alert_id="a-0")
         except (KeyError, IndexError, ValueError) as e:
@@ -161,11 +198,24 @@ class AlertSettings:
                 f"alerts.link_template: only {{site_url}} and {{alert_id}} are known ({e})"
             ) from None
 
+    def commit_link(self, sha: str) -> str | None:
+        """The commit's web page, or None: `commit_url`, else git.postgresql.org's for a postgres.git repository."""
+        template = self.commit_url
+        if template == "none":
+            return None
+        if not template:
+            name = self.repository.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+            if name not in ("postgres", "postgresql"):
+                return None
+            template = POSTGRES_COMMIT_URL
+        return template.replace("{sha}", sha) if re.fullmatch(r"[0-9a-f]{40,64}", sha) else None
+
     def metric_kind(self, metric: str, unit: str) -> str:
-        """How a series is measured, which decides how small a regression alerts: ``paired`` (a ratio to the
-        reference measured interleaved in the same run, ``<metric>.rqps``), ``steady`` (a deterministic count:
-        its unit matches ``steady_units``) or ``unpaired`` (wall-clock, measured alone)."""
-        if metric.endswith(RQPS_SUFFIX):
+        """How a series is measured, which decides how small a regression alerts: ``paired`` (a throughput's ratio
+        to the reference measured interleaved in the same run, ``<metric>.rqps``), ``steady`` (a deterministic
+        count: its unit matches ``steady_units``) or ``unpaired`` (wall-clock: measured alone, or a latency or CPU
+        ratio ``<metric>.ratio``, which pairing frees of drift but not of its own noise)."""
+        if is_paired_throughput(metric):
             return "paired"
         if any(fnmatch.fnmatchcase(unit, pattern) for pattern in self.steady_units):
             return "steady"
@@ -217,6 +267,7 @@ ALERT_KEYS: dict[str, tuple[str, str]] = {
     "band_green": ("number", "band_green"),
     "site_url": ("str", "site_url"),
     "link_template": ("str", "link_template"),
+    "commit_url": ("opt_text", "commit_url"),
     "settle_seconds": ("number", "settle_seconds"),
     "poll_interval": ("number", "poll_interval"),
     "retry_base_delay": ("number", "retry.base_delay"),

@@ -36,6 +36,11 @@ class Range:
         low = max(self.low, other.low)
         return Range(self.branch, self.kind, None if low < 0 else low, min(self.position, other.position))
 
+    def hull(self, other: Range) -> Range:
+        """The smallest range holding both."""
+        low = min(self.low, other.low)
+        return Range(self.branch, self.kind, None if low < 0 else low, max(self.position, other.position))
+
     @property
     def commits(self) -> int | None:
         """How many commits could be the cause (None when the range is open at the start)."""
@@ -61,12 +66,17 @@ class OpenGroup:
 
 
 def common_range(lines: Sequence[Line]) -> Range:
-    """The commits every line's range shares (the founding line's range when they no longer overlap)."""
+    """The commits every line's range shares; when they no longer share one (more data moved a line), the smallest
+    range holding all of them: an alert's range always holds the change each of its lines reports, never just one
+    line's range that leaves another's change out."""
     ranges = [line_range(x) for x in lines]
     out = ranges[0]
     for r in ranges[1:]:
         if not out.overlaps(r):
-            return ranges[0]
+            whole = ranges[0]
+            for other in ranges[1:]:
+                whole = whole.hull(other)
+            return whole
         out = out.intersect(r)
     return out
 

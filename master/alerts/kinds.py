@@ -1,8 +1,10 @@
-"""Alert channel kinds: the one table that names them.
+"""Alert channel kinds: how each kind's message is built and which sender delivers it.
 
-A kind is what its channel's settings must hold, how its message is built (plain data, `messages.py`) and which
-sender delivers it (`channels.py`). Adding a kind is a message builder, a sender if none fits, and one line in
-`CHANNEL_KINDS`; settings validation, `perffarm alerts`, sync and delivery read the table.
+A kind is what its channel's settings must hold (`config.CHANNEL_NEEDS`, read when the settings load), how its
+message is built (plain data, `messages.py`) and which sender delivers it (`channels.py`). Adding a kind is a
+message builder, a sender if none fits, one line in `CHANNEL_KINDS` and one in `config.CHANNEL_NEEDS`
+(tests/unit/test_alerts_kinds.py holds the two to the same kinds); `perffarm alerts`, sync and delivery read
+this table.
 """
 
 from __future__ import annotations
@@ -41,28 +43,12 @@ class Clients:
 @dataclass(frozen=True)
 class ChannelKind:
     name: str
-    # what a channel of this kind misses in its settings (".key: why" or ": why", after the channel), else None
-    lacks: Callable[[ChannelConfig], str | None]
     message: Message
     sender: Callable[[ChannelConfig, Mapping[str, str], Clients], Sender]  # secrets are all present
 
 
-def _lacks_url(c: ChannelConfig) -> str | None:
-    if not c.url_secret:
-        return f".url_secret: a {c.kind} channel needs the name of the secret holding its URL"
-    return None
-
-
-def _lacks_mail(c: ChannelConfig) -> str | None:
-    if not c.mail_from or not c.mail_to:
-        return ": an email channel needs mail_from and mail_to"
-    if c.password_secret and not c.smtp_user:
-        return ".smtp_user: needed with password_secret"
-    return None
-
-
 def _webhook_sender(c: ChannelConfig, secrets: Mapping[str, str], clients: Clients) -> Sender:
-    assert c.url_secret is not None  # _lacks_url
+    assert c.url_secret is not None  # config.CHANNEL_NEEDS: a webhook or slack channel has one
     url = secrets[c.url_secret]
     if (problem := webhook_url_problem(url)) is not None:
         return BrokenSender(invalid_url_reason(c.url_secret, problem))
@@ -78,13 +64,9 @@ def _email_sender(c: ChannelConfig, secrets: Mapping[str, str], clients: Clients
 CHANNEL_KINDS: dict[str, ChannelKind] = {
     k.name: k
     for k in (
-        ChannelKind(
-            "slack", _lacks_url, lambda view, event, key, channel: messages.slack(view, event), _webhook_sender
-        ),
-        ChannelKind(
-            "webhook", _lacks_url, lambda view, event, key, channel: messages.webhook(view, event, key), _webhook_sender
-        ),
-        ChannelKind("email", _lacks_mail, messages.email, _email_sender),
+        ChannelKind("slack", lambda view, event, key, channel: messages.slack(view, event), _webhook_sender),
+        ChannelKind("webhook", lambda view, event, key, channel: messages.webhook(view, event, key), _webhook_sender),
+        ChannelKind("email", messages.email, _email_sender),
     )
 }
 

@@ -9,10 +9,13 @@ untrusted string goes through `neutralise` for the channel it is headed to.
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from master.alerts import neutralise
+from master.machines import MachineView
+from master.textsafe import safe_link
 
 SCHEMA = "perffarm.alert/1"
 EVENTS = ("opened", "updated")
@@ -21,11 +24,18 @@ COLOURS = {"red": "#d0021b", "grey": "#9b9b9b", "green": "#2eb886"}
 
 @dataclass(frozen=True)
 class CommitView:
-    """A commit as shown in a message (subject and author are untrusted)."""
+    """A commit as shown in a message (subject, author, committer and links are untrusted)."""
 
     sha: str
     subject: str
     author: str
+    committer: str = ""  # "" when unknown (stored before schema 21) or the same as the author
+    url: str | None = None  # its web page (alerts.commit_url)
+    discussion: tuple[str, ...] = ()  # the message's `Discussion:` threads
+
+    def links(self) -> tuple[str, ...]:
+        """The discussion links that are still safe to show (checked again: the database may be older)."""
+        return tuple(x for x in map(safe_link, self.discussion) if x)
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,11 @@ class LineView:
     colour: str  # red | grey | green: the rQPS band of the goodness ratio
     sha: str
     prev_sha: str | None
+    machine: str = ""  # the machine's name (workers.about), "" when it has none: the id is shown
+
+    @property
+    def shown_machine(self) -> str:
+        return self.machine or self.machine_id
 
     @property
     def change_pct(self) -> float:
@@ -74,6 +89,10 @@ class AlertSnapshot:
     lines: tuple[LineView, ...]
     changes: tuple[str, ...] = ()  # what changed since the last message, for 'updated'
     explained: str | None = None  # the culprit's per-function summary (master/profiles), e.g. "+1.3% ...; top: f"
+    # the exact counters that changed from the culprit's parent (master/explain), e.g. "w: +1.00 openat per query ..."
+    counters: str | None = None
+    reproduce: tuple[str, ...] = ()  # argv of `perffarm compare` on the change's two ends, () when none applies
+    machines: tuple[MachineView, ...] = ()  # the lines' machines with their names, owners and descriptions
 
 
 def _f(x: float | None, digits: int = 3) -> float | None:
@@ -115,9 +134,39 @@ def _line_text(line: LineView, esc=neutralise.ident) -> str:
     if line.ci_low is not None and line.ci_high is not None:
         ci = f" [{_f(line.ci_low):.3f}, {_f(line.ci_high):.3f}]"
     return (
-        f"{esc(line.workload)} {esc(line.metric)} on {esc(line.machine_id)}: rQPS {line.ratio:.3f}{ci} "
+        f"{esc(line.workload)} {esc(line.metric)} on {esc(line.shown_machine)}: rQPS {line.ratio:.3f}{ci} "
         f"{line.colour} ({line.change_pct:+.1f}%, {line.severity})"
     )
+
+
+def reproduce_text(argv: tuple[str, ...]) -> str:
+    """The reproduce command as one shell line (every word quoted as the shell needs)."""
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _reproduce_lines(argv: tuple[str, ...]) -> list[str]:
+    """The reproduce command for a plain-text mail: an option and its value per line, continued with
+    backslashes, so it stays narrow and still pastes into a shell as it is."""
+    words = [shlex.quote(a) for a in argv]
+    groups: list[str] = []
+    i = 0
+    while i < len(words):
+        takes_value = words[i].startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("-")
+        groups.append(" ".join(words[i : i + 2]) if takes_value else words[i])
+        i += 2 if takes_value else 1
+    first = " ".join(groups[:3])  # perffarm compare --profile NAME
+    rest = groups[3:]
+    return [f"  {first}" + (" \\" if rest else "")] + [
+        f"      {g}" + (" \\" if i < len(rest) - 1 else "") for i, g in enumerate(rest)
+    ]
+
+
+def _link(url: str | None, chat: bool = False) -> str | None:
+    """A checked link; in chat `@` is percent-encoded (no mention can hide in it) and `&` escaped for Slack."""
+    url = safe_link(url)
+    if url is None or not chat:
+        return url
+    return url.replace("@", "%40").replace("&", "&amp;")
 
 
 def _status(view: AlertSnapshot) -> str:
@@ -136,13 +185,21 @@ def slack(view: AlertSnapshot, event: str) -> dict[str, Any]:
     who = _who(view)
     if who:
         label = "culprit" if view.culprit else "commit"
-        body.append(f"{label} {_short(who.sha)} {esc(who.subject)} ({esc(who.author)})")
+        by = esc(who.author) + (f", committed by {esc(who.committer)}" if _committer(who) else "")
+        body.append(f"{label} {_short(who.sha)} {esc(who.subject)} ({by})")
+        if url := _link(who.url, chat=True):
+            body.append(url)
+        body += [f"discussion: {x}" for x in (_link(x, chat=True) for x in who.links()) if x]
     bis = _bisection(view, esc)
     if bis:
         body.append(bis)
+    if view.culprit and view.counters:
+        body.append(f"what the exact counters say: {esc(view.counters)}")
     body.extend(f"\u2022 {_line_text(x, neutralise.chat_ident)}" for x in view.lines)
     if event == "updated" and view.changes:
         body.append("changed: " + "; ".join(neutralise.chat_ident(c) for c in view.changes))
+    if view.reproduce:
+        body.append("reproduce: " + neutralise.chat_ident(reproduce_text(view.reproduce), limit=2000))
     body.append(_status(view))
     worst = "red" if any(x.colour == "red" for x in view.lines) else view.lines[0].colour if view.lines else "grey"
     headline = _headline(view, neutralise.chat_ident)
@@ -165,10 +222,22 @@ def slack(view: AlertSnapshot, event: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ webhook
 
 
-def _commit_json(c: CommitView | None) -> dict[str, str] | None:
+def _committer(c: CommitView) -> bool:
+    """Whether the committer is worth a line: known, and not the author."""
+    return bool(c.committer) and c.committer != c.author
+
+
+def _commit_json(c: CommitView | None) -> dict[str, Any] | None:
     if c is None:
         return None
-    return {"sha": c.sha, "subject": neutralise.inert(c.subject), "author": neutralise.inert(c.author)}
+    return {
+        "sha": c.sha,
+        "subject": neutralise.inert(c.subject),
+        "author": neutralise.inert(c.author),
+        "committer": neutralise.inert(c.committer or None) or None,
+        "url": safe_link(c.url),
+        "discussion": list(c.links()),
+    }
 
 
 def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
@@ -194,7 +263,13 @@ def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
             "culprit": _commit_json(view.culprit),
             "bisection_state": view.bisection_state,
             **({"explained": esc(view.explained)} if view.explained else {}),
+            **({"counters": esc(view.counters)} if view.counters and view.culprit else {}),
             "link": view.link,
+            "reproduce": list(view.reproduce),
+            "machines": [
+                {"id": esc(m.id), "name": esc(m.name), "owner": esc(m.owner), "description": esc(m.description)}
+                for m in view.machines
+            ],
             "lines": [
                 {
                     "workload": esc(x.workload),
@@ -202,6 +277,7 @@ def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
                     "unit": esc(x.unit),
                     "direction": x.direction,
                     "machine": esc(x.machine_id),
+                    "machine_name": esc(x.machine) or None,
                     "recipe": esc(x.recipe),
                     "kind": x.kind,
                     "severity": x.severity,
@@ -227,6 +303,42 @@ def thread_id(alert_id: str, channel: str) -> str:
     return f"<{alert_id}.{channel}@perffarm.alerts>"
 
 
+TABLE_WIDTH = 72  # the plain-text table fits a mail reader's (and pgsql-hackers' quoting) 72 columns
+_HEAD = ("workload (metric)", "rQPS", "95% CI", "change", "severity")
+_WIDTHS = (30, 6, 11, 7, 8)  # workload left-aligned, the rest right-aligned, two spaces apart: 72 in all
+
+
+def _cell(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+def email_table(lines: tuple[LineView, ...], machines: tuple[MachineView, ...] = ()) -> list[str]:
+    """The workloads as a plain-text table, one block per machine (its name, owner and description first),
+    every line at most TABLE_WIDTH columns."""
+    known = {m.id: m for m in machines}
+
+    def row(cells: tuple[str, ...]) -> str:
+        first, *rest = (_cell(c, w) for c, w in zip(cells, _WIDTHS, strict=True))
+        return "  ".join([first.ljust(_WIDTHS[0]), *(c.rjust(w) for c, w in zip(rest, _WIDTHS[1:], strict=True))])
+
+    out: list[str] = []
+    for machine in dict.fromkeys(x.machine_id for x in lines):
+        m = known.get(machine)
+        esc = neutralise.ident
+        head = f"On {esc(m.name)} ({esc(machine)})" if m and m.named else f"On {esc(machine)}"
+        out.append(_cell(head + (f", {esc(m.owner)}" if m and m.owner else "") + ":", TABLE_WIDTH))
+        if m and m.description:
+            out.append(_cell(f"  {esc(m.description)}", TABLE_WIDTH))
+        out.append(row(_HEAD))
+        out.append(row(tuple("-" * w for w in _WIDTHS)))
+        for x in (x for x in lines if x.machine_id == machine):
+            ci = "" if x.ci_low is None or x.ci_high is None else f"{_f(x.ci_low):.3f}-{_f(x.ci_high):.3f}"
+            name = f"{neutralise.ident(x.workload)} ({neutralise.ident(x.metric)})"
+            out.append(row((name, f"{x.ratio:.3f}", ci, f"{x.change_pct:+.1f}%", x.severity)))
+        out.append("")
+    return out
+
+
 def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, Any]:
     """A plain-text email as data: subject, body, and threading/idempotency headers (From/To added on send)."""
     esc = neutralise.inert
@@ -237,18 +349,28 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
     lines = [_headline(view), ""]
     if who:
         label = "Culprit" if view.culprit else "Commit"
-        lines += [f"{label}:  {who.sha}", f"Subject: {esc(who.subject)}", f"Author:  {esc(who.author)}", ""]
+        lines += [f"{label + ':':<11}{who.sha}"]
+        if url := safe_link(who.url):
+            lines.append(f"{'':<11}{url}")
+        lines += [f"Subject:   {esc(who.subject)}", f"Author:    {esc(who.author)}"]
+        if _committer(who):
+            lines.append(f"Committer: {esc(who.committer)}")
+        lines += [f"Discussion: {x}" for x in who.links()]
+        lines.append("")
+        if view.culprit and view.counters:
+            lines += [f"What the exact counters say: {esc(view.counters)}", ""]
         if view.culprit and view.explained:
             lines += [f"Where the instructions went: {esc(view.explained)}", ""]
     else:
-        lines += [f"Range:   {view.prev_sha or '(start)'}..{view.sha}", f"Commits: {view.commits or '?'}"]
+        lines += [f"Range:     {view.prev_sha or '(start)'}..{view.sha}", f"Commits:   {view.commits or '?'}"]
         lines += [f"Bisection: {view.bisection_state or 'not started'}", ""]
-    lines.append("Workloads:")
-    lines += [f"  - {_line_text(x)}" for x in view.lines]
+    lines += email_table(view.lines, view.machines)
+    if view.reproduce:
+        lines += ["Reproduce it (builds both commits, measures them interleaved):"]
+        lines += _reproduce_lines(view.reproduce) + [""]
     if event == "updated" and view.changes:
-        lines += ["", "Changed since the last message: " + "; ".join(neutralise.ident(c) for c in view.changes)]
+        lines += ["Changed since the last message: " + "; ".join(neutralise.ident(c) for c in view.changes), ""]
     lines += [
-        "",
         _status(view).capitalize(),
         f"Details: {view.link}",
         "",

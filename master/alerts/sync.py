@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from master import store
+from master import machines, store
 from master.alerts import grouping, kinds, lifecycle, messages, rules
 from master.alerts.config import AlertSettings
+from master.alerts.ids import resolve
+from master.alerts.links import check_link
 from master.detect.model import Direction
 from master.detect.rqps import Bands, colour
 from master.store.alerts import AlertLine
@@ -146,18 +149,17 @@ def _refresh(
     active = [x for x, _ in members if x.active]
     shown = active or [x for x, _ in members]
     severity = rules.max_severity([severities[x.change_point_id] for x in shown])
-    rng = grouping.common_range(shown)
     line_ids = [x.change_point_id for x, _ in members]
     signature = _signature(line_ids, severity, a.culprit_sha, bool(active))
-    values = {
-        "prev_position": rng.prev_position,
-        "position": rng.position,
-        "severity": severity,
-        "active": 1 if active else 0,
-    }
-    by_pos = {x.position: x.sha for x in shown} | {x.prev_position: x.prev_sha for x in shown}
-    values["sha"] = by_pos.get(rng.position, a.sha)
-    values["prev_sha"] = by_pos.get(rng.prev_position) if rng.prev_position is not None else None
+    values: dict[str, object] = {"severity": severity, "active": 1 if active else 0}
+    if active:
+        # the range is its live lines' only: a retracted line's range (a drift the next pass took back) is no
+        # evidence of where the change is; with no live line left, the alert keeps the range they last gave
+        rng = grouping.common_range(active)
+        by_pos = {x.position: x.sha for x in active} | {x.prev_position: x.prev_sha for x in active}
+        values["prev_position"], values["position"] = rng.prev_position, rng.position
+        values["sha"] = by_pos.get(rng.position, a.sha)
+        values["prev_sha"] = by_pos.get(rng.prev_position) if rng.prev_position is not None else None
     if signature == a.signature:
         if any(values[k] != getattr(a, k) for k in values):
             store.alerts.update_alert(conn, alert_id, values)
@@ -254,11 +256,40 @@ def _queue(
 # ------------------------------------------------------------------------------------------------ views
 
 
-def _commit_view(conn: sqlite3.Connection, sha: str | None) -> messages.CommitView | None:
+def _commit_view(conn: sqlite3.Connection, settings: AlertSettings, sha: str | None) -> messages.CommitView | None:
     if not sha:
         return None
     row = store.commits.commit(conn, sha)
-    return messages.CommitView(sha, row.subject if row else "", row.author if row else "")
+    if row is None:
+        return messages.CommitView(sha, "", "", url=settings.commit_link(sha))
+    return messages.CommitView(sha, row.subject, row.author, row.committer, settings.commit_link(sha), row.discussion)
+
+
+# The recipes `perffarm compare` can run: its profiles are the pg-* recipes' (recipes/pg_quick.py, ...).
+_COMPARE_PROFILES = {"pg-quick": "quick", "pg-full": "full", "pg-sweeps": "sweeps"}
+
+
+def reproduce_argv(
+    settings: AlertSettings, before: str | None, after: str, lines: tuple[messages.LineView, ...]
+) -> tuple[str, ...]:
+    """`perffarm compare` on the change's two ends (the culprit and its parent, or the range's ends), measuring
+    the alert's workloads of its first PostgreSQL recipe; () when there is no `before` or no such recipe."""
+    recipe = next((x.recipe for x in lines if x.recipe in _COMPARE_PROFILES), None)
+    if not before or recipe is None or not settings.repository:
+        return ()
+    workloads = ",".join(dict.fromkeys(x.workload for x in lines if x.recipe == recipe))
+    return (
+        "perffarm",
+        "compare",
+        "--profile",
+        _COMPARE_PROFILES[recipe],
+        "--repo",
+        settings.repository,
+        "--option",
+        f"workloads={workloads}",
+        before,
+        after,
+    )
 
 
 def alert_view(
@@ -272,6 +303,13 @@ def alert_view(
     stored = {x.change_point_id: s for x, s in members}
     lines = [x for x, _ in members if x.active] or [x for x, _ in members]
     bands = Bands(settings.band_red, settings.band_green)
+    ids = sorted({x.machine_id for x in lines})
+    bound = store.machines.bindings(conn, ids)
+    machine_views = {
+        m: machines.view(m, b.worker if b else None, b.fingerprint if b else {}, settings.machine_about)
+        for m in ids
+        for b in [bound.get(m)]
+    }
     views = tuple(
         messages.LineView(
             workload=x.workload,
@@ -288,12 +326,28 @@ def alert_view(
             colour=colour(x.ratio, Direction.parse(x.direction), bands).value,
             sha=x.sha,
             prev_sha=x.prev_sha,
+            machine=machine_views[x.machine_id].name if machine_views[x.machine_id].named else "",
         )
         for x in sorted(lines, key=lambda x: (x.workload, x.metric, x.machine_id, x.change_point_id))
     )
     commits = None if a.prev_position is None else a.position - a.prev_position
+    if a.culprit_sha:  # the culprit against its parent on the branch (first parent)
+        pos = store.commits.positions_on(conn, a.branch, [a.culprit_sha]).get(a.culprit_sha)
+        before = store.commits.sha_at(conn, a.branch, pos - 1) if pos else None
+        reproduce = reproduce_argv(settings, before, a.culprit_sha, views)
+    else:
+        reproduce = reproduce_argv(settings, a.prev_sha, a.sha, views)
     changes = tuple(c for rev, c in json.loads(a.changes) if rev > since_version)
-    explained = None
+    explained = counters = None
+    if a.culprit_sha:  # the exact counters (system calls, WAL, buffers) that changed from the culprit's parent
+        from master.explain import report as counter_report
+
+        for x, _ in members:
+            found = store.bisections.of_change_point(conn, x.change_point_id)
+            c = counter_report.for_bisection(conn, found[-1]) if found else None
+            if c is not None and c.summary:
+                counters = c.summary
+                break
     if a.culprit_sha:  # where the instructions went, when the culprit's bisection kept callgrind profiles
         from master.profiles import report
 
@@ -314,44 +368,37 @@ def alert_view(
         prev_sha=a.prev_sha,
         sha=a.sha,
         commits=commits,
-        commit=_commit_view(conn, a.sha) if commits == 1 else None,
-        culprit=_commit_view(conn, a.culprit_sha),
+        commit=_commit_view(conn, settings, a.sha) if commits == 1 else None,
+        culprit=_commit_view(conn, settings, a.culprit_sha),
         bisection_state=a.bisection_state,
         link=settings.link_template.format(site_url=settings.site_url, alert_id=a.id),
         lines=views,
         changes=changes,
         explained=explained,
+        counters=counters,
+        reproduce=reproduce,
+        machines=tuple(machine_views[m] for m in ids),
     )
 
 
 # ------------------------------------------------------------------------------------------------ state
 
 
-class AlertNotFound(LookupError):
-    """No alert (or more than one) matches the id given."""
-
-
-def resolve(conn: sqlite3.Connection, alert_id: str) -> str:
-    """A full alert id from a full or unambiguous short one."""
-    found = store.alerts.find_alerts(conn, alert_id.strip())
-    exact = [r for r in found if r.id == alert_id.strip().lower()]
-    if exact:
-        return exact[0].id
-    if len(found) != 1:
-        raise AlertNotFound(
-            f"no alert matches {alert_id!r}"
-            if not found
-            else f"{alert_id!r} is ambiguous: {', '.join(r.id for r in found[:5])}"
-        )
-    return found[0].id
-
-
 def set_state(
-    conn: sqlite3.Connection, alert_id: str, state: str, *, by: str, note: str | None = None, now: float | None = None
+    conn: sqlite3.Connection,
+    alert_id: str,
+    state: str,
+    *,
+    by: str,
+    note: str | None = None,
+    now: float | None = None,
+    links: Sequence[str] = (),
 ) -> tuple[str, str]:
-    """Triage by hand (ack, set-state); returns (old, new). A triaged alert's unsent messages are dropped."""
+    """Triage by hand (ack, set-state); returns (old, new). A triaged alert's unsent messages are dropped. `links`
+    (where the alert is tracked: a thread, a bug) are checked first (LinkError: nothing is changed), then kept."""
     now = time.time() if now is None else now
     wanted = lifecycle.parse_state(state)
+    checked = [check_link(url) for url in links]
     with store.transaction(conn):
         aid = resolve(conn, alert_id)
         a = store.alerts.alert(conn, aid)
@@ -363,6 +410,8 @@ def set_state(
             conn, aid, {"state": new, "state_changed_at": now, "state_by": by, "state_note": note}
         )
         store.alerts.add_history(conn, aid, a.state, new, by, note, now)
+        for url in checked:
+            store.alerts.add_link(conn, aid, url, by, now)
         if lifecycle.is_triaged(new):
             store.alerts.cancel_unsent(conn, aid)
     return a.state, new

@@ -8,13 +8,30 @@ import json
 import sys
 import time
 
-from master import cliargs, store
+from master import cliargs, store, webapi
 from master.bisection import local, state
 from master.settings import load_settings
 from master.textsafe import visible as v
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`bisect start|list|show ID`; the old spellings (`bisect --good ...`, `--list`, `--status ID`) still work."""
+    _start_arguments(p)
+    p.add_argument(
+        "--status", type=cliargs.row_id, metavar="ID", help="show a bisection (old spelling of `bisect show ID`)"
+    )
+    p.add_argument("--list", action="store_true", help="list bisections (old spelling of `bisect list`)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    sub = cliargs.actions(p, "bisect_command")
+    _start_arguments(cliargs.action(sub, "start", "start a bisection (on the farm, or --local)"))
+    s = cliargs.action(sub, "list", "bisections, newest first")
+    s.add_argument("--format", choices=["text", "json"])
+    s = cliargs.action(sub, "show", "one bisection: state, culprit, rQPS, probes, log")
+    s.add_argument("status", type=cliargs.row_id, metavar="ID")
+    s.add_argument("--format", choices=["text", "json"])
+
+
+def _start_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--good", help="a commit (sha or unique prefix) or tag known to be fast")
     p.add_argument("--bad", help="a later commit or tag on the same branch known to be slow")
     p.add_argument("--workload", help="the workload to bisect, e.g. pgbench-ro-prepared-c2")
@@ -26,26 +43,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the bisection here and now, without a master: build and bench each probe on this machine",
     )
-    p.add_argument(
-        "--status", type=cliargs.row_id, metavar="ID", help="show a bisection: state, culprit, rQPS, probes, log"
-    )
-    p.add_argument("--list", action="store_true", help="list bisections, newest first")
     p.add_argument("--wait", action="store_true", help="after submitting to the master, wait until it ends")
-    p.add_argument("--format", choices=["text", "json"], default="text")
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(getattr(args, "config", None))
     if not settings.results_db.exists():
-        print(f"perffarm bisect: no results database at {settings.results_db}: nothing measured yet", file=sys.stderr)
-        return 2
+        return cliargs.no_results_db("bisect", settings.results_db, "nothing measured yet")
     if args.status is not None:
         return _status(settings, args.status, args.format)
-    if args.list:
+    if args.list or getattr(args, "bisect_command", None) == "list":
         return _list(settings, args.format)
     missing = [f"--{n}" for n in ("good", "bad", "workload") if not getattr(args, n)]
     if missing:
-        print(f"perffarm bisect: {', '.join(missing)} required (or --status ID / --list)", file=sys.stderr)
+        print(
+            f"perffarm bisect: {', '.join(missing)} required (`bisect start --good A --bad B --workload W`; or "
+            "`bisect show ID`, `bisect list`)",
+            file=sys.stderr,
+        )
         return 2
     conn = store.connect(settings.results_db)
     try:
@@ -69,9 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.local:
         local.run(settings, bisection_id, say=lambda line: print(v(line)))
         return _status(settings, bisection_id, args.format)
-    from master import launcher
-
-    if launcher._api(settings, "masters") is None:
+    if webapi.get(settings.web_port, "masters") is None:
         print(
             f"note: the master at {settings.web_url} is not running; the bisection starts when it does "
             f"(`make run`), or run it here with --local",

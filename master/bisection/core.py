@@ -7,7 +7,10 @@ known is measured again.
 
 Statistics, after Chromium's Pinpoint: first confirm the two ends really differ (Mann-Whitney U on their samples
 plus a minimum effect), re-measuring them alternately; "no change" needs a bootstrap interval of the ratio inside
-the minimum effect. Then each probe is judged against both ends: its position
+the minimum effect. For a paired ratio series, whose every run is measured against the branch's pinned reference
+in the same job, the series' own levels around the ends stand for the ends (``Observations.levels``): no end is
+measured again, each probe once unless it is not sure yet, and the culprit needs no further rounds. Then each
+probe is judged against both ends: its position
 t = (probe - good) / (bad - good) on 20%-trimmed means, with a bootstrap confidence interval; an interval entirely
 below 1/2 is "like good", above is "like bad", otherwise "not sure yet" and the least precise of the probe and
 the two ends gets another round of samples, up to a cap — then the range is reported as ambiguous rather than
@@ -44,6 +47,11 @@ class Policy:
     max_end_rounds: int = 30  # rounds per end before giving up on confirming the change
     max_probe_rounds: int = 30  # rounds per probe before reporting an ambiguous range
     end_alpha: float = 1e-3  # Mann-Whitney p-value below which the ends differ
+    # the same for the levels of a paired series (Observations.levels): detection has already found the change on
+    # many commits, so the levels need only show it is there and large enough, not prove it again
+    level_alpha: float = 1e-2
+    level_z: float = 3.0  # standard errors a probe judged on the levels must lie clear of the midpoint
+    paired_probe_rounds: int = 2  # rounds a probe of a paired series is measured with (one order-balanced block)
     min_effect: float = BISECT_MIN_EFFECT  # relative change the ends must show (1%)
     # the same when both ends repeat exactly (instruction counts): the steps detection reports for such series
     steady_min_effect: float = STEADY.min_effect
@@ -88,11 +96,16 @@ Decision = Measure | Culprit | Ambiguous | NotReproducible
 
 @dataclass(frozen=True)
 class Observations:
-    """Everything measured so far: per commit, its samples (all sources) and rounds run by this bisection."""
+    """Everything measured so far: per commit, its samples (all sources) and rounds run by this bisection.
+
+    ``levels``: the series' level before the change and after it, from several measured commits around the ends,
+    when the series has no drift to fear (a ratio to the branch's pinned reference, measured interleaved with it
+    in every run): the probes are judged against those, and neither end nor the culprit is measured again."""
 
     samples: Mapping[str, Sequence[float]]
     fresh_rounds: Mapping[str, int]
     broken: frozenset[str] = frozenset()
+    levels: tuple[Sequence[float], Sequence[float]] | None = None
 
     def of(self, commit: str) -> np.ndarray:
         return np.asarray(self.samples.get(commit, ()), dtype=float)
@@ -141,6 +154,26 @@ def _classify(probe: tuple, good: tuple, bad: tuple, policy: Policy, seed: int) 
     return Verdict.UNSURE
 
 
+def classify_on_levels(probe: np.ndarray, good: np.ndarray, bad: np.ndarray, policy: Policy) -> Verdict:
+    """Like `classify`, for a paired series judged on its levels: a probe is one or a few runs of one block of
+    rounds each, too few samples to show their own spread, so its noise is taken as the levels' (the spread of
+    their samples over several commits and runs, divided by the square root of the probe's sample count), and its
+    position t must lie `policy.level_z` such standard errors clear of 1/2."""
+    g, b = float(stats.trim_mean(good, 0.2)), float(stats.trim_mean(bad, 0.2))
+    if len(probe) == 0 or b == g:
+        return Verdict.UNSURE
+    spread = max(
+        float(np.std(good, ddof=1)) if len(good) > 1 else 0.0, float(np.std(bad, ddof=1)) if len(bad) > 1 else 0.0
+    )
+    noise = max(spread / np.sqrt(len(probe)), _sem(probe) if len(probe) > 1 else 0.0)
+    ends = sorted((float(np.mean(probe)) + k * policy.level_z * noise - g) / (b - g) for k in (-1, 1))
+    if ends[1] < 0.5:
+        return Verdict.GOOD
+    if ends[0] > 0.5:
+        return Verdict.BAD
+    return Verdict.UNSURE
+
+
 def _point_t(probe: np.ndarray, good: np.ndarray, bad: np.ndarray) -> float:
     """t = (probe - good) / (bad - good) on 20%-trimmed means (0.5 when the ends coincide)."""
     g, b = stats.trim_mean(good, 0.2), stats.trim_mean(bad, 0.2)
@@ -156,8 +189,11 @@ def _sem(x: np.ndarray) -> float:
     return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("inf")
 
 
-def ends_differ(good: np.ndarray, bad: np.ndarray, policy: Policy, seed: int = 0) -> bool | None:
-    """True: a real change; False: precisely no change of min_effect; None: not sure yet."""
+def ends_differ(
+    good: np.ndarray, bad: np.ndarray, policy: Policy, seed: int = 0, alpha: float | None = None
+) -> bool | None:
+    """True: a real change; False: precisely no change of min_effect; None: not sure yet (`alpha`: the
+    Mann-Whitney level, default policy.end_alpha)."""
     if len(good) < 2 or len(bad) < 2:
         return None
     # steady ends (instruction counts) can show what detection reports for them: steps from 0.5%
@@ -167,7 +203,7 @@ def ends_differ(good: np.ndarray, bad: np.ndarray, policy: Policy, seed: int = 0
     if mg == 0:
         return None
     effect = float(stats.trim_mean(bad, 0.2)) / mg - 1.0
-    if p < policy.end_alpha and abs(effect) >= min_effect:
+    if p < (policy.end_alpha if alpha is None else alpha) and abs(effect) >= min_effect:
         return True
     rng = np.random.default_rng(seed)
     ratios = _boot_centres(bad, rng, policy.n_boot) / _boot_centres(good, rng, policy.n_boot) - 1.0
@@ -185,11 +221,16 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
     for end in (good, bad):
         if end in obs.broken:
             return NotReproducible(f"the {'good' if end == good else 'bad'} end {end[:12]} does not build or run")
-    # 1. confirm the ends differ, re-measuring them alternately (good, bad, good, bad, ...)
-    for end in (good, bad):
-        if obs.rounds(end) < policy.confirm_rounds:
-            return Measure(end, "re-measure the ends to confirm the change")
-    differ = ends_differ(obs.of(good), obs.of(bad), policy)
+    trusted = obs.levels is not None and len(obs.levels[0]) > 0 and len(obs.levels[1]) > 0
+    # 1. confirm the ends differ: from the series' levels when they are drift-free, else re-measuring the ends
+    #    alternately (good, bad, good, bad, ...)
+    differ = ends_differ(*_levels(obs), policy, alpha=policy.level_alpha) if trusted else None
+    if not trusted or differ is None:
+        for end in (good, bad):
+            if obs.rounds(end) < policy.confirm_rounds:
+                return Measure(end, "re-measure the ends to confirm the change")
+        differ = ends_differ(obs.of(good), obs.of(bad), policy)
+        trusted = False
     if differ is None:
         if min(obs.rounds(good), obs.rounds(bad)) >= policy.max_end_rounds:
             return NotReproducible(f"the ends are not clearly different after {policy.max_end_rounds} rounds each")
@@ -199,7 +240,7 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
         return NotReproducible("re-measured, the good and bad ends perform the same")
     # 2. binary search over (lo, hi]: lo judged like good, hi like bad
     lo, hi = 0, len(commits) - 1
-    g, b = obs.of(good), obs.of(bad)
+    g, b = _levels(obs) if trusted else (obs.of(good), obs.of(bad))
     while hi - lo > 1:
         candidates = [i for i in range(lo + 1, hi) if commits[i] not in obs.broken]
         if not candidates:
@@ -210,7 +251,7 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
         samples = obs.of(commits[probe])
         if len(samples) == 0:
             return Measure(commits[probe], "bisect")
-        verdict = classify(samples, g, b, policy, seed=probe)
+        verdict = classify_on_levels(samples, g, b, policy) if trusted else classify(samples, g, b, policy, seed=probe)
         if verdict is Verdict.GOOD:
             lo = probe
         elif verdict is Verdict.BAD:
@@ -222,8 +263,8 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
             t_hat = min(max(_point_t(samples, g, b), 0.0), 1.0)
             terms = [
                 (commits[probe], _sem(samples) ** 2, policy.max_probe_rounds),
-                (good, (1 - t_hat) ** 2 * _sem(g) ** 2, policy.max_end_rounds),
-                (bad, t_hat**2 * _sem(b) ** 2, policy.max_end_rounds),
+                (good, (1 - t_hat) ** 2 * _sem(g) ** 2, 0 if trusted else policy.max_end_rounds),
+                (bad, t_hat**2 * _sem(b) ** 2, 0 if trusted else policy.max_end_rounds),
             ]
             open_terms = [(c, v) for c, v, cap in terms if obs.rounds(c) < cap and v > 0]
             if not open_terms:
@@ -233,14 +274,22 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
                     f"{commits[probe][:12]} is neither like good nor like bad after {policy.max_probe_rounds} rounds",
                 )
             return Measure(max(open_terms, key=lambda item: item[1])[0], "not sure yet: more samples")
-    # 3. confirm the culprit against the last good commit with interleaved fresh rounds
+    # 3. confirm the culprit against the last good commit with interleaved fresh rounds; a paired series judged on
+    #    its levels has judged both already, each against the level of many commits
     culprit, parent = commits[hi], commits[lo]
+    if trusted:
+        return Culprit(culprit, parent)
     deficit = {c: _needed(c, commits, policy) - obs.rounds(c) for c in (parent, culprit)}
     if max(deficit.values()) > 0:
         # alternate parent and culprit (A/B/A/B) so drift on the machine hits both alike
         c = parent if deficit[parent] >= deficit[culprit] else culprit
         return Measure(c, "confirm the culprit against its parent (interleaved A/B)")
     return Culprit(culprit, parent)
+
+
+def _levels(obs: Observations) -> tuple[np.ndarray, np.ndarray]:
+    assert obs.levels is not None
+    return np.asarray(obs.levels[0], dtype=float), np.asarray(obs.levels[1], dtype=float)
 
 
 def _needed(commit: str, commits: Sequence[str], policy: Policy) -> int:

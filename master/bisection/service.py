@@ -12,14 +12,26 @@ from __future__ import annotations
 from twisted.internet import threads
 from twisted.python import log
 
-from master import pipeline, store
+from master import store
 from master.bisection import state
 from master.bisection.core import Measure, Policy
 from master.periodic import PeriodicService
+from master.publish import logged
 from master.reconcile import pending_requests
 from master.settings import Settings
 
 SCHEDULER = "bisect"
+
+
+def probe_options(b: state.Bisection, policy: Policy) -> list[str]:
+    """The recipe options of a probe build: only the bisected workload (a probe of a full profile would cost
+    minutes more), its callgrind profile kept for an instruction workload (the culprit's diff against its parent
+    then needs no run), and for a paired ratio series one order-balanced block of rounds: it is judged against
+    the series' levels, and measured again only while it is not sure yet (master/bisection/core.py)."""
+    options = [f"workloads={b.workload}", "callgrind=1"]
+    if store.series.is_ratio_to_reference(b.metric):
+        options.append(f"samples={policy.paired_probe_rounds}")
+    return options
 
 
 class BisectionService(PeriodicService):
@@ -56,7 +68,7 @@ class BisectionService(PeriodicService):
         finally:
             conn.close()
         if ended:  # the last probe's ingest published before the bisection ended: show its outcome now
-            log.msg(f"perffarm bisection: {ended} ended; {pipeline.publish_bisections(self.settings)}")
+            log.msg(f"perffarm bisection: {ended} ended; {logged.bisections_line(self.settings)}")
         return wanted
 
     async def advance_all(self) -> int:
@@ -86,9 +98,7 @@ class BisectionService(PeriodicService):
                 properties={
                     "perffarm_source": ("bisect", "Bisection"),
                     "perffarm_bisection": (b.id, "Bisection"),
-                    # only the bisected workload: a probe of a full profile would cost minutes more; an instruction
-                    # workload keeps its callgrind profile, so the culprit's diff against its parent needs no run
-                    "perffarm_options": ([f"workloads={b.workload}", "callgrind=1"], "Bisection"),
+                    "perffarm_options": (probe_options(b, self.policy), "Bisection"),
                     "scheduler": (SCHEDULER, "Bisection"),
                 },
                 builderids=[builderid],

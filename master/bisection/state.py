@@ -12,6 +12,7 @@ import sqlite3
 import time
 
 from master import refnames, store
+from master.alerts import sync as alerting
 from master.bisection.core import (
     Ambiguous,
     Culprit,
@@ -125,7 +126,7 @@ def observations(conn: sqlite3.Connection, b: Bisection) -> Observations:
     broken = store.bisections.failed_commits(conn, b)
     # builds of a probe that ended with no result at all (crashes): after a few, treat it as broken
     broken |= {sha for sha, lost in store.bisections.lost_builds(conn, b).items() if lost >= MAX_LOST_ATTEMPTS}
-    return Observations(samples, fresh, frozenset(broken))
+    return Observations(samples, fresh, frozenset(broken), store.bisections.levels(conn, b))
 
 
 def _log(conn: sqlite3.Connection, bisection_id: int, line: str) -> None:
@@ -160,7 +161,8 @@ def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy
             return decision
         now = time.time()
         if isinstance(decision, Culprit):
-            est = rqps.median_ratio(obs.of(decision.parent), obs.of(decision.commit))
+            before, after, against = _culprit_sides(obs, decision)
+            est = rqps.median_ratio(before, after)
             subject = store.commits.commit(conn, decision.commit)
             store.bisections.record_culprit(
                 conn, bisection_id, decision.commit, decision.parent, est.ratio, est.low, est.high, now
@@ -170,7 +172,7 @@ def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy
                 bisection_id,
                 f"culprit {decision.commit[:12]} "
                 f"{(subject.subject if subject else '')!r}: ratio {est.ratio:.4f} "
-                f"[{est.low:.4f}, {est.high:.4f}] against {decision.parent[:12]}; "
+                f"[{est.low:.4f}, {est.high:.4f}] against {against}; "
                 f"{probes} probes, {rounds} rounds, {n_samples} samples",
             )
         elif isinstance(decision, Ambiguous):
@@ -184,6 +186,18 @@ def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy
             store.bisections.record_not_reproducible(conn, bisection_id, decision.reason, now)
             _log(conn, bisection_id, f"not reproducible: {decision.reason}")
         return decision
+
+
+def _culprit_sides(obs: Observations, culprit: Culprit) -> tuple[list[float], list[float], str]:
+    """The samples the culprit's ratio is formed of: its parent's and its own, each replaced by the series' level
+    on its side when a paired series was bisected on its levels and the commit has fewer than two samples (a
+    probe is one block: one sample, no interval), and what the ratio is against, said in the log."""
+    before, after = list(obs.of(culprit.parent)), list(obs.of(culprit.commit))
+    against = culprit.parent[:12]
+    if obs.levels is not None and min(len(before), len(after)) < 2:
+        before, after = list(obs.levels[0]), list(obs.levels[1])
+        against += f" (the series' levels around the change: {len(before)} and {len(after)} samples)"
+    return before, after, against
 
 
 def _finished(b: Bisection) -> Decision:
@@ -200,11 +214,15 @@ def running(conn: sqlite3.Connection) -> list[int]:
 
 
 def auto_create(conn: sqlite3.Connection, change_point_id: int) -> int | None:
-    """A bisection for a change point whose range holds untested commits (None if nothing to bisect).
+    """A bisection for a change point whose range holds untested commits (None if nothing new to bisect).
 
     Called when a change point is new and when it moves: a change point placed by the newest commits may move as
     more commits are measured, and a bisection of its old range would search commits the change is not in (and
-    end "not reproducible"). A range that an earlier bisection of the change point already covers starts none."""
+    end "not reproducible"). A range that an earlier bisection of the change point already covers starts none.
+    Nor does a range another change point's bisection on the same builder and branch answers for (a running one
+    whose range holds it, a finished one whose culprit is in it): the change point shares that bisection
+    (``sharing``), so the lines of one regression (rQPS, latency, CPU per transaction of one or more workloads)
+    start one bisection, not one each (issue #28)."""
     cp = store.changes.change_point(conn, change_point_id)
     if cp is None or cp.prev_sha is None or cp.prev_position is None or cp.position - cp.prev_position <= 1:
         return None
@@ -213,6 +231,11 @@ def auto_create(conn: sqlite3.Connection, change_point_id: int) -> int | None:
     k = cp.key
     builder = store.bisections.newest_builder(conn, k.machine_id, k.recipe, k.config_hash, k.workload, cp.sha)
     if builder is None:
+        return None
+    other = store.bisections.covering(conn, builder, k.branch, cp.prev_sha, cp.sha)
+    if other is not None:
+        store.bisections.share(conn, change_point_id, other.id, time.time())
+        _log(conn, other.id, f"answers for change point {change_point_id} too ({k.workload}/{k.metric})")
         return None
     return create(
         conn,
@@ -226,19 +249,25 @@ def auto_create(conn: sqlite3.Connection, change_point_id: int) -> int | None:
     )
 
 
-def report_to_alert(conn: sqlite3.Connection, bisection_id: int, alert_settings) -> str | None:
-    """Tell the alert of the bisection's change point where the bisection stands (and its culprit); the alert
-    message is then updated, not re-sent as new. Returns the alert id, if there is one."""
-    from master import alerts
+def sharing(conn: sqlite3.Connection, change_point_id: int) -> int | None:
+    """The bisection of another change point that a change point shares (``auto_create``), if any."""
+    return store.bisections.shared_by(conn, change_point_id)
 
+
+def report_to_alert(conn: sqlite3.Connection, bisection_id: int, alert_settings) -> str | None:
+    """Tell the alerts of the change points the bisection answers for (the one it was started for and those that
+    share it) where it stands, and its culprit; each alert's message is then updated, not re-sent as new. A change
+    point that moved on to a newer bisection hears from that one only. Returns the first alert id told, if any."""
     b = get(conn, bisection_id)
-    if b.change_point_id is None:
-        return None
-    if store.bisections.of_change_point(conn, b.change_point_id)[-1].id != b.id:
-        return None  # the change point moved and a newer bisection searches its range: that one speaks for it
-    alert_id = store.alerts.alert_for_change_point(conn, b.change_point_id)
-    if alert_id is None:
-        return None
-    alerts.record_bisection(conn, alert_id, b.state, b.culprit)
-    alerts.sync(conn, alert_settings)
-    return alert_id
+    told: list[str] = []
+    for cp_id in store.bisections.sharing(conn, b.id):
+        if store.bisections.of_change_point(conn, cp_id)[-1].id != b.id:
+            continue  # the change point moved and a newer bisection searches its range: that one speaks for it
+        alert_id = store.alerts.alert_for_change_point(conn, cp_id)
+        if alert_id is None or alert_id in told:
+            continue
+        alerting.record_bisection(conn, alert_id, b.state, b.culprit)
+        told.append(alert_id)
+    if told:
+        alerting.sync(conn, alert_settings)
+    return told[0] if told else None

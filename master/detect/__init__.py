@@ -1,20 +1,6 @@
-"""Change-detection statistics core: pure Python (numpy/scipy), no Buildbot or Twisted imports."""
+"""Change-detection statistics core: pure Python (numpy/scipy), no Buildbot or Twisted imports.
 
-from __future__ import annotations
-
-from master.detect.model import ChangePoint, Direction, Kind, Series
-from master.detect.offline import OfflineSettings, detect
-from master.detect.online import GateResult, OnlineSettings, Tier, gate
-
-__all__ = [
-    "ChangePoint",
-    "Direction",
-    "GateResult",
-    "Kind",
-    "OfflineSettings",
-    "OnlineSettings",
-    "Series",
-    "Tier",
-    "detect",
-    "gate",
-]
+A package's face only: import the module you use (`offline.detect`, `online.gate`, `model.Series`, `config` for
+the `[detection]` settings). Importing `master.detect.config` must not load numpy and scipy: the settings, and with
+them every `perffarm` command, read it.
+"""

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The retrospective detector's level for reporting a change point in one series (``OfflineSettings.alpha``); the
+# farm's keep_alpha may not be stricter than it (master.settings), or a borderline point would flap.
+REPORT_ALPHA = 1e-4
 # The smallest relative move of the median that is a change: retrospective points, the online gate and the
 # steady-series rule all ignore smaller steps, and bisection confirms steady (instruction-count) ends from it.
 MIN_EFFECT = 0.005

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.ndimage import median_filter
 from scipy.special import ndtri
 
-from master.detect.config import MIN_EFFECT
+from master.detect.config import MIN_EFFECT, REPORT_ALPHA
 from master.detect.exact import lower_tail
 from master.detect.model import ChangePoint, Direction, Kind, Series
 from master.detect.ranktest import (
@@ -51,7 +51,7 @@ from master.detect.ranktest import (
 class OfflineSettings:
     """Knobs of the retrospective detector; the defaults are what the evaluation measures."""
 
-    alpha: float = 1e-4
+    alpha: float = REPORT_ALPHA
     candidate_alpha: float = 1e-2
     thin_alpha: float = 1e-3
     min_segment: int = 3

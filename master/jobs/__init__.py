@@ -7,6 +7,9 @@ commit's run: its samples do not enter a branch's series and never alert. docs/j
 
     core     create a job (validated sides), read one, the comparisons of a finished one (pure)
     ingest   check an uploaded job result against the job and store it
-    service  the master's driver: submits a build for each queued job
-    cli      perffarm releases, perffarm jobs
+    cfbot    a try-job for every new head of a repository of patch branches
+
+Outside the package, above the site it publishes to: the Buildbot adapters (master/job_service.py, the driver that
+submits a build for each queued job; master/job_steps.py, the job build's steps) and the verbs
+(master/verbs/jobs.py: perffarm releases, try, cfbot, jobs).
 """

@@ -16,7 +16,7 @@ from master.store.jobs import Job, JobSide
 from master.store.series import MeasureKey
 from recipes.api import Metric, WorkloadResult
 from recipes.pg import ab
-from recipes.pg.stats import NoRatio, bootstrap_median_ratio
+from recipes.pg.stats import NoRatio, paired_estimate
 from recipes.sides import LABELS, MAX_SIDES
 
 RELEASES, TRY = "releases", "try"
@@ -118,8 +118,8 @@ def results_of(job: Job) -> dict[str, list[WorkloadResult]]:
 
 
 def comparisons(job: Job, keep: Callable[[str], bool] | None = None) -> list[SideComparison]:
-    """Every side after A against A: the median of the per-round ratios (sample i of both sides ran in the same
-    round) with its 95% bootstrap CI (recipes/pg/ab.py, as `perffarm compare` prints them), or what keeps the
+    """Every side after A against A: the order-balanced ratio of the rounds (sample i of both sides ran in round i,
+    A first when i is even) with its 95% CI (recipes/pg/ab.py, as `perffarm compare` prints them), or what keeps the
     samples from forming one (Comparison.problem). `keep(metric)` selects metrics (default all)."""
     results = results_of(job)
     base = results.get(job.sides[0].label, [])
@@ -143,7 +143,8 @@ def get(conn: sqlite3.Connection, job_id: int) -> Job:
 
 @dataclass(frozen=True)
 class PairedRatio:
-    """A release's ratio to a base release measured in the same job: median of the per-round ratios, 95% CI."""
+    """A release's ratio to a base release measured in the same job: the order-balanced ratio of the rounds (each
+    pair of sides swaps order from one round to the next), 95% CI."""
 
     ratio: float
     low: float
@@ -209,7 +210,7 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
                     if n == 0:
                         continue
                     try:
-                        e = bootstrap_median_ratio(bs[:n], xs[:n])
+                        e = paired_estimate(bs[:n], xs[:n])
                     except NoRatio as no:
                         problems.setdefault(key, {})[pair] = (no.describe(base, tag, key.metric), job.id)
                         continue

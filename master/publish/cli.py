@@ -42,12 +42,9 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings(getattr(args, "config", None))
     if not settings.results_db.exists():
-        print(
-            f"perffarm publish: no results database at {settings.results_db}; start the farm (`make run`) or "
-            "set master.data_dir / PERFFARM_MASTER_DATA_DIR",
-            file=sys.stderr,
-        )
-        return 1
+        from master import cliargs
+
+        return cliargs.no_results_db("publish", settings.results_db, "nothing to publish")
     out = args.out or site_dir(settings)
 
     def progress(message: str) -> None:
@@ -59,6 +56,13 @@ def run(args: argparse.Namespace) -> int:
     except PublishError as e:
         print(f"perffarm publish: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # --out (or site.out_dir) cannot be created or written: the command line is wrong
+        print(
+            f"perffarm publish: cannot write the site to {out}: {e.strerror or e}; choose a directory you can write "
+            "(--out DIR)",
+            file=sys.stderr,
+        )
+        return 2
     print(
         f"published {report.series} series, {report.commit_pages} commits, {report.files_written} files "
         f"({report.files_linked} unchanged, linked) in {report.seconds:.2f} s ({report.ratios_computed} rQPS "

@@ -1,5 +1,5 @@
-"""Rows of the per-commit data files (data/commits/<sha>.js): every series measured at a commit, its median and
-its rQPS vs the series' previous point.
+"""Rows of the per-commit data files (data/commits/<sha>.js): every series measured at a commit, its median, its
+rQPS vs the series' previous point and its raw samples (the compare page's CI and verdict need them).
 
 A full publish has a million (series, commit) points. They are ordered once with numpy (by commit, then a fixed
 series order) and become Python tuples only per batch of commits, so two processes can share that work.
@@ -20,7 +20,9 @@ from master.publish.render import (
     join_columns,
     js_literal,
     literal_column,
+    script_safe,
     sig6_decimals,
+    text_column,
     vocab,
     vocab_column,
 )
@@ -28,7 +30,15 @@ from master.publish.render import (
 if TYPE_CHECKING:
     from master.publish.context import Context
 
-Row = tuple[Any, ...]  # [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]; ratio and CI in millionths
+# [sid, median, n, ratio, ci_low, ci_high, colour, base, flags, samples]; ratio and CI in millionths, samples the
+# array as stored (JSON text spliced in, never decoded and re-encoded: series_data's chunks do the same), or null
+# for a point of more than ROW_SAMPLES samples
+Row = tuple[Any, ...]
+
+# A point's samples go into its commit's data up to this many: the compare page's exact bootstrap costs
+# (n(n+1)/2)^2 ratios per series (34 samples: 354,025) and a point may hold up to 100,000 samples
+# (docs/result-schema.md), which the series chunks carry; beyond it the compare page shows the ratio alone.
+ROW_SAMPLES = 34
 
 
 @dataclass
@@ -115,16 +125,35 @@ def rows(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> dict[str, str]:
             a, b = bounds[j], bounds[j + 1]
             out[o.shas[k]] = "[" + blob[a : b - 1].decode("utf-8") + "]" if b > a else "[]"
         return out
-    zipped = list(zip(*_row_columns(ctx, o, r)))
+    each = _encoded_rows(ctx, o, r)
     start = 0
     for k, n in zip(g.tolist(), sizes.tolist()):
-        out[o.shas[k]] = js_literal(zipped[start : start + n])
+        out[o.shas[k]] = "[" + ",".join(each[start : start + n]) + "]"
         start += n
     return out
 
 
+def _encoded_rows(ctx: Context, o: CommitOrder, r: np.ndarray) -> list[str]:
+    """Rows r one by one through the encoder (where the byte columns are not proven), each with its samples
+    spliced in as stored: the same text _rows_text writes."""
+    texts = _samples(ctx, r)
+    return [
+        js_literal(list(row))[:-1] + "," + script_safe(x) + "]" for row, x in zip(zip(*_row_columns(ctx, o, r)), texts)
+    ]
+
+
+def _samples(ctx: Context, r: np.ndarray) -> list[str]:
+    """The stored sample arrays of rows r (JSON text), "null" for a point of more than ROW_SAMPLES samples."""
+    t = ctx.table
+    texts = pick(t.text, r.tolist())
+    for j in np.flatnonzero(t.n[r] > ROW_SAMPLES).tolist():
+        texts[j] = "null"
+    return texts
+
+
 def _row_columns(ctx: Context, o: CommitOrder, r: np.ndarray) -> list[list[Any]]:
-    """Rows r as Python columns (sid, median, n, ratio, ci_low, ci_high, colour, base, flags) for the encoder."""
+    """Rows r as Python columns (sid, median, n, ratio, ci_low, ci_high, colour, base, flags) for the encoder; the
+    samples are spliced in after them (_encoded_rows)."""
     t = ctx.table
     base = np.array([sha[:12] for sha in t.commits], dtype=object)[t.commit[r - 1]]
     base[o.first[r]] = ""
@@ -172,7 +201,7 @@ def row_parts(ctx: Context, o: CommitOrder, groups: Sequence[int]) -> RowParts:
     if text is not None:
         blob, off = text
         return RowParts(sizes, o.sid_code[r], np.diff(off), blob)
-    each = [(js_literal(list(row)) + ",").encode("utf-8") for row in zip(*_row_columns(ctx, o, r))]
+    each = [(row + ",").encode("utf-8") for row in _encoded_rows(ctx, o, r)]
     return RowParts(sizes, o.sid_code[r], np.array([len(b) for b in each], dtype=np.int64), b"".join(each))
 
 
@@ -203,8 +232,8 @@ def merged_rows(parts: Sequence[tuple[RowParts, int, np.ndarray]]) -> str:
 
 
 def _rows_text(ctx: Context, o: CommitOrder, r: np.ndarray) -> tuple[bytes, np.ndarray] | None:
-    """Rows r as `[sid,median,n,ratio,ci_low,ci_high,colour,base,flags],` each: (bytes, row offsets), or None
-    when a median's text is not proven (render.float_column)."""
+    """Rows r as `[sid,median,n,ratio,ci_low,ci_high,colour,base,flags,samples],` each: (bytes, row offsets), or
+    None when a median's text is not proven (render.float_column)."""
     t = ctx.table
     med = ctx.med_r[r]
     med_col = float_column(med, sig6_decimals(med))  # the places round6 rounded them to
@@ -245,6 +274,8 @@ def _rows_text(ctx: Context, o: CommitOrder, r: np.ndarray) -> tuple[bytes, np.n
             vocab_column(bases, base),
             sep,
             int_column((t.noisy[r].astype(np.int64)) | (t.sla[r].astype(np.int64) * 2)),
+            sep,
+            text_column(_samples(ctx, r)),
             literal_column("],", n),
         ]
     )

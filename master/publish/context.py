@@ -54,6 +54,11 @@ class Context:
         self.heads = store.commits.branch_heads(conn)
         self.series: dict[SeriesRef, SiteSeries] = {}
         self.commits: dict[str, Commit] = {}
+        # what a commit's data file adds for the commit page: its message body (source.messages) and where it
+        # sits on each branch (branch -> position: the page finds the next commit in the branch's commit facts);
+        # filled by the publisher for the commits it writes data for
+        self.messages: dict[str, str] = {}
+        self.positions: dict[str, dict[str, int]] = {}
         cps = source.change_points(conn)
         self.changes: dict[str, list[ChangeView]] = {}
         self.sid_of_cp: dict[int, str] = {}
@@ -63,6 +68,13 @@ class Context:
                 ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue, c.state)
             )
         self.rebases, self.ratio_of = source.paired(conn)  # paired throughput: rebases, absolute -> ratio series
+        # the analytic queries' plans: per series the plans it ran with, and every plan change (master/plans.py)
+        self.plan_spans, self.plan_changes = source.plan_history(conn)
+        self.plan_changes_at: dict[str, list[source.PlanChangeRow]] = {}
+        self.plan_changes_of: dict[str, list[source.PlanChangeRow]] = {}
+        for row in self.plan_changes:
+            self.plan_changes_at.setdefault(row.change.sha, []).append(row)
+            self.plan_changes_of.setdefault(row.sid, []).append(row)
         rows = source.alert_rows(conn)
         facts = {
             sha: (c.subject, author_name(c.author))
@@ -78,6 +90,9 @@ class Context:
             facts,
             lambda r, d: cache._ratio(r, None, None, d).colour,
             source.bisection_explanations(conn, bisections.values()),
+            source.bisection_counters(conn, bisections.values()),
+            source.alert_links(conn),
+            source.bisection_waits(conn, bisections.values()),
         )
         # per series: ratio of each point vs the previous point, aligned with points (None for the first)
         self.table: model.Table | None = None
@@ -151,8 +166,8 @@ class Context:
         )
 
     def channels(self) -> list[Any]:
-        """The alert channels' delivery health (master.alerts.channel_health); [] before the outbox exists."""
-        from master.alerts import channel_health
+        """The alert channels' delivery health (master.alerts.health); [] before the outbox exists."""
+        from master.alerts.health import channel_health
 
         if not source.has_table(self.conn, "alert_outbox"):
             return []

@@ -129,6 +129,8 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         ctx.tag_positions = {b: {sha: pos for pos, sha in order if sha in ctx.tag_at} for b, order in orders.items()}
         ctx.commits = source.commits(conn, None)
         shas = sorted(store.runs.run_shas(conn))  # every commit with a run has a data file
+        ctx.messages = source.messages(conn, None)
+        ctx.positions = {sha: dict(where[sha]) for sha in shas if sha in where}
         batches = [shas[i : i + COMMIT_BATCH] for i in range(0, len(shas), COMMIT_BATCH)]
         fleet: dict[str, list[tuple[str, str, int]]] = {}
         for config in store.runs.measured_configs(conn):
@@ -688,6 +690,8 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         by_commit = commits.order(ctx, changed | retagged)
         rows = commits.rows(ctx, by_commit, range(len(by_commit.shas))) if by_commit is not None else {}
         runs = run_views(ctx, sorted(changed | retagged))
+        ctx.messages = source.messages(conn, changed | retagged)
+        ctx.positions = {sha: store.commits.positions_of(conn, sha) for sha in changed | retagged}
         # a (re)tagged commit's data lists its tags; it has a data file only if it has rows or runs (as in a full
         # publish)
         changed |= {sha for sha in retagged if sha in rows or sha in runs}

@@ -30,7 +30,7 @@ _JS_ENCODER = json.JSONEncoder(
 _JSON_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False, check_circular=False)
 
 
-def _script_safe(text: str) -> str:
+def script_safe(text: str) -> str:
     """Escape what could end a <script> element or confuse a JS parser (fast path: numbers-only data)."""
     if "<" in text or ">" in text or "&" in text or "\u2028" in text or "\u2029" in text:
         return text.translate(_JS_ESCAPES)
@@ -39,7 +39,7 @@ def _script_safe(text: str) -> str:
 
 def js_literal(value: Any) -> str:
     """JSON that is safe anywhere in a script: no '<', '>', '&' or line separators can end or confuse it."""
-    return _script_safe(_JS_ENCODER.encode(value))
+    return script_safe(_JS_ENCODER.encode(value))
 
 
 def js_call(func: str, *args: Any) -> str:
@@ -55,7 +55,7 @@ def wrap_js(func: str, *args_then_json: Any) -> str:
     if not func.isidentifier():
         raise ValueError(f"not an identifier: {func!r}")
     head = ",".join(js_literal(a) for a in args)
-    return f"perffarm.{func}({head},{_script_safe(text.rstrip())});\n"
+    return f"perffarm.{func}({head},{script_safe(text.rstrip())});\n"
 
 
 def json_document(kind: str, body: dict[str, Any], clean: bool = True) -> str:
@@ -228,6 +228,25 @@ def float_column(x: np.ndarray, decimals: np.ndarray | int, nan: bool = False) -
         m[nans, :4] = np.frombuffer(b"null", dtype=np.uint8)
         keep[nans] = False
         keep[nans, :4] = True
+    return m, keep
+
+
+def text_column(texts: list[str]) -> Column:
+    """Texts that are already JSON (stored sample arrays), one per row, made script-safe (script_safe): spliced as
+    they are, never decoded and re-encoded. One join and a length per row, no per-row Python encoding."""
+    joined = "".join(texts)
+    if "<" in joined or ">" in joined or "&" in joined or "\u2028" in joined or "\u2029" in joined:
+        texts = [script_safe(t) for t in texts]
+        joined = "".join(texts)
+    raw = joined.encode("utf-8")
+    if len(raw) == len(joined):  # ASCII (what json.dumps writes): a character is a byte
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    else:
+        lengths = np.array([len(t.encode("utf-8")) for t in texts], dtype=np.int64)
+    width = int(lengths.max()) if len(texts) else 1
+    keep = np.arange(max(width, 1))[None, :] < lengths[:, None]
+    m = np.zeros(keep.shape, dtype=np.uint8)
+    m[keep] = np.frombuffer(raw, dtype=np.uint8)
     return m, keep
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from master import store
+from master import plans, store
 from master.publish.names import digest
 from master.store.alerts import Alert, Delivery, HistoryEntry
 from master.store.bisections import Bisection
@@ -79,9 +79,17 @@ def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict
     """Commit facts; subject and author with control and bidi characters shown as escapes (textsafe), so they
     can neither reorder a page nor hide in it, whichever template or script shows them."""
     return {
-        sha: Commit(sha, visible(c.subject), visible(c.author), c.authored_at)
+        sha: Commit(sha, visible(c.subject), visible(c.author), c.authored_at, c.parents)
         for sha, c in store.commits.commits(conn, shas).items()
     }
+
+
+def messages(conn: sqlite3.Connection, shas: Iterable[str] | None) -> dict[str, str]:
+    """sha -> the commit's message body (after the subject), control and bidi characters shown as escapes (tab
+    and newline kept); none for a commit measured before schema 22."""
+    if not has_table(conn, "commit_messages"):
+        return {}
+    return {sha: visible(body, lines=True) for sha, body in store.commits.messages(conn, shas).items()}
 
 
 def change_points(conn: sqlite3.Connection) -> list[ChangePointRow]:
@@ -108,8 +116,8 @@ def change_points(conn: sqlite3.Connection) -> list[ChangePointRow]:
 
 
 def paired(conn: sqlite3.Connection) -> tuple[dict[str, list[tuple[int, str]]], dict[str, str]]:
-    """Paired throughput (docs/throughput.md): per ratio series (sid) its rebases, (position, new reference), and
-    per absolute throughput series that is measured paired, the sid of its ratio series."""
+    """Paired throughput (docs/throughput.md): per ratio series (sid) its rebases, (position, what the new segment
+    is: its reference and method), and per absolute series that is measured paired, the sid of its ratio series."""
     if not has_table(conn, "series") or "reference" not in store.connection.table_columns(conn, "runs"):
         return {}, {}
     rebases: dict[str, list[tuple[int, str]]] = {}
@@ -117,12 +125,37 @@ def paired(conn: sqlite3.Connection) -> tuple[dict[str, list[tuple[int, str]]], 
     for key, points in store.series.references(conn).items():
         sid = sid_of(key)
         rebases[sid] = [
-            (pos, ref or "") for (pos, ref), (_, before) in zip(points[1:], points[:-1], strict=True) if ref != before
+            (pos, seg.label()) for (pos, seg), (_, before) in zip(points[1:], points[:-1], strict=True) if seg != before
         ]
-        plain = key.metric.removesuffix(store.series.RATIO_SUFFIX)
+        plain = store.series.absolute_metric(key.metric)
         for metric in (plain, plain + store.series.REFERENCE_SUFFIX):
             ratio_of[sid_of(dataclasses.replace(key, metric=metric))] = sid
     return rebases, ratio_of
+
+
+@dataclass(frozen=True)
+class PlanChangeRow:
+    """A plan change (master/plans.py) with where its series is: the site id, machine and branch."""
+
+    sid: str
+    machine_id: str
+    branch: str
+    change: plans.PlanChange
+
+
+def plan_history(conn: sqlite3.Connection) -> tuple[dict[str, list[plans.PlanSpan]], list[PlanChangeRow]]:
+    """Per series of an analytic query, the plans it ran with (spans), and every plan change of every series,
+    oldest first; nothing before migration 19's table exists."""
+    if not has_table(conn, "plans"):
+        return {}, []
+    spans: dict[str, list[plans.PlanSpan]] = {}
+    changes: list[PlanChangeRow] = []
+    for key, points in store.series.plan_points(conn).items():
+        sid = sid_of(key)
+        spans[sid] = plans.spans(points)
+        changes += [PlanChangeRow(sid, key.machine_id, key.branch, c) for c in plans.changes(key.workload, points)]
+    changes.sort(key=lambda r: (r.branch, r.change.position, r.change.workload, r.machine_id))
+    return spans, changes
 
 
 # ------------------------------------------------------------------------------------------------ alerts
@@ -196,6 +229,11 @@ def alert_history(conn: sqlite3.Connection) -> dict[str, list[HistoryEntry]]:
     return store.alerts.histories(conn)
 
 
+def alert_links(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """alert id -> the URLs where it is tracked, oldest first."""
+    return {aid: [k.url for k in ks] for aid, ks in store.alerts.links(conn).items()}
+
+
 def alert_deliveries(conn: sqlite3.Connection) -> dict[str, list[Delivery]]:
     """alert id -> its messages per channel (state, attempts, last error; never the payload)."""
     if not has_table(conn, "alert_outbox"):
@@ -208,6 +246,34 @@ def bisections_by_change_point(conn: sqlite3.Connection) -> dict[int, Bisection]
     if not has_table(conn, "bisections"):
         return {}
     return store.bisections.by_change_point(conn)
+
+
+def bisection_counters(conn: sqlite3.Connection, bisections: Iterable[Bisection]) -> dict[int, Any]:
+    """bisection id -> the exact counters (system calls, WAL, buffers) that changed from the culprit's parent to the
+    culprit (master.explain.report), where both commits' runs counted them."""
+    from master.explain import report
+
+    out = {}
+    for b in bisections:
+        r = report.for_bisection(conn, b)
+        if r is not None:
+            out[int(b.id)] = r
+    return out
+
+
+def bisection_waits(conn: sqlite3.Connection, bisections: Iterable[Bisection]) -> dict[int, Any]:
+    """bisection id -> the sampled waits whose share moved from the culprit's parent to the culprit
+    (master.explain.report.waits_for_bisection), where both commits' runs sampled them."""
+    from master.explain import report
+
+    if not has_table(conn, "waits"):
+        return {}
+    out = {}
+    for b in bisections:
+        r = report.waits_for_bisection(conn, b)
+        if r is not None:
+            out[int(b.id)] = r
+    return out
 
 
 def bisection_explanations(conn: sqlite3.Connection, bisections: Iterable[Bisection]) -> dict[int, Any]:

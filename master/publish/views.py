@@ -15,7 +15,7 @@ from master.publish.names import safe_name
 from master.publish.ratios import Ratio
 from master.store.alerts import Alert, Delivery, HistoryEntry
 from master.store.bisections import Bisection
-from master.store.series import MeasureKey
+from master.store.series import REFERENCE_SUFFIX, MeasureKey, absolute_metric
 
 SPARK_POINTS = 120
 SPARK_WINDOW = 200  # the sparkline shows tested commits among the branch's newest SPARK_WINDOW positions
@@ -135,13 +135,28 @@ def tail_rows(series: SiteSeries, head: int) -> range:
 
 
 def siblings_of(summaries: list[Summary]) -> dict[str, list[Summary]]:
-    """Series of the same workload, metric and branch on other machines or recipe versions/configs."""
-    groups: dict[tuple[str, str, str], list[Summary]] = {}
+    """Series of the same workload and measure anywhere: every machine, recipe version/config and branch, and a
+    paired workload's absolute, reference and rQPS series together (`tps`, `tps.reference`, `tps.rqps`). A series
+    page lists and marks those of its own metric and branch (`same_place`) and offers the rest of its unit as
+    overlays on its chart."""
+    groups: dict[tuple[str, str], list[Summary]] = {}
     for s in summaries:
-        groups.setdefault((s.workload, s.metric, s.branch), []).append(s)
+        groups.setdefault((s.workload, measure_family(s.metric)), []).append(s)
     for g in groups.values():
-        g.sort(key=lambda s: (s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
-    return {s.sid: groups[(s.workload, s.metric, s.branch)] for s in summaries}
+        g.sort(key=lambda s: (s.branch, s.metric, s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
+    return {s.sid: groups[(s.workload, measure_family(s.metric))] for s in summaries}
+
+
+def measure_family(metric: str) -> str:
+    """What a paired workload's absolute, reference and rQPS metrics have in common: `tps` for all three."""
+    return absolute_metric(metric).removesuffix(REFERENCE_SUFFIX)
+
+
+def same_place(summ: Summary, siblings: Sequence[Summary]) -> list[Summary]:
+    """Of siblings_of's group, the series of summ's own metric and branch (other machines and recipe versions),
+    in the order the page always listed them."""
+    out = [o for o in siblings if o.metric == summ.metric and o.branch == summ.branch]
+    return sorted(out, key=lambda s: (s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.sid))
 
 
 def previous_tag(series: SiteSeries, tag_at: Mapping[str, list[str]], before: int) -> tuple[str, int] | None:
@@ -256,6 +271,8 @@ class BisectionView:
     reason: str
     log: tuple[str, ...]
     explained: Any = None  # master.profiles.report.StoredExplanation: where the instructions went (culprit vs parent)
+    counters: Any = None  # master.explain.report.CounterReport: the exact counters that changed (culprit vs parent)
+    waits: Any = None  # master.explain.report.WaitReport: the sampled waits that moved (culprit vs parent)
 
 
 @dataclass(frozen=True)
@@ -310,6 +327,7 @@ class AlertPage:
     history: tuple[HistoryView, ...]
     deliveries: tuple[DeliveryView, ...]
     bisections: tuple[BisectionView, ...]
+    links: tuple[str, ...] = ()  # where it is tracked (a thread, a bug): http(s) URLs, checked when stored
 
     @property
     def is_open(self) -> bool:
@@ -363,6 +381,9 @@ def alert_views(
     commit_facts: Mapping[str, tuple[str, str]],
     colour_of: Any,
     explained: Mapping[int, Any] | None = None,
+    counters: Mapping[int, Any] | None = None,
+    links: Mapping[str, Sequence[str]] | None = None,
+    waits: Mapping[int, Any] | None = None,
 ) -> list[AlertPage]:
     """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
     by_alert: dict[str, list[Any]] = {}
@@ -388,11 +409,11 @@ def alert_views(
                 )
             )
             b = bisections.get(ln.change_point_id)
-            if b is not None:
+            if b is not None and all(v.id != int(b.id) for v in bv):  # lines that share one bisection show it once
                 bv.append(
                     BisectionView(
                         int(b.id),
-                        ln.workload,
+                        b.workload,
                         b.state,
                         b.culprit,
                         b.ratio,
@@ -403,6 +424,8 @@ def alert_views(
                         b.reason or "",
                         _log_lines(b.log),
                         (explained or {}).get(int(b.id)),
+                        (counters or {}).get(int(b.id)),
+                        (waits or {}).get(int(b.id)),
                     )
                 )
         culprit = r.culprit_sha
@@ -439,9 +462,15 @@ def alert_views(
                     for d in deliveries.get(aid, [])
                 ),
                 tuple(sorted(bv, key=lambda b: b.id)),
+                tuple(u for u in (links or {}).get(aid, ()) if _web_url(u)),
             )
         )
     return out
+
+
+def _web_url(url: str) -> bool:
+    """Only http(s) links reach a page (the CLI refuses others; a database edited by hand may hold anything)."""
+    return url.lower().startswith(("http://", "https://")) and not any(c.isspace() for c in url)
 
 
 def tag_order(tags: Mapping[str, str], authored: Mapping[str, int]) -> list[str]:

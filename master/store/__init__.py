@@ -43,6 +43,7 @@ from master.store.commits import (
     commit_exists,
     copy_branch_prefix,
     reset_branch,
+    set_message,
     set_tags,
     upsert_commits,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "series",
     "run_for_request",
     "runs",
+    "set_message",
     "set_tags",
     "short_ref",
     "transaction",

@@ -1,5 +1,5 @@
-"""Alerts, the change points filed in them, their triage history and the delivery outbox (tables alerts,
-alert_lines, alert_history, alert_outbox; docs/alerts.md).
+"""Alerts, the change points filed in them, their triage history, the links to where they are tracked and the
+delivery outbox (tables alerts, alert_lines, alert_history, alert_links, alert_outbox; docs/alerts.md).
 
 Callers hold the transaction where several statements must be atomic.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from master.store import changes
 from master.store.changes import StoredChangePoint
-from master.store.connection import columns
+from master.store.connection import columns, table_columns
 
 
 @dataclass(frozen=True)
@@ -247,6 +247,42 @@ def histories(conn: sqlite3.Connection) -> dict[str, list[HistoryEntry]]:
     for r in conn.execute(f"SELECT {columns(HistoryEntry)} FROM alert_history ORDER BY at, id"):
         entry = HistoryEntry(*r)
         out.setdefault(entry.alert_id, []).append(entry)
+    return out
+
+
+@dataclass(frozen=True)
+class AlertLink:
+    """Where an alert is tracked (`alert_links`): a thread or a bug, added by hand."""
+
+    alert_id: str
+    url: str
+    added_by: str
+    added_at: float
+
+
+def add_link(conn: sqlite3.Connection, alert_id: str, url: str, by: str, now: float) -> bool:
+    """Record a link (True), or nothing when the alert has it already (False)."""
+    cur = conn.execute(
+        "INSERT INTO alert_links (alert_id, url, added_by, added_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (alert_id, url, by, now),
+    )
+    return cur.rowcount == 1
+
+
+def links(conn: sqlite3.Connection, alert_id: str | None = None) -> dict[str, list[AlertLink]]:
+    """alert id -> its links, oldest first (of one alert, or of all); {} before migration 20."""
+    if not table_columns(conn, "alert_links"):
+        return {}
+    sql = f"SELECT {columns(AlertLink)} FROM alert_links"
+    rows = (
+        conn.execute(sql + " WHERE alert_id = ? ORDER BY added_at, rowid", (alert_id,))
+        if alert_id
+        else (conn.execute(sql + " ORDER BY added_at, rowid"))
+    )
+    out: dict[str, list[AlertLink]] = {}
+    for r in rows:
+        link = AlertLink(*r)
+        out.setdefault(link.alert_id, []).append(link)
     return out
 
 

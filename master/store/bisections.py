@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from master.store.connection import columns
-from master.store.series import is_ratio_to_reference
+from master.store.series import Segment, is_balanced, is_ratio_to_reference
 
 
 @dataclass(frozen=True)
@@ -88,18 +88,80 @@ def running_or_finished_since(conn: sqlite3.Connection, since: float) -> list[Bi
 
 
 def by_change_point(conn: sqlite3.Connection) -> dict[int, Bisection]:
-    """change point id -> the bisection detection started for it."""
+    """change point id -> the bisection that speaks for it: the newest one detection started for it or that it
+    shares (``share``)."""
     out: dict[int, Bisection] = {}
     for r in conn.execute(_SELECT + " WHERE change_point_id IS NOT NULL ORDER BY id"):
         b = _bisection(r)
         assert b.change_point_id is not None  # by the WHERE
         out[b.change_point_id] = b
+    shared = conn.execute("SELECT change_point_id, bisection_id FROM bisection_shares").fetchall()
+    for cp_id, bisection_id in shared:
+        found = get(conn, bisection_id)
+        if found is not None and (cp_id not in out or out[cp_id].id < found.id):
+            out[cp_id] = found
     return out
 
 
 def of_change_point(conn: sqlite3.Connection, change_point_id: int) -> list[Bisection]:
-    """The bisections detection started for a change point, oldest first (a moved change point may have several)."""
-    return [_bisection(r) for r in conn.execute(_SELECT + " WHERE change_point_id = ? ORDER BY id", (change_point_id,))]
+    """The bisections detection started for a change point or that it shares, oldest first (a moved change point
+    may have several; the newest speaks for it)."""
+    return [
+        _bisection(r)
+        for r in conn.execute(
+            _SELECT + " WHERE change_point_id = ? OR id IN (SELECT bisection_id FROM bisection_shares "
+            "WHERE change_point_id = ?) ORDER BY id",
+            (change_point_id, change_point_id),
+        )
+    ]
+
+
+def covering(conn: sqlite3.Connection, builder: str, branch: str, prev_sha: str, sha: str) -> Bisection | None:
+    """The newest bisection on this builder and branch that can answer for the range (prev_sha, sha]: a running one
+    whose range holds both, or a finished one whose culprit lies in the range (issue #28: one bisection per
+    regression)."""
+    for r in conn.execute(
+        _SELECT + " WHERE builder = ? AND branch = ? AND state IN ('running', 'culprit') ORDER BY id DESC",
+        (builder, branch),
+    ):
+        b = _bisection(r)
+        if prev_sha not in b.commits or sha not in b.commits:
+            continue
+        lo, hi = b.commits.index(prev_sha), b.commits.index(sha)
+        if b.state == "running" or (b.culprit in b.commits and lo < b.commits.index(b.culprit) <= hi):
+            return b
+    return None
+
+
+def share(conn: sqlite3.Connection, change_point_id: int, bisection_id: int, now: float) -> None:
+    """The change point is bisected by that bisection (a newer share replaces an older one)."""
+    conn.execute(
+        "INSERT INTO bisection_shares (change_point_id, bisection_id, created_at) VALUES (?, ?, ?) "
+        "ON CONFLICT(change_point_id) DO UPDATE SET bisection_id = excluded.bisection_id, "
+        "created_at = excluded.created_at",
+        (change_point_id, bisection_id, now),
+    )
+
+
+def shared_by(conn: sqlite3.Connection, change_point_id: int) -> int | None:
+    """The bisection a change point shares, if any (``share``)."""
+    row = conn.execute(
+        "SELECT bisection_id FROM bisection_shares WHERE change_point_id = ?", (change_point_id,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def sharing(conn: sqlite3.Connection, bisection_id: int) -> list[int]:
+    """The change points a bisection answers for: the one it was started for, then those that share it."""
+    own = conn.execute("SELECT change_point_id FROM bisections WHERE id = ?", (bisection_id,)).fetchone()
+    shared = [
+        r[0]
+        for r in conn.execute(
+            "SELECT change_point_id FROM bisection_shares WHERE bisection_id = ? ORDER BY change_point_id",
+            (bisection_id,),
+        )
+    ]
+    return ([own[0]] if own and own[0] is not None else []) + [c for c in shared if not own or c != own[0]]
 
 
 def insert(
@@ -226,22 +288,26 @@ def newest_builder(
     return row[0] if row else None
 
 
-def _measured(conn: sqlite3.Connection, b: Bisection) -> list[tuple[int, str, str, str | None]]:
-    """(run id, commit, samples JSON, reference) of every ok measurement of the bisection's commits on its machine
+def _measured(conn: sqlite3.Connection, b: Bisection) -> list[tuple[int, str, str, Segment]]:
+    """(run id, commit, samples JSON, segment) of every ok measurement of the bisection's commits on its machine
     and recipe config (any source: history, forced runs, other bisections), oldest first."""
     marks = ",".join("?" * len(b.commits))
-    return conn.execute(
-        f"SELECT r.id, r.sha, m.samples, r.reference FROM runs r JOIN measurements m ON m.run_id = r.id "
-        f"WHERE r.machine_id = ? AND r.recipe = ? AND m.config_hash = ? AND r.status = 'ok' "
-        f"AND m.workload = ? AND m.metric = ? AND r.sha IN ({marks}) ORDER BY r.id",
-        (b.machine_id, b.recipe, b.config_hash, b.workload, b.metric, *b.commits),
-    ).fetchall()
+    return [
+        (run_id, sha, samples, Segment(reference, is_balanced(flags)))
+        for run_id, sha, samples, reference, flags in conn.execute(
+            f"SELECT r.id, r.sha, m.samples, r.reference, m.flags FROM runs r JOIN measurements m ON m.run_id = r.id "
+            f"WHERE r.machine_id = ? AND r.recipe = ? AND m.config_hash = ? AND r.status = 'ok' "
+            f"AND m.workload = ? AND m.metric = ? AND r.sha IN ({marks}) ORDER BY r.id",
+            (b.machine_id, b.recipe, b.config_hash, b.workload, b.metric, *b.commits),
+        )
+    ]
 
 
 def _comparable(b: Bisection, rows: list) -> list:
-    """The rows whose samples compare with each other: for a ratio metric (``.rqps``, docs/throughput.md) only
-    those measured against the reference of the newest measurement, so a rebase during a bisection re-measures
-    its ends and probes against the new reference instead of mixing ratios to two different builds."""
+    """The rows whose samples compare with each other: for a ratio metric (``.rqps``, ``.ratio``,
+    docs/throughput.md) only those in the segment of the newest measurement (its reference, its ratios per block
+    or per round), so a rebase during a bisection re-measures its ends and probes against the new reference
+    instead of mixing ratios to two different builds."""
     if not b.metric or not is_ratio_to_reference(b.metric) or not rows:
         return rows
     newest = rows[-1][3]
@@ -259,6 +325,59 @@ def samples_and_rounds(conn: sqlite3.Connection, b: Bisection) -> tuple[dict[str
         if run_id in ours:
             rounds[sha] = rounds.get(sha, 0) + 1
     return out, rounds
+
+
+LEVEL_COMMITS = (5, 3)  # measured commits of the series read for the level before the change and after it
+
+
+def levels(conn: sqlite3.Connection, b: Bisection) -> tuple[list[float], list[float]] | None:
+    """For a ratio series (a paired rQPS against the branch's pinned reference, drift-free): the level of the
+    series before the change, from its newest measured commits up to the good end, and after it, from the bad end
+    and the commits measured after it (``LEVEL_COMMITS``), each in one segment (the good end's, the bad end's,
+    which must be the same, and that of the newest measurement of its commits: ``_comparable``). The bisection
+    judges its probes against these instead of re-measuring the ends (issue #28). None for any other series, or
+    when either side has no measurement in that segment."""
+    if not b.metric or not is_ratio_to_reference(b.metric):
+        return None
+    pos = dict(
+        conn.execute(
+            "SELECT sha, position FROM branch_commits WHERE branch = ? AND sha IN (?, ?)", (b.branch, b.good, b.bad)
+        ).fetchall()
+    )
+    if b.good not in pos or b.bad not in pos:
+        return None
+    sides = []
+    for op, order, at, want in (
+        ("<=", "DESC", pos[b.good], LEVEL_COMMITS[0]),
+        (">=", "ASC", pos[b.bad], LEVEL_COMMITS[1]),
+    ):
+        rows = conn.execute(
+            "SELECT bc.sha, m.samples, r.reference, m.flags FROM branch_commits bc "
+            "CROSS JOIN runs r INDEXED BY runs_sha CROSS JOIN measurements m "
+            f"WHERE bc.branch = ? AND bc.position {op} ? AND r.sha = bc.sha AND m.run_id = r.id "
+            "AND r.machine_id = ? AND r.recipe = ? AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? "
+            f"AND m.metric = ? ORDER BY bc.position {order}, r.id LIMIT ?",
+            (b.branch, at, b.machine_id, b.recipe, b.config_hash, b.workload, b.metric, want * 20),
+        ).fetchall()
+        samples: list[float] = []
+        segment: Segment | None = None
+        first: dict[str, Segment] = {}
+        for sha, raw, reference, flags in rows:
+            seg = Segment(reference, is_balanced(flags))
+            if sha not in first:
+                if len(first) == want or (segment is not None and seg != segment):
+                    break
+                first[sha] = seg
+                segment = seg
+            if seg == first[sha]:
+                samples.extend(json.loads(raw))
+        sides.append((segment, samples))
+    (seg_good, good), (seg_bad, bad) = sides
+    measured = _measured(conn, b)
+    newest = measured[-1][3] if measured else None
+    if not good or not bad or not seg_good == seg_bad == newest:
+        return None  # a rebase since: the probes are measured against another reference (_comparable)
+    return good, bad
 
 
 def failed_commits(conn: sqlite3.Connection, b: Bisection) -> set[str]:

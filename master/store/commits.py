@@ -25,6 +25,8 @@ class CommitInfo:
     authored_at: int
     committed_at: int
     parents: tuple[str, ...]
+    committer: str = ""  # "Name <email>"; "" when not read (schema < 21)
+    discussion: tuple[str, ...] = ()  # the message's `Discussion:` links (checked https URLs, gitmirror)
 
 
 @dataclass(frozen=True)
@@ -35,13 +37,39 @@ class Commit:
     subject: str
     author: str  # "Name <email>"
     authored_at: int
+    parents: tuple[str, ...] = ()  # first parent first (filled by `commits`, for the commit page's links)
+    committer: str = ""  # "Name <email>"; "" for a commit stored before schema 21 and not read again since
+    discussion: tuple[str, ...] = ()  # `Discussion:` links of the message
+
+
+_COMMIT_COLUMNS = "sha, subject, author, authored_at, parents, committer, discussion"
+
+
+def _commit(row: sqlite3.Row | tuple) -> Commit:
+    return Commit(
+        row[0], row[1], row[2], int(row[3]), tuple((row[4] or "").split()), row[5], tuple((row[6] or "").split())
+    )
 
 
 def upsert_commits(conn: sqlite3.Connection, commits: Sequence[CommitInfo]) -> None:
+    """Store new commits; a commit stored before its committer was read (schema < 21) gets it and its links."""
     conn.executemany(
-        "INSERT INTO commits (sha, subject, author, authored_at, committed_at, parents) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(sha) DO NOTHING",
-        [(c.sha, c.subject, c.author, c.authored_at, c.committed_at, " ".join(c.parents)) for c in commits],
+        "INSERT INTO commits (sha, subject, author, authored_at, committed_at, parents, committer, discussion) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(sha) DO UPDATE SET committer = excluded.committer, "
+        "discussion = excluded.discussion WHERE commits.committer = '' AND excluded.committer != ''",
+        [
+            (
+                c.sha,
+                c.subject,
+                c.author,
+                c.authored_at,
+                c.committed_at,
+                " ".join(c.parents),
+                c.committer,
+                " ".join(c.discussion),
+            )
+            for c in commits
+        ],
     )
 
 
@@ -122,8 +150,8 @@ def commit(conn: sqlite3.Connection, sha: str | None) -> Commit | None:
     """A stored commit, or None (also for no sha)."""
     if not sha:
         return None
-    row = conn.execute("SELECT sha, subject, author, authored_at FROM commits WHERE sha = ?", (sha,)).fetchone()
-    return Commit(*row) if row else None
+    row = conn.execute(f"SELECT {_COMMIT_COLUMNS} FROM commits WHERE sha = ?", (sha,)).fetchone()
+    return _commit(row) if row else None
 
 
 def tag_sha(conn: sqlite3.Connection, name: str) -> str | None:
@@ -165,8 +193,8 @@ def branch_order(conn: sqlite3.Connection, branch: str, lo: int = 0, hi: int | N
 
 def commits(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict[str, Commit]:
     """Commit facts, of every stored commit or of `shas`."""
-    sql = "SELECT sha, subject, author, authored_at FROM commits"
-    return {r[0]: Commit(r[0], r[1], r[2], int(r[3])) for r in _chunked(conn, sql, "sha", shas)}
+    sql = f"SELECT {_COMMIT_COLUMNS} FROM commits"
+    return {r[0]: _commit(r) for r in _chunked(conn, sql, "sha", shas)}
 
 
 # One index seek per branch: GROUP BY branch read every row of the (branch, position) index, ~90 ms at
@@ -180,6 +208,16 @@ WITH RECURSIVE b(name) AS (
 SELECT name, (SELECT MAX(position) FROM branch_commits WHERE branch = b.name) FROM b
 WHERE name IS NOT NULL AND name NOT IN (SELECT branch FROM branch_indexing)
 """
+
+
+def set_message(conn: sqlite3.Connection, sha: str, body: str) -> None:
+    """Store a measured commit's message body (what follows its subject); a sha's message never changes."""
+    conn.execute("INSERT OR IGNORE INTO commit_messages (sha, body) VALUES (?, ?)", (sha, body))
+
+
+def messages(conn: sqlite3.Connection, shas: Iterable[str] | None = None) -> dict[str, str]:
+    """sha -> message body, of every measured commit or of `shas` (a commit measured before schema 22: none)."""
+    return {r[0]: r[1] for r in _chunked(conn, "SELECT sha, body FROM commit_messages", "sha", shas)}
 
 
 def branch_heads(conn: sqlite3.Connection) -> dict[str, int]:

@@ -48,6 +48,22 @@ def binding(conn: sqlite3.Connection, machine_id: str) -> Binding | None:
     return Binding(row[0], fingerprint if isinstance(fingerprint, dict) else {}, row[2], row[3])
 
 
+def bindings(conn: sqlite3.Connection, machine_ids: list[str] | None = None) -> dict[str, Binding]:
+    """Stored machines by id (all, or those of `machine_ids`)."""
+    sql = "SELECT id, fingerprint, worker, first_seen FROM machines"
+    rows = conn.execute(sql).fetchall()
+    out = {}
+    for row in rows:
+        if machine_ids is not None and row[0] not in machine_ids:
+            continue
+        try:
+            fingerprint = json.loads(row[1])
+        except ValueError:
+            fingerprint = {}
+        out[row[0]] = Binding(row[0], fingerprint if isinstance(fingerprint, dict) else {}, row[2], row[3])
+    return out
+
+
 def bind(conn: sqlite3.Connection, machine_id: str, fingerprint: dict[str, Any], worker: str, now: float) -> None:
     """Record the machine with its first fingerprint and worker, or give an unbound one its worker; a bound
     machine is left as it is. The caller holds the transaction, and has checked the binding in it."""

@@ -391,12 +391,75 @@ MIGRATIONS: list[str] = [
     )
     """,
     # 17: a job left running with no build (its build request cancelled, or the master stopped between taking the
-    # job and submitting its build) is failed or queued again by the job service (master/jobs/service.py): the
+    # job and submitting its build) is failed or queued again by the job service (master/job_service.py): the
     # build request it waits for, how many builds were submitted for it, and the farm's note saying why it was
     # queued again.
     """
     ALTER TABLE jobs ADD COLUMN build_request INTEGER;
     ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE jobs ADD COLUMN note TEXT
+    """,
+    # 18: one bisection per regression (issue #28): a change point whose range lies inside the range of another
+    # change point's running bisection on the same builder and branch (or of a finished one whose culprit is in
+    # its range) shares that bisection instead of starting its own; the alert of each learns its outcome.
+    """
+    CREATE TABLE bisection_shares (
+        change_point_id INTEGER PRIMARY KEY REFERENCES change_points(id) ON DELETE CASCADE,
+        bisection_id    INTEGER NOT NULL REFERENCES bisections(id) ON DELETE CASCADE,
+        created_at      REAL NOT NULL
+    );
+    CREATE INDEX bisection_shares_bisection ON bisection_shares(bisection_id)
+    """,
+    # 19: the plan of each analytic query a run captured (the result's `plans` member, recipes/pg/plans.py), one
+    # row per (run, workload), so that the site finds where a series' plan changed without parsing every stored
+    # result (master/plans.py). Results stored before this carried none.
+    """
+    CREATE TABLE plans (
+        run_id   INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        workload TEXT NOT NULL,
+        shape    TEXT NOT NULL,
+        PRIMARY KEY (run_id, workload)
+    )
+    """,
+    # 20: links to where an alert is tracked (a mailing-list thread, a bug), added with `perffarm alerts set-state
+    # ID STATE --link URL` (master/alerts/links.py checks them: http(s) only); shown on the alert's page and in
+    # the feed. One row per (alert, URL): adding a link twice keeps the first.
+    """
+    CREATE TABLE alert_links (
+        alert_id  TEXT NOT NULL REFERENCES alerts(id),
+        url       TEXT NOT NULL,
+        added_by  TEXT NOT NULL,
+        added_at  REAL NOT NULL,
+        PRIMARY KEY (alert_id, url)
+    )
+    """,
+    # 21: what a PostgreSQL hacker reads in an alert (issue #31): the committer ("Name <email>", who is not always
+    # the author) and the message's `Discussion:` links (checked https URLs, space-separated), read by the history
+    # sync with the other commit facts. Commits stored before keep '' until an ingest reads them again.
+    """
+    ALTER TABLE commits ADD COLUMN committer TEXT NOT NULL DEFAULT '';
+    ALTER TABLE commits ADD COLUMN discussion TEXT NOT NULL DEFAULT ''
+    """,
+    # 22: the full message of each measured commit (issue #32: the commit page shows it), read by the ingest of a
+    # run from the mirror with the commit's other facts; only measured commits have a page, so the history sync
+    # reads no message body. Commits measured before this have no row until one is ingested again.
+    """
+    CREATE TABLE commit_messages (
+        sha   TEXT PRIMARY KEY,
+        body  TEXT NOT NULL
+    )
+    """,
+    # 23: the wait events sampled during a run's pgbench samples (issue #29: the result's `waits` and, for a paired
+    # run, `waits_reference` members, recipes/pg/waits.py), one row per (run, side, workload) holding the samples as
+    # JSON, so that a culprit's page reads the waits of two commits without parsing their whole stored results
+    # (master/explain/waits.py). Results stored before this carried none.
+    """
+    CREATE TABLE waits (
+        run_id   INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        side     TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        samples  TEXT NOT NULL,
+        PRIMARY KEY (run_id, side, workload)
+    )
     """,
 ]

@@ -114,6 +114,18 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             for workload, p in sorted(doc.get("callgrind", {}).items())
         ],
     )
+    conn.executemany(
+        "INSERT INTO plans (run_id, workload, shape) VALUES (?, ?, ?)",
+        [(run_id, workload, shape) for workload, shape in sorted(doc.get("plans", {}).items())],
+    )
+    conn.executemany(
+        "INSERT INTO waits (run_id, side, workload, samples) VALUES (?, ?, ?, ?)",
+        [
+            (run_id, side, workload, json.dumps(samples, sort_keys=True))
+            for side, key in WAIT_SIDES
+            for workload, samples in sorted(doc.get(key, {}).items())
+        ],
+    )
     if run.bisection_id is not None:
         conn.execute(  # a probe of a bisection that no longer exists is still a stored run
             "INSERT INTO bisection_runs (bisection_id, run_id) SELECT ?, ? "
@@ -121,6 +133,10 @@ def insert_run(conn: sqlite3.Connection, doc: dict[str, Any], run: RunContext) -
             (run.bisection_id, run_id, run.bisection_id),
         )
     return run_id
+
+
+# (side, result member) of the waits a run result carries: the commit's own and a paired run's reference's
+WAIT_SIDES = (("run", "waits"), ("reference", "waits_reference"))
 
 
 def workload_config_hash(doc: dict[str, Any], workload: dict[str, Any]) -> str:
@@ -578,3 +594,72 @@ def profile_of(conn: sqlite3.Connection, sha: str, workload: str, machine_id: st
         (sha, workload, machine_id, recipe),
     ).fetchone()
     return StoredProfile(row[0], row[1], row[2], json.loads(row[3])) if row else None
+
+
+@dataclass(frozen=True)
+class StoredCoverage:
+    """The coverage figure a run reported (result member `coverage`, recipes/pg/coverage.py)."""
+
+    run_id: int
+    machine_id: str
+    recipe: str
+    recipe_version: int
+    ref: str
+    sha: str
+    finished_at: str | None
+    doc: dict[str, Any]
+
+
+def newest_coverage(conn: sqlite3.Connection, look: int = 20) -> list[StoredCoverage]:
+    """Per (machine, recipe, version), the newest ok run's coverage figure, looked for among its newest `look` runs
+    (every pg run carries one: a bisection probe or a run that left coverage out is the exception)."""
+    combos = conn.execute(
+        "SELECT machine_id, recipe, recipe_version FROM runs WHERE status = 'ok' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 DESC"
+    ).fetchall()
+    out = []
+    for machine, recipe, version in combos:
+        rows = conn.execute(
+            "SELECT id, ref, sha, finished_at, json_extract(result, '$.coverage') FROM runs "
+            "WHERE machine_id = ? AND recipe = ? AND recipe_version = ? AND status = 'ok' ORDER BY id DESC LIMIT ?",
+            (machine, recipe, version, look),
+        )
+        for run_id, ref, sha, finished, doc in rows:
+            if doc is None:
+                continue
+            try:
+                parsed = json.loads(doc)
+            except ValueError:
+                continue
+            out.append(StoredCoverage(run_id, machine, recipe, version, ref, sha, finished, parsed))
+            break
+    return out
+
+
+def waits_of(conn: sqlite3.Connection, sha: str, machine_id: str, recipe: str) -> dict[str, list[dict[str, Any]]]:
+    """A commit's sampled wait events on one machine and recipe (its own side of every ok run, paired or not):
+    workload -> every sample of every run, oldest run first (master/explain/waits.py pools them)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    rows = conn.execute(
+        "SELECT w.workload, w.samples FROM waits w JOIN runs r ON r.id = w.run_id WHERE r.sha = ? AND "
+        "r.machine_id = ? AND r.recipe = ? AND r.status = 'ok' AND w.side = 'run' ORDER BY r.id",
+        (sha, machine_id, recipe),
+    )
+    for workload, samples in rows:
+        out.setdefault(workload, []).extend(json.loads(samples))
+    return out
+
+
+def metrics_of(
+    conn: sqlite3.Connection, sha: str, machine_id: str, recipe: str
+) -> dict[str, dict[str, tuple[str, list[float]]]]:
+    """A commit's measured samples on one machine and recipe: workload -> metric -> (unit, samples), each from
+    the newest ok run that measured it (a bisection probe measures one workload, a commit's own run them all)."""
+    out: dict[str, dict[str, tuple[str, list[float]]]] = {}
+    rows = conn.execute(
+        "SELECT m.workload, m.metric, m.unit, m.samples FROM measurements m JOIN runs r ON r.id = m.run_id "
+        "WHERE r.sha = ? AND r.machine_id = ? AND r.recipe = ? AND r.status = 'ok' ORDER BY r.id DESC",
+        (sha, machine_id, recipe),
+    )
+    for workload, metric, unit, samples in rows:
+        out.setdefault(workload, {}).setdefault(metric, (unit, [float(x) for x in json.loads(samples)]))
+    return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from master.store.connection import _chunked
@@ -50,29 +50,66 @@ class StoredSeries:
     analysed_at: float | None
 
 
+class Segment(NamedTuple):
+    """What a ratio series' samples are relative to, per commit: the reference build, and whether the ratios are
+    per order-balanced block (recipes/paired.py BALANCED_FLAG) or per round (before issue #28). Either changing
+    starts a new segment: the ratios are no longer comparable, though the code did not change."""
+
+    reference: str | None
+    balanced: bool = False
+
+    def label(self) -> str:
+        """How the site marks where the segment starts."""
+        onto = f"rebased onto {self.reference[:12] if self.reference else 'no reference'}"
+        return f"{onto}, order-balanced ratios" if self.balanced else onto
+
+
 @dataclass(frozen=True)
 class BranchSamples:
-    """Every ok sample of a series, per tested commit in first-parent order (bisection and forced runs add
-    samples to a commit; build order never matters)."""
+    """Every ok sample of a series, per tested commit in first-parent order. A ratio series (``.rqps``, ``.ratio``)
+    counts every run of a commit measured in the segment of its first run (a bisection probe against the same
+    reference adds samples); any other series counts the commit's first run only, so a re-measurement minutes or
+    days later (a bisection probe, a forced run) never moves a commit by the machine's drift."""
 
     commits: list[str]
     positions: list[int]
-    samples: list[list[float]]  # per commit, every sample of every ok run, in run order
+    samples: list[list[float]]  # per commit, its samples (see above), in run order
     references: list[str | None]  # per commit, the reference its throughput was paired with (None: unpaired)
+    segments: list[Segment] = field(default_factory=list)  # per commit, for ratio series (empty otherwise)
 
     def rebases(self) -> list[int]:
-        """Indices of the commits measured against another reference than the commit before (a rebase)."""
-        return [i for i in range(1, len(self.references)) if self.references[i] != self.references[i - 1]]
+        """Indices of the commits measured in another segment than the commit before (a rebase, or the method)."""
+        keys = self.segments or [Segment(r) for r in self.references]
+        return [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
 
 
-# what a paired run stores beside a throughput metric (recipes/paired.py): per-round ratios to the run's
-# reference, and the reference's own raw samples
+# what a paired run stores beside a wall-clock metric (recipes/paired.py): per-block ratios to the run's
+# reference (`.rqps` for a throughput, `.ratio` for any other), and the reference's own raw samples
 RATIO_SUFFIX, REFERENCE_SUFFIX = paired_metrics.RQPS_SUFFIX, paired_metrics.REFERENCE_SUFFIX
+RATIO_SUFFIXES = paired_metrics.RATIO_SUFFIXES
 
 
 def is_ratio_to_reference(metric: str) -> bool:
-    """Whether a metric's samples are ratios to the run's reference (compare only under one reference)."""
-    return metric.endswith(RATIO_SUFFIX)
+    """Whether a metric's samples are ratios to the run's reference (compare only within one segment)."""
+    return paired_metrics.is_paired_ratio(metric)
+
+
+def is_paired_throughput(metric: str) -> bool:
+    """Whether the paired gate judges a series' newest commits (rQPS only: recipes.paired.is_paired_throughput)."""
+    return paired_metrics.is_paired_throughput(metric)
+
+
+def absolute_metric(metric: str) -> str:
+    """The metric a ratio series is the ratio of (``tps`` for ``tps.rqps``); the metric itself otherwise."""
+    for suffix in RATIO_SUFFIXES:
+        if metric.endswith(suffix):
+            return metric.removesuffix(suffix)
+    return metric
+
+
+def is_balanced(flags: str | None) -> bool:
+    """Whether a measurement's flags (JSON) say its ratios are per order-balanced block (recipes/paired.py)."""
+    return flags is not None and flags != "[]" and paired_metrics.BALANCED_FLAG in json.loads(flags)
 
 
 def ensure_for_run(conn: sqlite3.Connection, run_id: int) -> list[int]:
@@ -141,14 +178,15 @@ def branch_samples(conn: sqlite3.Connection, key: SeriesKey, since: int | None =
     branch positions ``since`` and later only (``tail_positions``), read from there (the cost of the tail,
     whatever the history's length).
 
-    A commit's reference is that of its first run. For a ratio metric (``.rqps``) only the runs measured
-    against that reference count: a commit measured again after a rebase (a bisection probe, a forced run)
-    keeps its place in the segment it was first measured in."""
+    A commit's reference is that of its first run. For a ratio metric (``.rqps``, ``.ratio``) only the runs in
+    that run's segment (its reference, and its ratios per block or per round) count: a commit measured again
+    after a rebase (a bisection probe, a forced run) keeps its place in the segment it was first measured in.
+    For any other metric only the first run counts (``BranchSamples``)."""
     ratio = is_ratio_to_reference(key.metric)
     params = (key.branch, key.machine_id, key.recipe, key.recipe_version, key.config_hash, key.workload, key.metric)
     if since is None:
         rows = conn.execute(
-            "SELECT bc.position, bc.sha, m.samples, r.reference FROM branch_commits bc "
+            "SELECT bc.position, bc.sha, m.samples, r.reference, m.flags FROM branch_commits bc "
             "JOIN runs r ON r.sha = bc.sha JOIN measurements m ON m.run_id = r.id "
             "WHERE bc.branch = ? AND r.machine_id = ? AND r.recipe = ? AND r.recipe_version = ? "
             "AND m.config_hash = ? AND r.status = 'ok' AND m.workload = ? AND m.metric = ? "
@@ -159,7 +197,7 @@ def branch_samples(conn: sqlite3.Connection, key: SeriesKey, since: int | None =
         # From the branch's positions (its primary key) to each commit's runs (runs_sha), so SQLite reads the
         # tail only; left to itself it read every run of the machine (runs_series) for each commit
         rows = conn.execute(
-            "SELECT bc.position, bc.sha, m.samples, r.reference FROM branch_commits bc "
+            "SELECT bc.position, bc.sha, m.samples, r.reference, m.flags FROM branch_commits bc "
             "CROSS JOIN runs r INDEXED BY runs_sha CROSS JOIN measurements m "
             "WHERE bc.branch = ? AND bc.position >= ? AND r.sha = bc.sha AND m.run_id = r.id AND r.machine_id = ? "
             "AND r.recipe = ? AND r.recipe_version = ? AND m.config_hash = ? AND r.status = 'ok' "
@@ -171,16 +209,19 @@ def branch_samples(conn: sqlite3.Connection, key: SeriesKey, since: int | None =
     positions: list[int] = []
     groups: list[list[float]] = []
     references: list[str | None] = []
-    for position, sha, samples, reference in rows:
+    segments: list[Segment] = []
+    for position, sha, samples, reference, flags in rows:
+        segment = Segment(reference, is_balanced(flags)) if ratio else Segment(reference)
         if not commits or commits[-1] != sha:
             commits.append(sha)
             positions.append(position)
             groups.append([])
             references.append(reference)
-        elif ratio and reference != references[-1]:
+            segments.append(segment)
+        elif not ratio or segment != segments[-1]:
             continue
         groups[-1].extend(json.loads(samples))
-    return BranchSamples(commits, positions, groups, references)
+    return BranchSamples(commits, positions, groups, references, segments if ratio else [])
 
 
 def tail_positions(conn: sqlite3.Connection, key: SeriesKey, count: int) -> list[int]:
@@ -197,28 +238,51 @@ def tail_positions(conn: sqlite3.Connection, key: SeriesKey, count: int) -> list
     return [position for (position,) in rows]
 
 
-def references(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, str | None]]]:
-    """Per ratio series (``.rqps``): (branch position, reference) of each tested commit in first-parent order, the
-    reference of the commit's first run (as ``branch_samples`` counts it). The site marks where it changes."""
-    out: dict[SeriesKey, list[tuple[int, str | None]]] = {}
+def references(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, Segment]]]:
+    """Per ratio series (``.rqps``, ``.ratio``): (branch position, segment) of each tested commit in first-parent
+    order, the segment of the commit's first run (as ``branch_samples`` counts it). The site marks where it
+    changes."""
+    out: dict[SeriesKey, list[tuple[int, Segment]]] = {}
     # CROSS JOIN fixes the order: the few ratio series first, then each one's machine's runs (runs_series). Left to
     # itself SQLite scanned every run of the farm and matched series to it, on every publish, with no ratio series
     # at all: 1.1 s at 6,000 commits x 20 machines, growing with the history (docs/scale.md).
     rows = conn.execute(
         "SELECT s.machine_id, s.recipe, s.recipe_version, s.config_hash, s.workload, s.metric, s.branch, "
-        "bc.position, r.reference FROM series s CROSS JOIN runs r CROSS JOIN measurements m "
+        "bc.position, r.reference, m.flags FROM series s CROSS JOIN runs r CROSS JOIN measurements m "
         "CROSS JOIN branch_commits bc "
-        "WHERE s.metric LIKE ? AND r.machine_id = s.machine_id AND r.recipe = s.recipe "
+        "WHERE (s.metric LIKE ? OR s.metric LIKE ?) AND r.machine_id = s.machine_id AND r.recipe = s.recipe "
         "AND r.recipe_version = s.recipe_version AND r.status = 'ok' AND m.run_id = r.id "
         "AND m.config_hash = s.config_hash AND m.workload = s.workload AND m.metric = s.metric "
         "AND bc.branch = s.branch AND bc.sha = r.sha AND s.branch NOT IN (SELECT branch FROM branch_indexing) "
         "ORDER BY s.id, bc.position, r.id",
-        ("%" + RATIO_SUFFIX,),
+        tuple("%" + suffix for suffix in RATIO_SUFFIXES),
     )
-    for *key, position, reference in rows:
+    for *key, position, reference, flags in rows:
         points = out.setdefault(SeriesKey(*key), [])
         if not points or points[-1][0] != position:
-            points.append((position, reference))
+            points.append((position, Segment(reference, is_balanced(flags))))
+    return out
+
+
+def plan_points(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, str, str]]]:
+    """Per series of a workload whose runs captured plans: (branch position, sha, plan shape) of each measured
+    commit in first-parent order, the commit's first run's plan (as ``branch_samples`` counts a commit's runs).
+    Read from the few plans rows outward (each run's measurement of the workload names the series' identity), not
+    from `series`, which analysis fills later."""
+    out: dict[SeriesKey, list[tuple[int, str, str]]] = {}
+    rows = conn.execute(
+        "SELECT r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric, bc.branch, "
+        "bc.position, r.sha, p.shape FROM plans p CROSS JOIN runs r CROSS JOIN measurements m "
+        "CROSS JOIN branch_commits bc "
+        "WHERE r.id = p.run_id AND r.status = 'ok' AND m.run_id = r.id AND m.workload = p.workload "
+        "AND bc.sha = r.sha AND bc.branch NOT IN (SELECT branch FROM branch_indexing) "
+        "ORDER BY r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric, bc.branch, "
+        "bc.position, r.id"
+    )
+    for *key, position, sha, shape in rows:
+        points = out.setdefault(SeriesKey(*key), [])
+        if not points or points[-1][0] != position:
+            points.append((int(position), sha, shape))
     return out
 
 
@@ -236,6 +300,28 @@ def exists(conn: sqlite3.Connection, key: SeriesKey) -> bool:
 
 def count(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM series").fetchone()[0])
+
+
+def searched_count(conn: sqlite3.Connection) -> int:
+    """How many series detection searches: every series but what master/analysis.py ``not_searched`` keeps
+    unsearched (a paired run's ``<metric>.reference``, and an absolute metric beside which a ratio of it to the
+    reference exists). The false-discovery family of a detection pass (``analysis.admit``)."""
+    siblings = " OR ".join("t.metric = s.metric || ?" for _ in RATIO_SUFFIXES)
+    ratio = " OR ".join("substr(s.metric, -?) = ?" for _ in RATIO_SUFFIXES)
+    row = conn.execute(
+        "SELECT COUNT(*) FROM series s WHERE substr(s.metric, -?) != ? AND ("
+        + ratio
+        + " OR NOT EXISTS (SELECT 1 FROM series t WHERE t.machine_id = s.machine_id AND t.recipe = s.recipe "
+        "AND t.recipe_version = s.recipe_version AND t.config_hash = s.config_hash AND t.workload = s.workload "
+        "AND t.branch = s.branch AND (" + siblings + ")))",
+        (
+            len(REFERENCE_SUFFIX),
+            REFERENCE_SUFFIX,
+            *(x for suffix in RATIO_SUFFIXES for x in (len(suffix), suffix)),
+            *RATIO_SUFFIXES,
+        ),
+    ).fetchone()
+    return int(row[0])
 
 
 def mark_analysed(conn: sqlite3.Connection, series_id: int, now: float) -> None:

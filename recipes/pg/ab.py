@@ -1,4 +1,4 @@
-"""A/B comparison: two installs measured in one interleaved job, reported as median ratios with bootstrap CIs.
+"""A/B comparison: two installs measured in one interleaved job, reported as order-balanced ratios with CIs.
 
 Why one job: on a shared machine the noise between two separate runs (minutes or hours apart) dwarfs most real
 changes; samples taken back to back in alternating order see the same neighbours, so their ratio is far
@@ -17,7 +17,7 @@ from typing import Any
 from recipes.api import HIGHER, Context, WorkloadResult
 from recipes.pg.build import Install
 from recipes.pg.profile import run_bench
-from recipes.pg.stats import NoRatio, RatioEstimate, bootstrap_median_ratio, cv
+from recipes.pg.stats import NoRatio, RatioEstimate, cv, paired_estimate
 
 MIN_EFFECT = 0.001  # 0.1%: smaller ratios are reported as "same" even when the CI excludes 1.0
 
@@ -27,7 +27,8 @@ NO_RATIO = "no ratio"  # the verdict of a comparison whose samples form no ratio
 
 @dataclass(frozen=True)
 class Comparison:
-    """One (workload, metric): both sides' raw samples and the B/A median ratio with its 95% CI; no estimate
+    """One (workload, metric): both sides' raw samples and the B/A ratio (recipes.pg.stats.paired_estimate: the
+    order-balanced mean log ratio of the rounds, A first in even ones) with its 95% CI; no estimate
     where the samples form no ratio (a stored throughput of 0 from before the validator refused it), and
     `problem` says why in one line."""
 
@@ -90,7 +91,8 @@ def _cv(samples: Sequence[float]) -> float | None:
 def compare(
     a: Sequence[WorkloadResult], b: Sequence[WorkloadResult], seed: int = 1, labels: tuple[str, str] = ("A", "B")
 ) -> list[Comparison]:
-    """Pair up the two sides' metrics by (workload, metric) and estimate each ratio. A pair whose samples form no
+    """Pair up the two sides' metrics by (workload, metric) and estimate each ratio (sample i of each side ran in
+    round i, A first when i is even: recipes/pg/profile.py). A pair whose samples form no
     ratio is a Comparison without an estimate whose `problem` names the side (`labels`) and the metric."""
     b_index = {(w.name, m.name): m for w in b for m in w.metrics}
     out = []
@@ -103,7 +105,7 @@ def compare(
             if n == 0:
                 continue
             try:
-                est: RatioEstimate | None = bootstrap_median_ratio(m.samples[:n], mb.samples[:n], seed=seed)
+                est: RatioEstimate | None = paired_estimate(m.samples[:n], mb.samples[:n], seed=seed)
                 problem = None
             except NoRatio as e:
                 est, problem = None, e.describe(f"side {labels[0]}", f"side {labels[1]}", m.name)

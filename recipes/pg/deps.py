@@ -42,7 +42,8 @@ MESON = (
     Requirement("ninja", "ninja-build", program="ninja"),
 )
 AUTOCONF = (Requirement("make", "make", program="make"),)
-BENCH = (Requirement("valgrind", "valgrind", program="valgrind"),)
+# valgrind counts instructions; strace counts the same workloads' system calls (recipes/pg/counters.py)
+BENCH = (Requirement("valgrind", "valgrind", program="valgrind"), Requirement("strace", "strace", program="strace"))
 
 
 def _include_dirs() -> tuple[Path, ...]:
@@ -76,7 +77,10 @@ def check_build(src: Path, use_meson: bool) -> None:
 
 
 def check_bench(need_valgrind: bool) -> None:
-    """Raise BuildFailed before the build when a workload needs valgrind and it is not installed."""
+    """Raise BuildFailed before the build when a workload needs valgrind (or strace) and it is not installed."""
     gone = missing(BENCH) if need_valgrind else []
     if gone:
-        raise BuildFailed("the instruction-count workloads need valgrind: apt-get install valgrind")
+        names = " and ".join(r.program for r in gone)
+        raise BuildFailed(
+            f"the instruction-count workloads need {names}: apt-get install {' '.join(r.package for r in gone)}"
+        )

@@ -16,7 +16,7 @@ import random
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,11 +81,73 @@ def count(
     settings: Mapping[str, str] | None = None,
     keep_profile: Path | None = None,
     sandbox: Sandbox | None = None,
+    sink: Callable[[bytes], None] | None = None,
 ) -> Count:
     """Run the query lines in a single-user backend on a copy of `snapshot` under callgrind; count instructions.
     With `keep_profile`, callgrind's output file (the per-function profile of exactly what was counted) is moved
     there: the profile costs no run of its own. With `sandbox` (a try-job's install), the backend and valgrind run
-    inside it, seeing the install and a directory holding the data copy and callgrind's output, nothing else."""
+    inside it, seeing the install and a directory holding the data copy and callgrind's output, nothing else.
+    `sink` gets callgrind's output too (the coverage figure reads it)."""
+    raws = _callgrind(ctx, install, snapshot, query_lines, scratch_root, timeout, settings, sandbox)
+    raw = raws[0]
+    total = _total(raw)
+    if sink is not None:
+        sink(raw)
+    if keep_profile is not None:
+        keep_profile.parent.mkdir(parents=True, exist_ok=True)
+        keep_profile.write_bytes(raw)
+    return Count(total, len(query_lines))
+
+
+def count_each(
+    ctx: Context,
+    install: Install,
+    snapshot: Path,
+    lines: list[str],
+    scratch_root: Path,
+    *,
+    database: str = "postgres",
+    keep: Mapping[int, Path] | None = None,
+    timeout: float = 1800,
+    sandbox: Sandbox | None = None,
+    sink: Callable[[int, bytes], None] | None = None,
+) -> list[int]:
+    """Like `count`, but the instructions of every line separately, from the same run: callgrind dumps its
+    counters after each `exec_simple_query` (one per line the backend reads), so a line's count is exactly that
+    line's work. `keep` maps a line's index to where its profile is kept; `sink` gets each line's."""
+    raws = _callgrind(ctx, install, snapshot, lines, scratch_root, timeout, None, sandbox, database, per_line=True)
+    counts = []
+    for i, raw in enumerate(raws):
+        counts.append(_total(raw, zero_ok=True))
+        if sink is not None:
+            sink(i, raw)
+        path = (keep or {}).get(i)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(raw)
+    return counts
+
+
+def _total(raw: bytes, zero_ok: bool = False) -> int:
+    m = TOTALS_RE.search(raw.decode(errors="replace"))
+    if not m or (int(m.group(1)) == 0 and not zero_ok):
+        raise BenchFailed(f"callgrind counted nothing inside {TOGGLE_FUNCTION} (inlined? stripped binary?)")
+    return int(m.group(1))
+
+
+def _callgrind(
+    ctx: Context,
+    install: Install,
+    snapshot: Path,
+    query_lines: list[str],
+    scratch_root: Path,
+    timeout: float,
+    settings: Mapping[str, str] | None,
+    sandbox: Sandbox | None,
+    database: str = "postgres",
+    per_line: bool = False,
+) -> list[bytes]:
+    """callgrind's output of the lines: one file, or with `per_line` one per line (in order)."""
     work = owned_dir(scratch_root, "pf-instr-")  # never swept by a concurrent run while this one lives
     try:
         # what the backend writes (the data copy, callgrind's output) is apart from the farm's own files (the
@@ -107,6 +169,7 @@ def count(
             f"--callgrind-out-file={out_file}",
             "--collect-atstart=no",
             f"--toggle-collect={TOGGLE_FUNCTION}",
+            *([f"--dump-after={TOGGLE_FUNCTION}"] if per_line else []),
             "--dump-instr=no",
             "--compress-strings=no",
             "--compress-pos=no",
@@ -120,7 +183,7 @@ def count(
         ]
         for k, v in (settings or {}).items():
             argv += ["-c", f"{k}={v}"]
-        argv.append("postgres")
+        argv.append(database)
         shown = [str(a) for a in argv]
         if sandbox is not None:
             env = sandboxing.host_env()
@@ -144,19 +207,24 @@ def count(
         errors = [ln for ln in output.splitlines() if "ERROR:" in ln or "FATAL:" in ln or "PANIC:" in ln]
         if errors:
             raise BenchFailed(f"the instruction workload hit {len(errors)} errors: {errors[0][:300]}", output[-3000:])
-        try:  # written inside the sandbox for a try-job: read as untrusted (never through a link)
-            raw = sandboxing.read_untrusted(out_file, PROFILE_LIMIT)
-        except OSError:
-            raw = b""
-        m = TOTALS_RE.search(raw.decode(errors="replace"))
-        if not m or int(m.group(1)) == 0:
-            raise BenchFailed(
-                f"callgrind counted nothing inside {TOGGLE_FUNCTION} (inlined? stripped binary?)", output[-3000:]
-            )
-        if keep_profile is not None:
-            keep_profile.parent.mkdir(parents=True, exist_ok=True)
-            keep_profile.write_bytes(raw)
-        return Count(int(m.group(1)), len(query_lines))
+        # written inside the sandbox for a try-job: read as untrusted (never through a link)
+        if not per_line:
+            try:
+                return [sandboxing.read_untrusted(out_file, PROFILE_LIMIT)]
+            except OSError:
+                raise BenchFailed(
+                    f"callgrind counted nothing inside {TOGGLE_FUNCTION} (no output file)", output[-3000:]
+                ) from None
+        raws = []
+        for i in range(1, len(query_lines) + 1):  # callgrind numbers its dumps from 1: <out>.1, <out>.2, ...
+            try:
+                raws.append(sandboxing.read_untrusted(out_file.with_name(f"{out_file.name}.{i}"), PROFILE_LIMIT))
+            except OSError:
+                raise BenchFailed(
+                    f"callgrind wrote {i - 1} profiles for {len(query_lines)} lines (one per line expected)",
+                    output[-3000:],
+                ) from None
+        return raws
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -10,19 +10,22 @@ pristine copy of each target's data directory taken right after loading.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import random
 import shutil
+import subprocess
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from recipes import callgrind
 from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
-from recipes.pg import idle, insertbench, instructions, memprobe, pgbench
+from recipes.pg import counters, coverage, idle, insertbench, instructions, memprobe, operations, pgbench, waits
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
@@ -42,6 +45,14 @@ class WorkloadKind:
     stepped: bool = False  # its result workloads are `<name>-<step>`, one per step
     # a sample of a wall kind that is not pgbench: the server and the entry -> {step ("" for none): StepResult}
     run: Callable[[Server, Mapping[str, Any]], Mapping[str, Any]] | None = None
+    # an instruction kind's samples, taken on the pristine copy of the data directory (see _instruction_samples)
+    count: Callable[..., None] | None = None
+    # loads what its workloads need into the server before the data directory is copied for instruction counts
+    prepare: Callable[[Server, Mapping[str, Any]], None] | None = None
+    # one result workload per part (`<name>-<step>`), each with its own identity: what it depends on
+    parts: Callable[[Mapping[str, Any]], list[operations.Part]] | None = None
+    # step -> group, for a kind whose parts carry their own groups (else every result has the entry's `group`)
+    groups: Callable[[Mapping[str, Any]], Mapping[str, str]] | None = None
 
 
 # The workload kinds a profile may use. A new kind is a module with its sampling function and one line here.
@@ -49,7 +60,16 @@ WORKLOAD_KINDS: dict[str, WorkloadKind] = {
     k.name: k
     for k in (
         WorkloadKind("pgbench", "wall", _own_script, pgbench=True),
-        WorkloadKind("instructions", "instructions", _own_script),
+        WorkloadKind("instructions", "instructions", _own_script, count=lambda *a, **k: _instruction_samples(*a, **k)),
+        WorkloadKind(
+            "operations",
+            "instructions",
+            operations.scripts,
+            count=lambda *a, **k: _operation_samples(*a, **k),
+            prepare=operations.load,
+            parts=operations.parts,
+            groups=operations.groups,
+        ),
         WorkloadKind("insert-benchmark", "wall", lambda _e: insertbench.SCRIPTS, stepped=True, run=insertbench.run),
         WorkloadKind(
             "memory-probe",
@@ -59,7 +79,19 @@ WORKLOAD_KINDS: dict[str, WorkloadKind] = {
         ),
     )
 }
-TUNABLE = ("samples", "duration_s", "warmup_s", "scale", "instruction_samples", "seed", "ab_slices")
+TUNABLE = (
+    "samples",
+    "duration_s",
+    "warmup_s",
+    "scale",
+    "instruction_samples",
+    "seed",
+    "ab_slices",
+    "ab_warmup",
+    "ab_rewarm",
+)
+AB_WARMUP = 0  # slices per side run and discarded before each A/B sample's recorded ones (_sliced_samples)
+AB_REWARM = 0  # 1: after each round's restart, every side runs `warmup_s` of load again, discarded
 
 
 def profile_names() -> list[str]:
@@ -182,9 +214,28 @@ def workload_files(entry: Mapping[str, Any]) -> list[str]:
     return [f"sql/{n}" for n in WORKLOAD_KINDS[entry["kind"]].scripts(entry)]
 
 
+def result_names(w: Workload) -> list[str]:
+    """The result workloads a workload reports under (one per part for a kind with parts: `op-join-hash`)."""
+    parts = WORKLOAD_KINDS[w.kind].parts
+    return [f"{w.name}-{p.step}" for p in parts(w.spec)] if parts is not None else [w.name]
+
+
+def is_selected(w: Workload, wanted: Collection[str]) -> bool:
+    """Whether `--option workloads=...` (empty: all) selects the workload, by its name or a result's."""
+    return not wanted or w.name in wanted or any(n in wanted for n in result_names(w))
+
+
+def needs_valgrind(profile: Mapping[str, Any], wanted: Collection[str] = ()) -> bool:
+    """Whether the selected workloads count instructions (valgrind must be installed)."""
+    return any(WORKLOAD_KINDS[w.kind].phase == "instructions" and is_selected(w, wanted) for w in workloads(profile))
+
+
 # Profile members that do not change what any workload measures: the description names the workloads (adding
 # one edits it), and the workloads are each their own part of the identity.
 NOT_SHARED = ("description", "workloads")
+# Members of a workload entry that only label it (the site groups series by `group`): in no identity, so that
+# regrouping never starts a series anew.
+LABELS = ("group", "plans")  # `plans`: whether plans are captured, which changes no count
 
 
 def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -200,8 +251,15 @@ def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str
     }
     out = {}
     for entry in profile["workloads"]:
+        parts = WORKLOAD_KINDS[entry["kind"]].parts
+        if parts is not None:
+            for part in parts(entry):
+                own = {k: v for k, v in part.own.items() if k not in LABELS}
+                files = {f"sql/{n}": file_hash(f"sql/{n}") for n in part.scripts}
+                out[f"{entry['name']}-{part.step}"] = {"shared": shared, "workload": own, "files": files}
+            continue
         for name, c, m in _variants(entry):
-            own = {k: v for k, v in entry.items() if k not in ("clients", "idle")}
+            own = {k: v for k, v in entry.items() if k not in ("clients", "idle", *LABELS)}
             if c is not None:
                 own["clients"] = c
             if m is not None:
@@ -223,8 +281,58 @@ def identity_of(profile: Mapping[str, Any], found: Mapping[str, Any], name: str)
     return None
 
 
+def workload_groups(profile: Mapping[str, Any]) -> dict[str, str]:
+    """Result workload (or entry) name -> its group, the subsystem the site lists it under ("" when unset)."""
+    out: dict[str, str] = {}
+    for entry in profile["workloads"]:
+        kind = WORKLOAD_KINDS[entry["kind"]]
+        if kind.groups is not None:
+            out.update((f"{entry['name']}-{step}", g) for step, g in kind.groups(entry).items())
+            continue
+        for name, _, _ in _variants(entry):
+            out[name] = entry.get("group", "")
+    return out
+
+
+def group_of(profile: Mapping[str, Any], name: str) -> str:
+    """The group of result workload `name` ("" for a name the profile does not make)."""
+    found = workload_groups(profile)
+    if name in found:
+        return found[name]
+    for entry in profile["workloads"]:
+        if WORKLOAD_KINDS[entry["kind"]].stepped:
+            for base, _, _ in _variants(entry):
+                if name.startswith(base + "-"):
+                    return found.get(base, "")
+    return ""
+
+
+def group_descriptions() -> dict[str, str]:
+    """The known groups in the order the site lists them, each with what it holds (recipes/pg/groups.json)."""
+    return dict(json.loads(resources.files("recipes.pg").joinpath("groups.json").read_text())["groups"])
+
+
+def workload_info(profile: Mapping[str, Any], name: str) -> dict[str, str]:
+    """What the site shows of result workload `name`: its group, and the SQL it runs (an operation's statement,
+    a pgbench workload's script; "" for workloads whose queries are generated or built in)."""
+    sql = ""
+    for entry in profile["workloads"]:
+        kind = WORKLOAD_KINDS[entry["kind"]]
+        if kind.parts is not None:
+            for part in kind.parts(entry):
+                if name == f"{entry['name']}-{part.step}":
+                    sql = insertbench.sql_file(part.scripts[-1])
+        elif entry.get("script") and name in {v.name for v in _variants(entry)}:
+            sql = insertbench.sql_file(entry["script"])
+    return {"group": group_of(profile, name), "sql": sql}
+
+
+@functools.cache
 def file_hash(path: str) -> str:
-    """Hash of a data file shipped in recipes/pg/ (`conf/quick.conf`, `sql/txid.sql`)."""
+    """Hash of a data file shipped in recipes/pg/ (`conf/quick.conf`, `sql/txid.sql`). Cached: `identities` asks
+    for the operation suite's and TPC-H's scripts once per query of every profile, about 5,000 times for some 150
+    files, every time a runner starts, and a file inside the shipped zipapp costs a scan of the archive's names
+    to find (5 s of every fixture build and bench phase before the cache)."""
     return hashlib.sha256(resources.files("recipes.pg").joinpath(*path.split("/")).read_bytes()).hexdigest()[:16]
 
 
@@ -286,6 +394,18 @@ class Target:
     server: Server
     snapshot: Path | None = None
     collected: Collected = field(default_factory=Collected)
+    # group -> functions its instruction workloads exercise (first samples; None: not asked for, recipes/pg/coverage)
+    exercised: dict[str, set[str]] | None = None
+    # result workload -> the shape of its plan (entries with `"plans": true`: recipes/pg/plans.py)
+    plans: dict[str, str] = field(default_factory=dict)
+    # pgbench workload -> its samples' waits, in the order taken (recipes/pg/waits.py; the result's `waits`)
+    waits: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def exercise(self, group: str, raw: bytes) -> None:
+        """Add what one callgrind output exercises to the coverage of `group` (when coverage is asked for)."""
+        if self.exercised is not None:
+            profile = callgrind.parse_bytes(raw)
+            self.exercised.setdefault(group, set()).update(coverage.exercised(profile))
 
 
 def pgdata_root(ctx: Context, profile: Mapping[str, Any]) -> Path:
@@ -302,11 +422,20 @@ def _uid() -> int:
     return os.getuid()
 
 
-def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool) -> None:
+def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool, loads: Sequence[Workload] = ()) -> None:
     srv = t.server
     ctx.log(f"[{t.label}] PostgreSQL {t.install.version}: loading pgbench scale {scale}")
     srv.run_client([srv.bin("pgbench"), "-i", "-q", "-s", str(scale)], "pgbench -i", timeout=3600)
     srv.psql("VACUUM ANALYZE", timeout=3600)
+    for w in loads:  # data of the instruction workloads that bring their own (the operation suite's database)
+        prepare = WORKLOAD_KINDS[w.kind].prepare
+        if prepare is not None:
+            ctx.log(f"[{t.label}] loading the data set of {w.name}")
+            prepare(srv, w.spec)
+            shapes = operations.capture_plans(srv, w.spec) if w.kind == "operations" else {}
+            t.plans.update((f"{w.name}-{step}", s) for step, s in shapes.items())
+            if shapes:
+                ctx.log(f"[{t.label}] captured the plans of {len(shapes)} {w.name} queries")
     srv.checkpoint()
     if need_snapshot:
         srv.stop()
@@ -337,35 +466,79 @@ def _active(w: Workload) -> int:
     return int(w.spec.get("clients", 1))
 
 
-def _pgbench_sample(t: Target, w: Workload, duration: float, cpus: Sequence[int] | None, record: bool = True) -> None:
-    with idle.held(t.server, _idle(w) if record else 0, _active(w)) as held:
-        s = pgbench.run(
-            t.server, list(w.args), w.duration_s or duration, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
-        )
+def _pgbench_sample(
+    t: Target, w: Workload, duration: float, cpus: Sequence[int] | None, record: bool = True, hz: float = 0.0
+) -> None:
+    what = f"{w.name} on {t.label}"
+    with contextlib.ExitStack() as stack:
+        held = stack.enter_context(idle.held(t.server, _idle(w) if record else 0, _active(w)))
+        sampler = stack.enter_context(waits.Sampler(t.server, hz)) if record and hz > 0 else None
+        with sampler.sampling() if sampler is not None else contextlib.nullcontext():
+            s = pgbench.run(t.server, list(w.args), w.duration_s or duration, what, script=_script(t, w), cpus=cpus)
+        sampled = sampler.result(what) if sampler is not None else None
     if record:
         _record(t, w, s, held)
+        if sampled is not None:
+            t.waits.setdefault(w.name, []).append(sampled.to_json())
 
 
 def _sliced_samples(
-    targets: Sequence[Target], w: Workload, duration: float, slices: int, first: int, cpus: Sequence[int] | None
-) -> None:
+    targets: Sequence[Target],
+    w: Workload,
+    duration: float,
+    slices: int,
+    first: int,
+    cpus: Sequence[int] | None,
+    warmup: int = 0,
+    hz: float = 0.0,
+) -> dict[str, list[float]]:
     """One sample of every target, taken as `slices` short slices in alternating order (AB BA AB ...), each
-    side's slices summed: a neighbour's burst of load lands on both sides instead of on one whole sample."""
+    side's slices summed: a neighbour's burst of load lands on both sides instead of on one whole sample.
+
+    With `warmup`, that many slices per side are run first and discarded, in the pattern's own alternation
+    extended backwards (slice -1 is BA when slice 0 is AB): after the restart and CHECKPOINT that open a round, the
+    side that takes the first slice paid for it (docs/throughput.md, "The order bias"), and a warm-up in the
+    mirrored order leaves every recorded slice of either side preceded alike. With `hz`, each side's wait events are
+    sampled during its recorded slices by one psql per side for the whole sample (recipes/pg/waits.py). Returns each
+    side's recorded slices' tps, in the order taken (the round's log line shows them)."""
     per_slice = max(1.0, (w.duration_s or duration) / max(1, slices))
     got: dict[str, list[pgbench.Sample]] = {t.label: [] for t in targets}
     held: dict[str, int] = {}
+    samplers: dict[str, waits.Sampler] = {}
+    sampled: dict[str, waits.Waits] = {}
     with contextlib.ExitStack() as stack:
         for t in targets:  # every side holds its idle connections for the whole sample, as it would alone
             held[t.label] = stack.enter_context(idle.held(t.server, _idle(w), _active(w)))
-        for k in range(max(1, slices)):
+            if hz > 0:
+                samplers[t.label] = stack.enter_context(waits.Sampler(t.server, hz))
+        for k in range(-max(0, warmup), max(1, slices)):
             for t in targets if (first + k) % 2 == 0 else list(reversed(targets)):
-                got[t.label].append(
-                    pgbench.run(
+                sampler = samplers.get(t.label) if k >= 0 else None
+                with sampler.sampling() if sampler is not None else contextlib.nullcontext():
+                    s = pgbench.run(
                         t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
                     )
-                )
+                if k >= 0:
+                    got[t.label].append(s)
+        sampled = {label: s.result(f"{w.name} on {label}") for label, s in samplers.items()}
     for t in targets:
         _record(t, w, pgbench.combine(got[t.label]), held[t.label])
+        if t.label in sampled:
+            t.waits.setdefault(w.name, []).append(sampled[t.label].to_json())
+    return {label: [s.out.tps for s in samples] for label, samples in got.items()}
+
+
+def _whole_blocks(rounds: int, sides: int = 2) -> int:
+    """Rounds of an A/B run: whole order-balanced blocks of two (each side first once), so no order wins a
+    majority; one round stays one (nothing to balance with)."""
+    return rounds + rounds % 2 if sides > 1 and rounds > 1 else rounds
+
+
+def _first_side(targets: Sequence[Target], r: int) -> Target:
+    """The side that takes round r's first slot: the first target in even rounds, the last in odd ones, for every
+    workload (never by a workload's place in the round's shuffled order), so that each pair of rounds (2j, 2j+1)
+    is one order-balanced block (recipes/pg/stats.py, balanced_ratio)."""
+    return targets[0] if r % 2 == 0 else targets[-1]
 
 
 def _record(t: Target, w: Workload, s: pgbench.Sample, idle_held: int = 0) -> None:
@@ -400,20 +573,117 @@ def _special_sample(t: Target, w: Workload) -> None:
 
 
 def _instruction_samples(
-    ctx: Context, t: Target, w: Workload, n: int, scale: int, scratch: Path, callgrind: bool = False
+    ctx: Context,
+    t: Target,
+    w: Workload,
+    n: int,
+    scale: int,
+    scratch: Path,
+    callgrind: bool = False,
+    wanted: Collection[str] = (),
 ) -> None:
     assert t.snapshot is not None
     lines = instructions.queries(w.spec.get("queries", "point-select"), int(w.spec.get("count", 1000)), scale)
     for i in range(n):
         keep = callgrind_file(ctx, t.label, w.name) if callgrind and i == 0 else None
         c = instructions.count(
-            ctx, t.install, t.snapshot, lines, scratch, keep_profile=keep, sandbox=t.server.client_sandbox()
+            ctx,
+            t.install,
+            t.snapshot,
+            lines,
+            scratch,
+            keep_profile=keep,
+            sandbox=t.server.client_sandbox(),
+            sink=(lambda raw: t.exercise(str(w.spec.get("group", "")), raw)) if i == 0 else None,
         )
         ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {c.per_query:,.1f} {w.unit}")
         t.collected.add(w.name, w.metric, w.unit, w.direction, c.per_query)
         if keep is not None:
             # the counted queries, beside the profile: a diff divides by them (instructions per query)
             keep.with_suffix(".queries").write_text(str(len(lines)))
+    if ctx.options.get(counters.OPTION, "1") != "0":  # system calls, WAL and buffers per query, as exact
+        per = w.unit.split("/", 1)[-1]
+        sandbox = t.server.client_sandbox()
+        for metric, unit, values in counters.samples(ctx, t.install, t.snapshot, lines, scratch, per, n, sandbox):
+            for v in values:
+                t.collected.add(w.name, metric, unit, LOWER, v)
+
+
+def _operation_samples(
+    ctx: Context,
+    t: Target,
+    w: Workload,
+    n: int,
+    scale: int,
+    scratch: Path,
+    callgrind: bool = False,
+    wanted: Collection[str] = (),
+) -> None:
+    """The operation suite's samples: one callgrind run each, every selected operation counted separately."""
+    assert t.snapshot is not None
+    steps = [n_[len(w.name) + 1 :] for n_ in result_names(w) if not wanted or n_ in wanted or w.name in wanted]
+    groups = operations.groups(w.spec)
+
+    def exercise(step: str, raw: bytes) -> None:
+        t.exercise(groups[step], raw)
+
+    for i in range(n):
+
+        def keep(step: str, first: bool = i == 0) -> Path | None:
+            return callgrind_file(ctx, t.label, f"{w.name}-{step}") if callgrind and first else None
+
+        counts = operations.sample(
+            ctx,
+            t.install,
+            t.snapshot,
+            w.spec,
+            steps,
+            scratch,
+            keep,
+            sandbox=t.server.client_sandbox(),
+            sink=exercise if i == 0 else None,
+        )
+        for step, total in counts.items():
+            name = f"{w.name}-{step}"
+            t.collected.add(name, w.metric, w.unit, w.direction, float(total))
+            path = keep(step)
+            if path is not None:
+                path.with_suffix(".queries").write_text("1")  # one operation: the profile is per operation
+        total = sum(counts.values())
+        ctx.log(f"[{t.label}] {w.name} sample {i + 1}/{n}: {len(counts)} operations, {total:,} {w.metric}")
+
+
+COVERAGE_OPTION = "coverage"  # coverage=0: no coverage figure (it parses every first sample's profile)
+
+
+def coverage_file(ctx: Context, label: str) -> Path:
+    """Where a label's coverage figure is written (the runner puts it in the result's `coverage` member)."""
+    return ctx.state_dir / "coverage" / f"{label}.json"
+
+
+def _write_coverage(ctx: Context, t: Target, src: Path) -> None:
+    assert t.exercised is not None
+    try:
+        functions = coverage.backend(src, t.install.bindir / "postgres")
+    except (OSError, subprocess.SubprocessError) as e:
+        ctx.log(f"[{t.label}] no coverage figure: {str(e)[:200]}")
+        return
+    doc = coverage.report(t.exercised, functions)
+    path = coverage_file(ctx, t.label)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, sort_keys=True))
+    hit, total = doc["groups"][coverage.ALL]["functions"]
+    ctx.log(f"[{t.label}] coverage: {hit:,} of {total:,} backend functions exercised ({hit / max(total, 1):.1%})")
+
+
+def plans_file(ctx: Context, label: str) -> Path:
+    """Where a label's plan shapes are written (the runner puts them in the result's `plans` member)."""
+    return ctx.state_dir / "plans" / f"{label}.json"
+
+
+def waits_file(ctx: Context, label: str) -> Path:
+    """Where a label's sampled wait events are written (the runner puts them in the result's `waits` member)."""
+    return ctx.state_dir / "waits" / f"{label}.json"
 
 
 CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
@@ -448,8 +718,8 @@ def workload_cpus(w: Workload, mode: str, allowed: Sequence[int]) -> list[int] |
     sometimes on two, and the two cases differ in throughput by tens of percent; on one core the ping-pong is the
     same every time (measured here: tx per CPU-second CV 7-12% -> 3-4% under load).
     """
-    if mode != "auto" or not WORKLOAD_KINDS[w.kind].pgbench:
-        return None
+    if mode != "auto" or not WORKLOAD_KINDS[w.kind].pgbench or w.spec.get("pin") == "none":
+        return None  # `"pin": "none"` in an entry: a parallel plan's workers need the other CPUs
     args = list(w.args)
     clients = int(args[args.index("-c") + 1]) if "-c" in args[:-1] else 1
     return sorted(allowed)[-clients:] if clients < len(allowed) else None
@@ -462,6 +732,7 @@ def run_bench(
     threads: int = 2,
     count_instructions: Collection[str] | None = None,
     confs: Mapping[str, str] | None = None,
+    coverage_src: Path | None = None,
 ) -> dict[str, list[WorkloadResult]]:
     """Run the profile on every install (interleaved), returning each label's workload results.
 
@@ -471,14 +742,19 @@ def run_bench(
     `pin` = auto, a workload with fewer clients than CPUs runs pinned, server and client, to that many CPUs.
     Instruction counts run on the labels in `count_instructions` (default: every install); they are exact, so a
     reference measured only for paired throughput need not be counted. `confs` gives a label its own
-    postgresql.conf (default: the profile's for the install's major).
+    postgresql.conf (default: the profile's for the install's major). With `coverage_src` (the commit's source
+    tree), each counted label's coverage figure is written to `coverage_file` (recipes/pg/coverage.py).
     """
     tun = tunables(profile, ctx.options)
     samples, scale = int(tun.get("samples", 5)), int(tun.get("scale", 1))
     duration, warmup = tun.get("duration_s", 10.0), tun.get("warmup_s", 5.0)
     slices = int(tun.get("ab_slices", 1)) if len(installs) > 1 else 1
+    slice_warmup = int(tun.get("ab_warmup", AB_WARMUP))
+    rewarm = int(tun.get("ab_rewarm", AB_REWARM)) > 0 and warmup > 0
+    if len(installs) > 1:
+        samples = _whole_blocks(samples)
     wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
-    wls = [w for w in workloads(profile, threads) if not wanted or w.name in wanted]
+    wls = [w for w in workloads(profile, threads) if is_selected(w, wanted)]
     if not wls:
         raise BenchFailed(f"no workloads selected (workloads={ctx.options.get('workloads')!r})")
     pin = pin_mode(profile, ctx.options)
@@ -490,15 +766,21 @@ def run_bench(
         ctx.log(f"removed a stale run directory left by a killed run: {stale}")
     rng = random.Random(int(tun.get("seed", 1)))
     shutil.rmtree(ctx.state_dir / "callgrind", ignore_errors=True)  # a result never carries another run's profile
+    shutil.rmtree(ctx.state_dir / "coverage", ignore_errors=True)  # nor another run's coverage
+    shutil.rmtree(ctx.state_dir / "plans", ignore_errors=True)  # nor another run's plans
+    shutil.rmtree(ctx.state_dir / "waits", ignore_errors=True)  # nor another run's waits
+    hz = waits.rate(ctx.options)
     targets: list[Target] = []
     with contextlib.ExitStack() as stack:
         for label, inst in installs.items():
             conf = (confs or {}).get(label) or conf_text(profile, inst.major)
             srv = stack.enter_context(Server(ctx, inst, conf, root, name=label))
             targets.append(Target(label, inst, srv))
+            if coverage_src is not None and instr and (count_instructions is None or label in count_instructions):
+                targets[-1].exercised = {}
             targets[-1].collected.order.extend(w.name for w in wls)  # results in profile order
             counted = count_instructions is None or label in count_instructions
-            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted)
+            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted, loads=instr if counted else [])
 
         def pinned(w: Workload) -> list[int] | None:
             cpus = workload_cpus(w, pin, allowed)
@@ -526,22 +808,34 @@ def run_bench(
                 for t in targets:
                     t.server.stop()
                     t.server.start()
-            for i, w in enumerate(order):
-                if r >= int(w.spec.get("samples", samples)):
+                first = next((w for w in order if WORKLOAD_KINDS[w.kind].pgbench), None)
+                if rewarm and first is not None:
+                    # a fresh postmaster starts with empty shared buffers: every side runs the round's first
+                    # workload again, discarded, the side that takes the round's first slot last (as the slices
+                    # alternate), so no recorded slice of either side pays for the cold start
+                    for t in sorted(targets, key=lambda t: t is _first_side(targets, r)):
+                        ctx.log(f"[{t.label}] warm-up after the restart: {first.name} ({warmup:.0f} s, discarded)")
+                        _pgbench_sample(t, first, warmup, pinned(first), record=False)
+            for w in order:
+                if r >= min(samples, _whole_blocks(int(w.spec.get("samples", samples)), len(targets))):
                     continue  # a long workload (e.g. the Insert Benchmark) may ask for fewer samples
                 if WORKLOAD_KINDS[w.kind].pgbench and slices > 1:
                     cpus = pinned(w)
                     for t in targets:
                         t.server.checkpoint()
-                    _sliced_samples(targets, w, duration, slices, r + i, cpus)
+                    taken = _sliced_samples(targets, w, duration, slices, r, cpus, slice_warmup, hz)
                     for t in targets:
-                        ctx.log(f"[{t.label}] round {r + 1}/{samples} {w.name}: " + _summary(t.collected, w))
+                        ctx.log(
+                            f"[{t.label}] round {r + 1}/{samples} {w.name}: {_summary(t.collected, w)}; "
+                            f"{'first' if t is _first_side(targets, r) else 'later'}; slices "
+                            + " ".join(f"{x:.1f}" for x in taken[t.label])
+                        )
                     continue
-                sides = list(targets) if (r + i) % 2 == 0 else list(reversed(targets))
+                sides = list(targets) if r % 2 == 0 else list(reversed(targets))
                 for t in sides:
                     t.server.checkpoint()
                     if WORKLOAD_KINDS[w.kind].pgbench:
-                        _pgbench_sample(t, w, duration, pinned(w))
+                        _pgbench_sample(t, w, duration, pinned(w), hz=hz)
                     else:
                         _special_sample(t, w)
                     ctx.log(f"[{t.label}] round {r + 1}/{samples} {w.name}: " + _summary(t.collected, w))
@@ -551,9 +845,24 @@ def run_bench(
             n = int(tun.get("instruction_samples", 2))
             keep = ctx.options.get(CALLGRIND_OPTION, "0") == "1"
             for w in instr:
+                count = WORKLOAD_KINDS[w.kind].count
+                assert count is not None, w.kind  # every instruction kind has one
                 for t in targets:
                     if count_instructions is None or t.label in count_instructions:
-                        _instruction_samples(ctx, t, w, n, scale, root, callgrind=keep)
+                        count(ctx, t, w, n, scale, root, callgrind=keep, wanted=wanted)
+            for t in targets:
+                if t.exercised is not None and coverage_src is not None:
+                    _write_coverage(ctx, t, coverage_src)
+            selected = set(selected_names(profile, ctx.options))
+            for t in targets:
+                shapes = {k: v for k, v in t.plans.items() if k in selected}
+                if shapes:
+                    plans_file(ctx, t.label).parent.mkdir(parents=True, exist_ok=True)
+                    plans_file(ctx, t.label).write_text(json.dumps(shapes, sort_keys=True))
+        for t in targets:
+            if t.waits:
+                waits_file(ctx, t.label).parent.mkdir(parents=True, exist_ok=True)
+                waits_file(ctx, t.label).write_text(json.dumps(t.waits, sort_keys=True))
     return {t.label: t.collected.results() for t in targets}
 
 
@@ -568,5 +877,12 @@ def describe(profile: Mapping[str, Any]) -> str:
 
 
 def selected_names(profile: Mapping[str, Any], options: Mapping[str, str]) -> Sequence[str]:
+    """The result workloads the options select (the operation suite's one by one)."""
     wanted = {x for x in options.get("workloads", "").split(",") if x}
-    return [w.name for w in workloads(profile) if not wanted or w.name in wanted]
+    return [
+        n
+        for w in workloads(profile)
+        if is_selected(w, wanted)
+        for n in result_names(w)
+        if not wanted or n in wanted or w.name in wanted
+    ]

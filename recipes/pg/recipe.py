@@ -11,11 +11,20 @@ from importlib import resources
 from typing import Any
 
 from recipes import paired as pairing
-from recipes.api import BenchFailed, Context, Recipe, WorkloadResult
+from recipes.api import BenchFailed, Context, Recipe, Side, SideSupport, WorkloadResult
 from recipes.pg import build as pgbuild
 from recipes.pg import deps, paired
-from recipes.pg.profile import WORKLOAD_KINDS, identities, identity_of, load_profile, run_bench, workloads
-from recipes.sides import Side, SideSupport, side_layout
+from recipes.pg.profile import (
+    COVERAGE_OPTION,
+    group_descriptions,
+    identities,
+    identity_of,
+    load_profile,
+    needs_valgrind,
+    run_bench,
+    workload_info,
+)
+from recipes.sides import side_layout
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -28,10 +37,16 @@ def data_file_hashes() -> dict[str, str]:
     recipe's; a workload's own hash covers only the files it uses, see profile.identities)."""
     base = resources.files("recipes.pg")
     out = {}
+
+    def walk(folder: Any, rel: str) -> None:  # sql/ops/ holds the operation suite's scripts
+        for f in sorted(folder.iterdir(), key=lambda p: p.name):
+            if f.is_dir():
+                walk(f, f"{rel}/{f.name}")
+            elif f.name.endswith((".conf", ".sql")):
+                out[f"{rel}/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+
     for sub in ("conf", "sql"):
-        for f in sorted(base.joinpath(sub).iterdir(), key=lambda p: p.name):
-            if f.name.endswith((".conf", ".sql")):
-                out[f"{sub}/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+        walk(base.joinpath(sub), sub)
     return out
 
 
@@ -47,11 +62,11 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     }
     config = {"profile": profile, "build": build_config, "data_files": data_file_hashes()}
     found = identities(profile, build_config)
-    need_valgrind = any(WORKLOAD_KINDS[w.kind].phase == "instructions" for w in workloads(profile))
+    need_valgrind = needs_valgrind(profile)
 
     def build(ctx: Context) -> None:
         wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
-        deps.check_bench(need_valgrind and (not wanted or any(w.startswith("instr") for w in wanted)))
+        deps.check_bench(needs_valgrind(profile, wanted))
         reference = pairing.requested(ctx)
         install = pgbuild.build_install(ctx, spec)
         pgbuild.save_install(ctx, install)
@@ -65,8 +80,12 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
             # the reference first: it takes round 0's first slot, the commit the second (then they alternate)
             installs = {"reference": pgbuild.load_install(ctx, paired.STATE_FILE), "run": install}
         previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
+        # the coverage figure of the commit's instruction workloads (docs/coverage.md); coverage=0 leaves it out
+        src = ctx.src_dir if ctx.options.get(COVERAGE_OPTION, "1") != "0" else None
         try:
-            results = run_bench(ctx, profile, installs, threads=os.cpu_count() or 2, count_instructions={"run"})
+            results = run_bench(
+                ctx, profile, installs, threads=os.cpu_count() or 2, count_instructions={"run"}, coverage_src=src
+            )
         finally:
             signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
         if "reference" in results:
@@ -106,4 +125,6 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         bench=bench,
         workload_identity=lambda workload: identity_of(profile, found, workload),
         sides=SideSupport(build_sides, bench_sides),
+        workload_info=lambda workload: workload_info(profile, workload),
+        groups=group_descriptions(),
     )

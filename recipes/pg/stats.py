@@ -132,6 +132,136 @@ def bootstrap_median_ratio(
     )
 
 
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (Numerical Recipes, 2nd ed., 6.4)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-14:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with `df` degrees of freedom (0 < p < 1, df > 0), by bisection on its CDF:
+    pure stdlib, because the recipes that form paired ratios run on workers without scipy."""
+    if not 0.0 < p < 1.0 or df <= 0:
+        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p} df={df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    tail = 1.0 - p  # P(T > t) = I_{df / (df + t^2)}(df / 2, 1 / 2) / 2
+    lo, hi = 0.0, 1.0
+    while _betainc(df / 2.0, 0.5, df / (df + hi * hi)) / 2.0 > tail:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if _betainc(df / 2.0, 0.5, df / (df + mid * mid)) / 2.0 > tail:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+def _round_logs(a: Sequence[float], b: Sequence[float]) -> tuple[list[float], list[float]] | None:
+    """log(B_i / A_i) of the rounds in which A took the first slot (even i) and in which B did (odd i); None when a
+    round has no positive finite ratio (the balanced estimate needs logs of every round)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples need equal counts, got {len(a)} and {len(b)}")
+    out: tuple[list[float], list[float]] = ([], [])
+    for i, (x, y) in enumerate(zip(a, b)):
+        if not (x > 0 and y > 0) or not math.isfinite(y / x) or y / x <= 0:
+            return None
+        out[i % 2].append(math.log(y / x))
+    return out
+
+
+def block_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """B/A per order-balanced block: the geometric mean of rounds 2j (A first) and 2j + 1 (B first), so an effect
+    of going first cancels inside every block (docs/throughput.md, "The order bias"). A last round without its
+    partner is left out, except when it is the only round: one round is all there is to give.
+
+    The bench alternates which side takes a round's first slot by the round's parity, for every workload
+    (recipes/pg/profile.py), so round i's order is known from i alone."""
+    ratios = paired_ratios(a, b)
+    if len(ratios) != len(a) or any(r <= 0 or not math.isfinite(r) for r in ratios):
+        raise NoRatio("{a} or {b} has samples of {metric} that are not above 0")
+    if len(ratios) == 1:
+        return ratios
+    return [math.sqrt(ratios[2 * j] * ratios[2 * j + 1]) for j in range(len(ratios) // 2)]
+
+
+def balanced_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioEstimate:
+    """B/A as the order-balanced mean log ratio of paired rounds, with a t confidence interval.
+
+    Round i ran A first when i is even and B first when i is odd. Whatever going first costs (a constant on the
+    log scale, the same in every round of one order) cancels in the mean of the two orders' means,
+    ``(mean(log r_even) + mean(log r_odd)) / 2``, even with an odd number of rounds; its standard error comes from
+    the spread of each order's rounds around their own mean (n - 2 degrees of freedom), so the order effect does
+    not widen the interval either. This is the two-group regression ``log r_i = mu + beta * order_i + e_i`` with
+    ``mu`` the ratio (the balanced design of Cochran & Cox, "Experimental Designs", 1957, ch. 4: a period effect
+    cancels in a cross-over). With rounds of one order only it is their mean log ratio (n - 1 degrees of freedom);
+    with no degree of freedom left, the interval is the rounds' range. NoRatio when a round has no positive ratio.
+    """
+    logs = _round_logs(a, b)
+    if logs is None or not (logs[0] or logs[1]):
+        raise NoRatio("{a} or {b} has samples of {metric} that are not above 0")
+    groups = [g for g in logs if g]
+    means = [statistics.fmean(g) for g in groups]
+    mu = statistics.fmean(means)
+    n = sum(len(g) for g in groups)
+    df = n - len(groups)
+    ratios = sorted(math.exp(x) for g in groups for x in g)
+    if df < 1:
+        return RatioEstimate(math.exp(mu), ratios[0], ratios[-1], n)
+    ss = sum((x - m) ** 2 for g, m in zip(groups, means) for x in g)
+    se = math.sqrt(ss / df) * math.sqrt(sum(1.0 / len(g) for g in groups)) / len(groups)
+    half = t_quantile(1 - (1 - confidence) / 2, df) * se
+    return RatioEstimate(math.exp(mu), math.exp(mu - half), math.exp(mu + half), n)
+
+
+def paired_estimate(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, seed: int = 1) -> RatioEstimate:
+    """The ratio B/A of samples taken in paired rounds: the order-balanced estimate (balanced_ratio) when every
+    round has a ratio above 0, otherwise the median ratio with its bootstrap CI (a metric that can read 0, e.g. a
+    memory growth). NoRatio (a ValueError) when the samples form no ratio at all."""
+    problem = ratio_problem(a, b)
+    if problem is not None:
+        raise problem
+    try:
+        return balanced_ratio(a, b, confidence)
+    except NoRatio:
+        return bootstrap_median_ratio(a, b, confidence=confidence, seed=seed)
+
+
 def interleaved_order(rounds: int, labels: Sequence[str] = ("A", "B"), seed: int = 1) -> list[str]:
     """ABBA-style order: each round runs every label once, alternating direction so neither side goes first.
 

@@ -6,6 +6,12 @@
   var refs = null, data = {};
   pf.refs = function (d) { refs = d; };
   pf.commit = function (sha, d) { data[sha] = d; };
+  var branchRows = {}, waiting = {};  // data/branches/<name>/<chunk>.js: [sha, subject, author, authored_at] per position
+  pf.commits = function (branch, k, rows) {
+    branchRows[branch + "/" + k] = rows;
+    (waiting[branch + "/" + k] || []).forEach(function (cb) { cb(); });
+  };
+  var SHA = /^[0-9a-f]{40}([0-9a-f]{24})?$/;
 
   function el(tag, text, cls) { var e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; }
   function fmt(x) {
@@ -29,16 +35,78 @@
     document.head.appendChild(s);
   });
 
+  // The message body as written: paragraphs (blank-line separated) as <p>, their line breaks kept by CSS; text only.
+  function showMessage(body) {
+    var box = document.getElementById("message");
+    box.replaceChildren();
+    body.split(/\n[ \t]*\n+/).forEach(function (para) {
+      para = para.replace(/^\n+|\s+$/g, "");
+      if (para) box.appendChild(el("p", para));
+    });
+    box.hidden = !box.childNodes.length;
+  }
+
+  // The commit's neighbours in first-parent order on each branch that holds it: the parent is its first parent
+  // (in the data file, linked in the facts line); the next commit is at position + 1 in the branch's commit facts (data/branches/<file>/
+  // <chunk>.js, 1,000 commits a file), read only when asked for (a press, or the pointer or focus on the button),
+  // so the page itself loads no more than before.
+  function branchFacts(file, pos, size, cb) {
+    var k = Math.floor(pos / size), key = file + "/" + k;
+    var row = function () { var rows = branchRows[key]; cb(rows && rows[pos - k * size] || null); };
+    if (branchRows[key]) { row(); return; }
+    if (waiting[key]) { waiting[key].push(row); return; }
+    waiting[key] = [row];
+    var s = document.createElement("script");
+    s.src = "data/branches/" + encodeURIComponent(file) + "/" + k + ".js";
+    s.onerror = function () { branchRows[key] = []; waiting[key].forEach(function (f) { f(); }); };
+    document.head.appendChild(s);
+  }
+  function showNav(d) {
+    var nav = document.getElementById("commit-nav"), size = d.chunk_size || 1000;
+    nav.replaceChildren();
+    (d.positions || []).forEach(function (b) {  // [branch, file name, position]
+      var btn = el("button", "next commit on " + b[0] + " →", "next");
+      btn.type = "button";
+      var look = function (go) {
+        branchFacts(b[1], b[2] + 1, size, function (row) {
+          if (row && SHA.test(row[0])) {
+            btn.title = row[0].slice(0, 12) + " " + row[1];
+            if (go) location.href = "commit.html?c=" + row[0];
+          } else {
+            var none = el("span", "newest commit on " + b[0], "none");
+            btn.replaceWith(none);
+          }
+        });
+      };
+      btn.addEventListener("mouseenter", function () { look(false); });
+      btn.addEventListener("focus", function () { look(false); });
+      btn.addEventListener("click", function () { look(true); });
+      nav.appendChild(btn);
+    });
+    nav.dataset.ready = "1";
+  }
+
   function show(sha, d) {
     document.title = sha.slice(0, 12) + " " + d.subject + " · perffarm";
     document.getElementById("subject").textContent = d.subject;
     var facts = document.getElementById("facts");
     facts.replaceChildren(el("span", sha, "sha"), document.createTextNode(" · " + d.author + " · " + when(d.authored_at)));
-    d.tags.forEach(function (t) { facts.appendChild(document.createTextNode(" · ")); facts.appendChild(el("span", t, "tagname")); });
+    d.tags.forEach(function (t) { facts.appendChild(document.createTextNode(" · tag ")); facts.appendChild(el("span", t, "tagname")); });
+    var parent = (d.parents || [])[0];
+    if (parent && SHA.test(parent)) {  // every series of the commit against its parent's
+      var up = el("a", parent.slice(0, 12), "sha parent");
+      up.href = "commit.html?c=" + parent;
+      facts.appendChild(document.createTextNode(" · parent ")); facts.appendChild(up);
+      var cmp = el("a", "compare with parent", "compare-parent");
+      cmp.href = "compare.html?base=" + parent + "&new=" + sha;
+      facts.appendChild(document.createTextNode(" · ")); facts.appendChild(cmp);
+    }
+    showMessage(d.message || "");
+    showNav(d);
     var tbody = document.querySelector("#rows tbody"), series = (refs && refs.series) || {};
     d.rows.forEach(function (r) {
-      // [sid, median, n, ratio, ci_low, ci_high, colour, base, flags]; ratio and CI in millionths
-      // (master/publish/publisher.commit_rows)
+      // [sid, median, n, ratio, ci_low, ci_high, colour, base, flags, samples]; ratio and CI in millionths
+      // (master/publish/commits.py)
       var s = series[r[0]] || { label: r[0], branch: "", machine: "", recipe: "", unit: "" };
       var tr = el("tr"), first = el("td"), a = el("a", s.label);
       a.href = "series/" + encodeURIComponent(r[0]) + ".html"; first.appendChild(a);
@@ -56,6 +124,18 @@
       }
       tr.appendChild(rc); tbody.appendChild(tr);
     });
+    // [sid, workload, machine, branch, summary, previous sha, before, after] (master/publish/pages/commit.py)
+    var pb = document.querySelector("#plans tbody");
+    (d.plans || []).forEach(function (p) {
+      var tr = el("tr"), first = el("td"), a = el("a", p[1]);
+      a.href = "series/" + encodeURIComponent(p[0]) + ".html"; first.appendChild(a); tr.appendChild(first);
+      tr.appendChild(el("td", p[3])); tr.appendChild(el("td", p[2]));
+      var ch = el("td"); ch.appendChild(el("b", p[4])); ch.appendChild(el("span", " after " + p[5].slice(0, 12), "muted"));
+      tr.appendChild(ch);
+      [p[6], p[7]].forEach(function (shape) { var c = el("td"); c.appendChild(el("pre", shape, "plan")); tr.appendChild(c); });
+      pb.appendChild(tr);
+    });
+    document.getElementById("plans-box").hidden = !(d.plans && d.plans.length);
     var rb = document.querySelector("#runs tbody");
     d.runs.forEach(function (r) {
       // [id, status, ref, builder, worker, source, ingested_at, build_url, log_excerpt]

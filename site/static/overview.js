@@ -1,9 +1,11 @@
-/* overview/<machine>.html filters: show only the rows matching the chosen branch and workload. */
+/* overview/<machine>.html filters: show only the rows matching the chosen group, branch and workload; a group's
+   heading shows while any of its rows does. */
 (function () {
   "use strict";
   document.addEventListener("DOMContentLoaded", function () {
     var selects = document.querySelectorAll("#filters select");
-    var rows = document.querySelectorAll("#overview tbody tr");
+    var rows = document.querySelectorAll("#overview tbody tr.row");
+    var groups = document.querySelectorAll("#overview tbody[data-group]");
     var shown = document.getElementById("shown");
     function apply() {
       var want = {};
@@ -13,6 +15,7 @@
         var ok = Object.keys(want).every(function (k) { return !want[k] || r.getAttribute("data-" + k) === want[k]; });
         r.hidden = !ok; if (ok) count++;
       });
+      groups.forEach(function (g) { g.hidden = !g.querySelector("tr.row:not([hidden])"); });
       shown.textContent = count + " series";
     }
     selects.forEach(function (s) { s.addEventListener("change", apply); });

@@ -30,8 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from master import analysis, store
-from master.alerts import AlertSettings, ChannelConfig, deliver_once, sync
+from master.alerts.config import AlertSettings, ChannelConfig
+from master.alerts.delivery import deliver_once
 from master.alerts.kinds import build_senders
+from master.alerts.sync import sync
 from master.detect.config import DetectionSettings
 from tests.alerts_support import HttpReceiver, sha_of
 

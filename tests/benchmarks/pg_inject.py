@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -36,21 +37,28 @@ def escape_attempt(reads: list[Path], writes: list[Path]) -> str:
     return "".join(lines)
 
 
-def original(src: Path, sha: str | None) -> str:
-    """FILE as commit `sha` has it (from git's objects), or as `src`'s work tree has it when no sha is given. A
-    test that shares a checkout with others passes its sha: `perffarm compare` checks other commits out there and
-    applies their patches, so the work tree may hold another commit's file or a patched one at any moment."""
+def original(src: Path, sha: str | None, rel: str | Path = FILE) -> str | None:
+    """File `rel` as commit `sha` has it (from git's objects), or as `src`'s work tree has it when no sha is given;
+    None when it has no such file. A test that shares a checkout with others passes its sha: `perffarm compare`
+    checks other commits out there and applies their patches, so the work tree may hold another commit's file or a
+    patched one at any moment."""
     if sha is None:
-        return (src / FILE).read_text()
-    return subprocess.run(
-        ["git", "show", f"{sha}:{FILE}"], cwd=src, check=True, capture_output=True, text=True
-    ).stdout  # not _git's: its strip() would drop the file's last newline
+        return (src / rel).read_text() if (src / rel).exists() else None
+    proc = subprocess.run(["git", "show", f"{sha}:{rel}"], cwd=src, capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else None  # not _git's: its strip() would drop the last newline
+
+
+def _file(src: Path, sha: str | None, rel: str | Path = FILE) -> str:
+    text = original(src, sha, rel)
+    if text is None:
+        raise ValueError(f"{rel}: not in {src}" + (f" at {sha[:12]}" if sha else ""))
+    return text
 
 
 def busy_loop_patch(src: Path, iterations: int, extra: str = "", sha: str | None = None) -> str:
     """The busy loop (and `extra` C code, e.g. escape_attempt's) at the start of standard_ExecutorRun, against
     commit `sha`'s file (see `original`)."""
-    old = original(src, sha)
+    old = _file(src, sha)
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     at = old.find(ANCHOR, start) if start >= 0 else -1
     if at < 0:
@@ -63,6 +71,78 @@ def busy_loop_patch(src: Path, iterations: int, extra: str = "", sha: str | None
     new = old[:at] + loop + extra + old[at:]
     diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
     return "".join(diff)
+
+
+def open_close_patch(src: Path) -> str:
+    """A unified diff that makes every executor run open and close one file (/dev/null): issue #28's kind of
+    culprit. Two system calls per query cost a few microseconds, 10-15 % of a one-client prepared point select
+    here, while the instructions valgrind counts in the backend barely move (a system call is one instruction of
+    the process; the kernel's work is not counted), so only wall-clock throughput, paired, can see it."""
+    return syscall_patch(src, 1)
+
+
+_DEFINITION_ROOTS = ("src/backend", "src/common", "src/port")
+
+
+def defining_file(src: Path, function: str, sha: str | None = None) -> Path:
+    """The C file (relative to `src`) that defines `function` (at commit `sha`, when given: see `original`):
+    PostgreSQL's style puts a definition's name at the start of its line. ValueError when no file or several do."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", function):
+        raise ValueError(f"not a C function name: {function!r}")
+    pattern = re.compile(rf"^{function}\(", re.M)
+    if sha is not None:
+        proc = subprocess.run(
+            ["git", "grep", "-l", "-E", f"^{function}\\(", sha, "--", *(f"{r}/*.c" for r in _DEFINITION_ROOTS)],
+            cwd=src,
+            capture_output=True,
+            text=True,
+        )
+        found = [Path(line.split(":", 1)[1]) for line in proc.stdout.splitlines()]
+    else:
+        found = [
+            path.relative_to(src)
+            for root in _DEFINITION_ROOTS
+            for path in sorted((src / root).rglob("*.c"))
+            if pattern.search(path.read_text(errors="replace"))
+        ]
+    if len(found) != 1:
+        raise ValueError(f"{function}: defined in {len(found)} files of {src} ({', '.join(map(str, found[:4]))})")
+    return found[0]
+
+
+def entry_loop_patch(src: Path, function: str, iterations: int, sha: str | None = None) -> str:
+    """A unified diff that puts a volatile busy loop of `iterations` rounds at the start of `function`'s body,
+    wherever it is defined: a fixed slowdown per call (about 5.5 instructions a round at -O2), for measuring which
+    functions' regressions a profile notices (tests/benchmarks/pg_recall.py)."""
+    rel = defining_file(src, function, sha)
+    old = _file(src, sha, rel)
+    m = re.search(rf"^{re.escape(function)}\(.*?^\{{\n", old, re.M | re.S)
+    if m is None:
+        raise ValueError(f"{rel}: no body found for {function}")
+    at = m.end()
+    loop = (
+        "\t/* perffarm test-only injected work */\n"
+        "\t{\n\t\tvolatile int pf_i;\n\n"
+        f"\t\tfor (pf_i = 0; pf_i < {int(iterations)}; pf_i++)\n\t\t\t;\n\t}}\n\n"
+    )
+    new = old[:at] + loop + old[at:]
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+
+
+def boot_value_patch(src: Path, variable: str, old: str, new: str, sha: str | None = None) -> str:
+    """A unified diff that changes the boot value of a GUC, `&variable,` followed by `old,` in the GUC tables
+    (guc.c up to 15, guc_tables.c since 16), to `new`: e.g. enable_hashjoin off, a planner that never picks a hash
+    join (tests/integration/test_pg_operations.py: a plan change)."""
+    for rel in ("src/backend/utils/misc/guc_tables.c", "src/backend/utils/misc/guc.c"):
+        text = original(src, sha, rel)
+        if text is None:
+            continue
+        pattern = re.compile(rf"(&{re.escape(variable)},\s*\n\s*){re.escape(old)},")
+        if len(pattern.findall(text)) != 1:
+            continue
+        changed = pattern.sub(lambda m: f"{m.group(1)}{new},", text)
+        return "".join(difflib.unified_diff(text.splitlines(True), changed.splitlines(True), f"a/{rel}", f"b/{rel}"))
+    raise ValueError(f"{variable}: no boot value {old!r} found in the GUC tables of {src}")
 
 
 def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
@@ -80,7 +160,7 @@ def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
     (without it, the regression is ~7% at two clients on a quiet 2-core box and lost in the noise at load 8). The
     sleep is a system call: a handful of instructions per query, still far under the floor. Against commit
     `sha`'s file (see `original`)."""
-    old = original(src, sha)
+    old = _file(src, sha)
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     end = old.find("\n}\n", start) if start >= 0 else -1
     take = "\toldcontext = MemoryContextSwitchTo(estate->es_query_cxt);\n"
@@ -171,9 +251,12 @@ def doc_commits(repo: Path, count: int, first: int = 1000) -> list[str]:
     return shas
 
 
-def make_history(repo: Path, count: int, culprit: int, iterations: int = 0, lock: bool = False) -> list[str]:
+def make_history(
+    repo: Path, count: int, culprit: int, iterations: int = 0, lock: bool = False, open_close: bool = False
+) -> list[str]:
     """Commit `count` commits on top of `repo`'s HEAD; commit number `culprit` (1-based) adds the busy loop of
-    `iterations` rounds, or with `lock` the executor lock hold (`lock_hold_patch`: a contention regression).
+    `iterations` rounds, or with `lock` the executor lock hold (`lock_hold_patch`: a contention regression), or
+    with `open_close` a file opened and closed per executor run (`open_close_patch`: issue #28's culprit).
 
     Returns the shas, index 0 being the starting HEAD. Commit dates are fixed, so the same tree and arguments give
     the same shas. Untrusted-looking subjects are used on purpose for the history site and alerts.
@@ -183,13 +266,14 @@ def make_history(repo: Path, count: int, culprit: int, iterations: int = 0, lock
     shas = [_git(repo, "rev-parse", "HEAD")]
     for i in range(1, count + 1):
         if i == culprit:
-            patch = lock_hold_patch(repo) if lock else busy_loop_patch(repo, iterations)
+            if open_close:
+                patch, subject = open_close_patch(repo), "executor: open and close a file per executor run"
+            elif lock:
+                patch, subject = lock_hold_patch(repo), "executor: serialise executor runs on one lock"
+            else:
+                patch = busy_loop_patch(repo, iterations)
+                subject = f"executor: do a little more work per query ({iterations} iterations)"
             subprocess.run(["git", "apply", "-"], cwd=repo, input=patch, text=True, check=True)
-            subject = (
-                "executor: serialise executor runs on one lock"
-                if lock
-                else f"executor: do a little more work per query ({iterations} iterations)"
-            )
         else:
             name = FILLERS[i % len(FILLERS)]
             _comment(repo / name, i)
@@ -202,3 +286,28 @@ if __name__ == "__main__":
     import sys
 
     print(busy_loop_patch(Path(sys.argv[1]), int(sys.argv[2])), end="")
+
+
+def syscall_patch(src: Path, calls: int = 1, sha: str | None = None) -> str:
+    """A unified diff that makes every executor run open and close /dev/null `calls` times at the start of
+    standard_ExecutorRun(): kernel work per query that callgrind does not see (a few dozen user-space instructions
+    per call, far under the instruction counts' detection floor), while the system-call counters
+    (recipes/pg/counters.py) see exactly +`calls` openat and +`calls` close per query. Against commit `sha`'s file
+    (see `original`)."""
+    old = _file(src, sha)
+    start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
+    at = old.find(ANCHOR, start) if start >= 0 else -1
+    head = '#include "postgres.h"\n'
+    if at < 0 or head not in old:
+        raise ValueError(f"{FILE}: anchor not found; this tree's standard_ExecutorRun looks different")
+    work = (
+        "\t/* perffarm test-only injected system calls */\n"
+        "\t{\n\t\tint\t\t\tpf_i;\n\n"
+        f"\t\tfor (pf_i = 0; pf_i < {int(calls)}; pf_i++)\n\t\t{{\n"
+        '\t\t\tint\t\t\tpf_fd = open("/dev/null", O_RDONLY);\n\n'
+        "\t\t\tif (pf_fd >= 0)\n\t\t\t\tclose(pf_fd);\n\t\t}\n\t}\n\n"
+    )
+    new = old[:at] + work + old[at:]
+    new = new.replace(head, head + "\n#include <fcntl.h>\n#include <unistd.h>\n", 1)
+    diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
+    return "".join(diff)

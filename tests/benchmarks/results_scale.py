@@ -124,7 +124,8 @@ def _doc_text(sha: str, machine: str, samples: list[str]) -> str:
 
 def generate(path: Path, fleet: Fleet, quiet: bool = False) -> dict[str, float]:
     """A results DB of `fleet` in the real schema: bulk inserts, one transaction per 1,000 commits."""
-    from master import alerts, store
+    from master import store
+    from master.alerts import sync as alerts
     from master.settings import load_settings
     from master.store.changes import Placement
 
@@ -363,7 +364,8 @@ class WriteLockClock:
 def measure(
     fleet: Fleet, work: Path, runs: int, rebuild: bool, skip_publish: bool, reuse_site: bool = False
 ) -> Figures:
-    from master import alerts, analysis, store
+    from master import analysis, store
+    from master.alerts import sync as alerts
     from master.publish.writer import wait_for_cleanup
     from master.settings import load_settings
 

@@ -10,7 +10,9 @@
 3. the largest page transferred over master.publish.serve: the page plus everything it loads, measured in
    Chromium; that server does not gzip, so the bytes are uncompressed (gzip -6 sizes printed for reference);
 4. the series page with COMMITS points in headless Chromium: milliseconds from navigation start until the chart
-   is drawn, the table of points filled and the page answers a hover (RUNS loads, median).
+   is drawn, the table of points filled and the page answers a hover (RUNS loads, median);
+5. the compare page of the first release tag and the newest commit: milliseconds from navigation start until
+   every series' ratio, CI and verdict are shown (RUNS loads, median).
 
 The results DB is built once through master.store (tests/benchmarks/publish_data.py) and kept in --work.
 """
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         f"series/{sid}.html",
         f"commit.html?c={latest}",
         "compare.html",
+        f"compare.html?base=REL_1_0&new={latest}",  # every series' data at two commits, compared
         "alerts.html",
         "releases.html",
         *(f"releases/{d.name}/index.html" for d in sorted((site / "releases").glob("*/"))[:1]),  # a machine's table
@@ -231,6 +234,20 @@ def main(argv: list[str] | None = None) -> int:
                 hover = page.evaluate("() => performance.now()") - t0
                 times.append(ready)
                 say(f"   load {i + 1}: interactive at {ready:.0f} ms ({n} points), hover answered in {hover:.0f} ms")
+                ctx.close()
+            say(f"   median {statistics.median(times):.0f} ms")
+
+            say(f"\n5. compare page: REL_1_0 vs {latest[:12]}, every series' ratio, CI and verdict, headless Chromium")
+            times = []
+            for i in range(max(args.runs, 5)):
+                ctx = browser.new_context()
+                page = ctx.new_page()
+                page.goto(url + f"compare.html?base=REL_1_0&new={latest}")
+                page.wait_for_selector("body[data-ready-ms]")
+                ready = float(page.get_attribute("body", "data-ready-ms"))
+                rows = page.locator("#result tbody tr[data-sid]").count()
+                times.append(ready)
+                say(f"   load {i + 1}: verdicts shown at {ready:.0f} ms ({rows} series)")
                 ctx.close()
             say(f"   median {statistics.median(times):.0f} ms")
             browser.close()

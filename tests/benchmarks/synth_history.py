@@ -8,7 +8,8 @@ What postgres.git has and this copies (defaults): ~60,000 commits on master's fi
 branched from master once a "year" and living five "years" of back-patches: a master commit is cherry-picked onto
 every live branch with probability `--backpatch` (same subject and author, a new sha, a later commit date),
 ~810 annotated release tags spread over the branches (REL_17_5, REL9_6_24, and REL_N_BETA1/RC1 on master before
-branching), a few merge commits on master, one small file changed per commit. ~850 refs in all. A bare repository,
+branching), a few merge commits on master, one small file changed per commit, every message ending in a trailer
+block as PostgreSQL's do (Author, Reviewed-by, Discussion). ~850 refs in all. A bare repository,
 HEAD on master; nothing is packed beyond what fast-import writes. Prints progress and how long it took.
 """
 
@@ -101,7 +102,10 @@ class _Writer:
         parts = [
             b"commit %s\nmark :%d\n" % (ref.encode(), self.mark),
             b"author %s %d +0000\ncommitter %s %d +0000\n" % (who, when, who, when),
-            _data(f"{subject}\n\nSynthetic history for perffarm's scale benchmark."),
+            _data(
+                f"{subject}\n\nSynthetic history for perffarm's scale benchmark.\n\n"
+                f"Author: {author}\nReviewed-by: {author}\nDiscussion: https://postgr.es/m/synth-{self.mark}@example.org"
+            ),
         ]
         if parent is not None:
             parts.append(b"from :%d\n" % parent)

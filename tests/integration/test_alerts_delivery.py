@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from master.alerts import AlertSettings, ChannelConfig, channel_health, deliver_once, sync
 from master.alerts.channels import RequestsHttpClient, SendError, WebhookSender
-from master.alerts.config import RetryPolicy
+from master.alerts.config import AlertSettings, ChannelConfig, RetryPolicy
+from master.alerts.delivery import deliver_once
+from master.alerts.health import channel_health
 from master.alerts.kinds import build_senders
+from master.alerts.sync import sync
 from master.store import alerts as db
 from tests.alerts_support import HOSTILE_AUTHOR, HOSTILE_SUBJECT, Farm, HttpReceiver, SmtpSink, free_port
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from master import store
-from master.alerts import AlertSettings, ChannelConfig, sync
+from master.alerts.config import AlertSettings, ChannelConfig
+from master.alerts.sync import sync
 from tests.alerts_support import Farm, HttpReceiver
 
 pytestmark = pytest.mark.integration

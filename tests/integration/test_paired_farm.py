@@ -89,6 +89,10 @@ def test_a_throughput_regression_is_alerted_on_rqps_and_bisected_to_its_commit(t
         assert probe_runs and {r[0] for r in probe_runs} == {base}
         alerted = farm.query("SELECT culprit_sha FROM alerts")
         assert alerted == [(shas[3],)], alerted
+        # issue #28: one bisection, judged on the series' levels: no end of the range was measured again
+        assert farm.query("SELECT COUNT(*) FROM bisections")[0][0] == 1
+        measured = {r[0] for r in farm.query("SELECT r.sha FROM bisection_runs br JOIN runs r ON r.id = br.run_id")}
+        assert measured and not measured & {json.loads(commits)[0], json.loads(commits)[-1]}, log
         print(f"\npaired farm: probes={probes} ratio={ratio:.4f} [{lo:.4f}, {hi:.4f}] range={len(json.loads(commits))}")
     finally:
         farm.stop()

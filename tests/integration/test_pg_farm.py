@@ -154,6 +154,16 @@ def _explained_on_the_farm(farm, bisection_id: int, culprit: str, base: str, ite
     measured = _medians(farm, culprit, BISECT_WORKLOAD)[-1] - _medians(farm, b.parent, BISECT_WORKLOAD)[-1]
     print(f"(e) explained: {explained.summary}; measured {measured:+,.1f}/query, top self {top.delta_self:+,.1f}")
     assert top.name == "standard_ExecutorRun" and top.delta_self == pytest.approx(measured, rel=0.05)
+    # issue #29, the control: a pure-CPU culprit changes no exact counter, and its page claims none
+    from master.explain import report as counter_report
+
+    conn = store.connect(farm.settings.results_db)
+    try:
+        said = counter_report.for_bisection(conn, b)
+    finally:
+        conn.close()
+    assert said is not None and said.changes == () and said.summary == "", said
+    assert "no exact counter changed" in said.table
     alert_id = farm.query("SELECT id FROM alerts")[0][0]
     # the alert's messages carry the summary line (master/alerts/messages.py)
     from master.alerts.sync import alert_view  # (master.alerts.sync is the function, not the module)

@@ -19,7 +19,7 @@ import pytest
 from master import compare
 from recipes.api import BenchFailed, Context, checkout_layout
 from recipes.pg import idle
-from recipes.pg.profile import conf_text, load_profile, workloads
+from recipes.pg.profile import conf_text, load_profile, result_names, workloads
 from recipes.pg.server import Server
 from tests.benchmarks.pg_inject import busy_loop_patch
 from tests.pg_support import RELEASES_WORK, Releases
@@ -52,13 +52,13 @@ def test_an_autoconf_and_a_meson_major_build_and_run_the_quick_profile_in_one_nw
     patch.write_text(busy_loop_patch(releases, 2000))
     out = tmp_path / "releases.json"
     argv = ["--repo", str(releases), "--work", str(WORK), "REL_13_16", "REL_18_6", "REL_18_6", "--patch", str(patch)]
-    assert compare.main([*argv, *QUICK_FAST, "--json", str(out)]) == 0
+    assert compare.main([*argv, *QUICK_FAST, "--json", str(out)]) in (0, 1)  # 1: a side measured worse than A
     printed = capsys.readouterr().out
     doc = json.loads(out.read_text())
     versions = [(v["label"], v["major"], v["version"]) for v in doc["versions"]]
     assert versions == [("A", 13, "13.16"), ("B", 18, "18.6"), ("C", 18, "18.6")]
     assert "A 13.16" in printed and "C 18.6" in printed and "ratio to A" in printed
-    quick = {w.name for w in workloads(load_profile("quick"))}
+    quick = {name for w in workloads(load_profile("quick")) for name in result_names(w)}  # op-join-hash, tpch-q01…
     for label in ("B", "C"):
         measured = {c["workload"] for c in doc["vs_first"][label]}
         assert measured == quick, f"{label}: missing {sorted(quick - measured)}"
@@ -92,7 +92,7 @@ def test_idle_connections_are_held_open_next_to_the_measured_client_on_both_majo
         *("--option", "warmup_s=0"),
         *("--option", "scale=1"),
     ]
-    assert compare.main([*argv, *opts, "--json", str(out)]) == 0
+    assert compare.main([*argv, *opts, "--json", str(out)]) in (0, 1)  # 1: a side measured worse than A
     doc = json.loads(out.read_text())
     by = {(c["workload"], c["metric"]): c for c in doc["comparisons"]}
     held = by[("idle-connections-c1-i1000", "idle_connections")]
@@ -114,7 +114,7 @@ def test_overlay_effects_are_measured_on_the_newer_release_in_the_same_job(relea
     out = tmp_path / "overlays.json"
     argv = ["--repo", str(releases), "--work", str(WORK), "REL_13_16", "REL_18_6", "--overlay-effects"]
     opts = [*("--option", "workloads=instr-point-select-prepared,pgbench-ro-prepared-c1"), *QUICK_FAST]
-    assert compare.main([*argv, *opts, "--json", str(out)]) == 0
+    assert compare.main([*argv, *opts, "--json", str(out)]) in (0, 1)  # 1: a side measured worse than A
     doc = json.loads(out.read_text())
     effects = doc["overlay_effects"]
     assert sorted(effects) == ["since-14.conf", "since-18.conf"]
@@ -122,6 +122,9 @@ def test_overlay_effects_are_measured_on_the_newer_release_in_the_same_job(relea
         got = {(c["workload"], c["metric"]) for c in cs}
         assert {("instr-point-select-prepared", "instructions"), ("pgbench-ro-prepared-c1", "tps")} <= got, name
         for c in cs:
+            if c["ratio"] is None:  # no ratio to take (a counter at 0 on both sides): said, never a guess
+                assert c["problem"], (name, c)
+                continue
             assert c["ci_low"] <= c["ratio"] <= c["ci_high"], (name, c)
     print(
         "\noverlay effects on 18.6 (with / without): "

@@ -11,12 +11,20 @@ import os
 import re
 import shutil
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from master.publish import publish_all
 from master.publish.serve import serve
-from tests.site_support import ARCHAEOLOGY_TAGS, XSS_IMG, XSS_SCRIPT, build_archaeology, build_farm
+from tests.site_support import (
+    ARCHAEOLOGY_TAGS,
+    MESSAGE_AT,
+    XSS_IMG,
+    XSS_SCRIPT,
+    build_archaeology,
+    build_farm,
+)
 from tests.unit.test_result_schema import MACHINE_ID as M
 
 pytestmark = pytest.mark.integration
@@ -101,6 +109,8 @@ def test_every_page_loads_without_errors(site, browser, artifacts_dir, scheme):
         "releases.html",
         "archaeology.html",
         "compare.html",
+        "search.html",
+        "search.html?q=pgbench",
         "alerts.html",
         "health.html",
         *sorted(str(x.relative_to(out)) for x in out.glob("overview/*.html")),
@@ -156,6 +166,88 @@ def test_chart_renders_and_hover_shows_the_commit(site, browser, artifacts_dir):
     assert p.errors == [] and p.dialogs == []
 
 
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_charts_zoom_is_in_the_url_and_the_keyboard_drives_it(site, browser, artifacts_dir, scheme):
+    _, out, _ = site
+    refs = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
+    sid = next(s for s, v in refs["series"].items() if v["label"].startswith("pgbench"))
+    p = Page(browser, dict(bases(site))[scheme])
+    rel = f"series/{sid}.html"
+    page = p.open(rel)
+    page.wait_for_selector("#chart[data-ready='1']")
+    full = page.evaluate("() => perffarm.chart.view()")
+    page.focus("#chart")
+    page.keyboard.press("+")
+    page.wait_for_selector("#chart[data-url]")
+    zoomed = page.evaluate("() => perffarm.chart.view()")
+    assert zoomed[1] - zoomed[0] < full[1] - full[0]
+    query = parse_qs(urlsplit(page.url).query)
+    assert [float(query["from"][0]), float(query["to"][0])] == pytest.approx(zoomed, abs=0.006)
+    again = Page(browser, "")
+    view = again.open(page.url)  # the link opens the same zoom
+    view.wait_for_selector("#chart[data-ready='1']")
+    assert view.evaluate("() => perffarm.chart.view()") == pytest.approx(zoomed, abs=0.006)
+    view.focus("#chart")
+    view.keyboard.press("0")  # everything again: the address loses from/to
+    view.wait_for_function("() => !location.search")
+    assert view.evaluate("() => perffarm.chart.view()") == pytest.approx(full)
+    assert p.errors == [] and again.errors == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_chart_names_the_tags_in_its_range_on_its_axis(site, browser, artifacts_dir, scheme):
+    farm, out, _ = site
+    refs = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
+    sid = next(s for s, v in refs["series"].items() if v["label"].startswith("pgbench"))
+    p = Page(browser, dict(bases(site))[scheme])
+    page = p.open(f"series/{sid}.html")
+    page.wait_for_selector("#chart[data-ready='1']")
+    head = len(farm.shas) - 1
+    assert page.evaluate("() => perffarm.chart.tagLabels()") == ["REL_1_0", "REL_2_0"]  # positions 4 and the head
+
+    def tag_ink(pos: int) -> int:  # grey text pixels in the band under the axis ticks, around the tag's position
+        return page.evaluate(
+            """(pos) => { const c = document.getElementById('chart'), g = c.getContext('2d'), r = devicePixelRatio;
+            const x = perffarm.chart.clientXOf(pos) - c.getBoundingClientRect().left;
+            const d = g.getImageData(Math.max(0, (x - 30) * r), c.height - 16 * r, 60 * r, 14 * r).data; let n = 0;
+            for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 100 && Math.abs(d[i] - d[i + 2]) < 20) n++;
+            return n; }""",
+            pos,
+        )
+
+    assert tag_ink(4) > 20 and tag_ink(head) > 20 and tag_ink(14) == 0
+    p.shot(artifacts_dir, f"chart-tags-{scheme}")
+    page.evaluate(f"() => perffarm.chart.setView(8, {head} + 0.5)")  # REL_1_0 is out of the drawn range now
+    assert page.evaluate("() => perffarm.chart.tagLabels()") == ["REL_2_0"]
+    assert tag_ink(head) > 20
+    page.evaluate("() => perffarm.chart.setView(0, 12)")
+    assert page.evaluate("() => perffarm.chart.tagLabels()") == ["REL_1_0"]
+    assert p.errors == [] and p.dialogs == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_chart_shows_commit_dates_on_its_axis_on_request(site, browser, artifacts_dir, scheme):
+    _, out, _ = site
+    refs = json.loads((out / "data/refs.js").read_text()[len("perffarm.refs(") : -3])
+    sid = next(s for s, v in refs["series"].items() if v["label"].startswith("pgbench"))
+    p = Page(browser, dict(bases(site))[scheme])
+    page = p.open(f"series/{sid}.html")
+    page.wait_for_selector("#chart[data-ready='1']")
+    assert all(re.fullmatch(r"\d+", x) for x in page.evaluate("() => perffarm.chart.xLabels()"))
+    page.click("[data-axis]")
+    page.wait_for_function("() => perffarm.chart.xLabels().length > 2 && perffarm.chart.xLabels()[0].includes('-')")
+    dates = page.evaluate("() => perffarm.chart.xLabels()")
+    assert all(re.fullmatch(r"20\d\d-\d\d-\d\d", x) for x in dates), dates
+    page.wait_for_selector("#chart[data-url]")
+    assert parse_qs(urlsplit(page.url).query) == {"axis": ["date"]}
+    p.shot(artifacts_dir, f"chart-dates-{scheme}")
+    again = Page(browser, "")
+    view = again.open(page.url)  # the link keeps the axis
+    view.wait_for_function("() => perffarm.chart.xLabels().length > 2 && perffarm.chart.xLabels()[0].includes('-')")
+    assert view.inner_text("[data-axis]") == "Positions on the axis"
+    assert p.errors == [] and again.errors == []
+
+
 def test_compare_page_computes_the_ratio_from_the_published_data(site, browser, artifacts_dir):
     farm, out, url = site
     head = farm.shas[-1]
@@ -187,6 +279,22 @@ def test_compare_page_computes_the_ratio_from_the_published_data(site, browser, 
     assert p.errors == [] and p.dialogs == []
 
 
+def test_an_alert_links_to_the_comparison_of_its_range(site, browser, artifacts_dir):
+    _, out, url = site
+    p = Page(browser, url)
+    alert = sorted(str(x.relative_to(out)) for x in out.glob("alerts/alert-*.html"))[0]
+    page = p.open(alert)
+    page.click("a.compare-link")
+    page.wait_for_selector("body[data-ready='1']")
+    verdicts = page.evaluate(
+        "() => [...document.querySelectorAll('#result tbody tr[data-sid]')].map(r => r.dataset.verdict)"
+    )
+    assert verdicts == ["regression", "regression"]  # the 15% step of both workloads
+    assert page.inner_text("#summary").startswith("2 regressions, 0 improvements, 0 unchanged")
+    p.shot(artifacts_dir, "alert-compare")
+    assert p.errors == [] and p.dialogs == []
+
+
 @pytest.mark.parametrize("scheme", ["file", "http"])
 def test_hostile_commit_subjects_render_as_text(site, browser, artifacts_dir, scheme):
     farm, _, _ = site
@@ -209,6 +317,53 @@ def test_hostile_commit_subjects_render_as_text(site, browser, artifacts_dir, sc
     assert "make it slower " + XSS_IMG in page.inner_text("#alerts")
     page.wait_for_timeout(200)  # an onerror handler would have fired by now
     assert p.dialogs == [] and p.errors == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "http"])
+def test_the_commit_page_shows_its_message_its_neighbours_and_its_tag(site, browser, artifacts_dir, scheme):
+    farm, _, _ = site
+    p = Page(browser, dict(bases(site))[scheme])
+    page = p.open(f"commit.html?c={farm.shas[MESSAGE_AT]}")
+    page.wait_for_selector("#commit-nav[data-ready='1']")
+    # the body as text, paragraph by paragraph; its line breaks and tab kept; the control characters as escapes
+    paras = page.locator("#message p")
+    assert paras.count() == 3
+    first = paras.nth(0).inner_text()
+    assert first == f"The first paragraph names {XSS_IMG}\nand goes on\ton its second line."
+    assert paras.nth(1).inner_text() == "A second one: \\u202eesrever & </script>\\x1b[31m red?"
+    assert paras.nth(2).inner_text().startswith("Discussion: https://postgr.es/m/")
+    assert page.locator("main img").count() == 0 and page.locator("main script").count() == 0
+    # first-parent neighbours: the parent linked; the next commit on master read from the branch's commit facts
+    # only when asked for (the page loads no more than before)
+    assert page.get_attribute("#facts a.parent", "href") == f"commit.html?c={farm.shas[MESSAGE_AT - 1]}"
+    loaded = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+    assert not [x for x in loaded if "/branches/" in x]
+    nxt = page.locator("#commit-nav button.next")
+    assert nxt.inner_text() == "next commit on master →"
+    nxt.hover()  # the pointer on it names the commit
+    page.wait_for_function("() => document.querySelector('#commit-nav button.next').title !== ''")
+    assert nxt.get_attribute("title") == f"{farm.shas[MESSAGE_AT + 1][:12]} change 7"
+    p.shot(artifacts_dir, f"commit-message-{scheme}")
+    nxt.click()  # and a press goes there
+    page.wait_for_url(re.compile(rf".*commit\.html\?c={farm.shas[MESSAGE_AT + 1]}$"))
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.inner_text("#subject") == "change 7"
+    assert page.locator("#message").is_hidden()  # a one-line message has no body
+    page.focus("#commit-nav button.next")  # from the keyboard too
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(rf".*commit\.html\?c={farm.shas[MESSAGE_AT + 2]}$"))
+    # the tagged commit names its tag; the head is the newest on its branch
+    page = p.open(f"commit.html?c={farm.shas[4]}")
+    page.wait_for_selector("#commit-nav[data-ready='1']")
+    assert page.inner_text("#facts .tagname") == "REL_1_0"
+    page = p.open(f"commit.html?c={farm.shas[-1]}")
+    page.wait_for_selector("#commit-nav[data-ready='1']")
+    page.click("#commit-nav button.next")
+    page.wait_for_selector("#commit-nav .none")
+    assert page.inner_text("#commit-nav .none") == "newest commit on master"
+    assert page.locator("#commit-nav .next").count() == 0
+    page.wait_for_timeout(200)  # an onerror handler would have fired by now
+    assert p.errors == [] and p.dialogs == []
 
 
 def test_archaeology_charts_draw_every_release_and_the_picker_hides_one(browser, artifacts_dir, tmp_path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from master.alerts import AlertSettings, ChannelConfig, sync
+from master.alerts.config import AlertSettings, ChannelConfig
+from master.alerts.sync import sync
 from master.cli import main
 from tests.alerts_support import HOSTILE_SUBJECT, Farm
 
@@ -46,13 +47,13 @@ def test_list_show_ack_set_state(tmp_path: Path, capsys) -> None:
 def test_errors_are_clear(tmp_path: Path, capsys) -> None:
     farm, aid = make(tmp_path)
     db = ["--db", str(farm.path)]
-    assert main(["alerts", "ack", "a-nope", *db]) == 1
+    assert main(["alerts", "ack", "a-nope", *db]) == 2  # an unknown id is an input error, as for every verb
     assert "no alert matches 'a-nope'" in capsys.readouterr().err
     assert main(["alerts", "set-state", aid, "closed", *db]) == 2
     assert "unknown alert state 'closed'" in capsys.readouterr().err
     assert main(["alerts", "set-state", aid, "culprit-found", *db]) == 2
     assert "set by bisection" in capsys.readouterr().err
-    assert main(["alerts", "list", "--db", str(tmp_path / "none.sqlite")]) == 1
+    assert main(["alerts", "list", "--db", str(tmp_path / "none.sqlite")]) == 2
 
 
 def test_channels_health_from_an_alerts_config(tmp_path: Path, capsys) -> None:

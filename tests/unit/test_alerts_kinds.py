@@ -1,7 +1,8 @@
-"""Channel kinds are one table (master/alerts/kinds.py): a new kind is a message, a sender and one entry.
+"""Channel kinds are a table (master/alerts/kinds.py) with their settings' needs beside the settings
+(master/alerts/config.py): a new kind is a message, a sender, one entry in each.
 
-The test adds a kind the farm does not have ("pager") to the table, and nothing else: settings accept it with
-its own rule, sync queues its message, and delivery hands that message to its sender.
+The test adds a kind the farm does not have ("pager") to the two tables, and nothing else: settings accept it
+with its own rule, sync queues its message, and delivery hands that message to its sender.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from master.alerts import AlertSettings, ChannelConfig, kinds, sync
-from master.alerts.config import AlertConfigError
+from master.alerts import config, kinds
+from master.alerts.config import AlertConfigError, AlertSettings, ChannelConfig
 from master.alerts.delivery import deliver_once
+from master.alerts.sync import sync
 from tests.alerts_support import Farm
 
 
@@ -27,9 +29,11 @@ class Paged:
 @pytest.fixture
 def pager(monkeypatch: pytest.MonkeyPatch) -> Paged:
     paged = Paged()
+    monkeypatch.setitem(
+        config.CHANNEL_NEEDS, "pager", lambda c: None if c.url_secret else ".url_secret: a pager needs its service key"
+    )
     kind = kinds.ChannelKind(
         "pager",
-        lacks=lambda c: None if c.url_secret else ".url_secret: a pager needs its service key",
         message=lambda view, event, key, channel: {"summary": f"{view.kind} on {view.branch}", "key": key},
         sender=lambda c, secrets, clients: paged,
     )
@@ -55,3 +59,7 @@ def test_a_kind_added_to_the_table_is_validated_messaged_and_sent(tmp_path: Path
 def test_an_unknown_kind_names_the_known_ones() -> None:
     with pytest.raises(AlertConfigError, match=r"'pager' is not one of \('slack', 'webhook', 'email'\)"):
         ChannelConfig("p", "pager", url_secret="k")
+
+
+def test_the_settings_and_the_table_of_kinds_name_the_same_kinds() -> None:
+    assert list(config.CHANNEL_NEEDS) == list(kinds.CHANNEL_KINDS)

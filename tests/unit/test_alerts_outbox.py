@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from master import store
-from master.alerts import AlertSettings, ChannelConfig, deliver_once, sync
 from master.alerts.channels import SendError
-from master.alerts.config import RetryPolicy
-from master.alerts.delivery import release_dead_leases
+from master.alerts.config import AlertSettings, ChannelConfig, RetryPolicy
+from master.alerts.delivery import deliver_once, release_dead_leases
+from master.alerts.sync import sync
 from master.store import alerts as db
 from tests.alerts_support import Farm
 

@@ -9,7 +9,7 @@ from buildbot.secrets.manager import SecretManager
 from buildbot.secrets.providers.file import SecretInAFile
 from twisted.internet import defer
 
-from master.alerts import AlertSettings, ChannelConfig
+from master.alerts.config import AlertSettings, ChannelConfig
 from master.alerts.service import AlertDelivery
 from tests.alerts_support import Farm, HttpReceiver
 

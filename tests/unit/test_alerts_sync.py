@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from master.alerts import AlertSettings, ChannelConfig, record_bisection, set_state, sync
+from master.alerts.config import AlertSettings, ChannelConfig
+from master.alerts.ids import AlertNotFound
 from master.alerts.lifecycle import LifecycleError
-from master.alerts.sync import AlertNotFound, alert_view
+from master.alerts.sync import alert_view, record_bisection, set_state, sync
 from master.store import alerts as adb
 from master.store.alerts import alert_for_change_point
 from tests.alerts_support import Farm
@@ -159,3 +160,100 @@ def test_disabled_alerts_are_derived_but_not_sent(farm: Farm) -> None:
     farm.change_point(farm.series("ro"), 10, 0.9)
     (e,) = sync(farm.conn, AlertSettings(enabled=False, channels=CHANNELS), now=1)
     assert e.queued == () and rows(farm) == []
+
+
+def _range(farm: Farm, alert_id: str) -> tuple[int | None, int, str | None, str]:
+    a = adb.alert(farm.conn, alert_id)
+    assert a is not None
+    return a.prev_position, a.position, a.prev_sha, a.sha
+
+
+def test_an_alerts_range_is_that_of_its_live_lines_never_a_retracted_ones(farm: Farm) -> None:
+    # issue #28: an rQPS line over the push (8, 24] and a line of a drifting series over (16, 20], which a later
+    # pass retracts; the culprit, 12, is in the first line's range only
+    rqps = farm.change_point(farm.series("ro", metric="tps.rqps"), 24, 0.87, prev=8)
+    drift = farm.change_point(farm.series("ro", metric="latency_p99", direction="lower"), 20, 1.4, prev=16)
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    assert _range(farm, e.alert_id)[:2] == (16, 20)  # both live: the commits they share
+    farm.retract(drift)
+    sync(farm.conn, SETTINGS, now=200)
+    assert _range(farm, e.alert_id) == (8, 24, farm.shas[8], farm.shas[24])
+    view = alert_view(farm.conn, SETTINGS, e.alert_id)
+    assert view.commits == 16 and [x.metric for x in view.lines] == ["tps.rqps"]
+    # every line retracted: the alert keeps the range its live lines last gave, never a retracted line's
+    farm.retract(rqps)
+    farm.change_point(farm.series("ro", metric="latency_p99", direction="lower"), 20, 1.4, prev=18, first=20)
+    farm.retract(drift)
+    sync(farm.conn, SETTINGS, now=300)
+    assert _range(farm, e.alert_id) == (8, 24, farm.shas[8], farm.shas[24])
+
+
+def test_an_alerts_range_holds_every_live_lines_change_when_they_no_longer_overlap(farm: Farm) -> None:
+    a = farm.change_point(farm.series("ro", metric="tps.rqps"), 24, 0.87, prev=8)
+    b = farm.change_point(farm.series("rw", metric="tps.rqps"), 22, 0.88, prev=10)
+    (e,) = sync(farm.conn, SETTINGS, now=100)
+    assert _range(farm, e.alert_id)[:2] == (10, 22)
+    # more data moves both: ro's to (8, 12], rw's to (14, 22]; they share no commit now
+    farm.change_point(farm.series("ro", metric="tps.rqps"), 12, 0.87, prev=8, first=24)
+    farm.change_point(farm.series("rw", metric="tps.rqps"), 22, 0.88, prev=14, first=22)
+    sync(farm.conn, SETTINGS, now=200)
+    low, high, _, _ = _range(farm, e.alert_id)
+    for line_low, line_high in ((8, 12), (14, 22)):
+        assert low <= line_low and line_high <= high  # neither line's change is outside the alert's range
+    assert (a, b) and (low, high) == (8, 22)
+
+
+def test_the_view_links_the_culprit_names_its_committer_and_reproduces_it_against_its_parent(farm: Farm) -> None:
+    """Issue #31: what the history sync stored of the culprit (committer, Discussion: links) reaches the message,
+    with git.postgresql.org's commit page for a postgres.git repository and `perffarm compare` on the culprit
+    and its first parent, not on the alert's whole range."""
+    farm.change_point(farm.series("pgbench-ro"), 14, 0.90, prev=9)
+    farm.conn.execute("UPDATE series SET recipe = 'pg-quick'")
+    culprit, parent = farm.shas[12], farm.shas[11]
+    farm.conn.execute(
+        "UPDATE commits SET committer = 'Carol <carol@postgresql.org>', discussion = ? WHERE sha = ?",
+        ("https://postgr.es/m/abc@example.org", culprit),
+    )
+    settings = AlertSettings(repository="https://git.postgresql.org/git/postgresql.git")
+    (e,) = sync(farm.conn, settings, now=100)
+    before = alert_view(farm.conn, settings, e.alert_id)
+    assert before.culprit is None and before.reproduce[-2:] == (farm.shas[9], farm.shas[14])  # the range's ends
+    record_bisection(farm.conn, e.alert_id, "culprit", culprit, now=120)
+    view = alert_view(farm.conn, settings, e.alert_id)
+    assert view.culprit is not None
+    assert view.culprit.committer == "Carol <carol@postgresql.org>"
+    assert view.culprit.discussion == ("https://postgr.es/m/abc@example.org",)
+    assert view.culprit.url == f"https://git.postgresql.org/pg/commitdiff/{culprit}"
+    assert view.reproduce == (
+        "perffarm",
+        "compare",
+        "--profile",
+        "quick",
+        "--repo",
+        "https://git.postgresql.org/git/postgresql.git",
+        "--option",
+        "workloads=pgbench-ro",
+        parent,
+        culprit,
+    )
+    other = AlertSettings(repository="/srv/mine.git")
+    assert alert_view(farm.conn, other, e.alert_id).culprit.url is None  # type: ignore[union-attr]
+    farm.conn.execute("UPDATE series SET recipe = 'fixture'")
+    assert alert_view(farm.conn, settings, e.alert_id).reproduce == ()  # compare measures PostgreSQL only
+
+
+def test_lines_name_their_machine_from_workers_about_and_describe_it_from_its_fingerprint(farm: Farm) -> None:
+    """Issue #31: a machine is read by its operator's name for the worker that reported it; without a
+    description, its fingerprint (CPU, cores, memory, OS, compiler) describes it."""
+    fp = {"cpu_model": "Xeon E-2288G", "cores": 8, "memory_bytes": 64 * 2**30, "os": "Debian 12", "compiler": "gcc 12"}
+    farm.conn.execute("UPDATE machines SET worker = 'w1', fingerprint = ? WHERE id = 'm-1'", (json.dumps(fp),))
+    farm.change_point(farm.series("ro"), 10, 0.90)
+    farm.change_point(farm.series("ro", machine="m-2"), 10, 0.90)
+    settings = AlertSettings(machine_about=(("w1", "dandelion", "Alice <alice@example.org>", ""),))
+    (e,) = sync(farm.conn, settings, now=100)
+    view = alert_view(farm.conn, settings, e.alert_id)
+    assert {x.machine_id: x.machine for x in view.lines} == {"m-1": "dandelion", "m-2": ""}
+    named = next(m for m in view.machines if m.id == "m-1")
+    assert (named.name, named.owner) == ("dandelion", "Alice <alice@example.org>")
+    assert named.description == "Xeon E-2288G, 8 cores, 64 GiB, Debian 12, gcc 12"
+    assert next(m for m in view.machines if m.id == "m-2").label() == "m-2"

@@ -79,3 +79,47 @@ def test_steady_ends_are_bisected_from_the_detectors_half_percent():
     # noisy ends keep the 1% floor: a 0.6% step at CV 1% is not bisected
     for seed in range(3):
         assert isinstance(simulate(cv=0.01, step=0.006, seed=seed)[0], NotReproducible)
+
+
+def bisect_on_levels(culprit, step, noise, seed, n=16, per_round=1):
+    """A paired series' bisection: the levels are 5 commits of 3 blocks before the change and 3 after; a probe
+    run is `per_round` blocks (the farm measures probes with one, Policy.paired_probe_rounds)."""
+    rng = random.Random(seed)
+    commits = [f"c{i:02d}" for i in range(n + 1)]
+    samples: dict[str, list[float]] = {c: [] for c in commits}
+    fresh: dict[str, int] = {}
+    levels = ([rng.gauss(1.0, noise) for _ in range(15)], [rng.gauss(1 - step, noise) for _ in range(9)])
+    samples[commits[0]], samples[commits[-1]] = levels[0][-3:], levels[1][:3]
+    measured = []
+    while True:
+        d = decide(commits, Observations(samples, fresh, levels=levels))
+        if not isinstance(d, Measure):
+            return d, commits, measured
+        measured.append(d.commit)
+        level = 1 - step if commits.index(d.commit) >= culprit else 1.0
+        samples[d.commit] = samples[d.commit] + [rng.gauss(level, noise) for _ in range(per_round)]
+        fresh[d.commit] = fresh.get(d.commit, 0) + 1
+
+
+def test_a_paired_series_is_bisected_against_its_levels_measuring_each_probe_once():
+    """Issue #28: the bisection of a paired rQPS series re-measured its known-good range start 5 times, its parent
+    4 and the middle 4. A ratio to the branch's pinned reference carries no drift: the series' own levels around
+    the ends (several measured commits each) stand for the ends, every probe is measured once (one block of
+    rounds), and the culprit is named without further rounds."""
+    for culprit in (1, 9, 16):
+        d, commits, measured = bisect_on_levels(culprit, step=0.12, noise=0.008, seed=culprit)
+        assert d == Culprit(commits[culprit], commits[culprit - 1])
+        assert commits[0] not in measured and commits[-1] not in measured  # the ends: never again
+        assert len(measured) == len(set(measured)) <= 4  # each probe once: log2(16)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_small_step_on_levels_takes_more_rounds_of_a_probe_never_a_wrong_culprit(seed):
+    # a 2% step at 0.7% noise per block: one block cannot tell; the probe gets more rounds until it can
+    d, commits, measured = bisect_on_levels(7, step=0.02, noise=0.007, seed=100 + seed)
+    assert isinstance(d, (Culprit, Ambiguous))
+    if isinstance(d, Culprit):
+        assert d.commit == commits[7]
+    else:
+        assert commits.index(d.good) < 7 <= commits.index(d.bad)
+    assert commits[0] not in measured and commits[-1] not in measured

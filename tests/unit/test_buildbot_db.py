@@ -9,7 +9,7 @@ import socket
 import pytest
 from sqlalchemy.engine import make_url
 
-from master import buildbotdb, launcher
+from master import buildbotdb, dburl, launcher
 from master.settings import SettingsError, describe, load_settings
 
 SECRET = "s3cr3t-Pw"
@@ -45,6 +45,27 @@ def test_the_default_is_sqlite_in_the_master_directory(tmp_path):
     assert buildbotdb.sqlite_path(s) == s.master_dir / "state.sqlite"
     rows = {key: (value, source) for key, value, source in describe(s)}
     assert rows["master.buildbot_db_url"] == ("sqlite:///state.sqlite", "default")
+
+
+def test_the_default_url_is_known_without_sqlalchemy_as_sqlalchemy_reads_it(monkeypatch):
+    # Every embedded farm loads its settings with the default URL: dburl answers for it without SQLAlchemy (a
+    # second of CPU at each `perffarm` command here); the answer must be SQLAlchemy's own.
+    from_sqlalchemy = dburl.parse("sqlite:///state.sqlite?x=1")  # the same path through SQLAlchemy
+    url = make_url(dburl.DEFAULT_URL)
+    assert dburl.DEFAULT == dburl.DbUrl(
+        text=dburl.DEFAULT_URL,
+        backend=url.drivername,
+        user=url.username,
+        host=url.host,
+        port=url.port,
+        database=url.database,
+        options=tuple(url.query),
+    )
+    assert from_sqlalchemy.database == dburl.DEFAULT.database and from_sqlalchemy.options == ("x",)
+    assert url.render_as_string(hide_password=True) == dburl.DEFAULT_URL
+    monkeypatch.setattr(dburl, "sqlalchemy_url", None)  # the default never reaches SQLAlchemy
+    assert dburl.parse(dburl.DEFAULT_URL) == dburl.DEFAULT
+    assert dburl.display_url(dburl.DEFAULT_URL) == dburl.DEFAULT_URL
 
 
 @pytest.mark.parametrize(

@@ -83,6 +83,6 @@ def test_results_export_csv_has_one_row_per_sample(tmp_path, monkeypatch, capsys
     assert docs[0]["measurements"][0]["samples"] == [3.0, 4.0, 5.0]
     assert cli.main(["results", "list"]) == 0
     assert sha[:12] in capsys.readouterr().out
-    assert cli.main(["status"]) == 0
+    assert cli.main(["status"]) == 1  # the master is not running: status exits 1 (a gate)
     out = capsys.readouterr().out
     assert "NOT running" in out and sha[:12] in out

@@ -22,8 +22,8 @@ def results(tps: list[float], instr: list[float]) -> list[WorkloadResult]:
 
 def test_three_versions_are_each_compared_with_the_first():
     a = results([100, 101, 99, 100, 100], [1000.0] * 5)
-    b = results([90, 91, 89, 90, 90], [1100.0] * 5)
-    c = results([120, 121, 119, 120, 120], [900.0] * 5)
+    b = results([90, 90.9, 89.1, 90, 90], [1100.0] * 5)
+    c = results([120, 121.2, 118.8, 120, 120], [900.0] * 5)
     vs = {"B": ab.compare(a, b), "C": ab.compare(a, c)}
     installs = {
         label: Install(Path("/x"), "0" * 40, major, version, "built")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from master.detect import cli
+from master.verbs import detect as cli
 
 
 def _write(tmp_path: Path, text: str) -> str:
@@ -28,9 +28,11 @@ def _step_csv(tmp_path: Path, samples: int = 3) -> str:
 
 
 def test_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main([_step_csv(tmp_path), "--format", "json"]) == 0
+    assert cli.main([_step_csv(tmp_path), "--format", "json"]) == 1  # a regression: the gate fails
     out = json.loads(capsys.readouterr().out)
-    assert list(out) == ["change_points"]
+    assert sorted(out) == ["change_points", "commits", "newest", "regression", "samples"]
+    assert out["regression"] is True and out["commits"] == 120 and out["samples"] == 360
+    assert out["newest"]["judged"] is True
     (cp,) = out["change_points"]
     assert set(cp) == {"commit", "index", "ratio", "kind", "pvalue"}
     assert cp["commit"] == "c070" and cp["index"] == 70
@@ -45,7 +47,7 @@ def test_direction_lower(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main([_step_csv(tmp_path, samples=2)]) == 0
+    assert cli.main([_step_csv(tmp_path, samples=2)]) == 1
     out = capsys.readouterr().out
     assert "c070" in out and "regression" in out
 
@@ -89,14 +91,29 @@ def test_mountable_as_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[s
     sub = parser.add_subparsers(dest="command")
     cli.add_arguments(sub.add_parser("detect"))
     args = parser.parse_args(["detect", _step_csv(tmp_path), "--format", "json"])
-    assert cli.run(args) == 0
+    assert cli.run(args) == 1
     assert json.loads(capsys.readouterr().out)["change_points"][0]["index"] == 70
 
 
 def test_no_change_prints_empty_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = "\n".join(["commit,value"] + [f"c{i},{100 + (i % 7) * 0.1}" for i in range(50)])
     assert cli.main([_write(tmp_path, rows + "\n"), "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"change_points": []}
+    out = json.loads(capsys.readouterr().out)
+    assert out["change_points"] == [] and out["regression"] is False
+
+
+def test_the_exit_status_is_a_ci_gate_and_too_few_commits_are_not_called_consistent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #31: `detect` exits 1 on a regression (a CI gate can use it) and, with too few commits for the gate,
+    says so instead of "consistent with the recent baseline"."""
+    assert cli.main([_step_csv(tmp_path), "--direction", "lower"]) == 0  # the same step is an improvement
+    capsys.readouterr()
+    assert cli.main([_write(tmp_path, "commit,value\na,100\nb,50\n")]) == 0
+    out = capsys.readouterr().out
+    assert "too few to judge (2 commits" in out and "consistent" not in out
+    assert cli.main([_write(tmp_path, "commit,value\na,100\nb,50\n"), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["newest"] == {"judged": False, "change": None}
 
 
 # ------------------------------------------------------------------------ hostile input: one line, exit 2 (#12)

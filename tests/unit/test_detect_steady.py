@@ -64,7 +64,7 @@ def test_steps_both_ways_and_the_series_own_scatter_sets_the_fence():
 
 
 def test_cli_says_when_a_series_is_judged_by_magnitude(tmp_path):
-    from master.detect import cli
+    from master.verbs import detect as cli
 
     rows = ["commit,value"] + [f"c{i},{BASE if i < 6 else BASE * 1.03}" for i in range(8) for _ in range(3)]
     (tmp_path / "s.csv").write_text("\n".join(rows) + "\n")

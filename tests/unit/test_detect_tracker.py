@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from master.detect import cli, offline
+from master.detect import offline
 from master.detect.identity import Reported, reconcile
 from master.detect.model import ChangePoint, Direction, Kind, Series
 from master.detect.tracker import Tracker, still_holds
+from master.verbs import detect as cli
 
 
 def _groups(rng: np.random.Generator, levels: list[float], k: int, cv: float = 0.01) -> list[list[float]]:

@@ -109,6 +109,20 @@ def test_invalid_utf8_in_commit_text_is_replaced_not_fatal(tmp_path):
     assert [c.sha for c in mirror.first_parent(sha)][-1] == sha
 
 
+def test_a_commits_message_body_is_read_as_written_and_a_huge_one_is_cut(tmp_path):
+    """The commit page's full message: the body after the subject, paragraphs, tabs and invalid bytes as read."""
+    repo = make_repo(tmp_path / "repo")
+    small = raw_commit(repo, b"A", b"subject line\n\nfirst \xff paragraph\n\tindented\n\nsecond\n\n\n")
+    huge = raw_commit(repo, b"A", b"big\n\n" + b"x" * (gitmirror.MAX_MESSAGE + 5000) + b"\n")
+    mirror = gitmirror.Mirror(str(repo.path), tmp_path / "mirror")
+    mirror.fetch()
+    assert mirror.message(small) == "first \ufffd paragraph\n\tindented\n\nsecond"
+    assert mirror.message(repo.git("rev-parse", "HEAD~2")) == ""  # the initial commit: a subject alone
+    cut = mirror.message(huge)
+    assert cut.startswith("x" * gitmirror.MAX_MESSAGE + "\n\n[") and "cut here" in cut
+    assert len(cut) < gitmirror.MAX_MESSAGE + 100
+
+
 def test_an_empty_message_is_an_empty_subject(tmp_path):
     repo = make_repo(tmp_path / "repo")
     repo.git("commit", "--quiet", "--allow-empty", "--allow-empty-message", "-m", "")
@@ -146,20 +160,21 @@ def test_one_hostile_commit_does_not_stop_ingest_on_any_branch(env):
 
 
 def test_parse_log_keeps_good_records_around_an_odd_one(caplog):
-    good_a = "a" * 40 + "\0\0A <a@x>\x001\x002\0first"
-    odd = "not-a-sha\0\0B <b@x>\x003\x004\0second"
-    bad_dates = "b" * 40 + "\0" + "a" * 40 + "\0C <c@x>\0x\0\0third"
-    good_d = "c" * 40 + "\0" + "b" * 40 + "\0D <d@x>\x005\x006\0sub\x1ejec\x1ft"
+    good_a = "a" * 40 + "\0\0A <a@x>\x001\x002\0A <a@x>\0\0first"
+    odd = "not-a-sha\0\0B <b@x>\x003\x004\0B <b@x>\0\0second"
+    bad_dates = "b" * 40 + "\0" + "a" * 40 + "\0C <c@x>\0x\0\0C <c@x>\0\0third"
+    good_d = "c" * 40 + "\0" + "b" * 40 + "\0D <d@x>\x005\x006\0E <e@x>\0https://postgr.es/m/1@x\0sub\x1ejec\x1ft"
     text = "\0".join([good_a, odd, bad_dates, good_d]) + "\0"
     got = gitmirror.parse_log(text)
     assert [c.sha for c in got] == ["a" * 40, "b" * 40, "c" * 40]
     assert got[1].authored_at == 0 and got[1].committed_at == 0 and got[1].subject == "third"
     assert got[2].subject == "sub\x1ejec\x1ft" and got[2].parents == ("b" * 40,)
+    assert got[2].committer == "E <e@x>" and got[2].discussion == ("https://postgr.es/m/1@x",)
     assert "not-a-sha" in caplog.text  # the skipped record is logged with its reason
 
 
 def test_a_truncated_record_is_skipped_not_fatal(caplog):
-    text = "a" * 40 + "\0\0A <a@x>\x001\x002\0first\0" + "b" * 40 + "\0" + "a" * 40 + "\0"
+    text = "a" * 40 + "\0\0A <a@x>\x001\x002\0A <a@x>\0\0first\0" + "b" * 40 + "\0" + "a" * 40 + "\0"
     assert [c.sha for c in gitmirror.parse_log(text)] == ["a" * 40]
     assert "incomplete" in caplog.text
 
@@ -221,3 +236,64 @@ def test_one_broken_ref_in_the_repository_never_stops_the_mirror(tmp_path):
     branches, tags = mirror.refs()
     assert branches == {"master": later} and tags == {"REL_1_0": later}  # fetched, and "gone" pruned
     assert mirror.has_commit(later)
+
+
+PG_MESSAGE = """Fix a corner case in the executor
+
+Longer explanation. Discussion: https://evil.example/not-a-trailer (in the body, not the trailer block)
+
+Author: Alice Example <alice@example.org>
+Reviewed-by: Bob Example <bob@example.org>
+Discussion: https://postgr.es/m/CAH2-Wz=abc+d@mail.gmail.com
+Discussion: <https://postgr.es/m/second@example.org>
+Discussion: javascript:alert(1)
+Discussion: https://evil.example/x|click<!channel>
+Discussion: https://postgr.es/m/CAH2-Wz=abc+d@mail.gmail.com
+Backpatch-through: 13
+"""
+
+
+def test_committer_and_discussion_links_come_from_the_mirror_and_hostile_links_are_dropped(env):
+    """Issue #31: an alert names the committer and links the thread; the history sync stores both. Only https
+    links from the trailer block are kept: a `Discussion:` value that is not one would be a link shown to every
+    reader of an alert."""
+    repo, settings = env
+    (repo.path / "f").write_text("x")
+    repo.git("add", "f")
+    msg = repo.path.parent / "msg"
+    msg.write_text(PG_MESSAGE)
+    e = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    e.update(
+        GIT_AUTHOR_NAME="Alice Example",
+        GIT_AUTHOR_EMAIL="alice@example.org",
+        GIT_COMMITTER_NAME="Carol Committer",
+        GIT_COMMITTER_EMAIL="carol@postgresql.org",
+    )
+    subprocess.run(["git", "commit", "--quiet", "-F", str(msg)], cwd=repo.path, env=e, check=True)
+    sha = repo.head()
+    assert ingest_one(settings, sha, 1).status == "ok"
+    conn = store.connect(settings.results_db)
+    c = store.commits.commit(conn, sha)
+    assert c is not None
+    assert c.author == "Alice Example <alice@example.org>"
+    assert c.committer == "Carol Committer <carol@postgresql.org>"
+    assert c.discussion == (
+        "https://postgr.es/m/CAH2-Wz=abc+d@mail.gmail.com",
+        "https://postgr.es/m/second@example.org",
+    )
+    # a row stored before schema 21 (no committer) is filled in when an ingest reads its commit again
+    conn.execute("UPDATE commits SET committer = '', discussion = '' WHERE sha = ?", (sha,))
+    conn.commit()
+    assert ingest_one(settings, sha, 2).status in ("ok", "duplicate")
+    c = store.commits.commit(conn, sha)
+    assert c is not None and c.committer == "Carol Committer <carol@postgresql.org>" and len(c.discussion) == 2
+
+
+def test_discussion_links_accept_only_plain_https_links():
+    ok = "https://postgr.es/m/20240101.abc%40host@example.org"
+    assert gitmirror.discussion_links(f"{ok} http://postgr.es/m/x ftp://x/y https://a b") == (ok,)
+    assert gitmirror.discussion_links("https://x.org/" + "a" * 400) == ()
+    assert gitmirror.discussion_links(" ".join(f"https://x.org/{i}" for i in range(9))) == tuple(
+        f"https://x.org/{i}" for i in range(gitmirror.MAX_LINKS)
+    )
+    assert gitmirror.discussion_links('https://x.org/"onmouseover=1') == ()

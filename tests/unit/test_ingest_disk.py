@@ -113,7 +113,7 @@ def test_perffarm_status_survives_an_unreadable_reconcile_report(env):
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr  # 1: the master is down
     assert "reconcile.json" in proc.stdout and "unreadable" in proc.stdout
 
 
@@ -158,10 +158,10 @@ def test_a_deferred_result_is_given_up_after_its_time_with_the_reason_and_counte
     monkeypatch.setenv("PERFFARM_MASTER_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("PERFFARM_REPOSITORY_URL", settings.repository_url)
     monkeypatch.setenv("PERFFARM_MASTER_WEB_PORT", "9")  # nothing listens there: "master not running"
-    assert cli.main(["status", "--format", "json"]) == 0
+    assert cli.main(["status", "--format", "json"]) == 1  # the master is not running: status exits 1 (a gate)
     deferred = json.loads(capsys.readouterr().out)["deferred"]
     assert (deferred["waiting"], deferred["gave_up"]) == (1, 1) and deferred["oldest"] != "-"
-    assert cli.main(["status"]) == 0
+    assert cli.main(["status"]) == 1  # the master is not running: status exits 1 (a gate)
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("deferred"))
     assert "1 result(s) waiting to be stored" in line and "1 given up" in line and str(aside) in line
 

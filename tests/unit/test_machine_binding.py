@@ -165,7 +165,7 @@ def test_a_result_claiming_another_workers_machine_is_refused_kept_and_shown(env
     monkeypatch.setenv("PERFFARM_MASTER_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("PERFFARM_REPOSITORY_URL", settings.repository_url)
     monkeypatch.setenv("PERFFARM_MASTER_WEB_PORT", "9")  # nothing listens there: "master not running"
-    assert cli.main(["status"]) == 0
+    assert cli.main(["status"]) == 1  # the master is not running: status exits 1 (a gate)
     out = capsys.readouterr().out
     assert f"refused     3 result(s) of w2 for machine {MACHINE_ID}, bound to local" in out
     assert "bound to worker 'local'" in out

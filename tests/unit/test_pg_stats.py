@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 
 import pytest
 
+from recipes.pg import stats
 from recipes.pg.stats import (
     bootstrap_median_ratio,
     cv,
@@ -160,6 +163,51 @@ def test_a_round_where_a_measured_zero_is_left_out_and_the_rest_form_the_ratio()
     """A lower-is-better count can honestly be 0 in one round (context switches per tx): that round has no ratio."""
     est = bootstrap_median_ratio([0.0, 2.0, 2.0], [1.0, 3.0, 3.0])
     assert est.ratio == 1.5 and est.n == 2
+
+
+def test_t_quantiles_match_the_tables() -> None:
+    from scipy import stats as sp
+
+    for df in (1, 2, 3, 4, 5, 9, 30, 200):
+        for p in (0.9, 0.975, 0.995):
+            assert stats.t_quantile(p, df) == pytest.approx(float(sp.t.ppf(p, df)), rel=1e-9)
+    assert stats.t_quantile(0.025, 4) == pytest.approx(-stats.t_quantile(0.975, 4))
+
+
+def test_a_side_whose_first_slice_is_slow_does_not_bias_the_balanced_ratio() -> None:
+    """Issue #28's fixture: rounds alternate which side takes the first slice (A in even rounds), and that side
+    loses 4%. The true ratio is 1; the median of 5 per-round ratios says 1.04 (A went first 3 times), the
+    order-balanced estimate says 1, with or without an odd round, and its CI does not pay for the order effect."""
+    noise = [1.0, 1.002, 0.999, 1.001, 0.998, 1.0]
+    for n in (5, 6):
+        a = [1000.0 * (0.96 if r % 2 == 0 else 1.0) for r in range(n)]
+        b = [1000.0 * (1.0 if r % 2 == 0 else 0.96) * noise[r] for r in range(n)]
+        est = stats.balanced_ratio(a, b)
+        assert est.ratio == pytest.approx(math.exp(sum(math.log(x) for x in noise[:n]) / n), abs=2e-3)
+        assert est.low < 1.0 < est.high and est.half_width < 0.005
+        assert stats.paired_estimate(a, b) == est
+    # what the farm stored before: the median of per-round ratios, won by the order that went first more often
+    a = [1000.0 * (0.96 if r % 2 == 0 else 1.0) for r in range(5)]
+    b = [1000.0 * (1.0 if r % 2 == 0 else 0.96) for r in range(5)]
+    assert statistics.median(stats.paired_ratios(a, b)) == pytest.approx(1 / 0.96)
+
+
+def test_the_balanced_ratio_of_one_order_only_is_a_mean_log_ratio_and_of_two_rounds_their_range() -> None:
+    est = stats.balanced_ratio([1.0, 1.0], [1.02, 0.98])
+    assert est.ratio == pytest.approx(math.sqrt(1.02 * 0.98)) and (est.low, est.high) == (0.98, 1.02)
+    one = stats.balanced_ratio([2.0], [3.0])
+    assert (one.ratio, one.low, one.high, one.n) == (1.5, 1.5, 1.5, 1)
+    with pytest.raises(stats.NoRatio):
+        stats.balanced_ratio([1.0, 1.0], [1.0, 0.0])
+    # a metric that can read 0 keeps the median estimate
+    assert stats.paired_estimate([1.0, 1.0, 1.0], [0.0, 1.0, 1.0]).ratio == 1.0
+
+
+def test_block_ratios_are_geometric_means_of_opposite_order_rounds() -> None:
+    assert stats.block_ratios([1.0] * 5, [1.04, 0.96, 1.04, 0.96, 1.04]) == pytest.approx([math.sqrt(1.04 * 0.96)] * 2)
+    assert stats.block_ratios([2.0], [3.0]) == [1.5]
+    with pytest.raises(stats.NoRatio):
+        stats.block_ratios([1.0, 0.0], [1.0, 1.0])
 
 
 def test_an_instruction_count_in_progress_survives_another_runs_sweep(tmp_path, monkeypatch) -> None:

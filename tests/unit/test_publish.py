@@ -16,13 +16,23 @@ import jinja2
 import numpy as np
 import pytest
 
-from master import alerts, store
+from master import store
+from master.alerts import sync as alerts
 from master.publish import model, publish_all, publish_bisections, publish_incremental, scan
 from master.publish.names import commit_name, safe_name
 from master.publish.render import environment, float_column, int_column, join_columns, js_call, literal_column, render
 from master.publish.views import RatioView
 from master.publish.writer import PublishError, SiteWriter, wait_for_cleanup
-from tests.site_support import XSS_AUTHOR, XSS_IMG, XSS_SCRIPT, build_farm, copy_farm, settings_for
+from tests.site_support import (
+    MESSAGE_AT,
+    MESSAGE_BODY,
+    XSS_AUTHOR,
+    XSS_IMG,
+    XSS_SCRIPT,
+    build_farm,
+    copy_farm,
+    settings_for,
+)
 from tests.unit.test_result_schema import MACHINE_ID as M
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +82,29 @@ def test_untrusted_text_is_escaped_in_every_page_and_data_file(farm, tmp_path):
     assert json.dumps(XSS_SCRIPT).replace("<", "\\u003c").replace(">", "\\u003e") in joined
     assert json.dumps(XSS_IMG).replace("<", "\\u003c").replace(">", "\\u003e") in joined
     assert XSS_AUTHOR.split("<")[0].strip() in joined  # author names are published without the address part
+
+
+def commit_data(out: Path, sha: str) -> dict:
+    text = text_of(out, f"data/commits/{sha}.js")
+    assert text.startswith(f'perffarm.commit("{sha}",') and text.endswith(");\n")
+    return json.loads(text[len(f'perffarm.commit("{sha}",') : -3])
+
+
+def test_a_commits_data_has_its_message_body_escaped_and_its_place_on_the_branch(farm, tmp_path):
+    """The commit page's full message and its next commit: the body the ingest read from the mirror (control and
+    bidi characters shown as escapes, paragraphs and tabs kept) and the commit's position on each branch."""
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    d = commit_data(out, farm.shas[MESSAGE_AT])
+    assert d["message"] == MESSAGE_BODY.replace("\u202e", "\\u202e").replace("\x1b", "\\x1b")
+    assert "\n\n" in d["message"] and "\t" in d["message"]
+    assert d["positions"] == [["master", safe_name("master"), MESSAGE_AT]]
+    assert d["parents"] == [farm.shas[MESSAGE_AT - 1]]
+    # the next commit is read from the branch's commit facts at position + 1, which the page loads
+    facts = text_of(out, f"data/branches/{safe_name('master')}/0.js")
+    assert farm.shas[MESSAGE_AT + 1] in facts
+    assert commit_data(out, farm.shas[2])["message"] == ""  # a one-line message has no body
+    assert commit_data(out, farm.shas[4])["tags"] == ["REL_1_0"]
 
 
 def test_js_call_cannot_break_out_of_a_script_element():
@@ -575,7 +608,7 @@ def test_publish_cli(farm, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "master.cli", "publish"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
-    assert proc.returncode == 1 and "no results database" in proc.stderr
+    assert proc.returncode == 2 and "no results database" in proc.stderr
 
 
 def test_a_failing_publish_never_loses_the_ingest(farm, tmp_path):
@@ -717,3 +750,33 @@ def test_a_temp_version_of_a_killed_publish_is_pruned_at_the_next_publish(farm, 
     wait_for_cleanup()
     assert not killed.exists() and not spill.exists()
     assert alive.exists()  # never another running publish's
+
+
+def test_a_culprits_alert_page_says_which_exact_counters_changed(farm, tmp_path):
+    """Issue #29: the culprit's and its parent's runs counted system calls; the alert page names the ones the
+    culprit added, with their size, escaped (a system call's name comes from a worker's result)."""
+    conn = store.connect(farm.settings.results_db)
+    culprit, parent = conn.execute("SELECT culprit, parent FROM bisections WHERE culprit IS NOT NULL").fetchone()
+    with store.transaction(conn):
+        for sha, extra in ((parent, 0.0), (culprit, 1.0)):
+            run_id = conn.execute("SELECT MAX(id) FROM runs WHERE sha = ? AND status = 'ok'", (sha,)).fetchone()[0]
+            for metric, value in (("syscalls", 4.1 + 2 * extra), ("syscalls.openat", 0.015 + extra)):
+                conn.execute(
+                    "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
+                    "VALUES (?, 'instr-point-select', ?, 'syscalls/query', 'lower', ?, '[]')",
+                    (run_id, metric, json.dumps([value, value])),
+                )
+            if extra:
+                conn.execute(
+                    "INSERT INTO measurements (run_id, workload, metric, unit, direction, samples, flags) "
+                    "VALUES (?, 'instr-point-select', 'syscalls.<b>x', 'syscalls/query', 'lower', '[1, 1]', '[]')",
+                    (run_id,),
+                )
+    aid = conn.execute("SELECT id FROM alerts").fetchone()[0]
+    conn.close()
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    detail = text_of(out, farm.settings.alerts.link_template.format(site_url="", alert_id=aid))
+    assert "What the exact counters say" in detail
+    assert "+1.00 openat per query (+24.4% of system calls)" in detail, detail
+    assert "&lt;b&gt;x per query" in detail and "<b>x" not in detail

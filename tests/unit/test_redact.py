@@ -160,6 +160,9 @@ def test_perffarm_settings_shows_the_secret_name_never_its_value(tmp_path: Path)
     proc = _perffarm("settings", "--format", "json", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     shown = json.loads(proc.stdout)
-    assert shown["repository.url"] == "https://git.example.org/pg.git"
-    assert (shown["repository.user"], shown["repository.password_secret"]) == ("alice", "repository-token")
+    assert shown["repository.url"]["value"] == "https://git.example.org/pg.git"
+    assert (shown["repository.user"]["value"], shown["repository.password_secret"]["value"]) == (
+        "alice",
+        "repository-token",
+    )
     assert TOKEN not in proc.stdout + proc.stderr

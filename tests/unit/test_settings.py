@@ -193,3 +193,28 @@ def test_a_ref_git_would_not_create_is_never_watched_even_by_a_wide_filter(ref):
     s = load_settings(environ={"PERFFARM_REPOSITORY_BRANCHES": ".*", "PERFFARM_REPOSITORY_TAGS": ".*"})
     assert not s.ref_matches(ref)
     assert s.ref_matches("refs/heads/<script>alert(1)</script>") and s.ref_matches("refs/heads/bidi-\u202e1")
+
+
+def test_workers_about_names_each_workers_machine(tmp_path):
+    """Issue #31: workers.about gives each worker's machine a name, an owner and a description; in the
+    environment the entries are separated by ';' (descriptions hold commas)."""
+    env = {
+        "PERFFARM_MASTER_DATA_DIR": str(tmp_path),
+        "PERFFARM_WORKERS_NAMES": "local,w2",
+        "PERFFARM_WORKERS_ABOUT": "local=dandelion|Alice <a@x.org>|Xeon, 64 GiB; w2=tern",
+    }
+    s = load_settings(environ=env)
+    assert dict(s.worker_about) == {"local": ("dandelion", "Alice <a@x.org>", "Xeon, 64 GiB"), "w2": ("tern", "", "")}
+    assert s.alerts.machine_about == (
+        ("local", "dandelion", "Alice <a@x.org>", "Xeon, 64 GiB"),
+        ("w2", "tern", "", ""),
+    )
+    for bad, needle in (
+        ("nobody=x", "not in workers.names"),
+        ("local=bad name", "worker=NAME|OWNER|DESCRIPTION"),
+        ("local=a; w2=a", "given twice"),
+        ("local=a|b|c|d", "worker=NAME|OWNER|DESCRIPTION"),
+    ):
+        with pytest.raises(SettingsError, match="workers.about") as e:
+            load_settings(environ={**env, "PERFFARM_WORKERS_ABOUT": bad})
+        assert needle in str(e.value)

@@ -69,7 +69,7 @@ def test_results_list_and_status_show_escapes(farm, capsys):
     out = capsys.readouterr().out
     assert_inert(out)
     assert "fix \\x1b[2J\\x1b]0;pwned\\x07" in out
-    assert main(["status"]) == 0
+    assert main(["status"]) == 1  # the master is not running: status exits 1 (a gate)
     out = capsys.readouterr().out
     assert_inert(out)
     assert "\\x1b[2J" in out
@@ -100,7 +100,8 @@ def test_bisect_status_shows_the_culprits_subject_and_author_as_escapes(farm, ca
 
 
 def test_alerts_show_escapes_triage_notes_and_names(tmp_path, capsys):
-    from master.alerts import AlertSettings, ChannelConfig, sync
+    from master.alerts.config import AlertSettings, ChannelConfig
+    from master.alerts.sync import sync
 
     farm = AlertsFarm(tmp_path / "results.sqlite", branch="REL_\u202e1_STABLE")
     farm.set_subject(10, SUBJECT, AUTHOR)

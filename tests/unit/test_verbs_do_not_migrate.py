@@ -28,9 +28,8 @@ WRITING = [
     ["alerts", "deliver", "--once"],
     ["bisect", "--good", "a", "--bad", "b", "--workload", "w"],
     ["bisect", "--local", "--good", "a", "--bad", "b", "--workload", "w"],
-    ["releases", "--tags", "REL_*"],
     ["publish", "--quiet", "--jobs", "1"],
-]
+]  # `releases` stops before the database without a master (test_releases_without_a_master_touches_nothing)
 
 
 def git(repo: Path, *args: str) -> None:
@@ -95,10 +94,13 @@ def test_the_master_process_still_migrates_after_a_verb_ran_in_it(farm_env):
     assert user_version(db) == CURRENT
 
 
-def test_releases_on_a_fresh_data_dir_creates_the_database_at_this_schema(farm_env, capsys):
-    assert cli.main(["releases", "--tags", "REL_*"]) == 0
-    assert "job 1 queued" in capsys.readouterr().out
-    assert user_version(farm_env / "results.sqlite") == CURRENT
+def test_releases_without_a_master_touches_nothing(farm_env, capsys):
+    """Issue #31: on a data directory no farm has run on, with no master, reading the tags cloned the repository
+    (from the network) first, for a job nothing would run: now neither the mirror nor the database is touched."""
+    older_database(farm_env / "results.sqlite", OLDER)
+    assert cli.main(["releases", "--tags", "REL_*"]) == 1
+    assert "no farm has run on" in capsys.readouterr().err
+    assert user_version(farm_env / "results.sqlite") == OLDER and not (farm_env / "mirror.git").exists()
 
 
 def test_connect_without_migrating_creates_a_new_database_but_refuses_an_older_one(tmp_path):

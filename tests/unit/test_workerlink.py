@@ -137,7 +137,7 @@ class WorkerWatchTest(TestReactorMixin, unittest.TestCase):
         self.addCleanup(self.master.stopService)
 
     def _now(self, fn, *args):
-        if getattr(fn, "__name__", "") == "publish_health":
+        if getattr(fn, "__name__", "") == "health_line":
             self.published.append(self.reactor.seconds())
             return defer.succeed("published")
         return defer.maybeDeferred(fn, *args)

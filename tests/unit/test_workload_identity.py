@@ -24,7 +24,7 @@ from master.store.series import MeasureKey
 from recipes import registry
 from recipes.api import Recipe, listed_workloads
 from recipes.pg import insertbench, memprobe
-from recipes.pg.profile import identity_of, load_profile, workload_files, workloads
+from recipes.pg.profile import identity_of, load_profile, result_names, workload_files, workloads
 from tests.harness import make_repo
 from tests.unit.test_result_schema import MACHINE_ID, good
 from tests.unit.test_store_ingest import put, run_ctx
@@ -37,11 +37,11 @@ NOW = 1_800_000_000.0
 _HASHES = """
 import json, sys
 from recipes import registry
-from recipes.pg.profile import workloads
+from recipes.pg.profile import result_names, workloads
 out = {}
 for name in sys.argv[1:]:
     r = registry.get(name)
-    names = [w.name for w in workloads(r.config["profile"])]
+    names = [n for w in workloads(r.config["profile"]) for n in result_names(w)]
     names += [f"{n}-{step}" for n in names if n == "insert-benchmark" for step in ("l.i0", "l.i1", "qp100")]
     out[name] = {"run": r.config_hash(), "workloads": {w: r.workload_hash(w) for w in names}}
 print(json.dumps(out))
@@ -55,11 +55,11 @@ def recipes_copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def hashes(root: Path) -> dict[str, dict]:
+def hashes(root: Path, recipes: tuple[str, ...] = RECIPES) -> dict[str, dict]:
     """Run and workload hashes of the pg recipes as the recipes package under `root` computes them."""
     code = f"import sys; sys.path.insert(0, {str(root)!r})\n" + _HASHES
     out = subprocess.run(
-        [sys.executable, "-I", "-c", code, *RECIPES], capture_output=True, text=True, cwd=root, check=True
+        [sys.executable, "-I", "-c", code, *recipes], capture_output=True, text=True, cwd=root, check=True
     ).stdout
     return json.loads(out)
 
@@ -157,7 +157,8 @@ def test_what_every_workload_shares_changes_every_workloads_series_identity(reci
 def test_every_shipped_sql_script_is_part_of_some_workloads_identity() -> None:
     # a script run by a workload but hashed by none would change its numbers without starting a new series
     used = {f for name in ("quick", "full") for e in load_profile(name)["workloads"] for f in workload_files(e)}
-    shipped = {f"sql/{p.name}" for p in (REPO / "recipes/pg/sql").glob("*.sql")}
+    sql = REPO / "recipes/pg/sql"
+    shipped = {f"sql/{p.relative_to(sql)}" for p in sql.rglob("*.sql")}
     assert shipped <= used, f"scripts no workload's identity covers: {sorted(shipped - used)}"
     source = (REPO / "recipes/pg/insertbench.py").read_text()
     assert set(re.findall(r'"([\w.-]+\.sql)"', source)) == set(insertbench.SCRIPTS)
@@ -168,7 +169,7 @@ def test_every_result_workload_of_the_pg_recipes_has_its_own_identity() -> None:
     for name in RECIPES:
         recipe = registry.get(name)
         profile = recipe.config["profile"]
-        names = [w.name for w in workloads(profile)]
+        names = [n for w in workloads(profile) for n in result_names(w)]
         found = {w: recipe.workload_hash(w) for w in names}
         assert len(set(found.values())) == len(names)  # distinct: the entry (and client count) is in each
         assert recipe.config_hash() not in found.values()
@@ -177,6 +178,73 @@ def test_every_result_workload_of_the_pg_recipes_has_its_own_identity() -> None:
         # a name the profile does not make falls back to the whole recipe's hash: never merged wrongly
         assert identity_of(profile, {}, "no-such-workload") is None
         assert recipe.workload_hash("no-such-workload") == recipe.config_hash()
+
+
+GOLDEN = REPO / "tests/golden/workload-identities.json"
+
+
+def test_every_workload_the_pg_recipes_had_before_the_operation_suite_keeps_its_series_identity() -> None:
+    # issue 27: adding the operation suite, the parallel workload and the groups cut no existing series
+    golden = json.loads(GOLDEN.read_text())["recipes"]
+    now = hashes(REPO, tuple(golden))
+    for recipe, found in golden.items():
+        current = now[recipe]["workloads"]
+        moved = {w: (h, current.get(w)) for w, h in found.items() if current.get(w) != h}
+        assert moved == {}, f"{recipe}: these workloads' series would start anew: {moved}"
+
+
+def _ops(root: Path) -> tuple[Path, dict]:
+    quick = root / "recipes/pg/profiles/quick.json"
+    return quick, json.loads(quick.read_text())
+
+
+def _op_entry(profile: dict) -> dict:
+    return next(e for e in profile["workloads"] if e["kind"] == "operations")
+
+
+def _op_names(profile: dict) -> list[str]:
+    entry = _op_entry(profile)
+    return [f"{entry['name']}-{o['op']}" for o in entry["operations"]]
+
+
+def test_an_operation_appended_to_the_suite_leaves_every_other_workloads_series_identity_unchanged(
+    recipes_copy: Path,
+) -> None:
+    before = hashes(recipes_copy)
+    quick, profile = _ops(recipes_copy)
+    _op_entry(profile)["operations"].append({"op": "scan-seq-again", "group": "executor"})
+    quick.write_text(json.dumps(profile, indent=1))
+    (recipes_copy / "recipes/pg/sql/ops/scan-seq-again.sql").write_text("SELECT count(*) FROM big;\n")
+    after = hashes(recipes_copy)
+    assert changed(before, after, "pg-quick") == set()
+    assert set(after["pg-quick"]["workloads"]) - set(before["pg-quick"]["workloads"]) == {"op-scan-seq-again"}
+
+
+def test_editing_an_operation_changes_its_identity_and_that_of_the_operations_after_it_only(
+    recipes_copy: Path,
+) -> None:
+    # an operation's count depends on what ran before it in the session (catalog caches, rows written), never
+    # on what runs after it
+    before = hashes(recipes_copy)
+    names = _op_names(_ops(recipes_copy)[1])
+    edit(recipes_copy / "recipes/pg/sql/ops/join-hash.sql", "SELECT count(*)", "SELECT count(*) /* edited */")
+    after = hashes(recipes_copy)
+    assert changed(before, after, "pg-quick") == set(names[names.index("op-join-hash") :])
+    assert after["pg-full"] == before["pg-full"] or changed(before, after, "pg-full") <= set(names)
+    edit(recipes_copy / "recipes/pg/sql/ops-data.sql", "CREATE TABLE big (", "CREATE TABLE big ( -- edited\n")
+    assert changed(after, hashes(recipes_copy), "pg-quick") == set(names)  # the data set: every operation
+
+
+def test_a_group_only_labels_a_workload_and_is_in_no_series_identity(recipes_copy: Path) -> None:
+    before = hashes(recipes_copy)
+    quick, profile = _ops(recipes_copy)
+    for e in profile["workloads"]:
+        if "group" in e:
+            e["group"] = "maintenance"
+    for o in _op_entry(profile)["operations"]:
+        o["group"] = "dml"
+    quick.write_text(json.dumps(profile, indent=1))
+    assert changed(before, hashes(recipes_copy), "pg-quick") == set()
 
 
 def test_a_recipe_without_workload_identities_keeps_the_whole_config_as_identity() -> None:

@@ -13,18 +13,39 @@ from master.publish import isolate
 from master.publish.context import Context
 from master.publish.names import digest
 from master.publish.render import render
+from master.publish.source import PlanChangeRow
 from master.publish.views import AlertPage, Summary
 from master.publish.writer import SiteWriter
 
+PLAN_CHANGES_LISTED = 200  # the newest plan changes alerts.html lists (the feed carries as many)
+
 
 def view(ctx: Context) -> dict[str, Any]:
-    return {"alerts": ctx.alerts, "failing": [c for c in ctx.channels() if c.status != "ok"]}
+    return {
+        "alerts": ctx.alerts,
+        "failing": [c for c in ctx.channels() if c.status != "ok"],
+        "plan_changes": newest_plan_changes(ctx),
+    }
 
 
-def key(a: AlertPage) -> str:
-    """A digest of what an alert's page renders (the page is its view model through the template; a new version of
-    the code renders every page afresh with the full publish at start)."""
-    return digest(repr(a), 20)
+def newest_plan_changes(ctx: Context) -> list[PlanChangeRow]:
+    """Plan changes, newest commit first (by branch position; master/plans.py)."""
+    rows = sorted(ctx.plan_changes, key=lambda r: (r.change.position, r.branch, r.change.workload), reverse=True)
+    return rows[:PLAN_CHANGES_LISTED]
+
+
+def plan_changes_of(ctx: Context, a: AlertPage) -> list[PlanChangeRow]:
+    """The plan changes an alert names: of a series the alert holds, first seen at its commit or its culprit (the
+    query that got slower also changed plan there)."""
+    at = {a.sha, a.culprit} - {None}
+    sids = set(a.sids)
+    return [r for sha in sorted(at) for r in ctx.plan_changes_at.get(sha or "", []) if r.sid in sids]
+
+
+def key(a: AlertPage, plans: list[PlanChangeRow] | None = None) -> str:
+    """A digest of what an alert's page renders (the page is its view model through the template, with the plan
+    changes it names; a new version of the code renders every page afresh with the full publish at start)."""
+    return digest(repr((a, plans)) if plans else repr(a), 20)
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
@@ -33,7 +54,8 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     for a in ctx.alerts:
         rel = f"alerts/{a.file}.html"
         with isolate.page(w, "alerts", rel, f"Alert {a.id}"):  # one alert's page
-            k = ctx.new_page_keys[rel] = key(a)
+            plans = plan_changes_of(ctx, a)
+            k = ctx.new_page_keys[rel] = key(a, plans)
             if old is not None and old.get(rel) == k:
                 continue  # the live version's page, hard-linked into this one
-            w.write(rel, render("alert.html", root="../", title=f"Alert {a.id}", a=a))
+            w.write(rel, render("alert.html", root="../", title=f"Alert {a.id}", a=a, plan_changes=plans))

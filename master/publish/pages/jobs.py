@@ -63,9 +63,22 @@ def rows(job: Job) -> list[Row]:
     return [Row(w, m, *base[(w, m)], tuple(cells[(w, m)])) for (w, m) in base]
 
 
+UNMOVED = 1e-4  # per query, as master/compare.py: a side that counted the same work as A gets no flame graph
+
+
+def _moved(a: dict, b: dict) -> bool:
+    """Whether two stored profiles' instructions per query differ by UNMOVED or more (unreadable: shown)."""
+    try:
+        per_a = a["profile"]["total"] / a["queries"]
+        per_b = b["profile"]["total"] / b["queries"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        return True
+    return per_a <= 0 or abs(per_b / per_a - 1) >= UNMOVED
+
+
 def explanations(job: Job) -> list[tuple[str, str, object]]:
     """(workload, side label, StoredExplanation) for each side after A whose instruction workloads kept
-    callgrind profiles on both sides: where the instructions went, per function."""
+    callgrind profiles on both sides and counted different work: where the instructions went, per function."""
     from master.profiles import report
 
     sides = (job.result or {}).get("sides", [])
@@ -75,7 +88,7 @@ def explanations(job: Job) -> list[tuple[str, str, object]]:
     out = []
     for side, stored in zip(job.sides[1:], sides[1:]):
         for workload, prof in sorted(stored.get("callgrind", {}).items()):
-            if workload in base:
+            if workload in base and _moved(base[workload], prof):
                 a = base[workload]
                 e = report.from_stored(
                     workload,
@@ -86,6 +99,31 @@ def explanations(job: Job) -> list[tuple[str, str, object]]:
                 )
                 if e is not None:
                     out.append((workload, side.label, e))
+    return out
+
+
+def counter_reports(job: Job) -> list[tuple[str, object]]:
+    """(side label, master.explain.report.CounterReport) for each side after A that counted system calls, WAL and
+    buffers, as A did: the exact counters that changed (docs/explain.md)."""
+    from master.explain import report
+
+    def measured(side: dict) -> dict[str, dict[str, tuple[str, list[float]]]]:
+        return {
+            str(w.get("name")): {
+                str(m.get("name")): (str(m.get("unit")), list(m.get("samples", []))) for m in w.get("metrics", [])
+            }
+            for w in side.get("workloads", [])
+        }
+
+    sides = (job.result or {}).get("sides", [])
+    if len(sides) < 2:
+        return []
+    base = measured(sides[0])
+    out = []
+    for side, stored in zip(job.sides[1:], sides[1:]):
+        r = report.compare(base, measured(stored))
+        if r is not None:
+            out.append((side.label, r))
     return out
 
 
@@ -104,6 +142,7 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
                     job=job,
                     rows=rows(job) if job.result and job.state == "done" else [],
                     explained=explanations(job) if job.result and job.state == "done" else [],
+                    counters=counter_reports(job) if job.result and job.state == "done" else [],
                 ),
             )
     w.keep_only("jobs", {job_file(j.id) for j in jobs})

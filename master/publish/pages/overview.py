@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from master.publish import isolate
+from master.publish import isolate, workloads
 from master.publish.context import Context
 from master.publish.names import digest, safe_name
 from master.publish.render import render
@@ -83,8 +83,27 @@ def machines_view(ctx: Context, summaries: list[Summary]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Group:
+    """The series of one group (subsystem: executor, copy, oltp, ...) on a machine's page."""
+
+    name: str
+    about: str
+    rows: tuple[Summary, ...]
+
+
+def grouped(rows: list[Summary]) -> list[Group]:
+    """The rows under their workloads' groups, in the recipes' order of groups; each group's rows in their order."""
+    order = workloads.group_order()
+    by: dict[str, list[Summary]] = {}
+    for s in rows:
+        by.setdefault(workloads.info(s.recipe, s.recipe_version, s.config_hash, s.workload).group, []).append(s)
+    names = sorted(by, key=lambda g: (list(order).index(g) if g in order else len(order), g))
+    return [Group(g, order.get(g, ""), tuple(by[g])) for g in names]
+
+
 def view(ctx: Context, summaries: list[Summary], opened: dict[str, int] | None = None) -> dict[str, Any]:
-    """overview/<machine>.html: one machine's series (`summaries`)."""
+    """overview/<machine>.html: one machine's series (`summaries`), listed by group."""
     rows = sorted(
         summaries,
         key=lambda s: (
@@ -98,12 +117,15 @@ def view(ctx: Context, summaries: list[Summary], opened: dict[str, int] | None =
             s.sid,
         ),
     )
+    groups = grouped(rows)
     return {
         "rows": rows,
+        "groups": groups,
         "open_by_sid": open_by_sid(ctx) if opened is None else opened,
         "bands": ctx.bands,
         "branches": sorted({s.branch for s in rows}),
         "workloads": sorted({s.workload for s in rows}),
+        "group_names": [g.name for g in groups],
     }
 
 
@@ -111,7 +133,8 @@ def key(machine: str, v: dict[str, Any]) -> str:
     """A digest of what a machine's page renders: its view, of the open alerts only its series' counts."""
     rows = v["rows"]
     opened = {s.sid: v["open_by_sid"][s.sid] for s in rows if s.sid in v["open_by_sid"]}
-    return digest(repr((machine, rows, opened, v["bands"], v["branches"], v["workloads"])), 20)
+    layout = [(g.name, [s.sid for s in g.rows]) for g in v["groups"]]
+    return digest(repr((machine, rows, opened, v["bands"], v["branches"], v["workloads"], layout)), 20)
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:

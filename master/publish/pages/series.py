@@ -7,17 +7,20 @@ import hashlib
 from typing import Any
 
 from master import store
+from master.publish import workloads
 from master.publish.context import Context
 from master.publish.names import safe_name
 from master.publish.render import json_document, render
 from master.publish.source import CHUNK
-from master.publish.views import Marker, Summary
+from master.publish.views import Marker, Summary, same_place
 from master.publish.writer import SiteWriter
 
 
 def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]:
     """The page's change points, chart markers (release tags, other series of the workload starting, active
-    change points) and the chart's metadata."""
+    change points), the series it can overlay and the chart's metadata."""
+    overlays = [o for o in siblings if o.sid != summ.sid and o.unit == summ.unit]
+    siblings = same_place(summ, siblings)
     changes = sorted(ctx.changes.get(summ.sid, []), key=lambda c: (c.position, c.id))
     tag_marks = []
     for name, sha in ctx.tags.items():
@@ -31,12 +34,15 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
     ]
     change_marks = [Marker(c.position, c.kind, f"{c.kind} ×{c.ratio:.3f}") for c in changes if c.state == "active"]
     rebase_marks = [
-        Marker(pos, "rebase", f"rebased onto {ref[:12] or 'no reference'}")
-        for pos, ref in ctx.rebases.get(summ.sid, [])
+        Marker(pos, "rebase", label)
+        for pos, label in ctx.rebases.get(summ.sid, [])
         if summ.first_position <= pos <= summ.last_position
     ]
+    plan_changes = [r.change for r in ctx.plan_changes_of.get(summ.sid, [])]
+    plan_marks = [Marker(c.position, "plan", f"plan: {c.summary}") for c in plan_changes]
     markers = sorted(
-        tag_marks + config_marks + change_marks + rebase_marks, key=lambda m: (m.position, m.kind, m.label)
+        tag_marks + config_marks + change_marks + rebase_marks + plan_marks,
+        key=lambda m: (m.position, m.kind, m.label),
     )
     chunks = list(range(summ.first_position // CHUNK, summ.last_position // CHUNK + 1))
     meta = {
@@ -47,9 +53,16 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         "unit": summ.unit,
         "direction": summ.direction,
         "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers],
+        "overlays": [_overlay(summ, o, chunks) for o in overlays],
     }
+    about = workloads.info(summ.recipe, summ.recipe_version, summ.config_hash, summ.workload)
     return {
         "s": summ,
+        "group": about.group,
+        "group_href": f"../overview/{safe_name(summ.machine_id)}.html#group-{about.group}",
+        "sql": about.sql,
+        "plans": list(reversed(ctx.plan_spans.get(summ.sid, []))),  # newest first
+        "plan_changes": list(reversed(plan_changes)),
         "pairing": _pairing(ctx, summ),
         "changes": changes,
         "markers": markers,
@@ -57,6 +70,24 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         "chunks": chunks,
         "siblings": [o for o in siblings if o.sid != summ.sid],
     }
+
+
+def _overlay(summ: Summary, o: Summary, chunks: list[int]) -> dict[str, Any]:
+    """A series the chart can draw over this one: its id, what differs from this series (its label in the legend)
+    and its chunks within this series' (the chart's x range). The chunk range moves once per CHUNK commits of the
+    other series, not with each of its runs, so its runs seldom make this page new (key())."""
+    differs = []
+    if o.metric != summ.metric:
+        differs.append("reference" if o.metric.endswith(store.series.REFERENCE_SUFFIX) else o.metric)
+    if o.branch != summ.branch:
+        differs.append(o.branch)
+    if o.machine_id != summ.machine_id:
+        differs.append(o.machine_id)
+    if (o.recipe, o.recipe_version, o.config_hash) != (summ.recipe, summ.recipe_version, summ.config_hash):
+        differs.append(f"{o.recipe} v{o.recipe_version} ({o.config_hash[:8]})")
+    lo = max(o.first_position // CHUNK, chunks[0])
+    hi = min(o.last_position // CHUNK, chunks[-1])
+    return {"sid": o.sid, "label": " · ".join(differs) or o.label, "chunks": [lo, hi] if lo <= hi else []}
 
 
 def _pairing(ctx: Context, summ: Summary) -> dict[str, str] | None:
@@ -98,6 +129,10 @@ def write(w: SiteWriter, ctx: Context, summ: Summary, siblings: list[Summary]) -
                 "chunk_size": CHUNK,
                 "change_points": [c.__dict__ for c in v["changes"]],
                 "markers": v["meta"]["markers"],
+                "plan_changes": [
+                    {"position": c.position, "sha": c.sha, "prev_sha": c.prev_sha, "summary": c.summary}
+                    for c in v["plan_changes"]
+                ],
             },
         ),
     )

@@ -1,0 +1,2 @@
+-- COPY TO (CSV) of 5,000 rows
+COPY (SELECT id, a, name, price, ts FROM big WHERE id <= 5000) TO STDOUT (FORMAT csv);

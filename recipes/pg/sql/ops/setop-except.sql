@@ -1,0 +1,2 @@
+-- EXCEPT and INTERSECT (SetOp)
+SELECT (SELECT count(*) FROM (SELECT c FROM big EXCEPT SELECT big_id FROM other) x), (SELECT count(*) FROM (SELECT a FROM big INTERSECT SELECT v FROM other) y);

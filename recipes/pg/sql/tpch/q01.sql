@@ -1,0 +1,7 @@
+-- TPC-H-derived Q1: Pricing summary report: one scan of lineitem, a hash or sorted aggregate of 4 groups
+-- (derived from TPC-H, parameters fixed; not comparable to published TPC results)
+SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
+sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge,
+avg(l_quantity) AS avg_qty, avg(l_extendedprice) AS avg_price, avg(l_discount) AS avg_disc, count(*) AS count_order
+FROM lineitem WHERE l_shipdate <= date '1998-12-01' - interval '90 days'
+GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus;

@@ -1,0 +1,7 @@
+-- TPC-H-derived Q3: Shipping priority: customer, orders and lineitem joined, top 10 by revenue
+-- (derived from TPC-H, parameters fixed; not comparable to published TPC results)
+SELECT l_orderkey, sum(l_extendedprice * (1 - l_discount)) AS revenue, o_orderdate, o_shippriority
+FROM customer, orders, lineitem
+WHERE c_mktsegment = 'BUILDING' AND c_custkey = o_custkey AND l_orderkey = o_orderkey
+AND o_orderdate < date '1995-03-15' AND l_shipdate > date '1995-03-15'
+GROUP BY l_orderkey, o_orderdate, o_shippriority ORDER BY revenue DESC, o_orderdate LIMIT 10;

@@ -1,0 +1,6 @@
+-- TPC-H-derived Q4: Order priority checking: an EXISTS semi-join
+-- (derived from TPC-H, parameters fixed; not comparable to published TPC results)
+SELECT o_orderpriority, count(*) AS order_count FROM orders
+WHERE o_orderdate >= date '1993-07-01' AND o_orderdate < date '1993-07-01' + interval '3 months'
+AND EXISTS (SELECT * FROM lineitem WHERE l_orderkey = o_orderkey AND l_commitdate < l_receiptdate)
+GROUP BY o_orderpriority ORDER BY o_orderpriority;

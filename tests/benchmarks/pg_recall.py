@@ -1,0 +1,246 @@
+"""Recall on injected regressions (issue 27, item 4): of a list of backend functions, how many would the default
+per-commit profile (pg-quick) alert on if a commit made each of them slower by a fixed amount?
+
+    .venv/bin/python -m tests.benchmarks.pg_recall --repo R [--work W] [--iterations 100] [--json OUT] [--resume]
+
+R is a PostgreSQL repository (scripts/pg-source-repo.sh R makes one). For each function of FUNCTIONS, a test-only
+patch puts a volatile busy loop of `--iterations` rounds at the start of its body (pg_inject.entry_loop_patch:
+about 5.5 instructions a round, so a fixed ~550 instructions per call at 100), the tree is rebuilt incrementally
+in one build directory (one file changes), and the profile's instruction workloads only are counted on it (the
+three instr-* workloads and the operation suite; the wall-clock ones could not see ~550 instructions a call on
+this box). Each workload's count is then judged the way the farm judges an instruction series: a history of
+`--history` commits at the unpatched count, then two commits at the patched one (the steady rule wants a step to
+last two commits), through the farm's own detection (master.verbs.detect.analyse with the [detection] settings,
+which uses master/detect/steady.py for such series), the Benjamini-Hochberg step over the profile's instruction
+series ([detection] fdr) and the alert rules (master.alerts.rules.severity with the [alerts] settings: steady
+series alert from `steady_warn`). A function is found when at least one workload alerts. The figure is printed
+twice: for the profile before the operation suite (the instr-* workloads alone) and for the whole profile.
+
+With --samples 1 (the default: the counts repeat to ~1e-5, tests/integration/test_pg_operations.py) each patched
+build is counted once and that count stands for both samples of its commits; the unpatched build is counted
+--samples times (at least 2). Results are written to --json after every function, and --resume skips the
+functions already there: a run takes about two hours on a loaded 2-core box.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from master import compare
+from master.alerts.rules import Line, severity
+from master.detect.fdr import benjamini_hochberg
+from master.detect.model import Direction, Kind, Series
+from master.settings import load_settings
+from master.verbs.detect import analyse
+from recipes.api import Context, checkout_layout
+from recipes.pg.build import BuildSpec, Install, build_install
+from recipes.pg.profile import WORKLOAD_KINDS, load_profile, result_names, run_bench, workloads
+from tests.benchmarks.pg_inject import entry_loop_patch
+
+# Where real regressions land, across the areas of docs/coverage.md; every one is also a named function of
+# recipes/pg/coverage-functions.json. docs/coverage.md lists them with the verdicts.
+FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "executor nodes": (
+        "ExecSeqScan",
+        "ExecIndexScan",
+        "ExecIndexOnlyScan",
+        "ExecBitmapHeapScan",
+        "ExecNestLoop",
+        "ExecScanHashBucket",
+        "ExecMergeJoin",
+        "ExecSort",
+        "ExecAgg",
+        "ExecWindowAgg",
+        "ExecSubPlan",
+        "ExecLimit",
+        "ExecAppend",
+        "ExecModifyTable",
+        "LookupTupleHashEntry",
+    ),
+    "planner": (
+        "standard_join_search",
+        "add_paths_to_joinrel",
+        "create_index_paths",
+        "clauselist_selectivity",
+        "get_matching_partitions",
+    ),
+    "utility commands": (
+        "NextCopyFrom",
+        "DoCopyTo",
+        "DefineIndex",
+        "heap_vacuum_rel",
+        "compute_scalar_stats",
+        "RI_FKey_check",
+        "ExecCallTriggerFunc",
+    ),
+    "access methods": (
+        "_bt_doinsert",
+        "btbuild",
+        "_hash_doinsert",
+        "ginbuild",
+        "gistbuild",
+        "spgbuild",
+        "brinbuild",
+        "heap_insert",
+        "heap_update",
+        "heap_page_prune_opt",
+        "toast_save_datum",
+        "detoast_attr",
+    ),
+    "data types": (
+        "numeric_mul",
+        "float8_accum",
+        "textlike",
+        "RE_compile_and_cache",
+        "varstr_cmp",
+        "jsonb_in",
+        "jsonb_contains",
+        "arraycontains",
+        "timestamptz_trunc",
+        "to_tsvector_byid",
+    ),
+}
+BEFORE = ("instr-point-select", "instr-point-select-prepared", "instr-simple-update")  # the profile before #27
+
+
+def instruction_workloads(profile: Mapping[str, Any]) -> list[str]:
+    return [n for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions" for n in result_names(w)]
+
+
+def measure(ctx: Context, install: Install, profile: Mapping[str, Any], samples: int) -> dict[str, Any]:
+    """workload -> {"unit", "samples"}: the profile's instruction workloads counted on `install`."""
+    names = instruction_workloads(profile)
+    options = {**ctx.options, "workloads": ",".join(names), "instruction_samples": str(samples), "coverage": "0"}
+    run = Context(ctx.src_dir, ctx.work_dir, ctx.state_dir, ctx.sha, ctx.ref, options)
+    results = run_bench(run, profile, {"run": install}, threads=os.cpu_count() or 2, count_instructions={"run"})
+    out = {}
+    for w in results["run"]:
+        m = next(m for m in w.metrics if m.name == "instructions")
+        out[w.name] = {"unit": m.unit, "samples": list(m.samples)}
+    return out
+
+
+def judge(
+    base: Mapping[str, Any], patched: Mapping[str, Any], history: int = 10, settings: Any = None
+) -> dict[str, str]:
+    """workload -> alert severity ("warn", "critical") for every workload whose series would alert on the step from
+    `base` to `patched` counts (absent: no alert), as the farm decides it (module docstring)."""
+    settings = settings or load_settings(environ={})
+    found = []
+    for name, b in base.items():
+        p = patched.get(name)
+        if p is None:
+            continue
+        after = p["samples"] if len(p["samples"]) >= 2 else p["samples"] * 2
+        groups = [b["samples"]] * history + [after] * 2
+        commits = [f"base{i}" for i in range(history)] + ["patched0", "patched1"]
+        report = analyse(Series.from_samples(groups, commits), Direction.LOWER, settings.detection)
+        for cp in report.change_points:
+            if cp.index == history:
+                found.append((name, b["unit"], cp))
+    keep = benjamini_hochberg([cp.pvalue for _, _, cp in found], settings.detection.fdr, m=max(len(base), 1))
+    out = {}
+    for (name, unit, cp), kept in zip(found, keep):
+        if not kept or cp.kind is not Kind.REGRESSION:
+            continue
+        line = Line(
+            0, "", "", "pg-quick", name, "instructions", "master", unit, "lower", cp.kind.value,
+            cp.commit, cp.commit, None, cp.index, None, cp.ratio, None, None, cp.pvalue,
+        )  # fmt: skip
+        level = severity(line, settings.alerts)
+        if level is not None:
+            out[name] = level
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repo", required=True, help="a PostgreSQL repository (scripts/pg-source-repo.sh makes one)")
+    ap.add_argument("--rev", default="HEAD", help="the commit to inject into (default HEAD)")
+    ap.add_argument("--work", default=str(Path.home() / ".cache/perffarm/recall"), help="clone, build and installs")
+    ap.add_argument("--iterations", type=int, default=100, help="busy-loop rounds per call (default 100)")
+    ap.add_argument("--samples", type=int, default=1, help="counts per patched build (the unpatched: at least 2)")
+    ap.add_argument("--history", type=int, default=10, help="unpatched commits before the step (default 10)")
+    ap.add_argument("--functions", default="", help="comma-separated subset of FUNCTIONS (default all)")
+    ap.add_argument("--json", dest="json_out", default="", help="write every measurement and verdict here")
+    ap.add_argument("--resume", action="store_true", help="skip the functions --json already has")
+    args = ap.parse_args(argv)
+    wanted = [f for fs in FUNCTIONS.values() for f in fs]
+    if args.functions:
+        wanted = [f for f in args.functions.split(",") if f]
+    work = Path(args.work).resolve()
+    sha = compare._resolve(args.repo, args.rev)
+    src = compare._clone(args.repo, work)
+    # data directories on tmpfs in a root of its own: a run's start sweeps its root of directories it takes for
+    # a killed run's, and other builders' counts must not be among them
+    pgdata = Path("/dev/shm") / f"perffarm-recall-{os.getuid()}" if Path("/dev/shm").is_dir() else work / "pgdata"
+    ctx = Context(src, checkout_layout(work)[1], work / "state", sha, "recall", {"pgdata": str(pgdata)})
+    ctx.state_dir.mkdir(parents=True, exist_ok=True)
+    profile = load_profile("quick")
+    spec = BuildSpec()
+    out_path = Path(args.json_out) if args.json_out else None
+    doc: dict[str, Any] = {"iterations": args.iterations, "rev": sha, "functions": {}}
+    if args.resume and out_path is not None and out_path.exists():
+        doc = json.loads(out_path.read_text())
+    settings = load_settings(environ={})
+    started = time.monotonic()
+    if "base" not in doc:
+        compare._checkout(src, sha, None)
+        base_install = build_install(ctx, spec, src=src, sha=sha, ref="recall")
+        doc["base"] = measure(ctx, base_install, profile, max(2, args.samples))
+    for i, function in enumerate(wanted):
+        if function in doc["functions"]:
+            continue
+        t0 = time.monotonic()
+        patch = work / "inject.diff"
+        compare._checkout(src, sha, None)
+        patch.write_text(entry_loop_patch(src, function, args.iterations))
+        compare._checkout(src, sha, patch)
+        install = build_install(ctx, spec, src=src, sha=f"{sha}-recall-{function}-{args.iterations}", ref="recall")
+        counts = measure(ctx, install, profile, args.samples)
+        alerts = judge(doc["base"], counts, args.history, settings)
+        moved = {w: counts[w]["samples"][0] / doc["base"][w]["samples"][0] - 1 for w in counts if w in doc["base"]}
+        doc["functions"][function] = {"counts": counts, "alerts": alerts, "moved": moved}
+        before = sorted(w for w in alerts if w in BEFORE)
+        print(
+            f"[{i + 1}/{len(wanted)}] {function}: {len(alerts)} workloads alert ({', '.join(sorted(alerts)) or '-'}); "
+            f"the profile before the operation suite: {', '.join(before) or 'none'} ({time.monotonic() - t0:.0f} s)",
+            flush=True,
+        )
+        if out_path is not None:
+            out_path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    compare._checkout(src, sha, None)
+    report(doc, wanted)
+    print(f"command: {' '.join([sys.executable, '-m', 'tests.benchmarks.pg_recall', *sys.argv[1:]])}")
+    print(f"elapsed {time.monotonic() - started:.0f} s, load average {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
+def report(doc: Mapping[str, Any], wanted: Sequence[str]) -> None:
+    rows = [(f, doc["functions"][f]) for f in wanted if f in doc["functions"]]
+    old = sum(1 for _, r in rows if any(w in BEFORE for w in r["alerts"]))
+    new = sum(1 for _, r in rows if r["alerts"])
+    category = {f: c for c, fs in FUNCTIONS.items() for f in fs}
+    print(f"\n{'function':<24} {'category':<18} {'before':<7} {'after':<6} largest move (workload)")
+    for f, r in rows:
+        top = max(r["moved"].items(), key=lambda kv: abs(kv[1])) if r["moved"] else ("-", 0.0)
+        print(
+            f"{f:<24} {category.get(f, '-'):<18} {'yes' if any(w in BEFORE for w in r['alerts']) else 'no':<7} "
+            f"{'yes' if r['alerts'] else 'no':<6} {top[1]:+.3%} ({top[0]})"
+        )
+    n = max(len(rows), 1)
+    print(
+        f"\nrecall, {doc['iterations']} rounds per call: before the operation suite {old} of {len(rows)} "
+        f"({old / n:.0%}), the default profile now {new} of {len(rows)} ({new / n:.0%})"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
