@@ -15,6 +15,7 @@ from master.atomicfile import create_once
 from master.publish import logged
 from master.redact import redact_text
 from master.settings import Settings
+from recipes.paired import OPTION as REFERENCE_OPTION
 
 SOURCE_BY_SCHEDULER = {"commits": "poll", "force": "force", "bisect": "bisect"}
 
@@ -82,7 +83,7 @@ def build_options(props, defaults: tuple[str, ...] = ()) -> list:
     if isinstance(options, str):  # the force form's text field: space-separated KEY=VALUE
         options = options.split()
     reference = props.getProperty(REFERENCE)
-    return [*defaults, *([f"reference={reference}"] if reference else []), *options]
+    return [*defaults, *([f"{REFERENCE_OPTION}={reference}"] if reference else []), *options]
 
 
 def not_stored_yet(step: BuildStep) -> bool:

@@ -15,6 +15,7 @@ from master.config_values import OPTION_RE
 from master.store.jobs import Job, JobSide
 from master.store.series import MeasureKey
 from recipes.api import Metric, WorkloadResult
+from recipes.paired import OPTION as REFERENCE_OPTION
 from recipes.pg import ab
 from recipes.pg.stats import NoRatio, paired_estimate
 from recipes.sides import LABELS, MAX_SIDES
@@ -41,8 +42,8 @@ def check_options(options: Sequence[str]) -> tuple[str, ...]:
     bad = [o for o in options if not OPTION_RE.match(o)]
     if bad:
         raise JobError(f"options {bad!r} are not KEY=VALUE (e.g. samples=7, workloads=pgbench-ro-prepared-c1)")
-    if any(o.startswith("reference=") for o in options):
-        raise JobError("reference= pairs a commit's run with a reference; a job's sides are already paired")
+    if any(o.startswith(f"{REFERENCE_OPTION}=") for o in options):
+        raise JobError(f"{REFERENCE_OPTION}= pairs a commit's run with a reference; a job's sides are already paired")
     return tuple(options)
 
 
