@@ -143,7 +143,7 @@ def get(conn: sqlite3.Connection, job_id: int) -> Job:
 
 
 @dataclass(frozen=True)
-class PairedRatio:
+class ReleaseRatio:
     """A release's ratio to a base release measured in the same job: the order-balanced ratio of the rounds (each
     pair of sides swaps order from one round to the next), 95% CI."""
 
@@ -160,7 +160,7 @@ class ReleaseNumbers:
     commit; per measure key, the pairs whose samples form no ratio, with why and the job (a throughput of 0
     stored before the validator refused it)."""
 
-    ratios: dict[MeasureKey, dict[tuple[str, str], PairedRatio]]
+    ratios: dict[MeasureKey, dict[tuple[str, str], ReleaseRatio]]
     medians: dict[MeasureKey, dict[str, float]]
     units: dict[MeasureKey, tuple[str, str]]
     tags: dict[str, str]
@@ -172,7 +172,7 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
     """Paired numbers for the release tables from done release jobs (`jobs` newest first). Any two sides of one
     job pair round by round (sample i of every side ran in round i), so every pair of its releases has a paired
     ratio, not only each against side A."""
-    ratios: dict[MeasureKey, dict[tuple[str, str], PairedRatio]] = {}
+    ratios: dict[MeasureKey, dict[tuple[str, str], ReleaseRatio]] = {}
     medians: dict[MeasureKey, dict[str, float]] = {}
     units: dict[MeasureKey, tuple[str, str]] = {}
     tags: dict[str, str] = {}
@@ -215,7 +215,7 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
                     except NoRatio as no:
                         problems.setdefault(key, {})[pair] = (no.describe(base, tag, key.metric), job.id)
                         continue
-                    ratios.setdefault(key, {})[pair] = PairedRatio(e.ratio, e.low, e.high, job.id)
+                    ratios.setdefault(key, {})[pair] = ReleaseRatio(e.ratio, e.low, e.high, job.id)
     return ReleaseNumbers(ratios, medians, units, tags, measured_by, problems)
 
 
