@@ -177,12 +177,16 @@ def base_weights(ctx: Context, names: Sequence[str], functions: Collection[str])
     return out
 
 
+def cost_per_call(w: Mapping[str, int]) -> float:
+    return w["inclusive"] / max(w["calls"], 1)
+
+
 def rounds_for(per_workload: Mapping[str, Mapping[str, int]], fraction: float) -> tuple[int, str]:
     """The busy-loop rounds that add `fraction` of the function's own cost per call, sized in the workload where
     the function weighs most (its largest inclusive share), and that workload."""
     where = max(per_workload, key=lambda n: (per_workload[n]["inclusive"] / max(per_workload[n]["total"], 1), n))
     w = per_workload[where]
-    return max(1, round(fraction * w["inclusive"] / w["calls"] / ROUND_COST)), where
+    return max(1, round(fraction * cost_per_call(w) / ROUND_COST)), where
 
 
 def judge(
@@ -291,7 +295,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         patch.write_text(entry_loop_patch(src, function, rounds))
         compare._checkout(src, sha, patch)
         install = build_install(ctx, spec, src=src, sha=f"{sha}-recall-{function}-{rounds}", ref="recall")
-        counts = measure(ctx, install, profile, args.samples, names=sorted(called))
+        names = sorted(called)
+        if args.fraction:  # only where the loop is at most CAP x the fraction of the function's cost a call: the
+            # others cannot count (found_in), and a loop sized for a call that does much would make one that does
+            # little (a node called per row) thousands of times slower under valgrind
+            names = [n for n in names if rounds * ROUND_COST <= CAP * args.fraction * cost_per_call(called[n])]
+        counts = measure(ctx, install, profile, args.samples, names=names)
         alerts = judge(doc["base"], counts, args.history, settings)
         moved = {w: counts[w]["samples"][0] / doc["base"][w]["samples"][0] - 1 for w in counts if w in doc["base"]}
         doc["functions"][function] = {
