@@ -41,7 +41,7 @@ from master.steps import (
 )
 from master.workerlink import WorkerWatch
 from recipes import registry
-from recipes.api import SOURCE_DIR, WORK_DIR
+from recipes.api import SOURCE_DIR
 from recipes.result import NAME_RE
 
 PYZ_ON_WORKER = shipping.ON_WORKER
@@ -100,26 +100,15 @@ def runner_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
         bad = [o for o in options if not isinstance(o, str) or not OPTION_RE.match(o)]
         if bad:
             raise ValueError(f"perffarm_options: {bad!r} are not KEY=VALUE options")
-        return [
-            "python3",
-            PYZ_ON_WORKER,
+        return shipping.worker_command(
             phase,
-            "--recipe",
             recipe,
-            "--src",
-            SOURCE_DIR,
-            "--work",
-            WORK_DIR,
-            "--state",
-            "state",
-            "--sha",
             props.getProperty("got_revision"),
-            "--ref",
-            props.getProperty("branch") or "HEAD",
-            "--result",
-            RESULT_ON_WORKER,
-            *[f"--option={o}" for o in options],
-        ]
+            state="state",
+            result=RESULT_ON_WORKER,
+            where=("--ref", props.getProperty("branch") or "HEAD"),
+            options=options,
+        )
 
     return render
 

@@ -20,10 +20,11 @@ from recipes.paired import OPTION as REFERENCE_OPTION
 SOURCE_BY_SCHEDULER = {"commits": "poll", "force": "force", "bisect": "bisect"}
 
 
-def result_path(settings: Settings, builder: str, buildnumber: int | str) -> Path:
-    """Where a build's uploaded result lands on the master (builder names are sanitised for the path)."""
+def result_path(settings: Settings, builder: str, buildnumber: int | str, prefix: str = "") -> Path:
+    """Where a build's uploaded result lands on the master (builder names are sanitised for the path; a job
+    build's file is prefixed `job-`, master/job_steps.py)."""
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in builder)
-    return settings.incoming_dir / f"{safe}-{buildnumber}.json"
+    return settings.incoming_dir / f"{prefix}{safe}-{buildnumber}.json"
 
 
 def result_dest(settings: Settings, builder: str) -> util.Interpolate:
