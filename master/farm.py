@@ -158,6 +158,21 @@ def _job_factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.M
     )
 
 
+def _hidden_codebase() -> list[util.CodebaseParameter]:
+    """The codebase of a form whose build names no commit of its own (try, bisect): all fixed and hidden, so
+    the form shows only its own fields and a posted branch or revision is ignored."""
+    return [
+        util.CodebaseParameter(
+            "",
+            hide=True,
+            branch=util.FixedParameter(name="branch", default=""),
+            revision=util.FixedParameter(name="revision", default=""),
+            repository=util.FixedParameter(name="repository", default=""),
+            project=util.FixedParameter(name="project", default=""),
+        )
+    ]
+
+
 def _try_form(job_names: tuple[str, ...]) -> schedulers.ForceScheduler:
     """The try form (and `perffarm try`, which posts to it): a base and a patch, measured as an interleaved A/B
     job on a worker. Its one step (StartTry) validates the patch against the base in the master's mirror and
@@ -168,16 +183,7 @@ def _try_form(job_names: tuple[str, ...]) -> schedulers.ForceScheduler:
         label="Try a patch",
         buttonName="Try",
         reason=util.StringParameter(name="reason", label="Reason", default="try", size=60),
-        codebases=[
-            util.CodebaseParameter(
-                "",
-                hide=True,
-                branch=util.FixedParameter(name="branch", default=""),
-                revision=util.FixedParameter(name="revision", default=""),
-                repository=util.FixedParameter(name="repository", default=""),
-                project=util.FixedParameter(name="project", default=""),
-            )
-        ],
+        codebases=_hidden_codebase(),
         properties=[
             util.StringParameter(
                 name="base",
@@ -429,16 +435,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                 label="Bisect a slowdown",
                 buttonName="Bisect",
                 reason=util.StringParameter(name="reason", label="Reason", default="bisect", size=60),
-                codebases=[
-                    util.CodebaseParameter(
-                        "",
-                        hide=True,
-                        branch=util.FixedParameter(name="branch", default=""),
-                        revision=util.FixedParameter(name="revision", default=""),
-                        repository=util.FixedParameter(name="repository", default=""),
-                        project=util.FixedParameter(name="project", default=""),
-                    )
-                ],
+                codebases=_hidden_codebase(),
                 properties=[
                     util.StringParameter(
                         name="good",
