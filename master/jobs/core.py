@@ -28,14 +28,9 @@ class JobError(ValueError):
     """A job that cannot be created: the message says what was wrong and what to do; nothing was queued."""
 
 
-def version_order(tags: Sequence[str]) -> list[str]:
-    """Release tags in version order (REL_9_6_24 < REL_13_16 < REL_18_6): the numbers in the name, then the name."""
-    return sorted(tags, key=lambda t: (tuple(int(x) for x in re.findall(r"\d+", t)), t))
-
-
 def match_tags(tags: Mapping[str, str], patterns: Sequence[str]) -> list[str]:
     """The tags matching any of the shell-style patterns (`REL_1[3-8]_*`), in version order."""
-    return version_order([t for t in tags if any(fnmatch.fnmatchcase(t, p) for p in patterns)])
+    return refnames.release_order([t for t in tags if any(fnmatch.fnmatchcase(t, p) for p in patterns)])
 
 
 def check_options(options: Sequence[str]) -> tuple[str, ...]:
