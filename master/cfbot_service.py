@@ -61,6 +61,6 @@ class CfbotService(PeriodicService):
         if not outcomes:
             log.msg(f"perffarm cfbot: no branch of {repo} matches {visible(self.settings.cfbot.branches)}")
         if queued:
-            jobs = self.master.namedServices.get("perffarm-jobs")
+            jobs = self.master.service_manager.namedServices.get("perffarm-jobs")
             if jobs is not None:
                 jobs.kick()  # submit them now, not at the job service's next tick
