@@ -21,7 +21,7 @@ from pathlib import Path
 from master import gitmirror, refnames, store
 from master.jobs import core
 from master.settings import Settings
-from master.textsafe import safe_link
+from master.textsafe import safe_link, visible
 
 PREFIX = "cfbot"
 MAX_SUBJECT = 200  # characters of a head's subject kept for the patches page
@@ -52,8 +52,9 @@ def parse_requested_by(text: str) -> tuple[str, str] | None:
 
 
 def head_facts(clone: Path, head: str) -> tuple[str, tuple[str, ...]]:
-    """The head's subject and its thread links: `Discussion:` trailers, then commitfest links in the message (each
-    a checked https URL, at most gitmirror.MAX_LINKS); what cannot be shown as a safe link is dropped."""
+    """The head's subject (control and bidi characters as escapes, as commit pages show them) and its thread links:
+    `Discussion:` trailers, then commitfest links in the message (each a checked https URL, at most
+    gitmirror.MAX_LINKS); what cannot be shown as a safe link is dropped."""
     out = gitmirror.git(
         [
             "show",
@@ -72,7 +73,7 @@ def head_facts(clone: Path, head: str) -> tuple[str, tuple[str, ...]]:
         url = url.rstrip(".,;:)")
         if safe_link(url) and url not in links:
             links.append(url)
-    return subject[:MAX_SUBJECT], tuple(links[: gitmirror.MAX_LINKS])
+    return visible(subject)[:MAX_SUBJECT], tuple(links[: gitmirror.MAX_LINKS])
 
 
 def _store_head(

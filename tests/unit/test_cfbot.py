@@ -95,7 +95,7 @@ def test_each_queued_head_keeps_its_subject_and_only_safe_thread_links(layout, t
     _upstream, patches, mirror = layout
     patches.git("checkout", "--quiet", "cf/4711")
     message = (
-        "[CF 4711] v2 - <b>faster</b> hash joins\n\n"
+        "[CF 4711] v2 - <b>faster</b> hash\u202e joins\n\n"
         "This branch was generated from the commitfest entry\n"
         "https://commitfest.postgresql.org/patch/4711/.\n\n"
         "Discussion: https://postgr.es/m/CA%2Bfoo%40mail.example.org\n"
@@ -113,7 +113,7 @@ def test_each_queued_head_keeps_its_subject_and_only_safe_thread_links(layout, t
         job.id,
         "cf/4711",
         head,
-        "[CF 4711] v2 - <b>faster</b> hash joins",
+        "[CF 4711] v2 - <b>faster</b> hash\\u202e joins",  # a bidi override shown as its escape, as commit pages do
         ("https://postgr.es/m/CA%2Bfoo%40mail.example.org", "https://commitfest.postgresql.org/patch/4711/"),
     )
     assert cfbot.parse_requested_by(job.requested_by) == ("cf/4711", head)
