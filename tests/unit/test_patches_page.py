@@ -64,3 +64,32 @@ def test_hostile_branch_names_and_messages_are_text(published) -> None:
     assert "&lt;script&gt;alert(&#39;subject&#39;)&lt;/script&gt;" in row
     assert '<a class="thread"' not in row  # its Discussion link would break out of the attribute: dropped
     assert '<a href="patches.html">Patches</a>' in page  # in the site's navigation
+
+
+def test_the_ratios_shown_are_those_that_made_the_verdict_first() -> None:
+    from master.publish.pages import patches
+    from master.store.jobs import Job, JobSide
+
+    def side(label: str, factors: dict[str, float]) -> dict:
+        rounds = [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0]
+        return {
+            "label": label,
+            "workloads": [
+                {
+                    "name": name,
+                    "metrics": [
+                        {"name": "tps", "unit": "tx/s", "direction": "higher", "samples": [x * f for x in rounds]}
+                    ],
+                }
+                for name, f in factors.items()
+            ],
+        }
+
+    # three large improvements and one small regression: the patch is a regression, and that ratio is listed
+    b = {"w1": 1.5, "w2": 1.4, "w3": 1.3, "w4": 0.95}
+    sides = (JobSide("A", "master", "a" * 40), JobSide("B", "master", "a" * 40, patched=True))
+    result = {"sides": [side("A", dict.fromkeys(b, 1.0)), side("B", b)]}
+    job = Job(1, "try", "done", "b", "master", sides, (), "", "cfbot cf/1 x", 1, None, "m", result, None, 0, 0, 1)
+    v = patches.verdict(job)
+    assert v.word == "regression"
+    assert [x.split()[0] for x in v.ratios] == ["w4", "w1", "w2"]

@@ -18,7 +18,7 @@ from master.publish.render import render
 from master.publish.views import Summary
 from master.publish.writer import SiteWriter
 from master.store.jobs import Job
-from master.textsafe import safe_link
+from master.textsafe import safe_link, visible
 
 LIST_LIMIT = jobs.LIST_LIMIT  # cfbot jobs read; each has its page among the jobs pages
 SHOWN = 3  # ratios and functions a row lists
@@ -61,7 +61,12 @@ def verdict(job: Job) -> Verdict:
     )
     ranked = sorted(
         ((r, c) for r, c in cells if c.problem is None),
-        key=lambda rc: (rc[1].verdict == "same", -abs(math.log(rc[1].ratio)) if rc[1].ratio > 0 else 0.0),
+        # what made the verdict first (a small regression before larger improvements), then by the size of the move
+        key=lambda rc: (
+            rc[1].verdict != word,
+            rc[1].verdict == "same",
+            -abs(math.log(rc[1].ratio)) if rc[1].ratio > 0 else 0.0,
+        ),
     )
     ratios = tuple(
         f"{r.workload} {r.metric} {c.ratio:.4f} [{c.low:.4f}, {c.high:.4f}]"
@@ -75,7 +80,7 @@ def top_functions(job: Job) -> tuple[str, ...]:
     """The functions whose self cost per query moved most, from the first differential profile the job's page shows."""
     for _workload, _label, e in jobs.explanations(job):
         rows = [r for r in e.diff.rows if r.delta_self != 0]  # type: ignore[attr-defined]
-        return tuple(f"{r.name} {r.delta_self:+,.0f}/query" for r in rows[:SHOWN])
+        return tuple(f"{visible(r.name)} {r.delta_self:+,.0f}/query" for r in rows[:SHOWN])  # the patch names them
     return ()
 
 
