@@ -22,6 +22,7 @@ from master import buildbotdb, health, job_steps, refnames, shipping, web
 from master import job_service as jobs_service
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
+from master.cfbot_service import CfbotService
 from master.config_values import OPTION_RE
 from master.poller import FarmGitPoller
 from master.reconcile import Reconciler
@@ -353,6 +354,11 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                 )
     names = [b.name for b in builders]
     job_names = tuple(b.name for b in job_builders)
+    if settings.cfbot.repo and not job_names:
+        raise ValueError(
+            "cfbot.repo: the cfbot queues try-jobs, and no enabled recipe measures jobs: enable one that does "
+            '(pg-quick) in recipes.enabled, or set cfbot.repo to ""'
+        )
     builders += job_builders
     # try-jobs run someone's C code on a worker: submitting one needs a login (master.web_users), never open
     try_enabled = bool(settings.web_users and job_names)
@@ -475,6 +481,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             Reconciler(settings=settings, builder_names=names),
             BisectionService(settings=settings),
             jobs_service.JobService(settings=settings, builders=job_names),
+            *([CfbotService(settings=settings, builders=job_names)] if settings.cfbot.repo else []),
             AlertDelivery(settings=settings.alerts, results_db=str(settings.results_db)),
             web.WebGuard(hosts=web.allowed_hosts(settings.web_url, settings.web_host, settings.web_port)),
             health.StorageWatch(),

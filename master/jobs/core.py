@@ -246,15 +246,17 @@ def create_try(
     builders: Sequence[str],
     options: Sequence[str] = (),
     requested_by: str = "cli",
+    also: Callable[[sqlite3.Connection, int], None] | None = None,
 ) -> int:
     """Queue a try-job: side A the base commit, side B the base with the patch, measured interleaved in one build.
-    `applies(base_sha, patch)` says why the patch does not apply to the base (None: it applies)."""
+    `applies(base_sha, patch)` says why the patch does not apply to the base (None: it applies); `also(conn, id)`
+    stores what else belongs to the job in the same transaction (a cfbot job's branch head)."""
     problem = applies(base_sha, patch)
     if problem:
         raise JobError(f"the patch does not apply to {base} ({base_sha[:12]}): {problem}")
     sides = (JobSide("A", base, base_sha), JobSide("B", base, base_sha, patched=True))
     with store.transaction(conn):
-        return store.jobs.insert(
+        job_id = store.jobs.insert(
             conn,
             kind=TRY,
             builder=check_builder(builder, builders),
@@ -265,6 +267,9 @@ def create_try(
             requested_by=requested_by,
             now=time.time(),
         )
+        if also is not None:
+            also(conn, job_id)
+        return job_id
 
 
 # ------------------------------------------------------------------------------------------ jobs left running

@@ -462,4 +462,17 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, side, workload)
     )
     """,
+    # 24: the patch branch head a cfbot job measures (issue #31 item 3, master/jobs/cfbot.py): the branch, the
+    # head, the head's subject and the thread links of its message (`Discussion:` trailers and commitfest links,
+    # checked https URLs, space-separated), read from the patch repository when the job is queued, so the patches
+    # page needs no git. cfbot jobs queued before this have no row (the page reads their requested_by).
+    """
+    CREATE TABLE cfbot_heads (
+        job_id   INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+        branch   TEXT NOT NULL,
+        head     TEXT NOT NULL,
+        subject  TEXT NOT NULL,
+        links    TEXT NOT NULL
+    )
+    """,
 ]
