@@ -8,9 +8,10 @@ seen in `plan_changes`, one row per (query series without its metric, commit): t
 each of a query's metrics is a series with the same plan. In the same transaction it queues one message (event
 `plan-change`) per channel that lists "plan-change" in `kinds`, unless that channel already has the message of an
 alert naming it. The row is the memory that makes it once: a re-sync or a restarted master finds it and queues
-nothing. The message waits `settle_seconds`, like a new alert's; an alert that names the plan change meanwhile
-(its change point is found after the plan was stored) carries it instead, and the plan change's untried message
-on that channel is cancelled.
+nothing. The plans are read again only when a run stored plans or a branch moved since the last look
+(`plan_change_scan`, in the same transaction): sync runs every few seconds. The message waits `settle_seconds`,
+like a new alert's; an alert that names the plan change meanwhile (its change point is found after the plan was
+stored) carries it instead, and the plan change's untried message on that channel is cancelled.
 
 No Buildbot, no Twisted: the store and the pure plan code only.
 """
@@ -63,13 +64,16 @@ def sync_plan_changes(
 ) -> list[PlanEvent]:
     """Record the plan changes not seen before and queue their messages; cancel the untried ones an alert now
     carries. The caller holds the transaction (sync does, after refreshing the alerts)."""
-    seen = store.alerts.plan_change_ids(conn)
     found: dict[str, tuple[SeriesKey, plans.PlanChange]] = {}
-    for key, points in store.series.plan_points(conn).items():
-        for change in plans.changes(key.workload, points):
-            pid = plan_change_id(key, change.sha)
-            if pid not in seen:
-                found.setdefault(pid, (key, change))
+    state = store.alerts.plan_scan_state(conn)
+    if state != store.alerts.plan_scan_seen(conn):  # reading every plan on every pass grows with the history
+        seen = store.alerts.plan_change_ids(conn)
+        for key, points in store.series.plan_points(conn).items():
+            for change in plans.changes(key.workload, points):
+                pid = plan_change_id(key, change.sha)
+                if pid not in seen:
+                    found.setdefault(pid, (key, change))
+        store.alerts.set_plan_scan_seen(conn, state)
     events = []
     for pid, (key, change) in sorted(found.items(), key=lambda kv: (kv[1][0].branch, kv[1][1].position, kv[0])):
         store.alerts.insert_plan_change(conn, _record(pid, key, change, now))

@@ -535,6 +535,29 @@ def insert_plan_change(conn: sqlite3.Connection, p: PlanChangeRecord) -> bool:
     return cur.rowcount == 1
 
 
+def plan_scan_state(conn: sqlite3.Connection) -> str:
+    """What the plan changes depend on, cheaply: the newest `plans` row, the newest `branch_commits` row and the
+    branches being indexed (a new run, a measured commit between two others, a branch that grew or finished)."""
+    row = conn.execute(
+        "SELECT (SELECT MAX(rowid) FROM plans), (SELECT MAX(rowid) FROM branch_commits), "
+        "(SELECT group_concat(branch || '@' || head) FROM branch_indexing)"
+    ).fetchone()
+    return json.dumps(list(row))
+
+
+def plan_scan_seen(conn: sqlite3.Connection) -> str | None:
+    """`plan_scan_state` at the alert sync's last look for new plan changes (None: never looked)."""
+    row = conn.execute("SELECT state FROM plan_change_scan WHERE id = 1").fetchone()
+    return row[0] if row else None
+
+
+def set_plan_scan_seen(conn: sqlite3.Connection, state: str) -> None:
+    conn.execute(
+        "INSERT INTO plan_change_scan (id, state) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET state = excluded.state",
+        (state,),
+    )
+
+
 def untried_plan_messages(conn: sqlite3.Connection) -> list[PlanMessage]:
     """Plan changes' messages no receiver can have seen yet (pending, never tried, not claimed)."""
     return [

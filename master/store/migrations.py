@@ -464,7 +464,9 @@ MIGRATIONS: list[str] = [
     """,
     # 24: a plan change is an event the alert channels send on its own (issue #27 item 2; docs/alerts.md): one row
     # per (query series without its metric, commit) the alert sync has seen, written in the transaction that queues
-    # its messages, so a plan change is notified once across re-syncs and restarts. The outbox now holds messages
+    # its messages, so a plan change is notified once across re-syncs and restarts; `plan_change_scan` holds what
+    # `plans` and the branches looked like at the sync's last look for new ones, which it skips while nothing moved
+    # (it reads every plan otherwise, on every pass). The outbox now holds messages
     # of an alert or of a plan change (exactly one of alert_id, plan_change_id); SQLite cannot change a CHECK or a
     # NOT NULL in place, so alert_outbox is copied into its new shape, every row kept.
     """
@@ -484,6 +486,10 @@ MIGRATIONS: list[str] = [
         first_seen     REAL NOT NULL
     );
     CREATE INDEX plan_changes_sha ON plan_changes(sha);
+    CREATE TABLE plan_change_scan (
+        id    INTEGER PRIMARY KEY CHECK (id = 1),
+        state TEXT NOT NULL
+    );
     CREATE TABLE alert_outbox_24 (
         id              INTEGER PRIMARY KEY,
         alert_id        TEXT REFERENCES alerts(id),

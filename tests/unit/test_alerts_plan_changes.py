@@ -26,7 +26,7 @@ from master.store.connection import _statements
 from master.store.migrations import MIGRATIONS
 from recipes import registry
 from recipes.pg.plans import shape
-from tests.harness import make_repo
+from tests.harness import GitRepo, make_repo
 from tests.unit.test_alerts_messages import CULPRIT, PREV, SHA, check_golden, commit, view
 from tests.unit.test_pg_plans import Q17, Q17_NO_HASHJOIN
 from tests.unit.test_result_schema import MACHINE_ID, good
@@ -368,5 +368,35 @@ def test_schema_24_keeps_every_message_of_the_outbox(tmp_path: Path) -> None:
                 "INSERT INTO alert_outbox (channel, event, message_version, idempotency_key, payload, available_at, "
                 "created_at) VALUES ('hook', 'plan-change', 1, 'k', '{}', 0, 0)"
             )
+    finally:
+        conn.close()
+
+
+def test_the_plans_are_read_again_only_after_a_run_stored_plans(tmp_path: Path, monkeypatch) -> None:
+    """sync runs every poll_interval; reading every plan of the history each time grew with it (1.1 s at 1,000
+    commits x 22 queries: tests/benchmarks/alerts_plan_sync.py). A spy counts the reads; the real function runs."""
+    settings, shas = ingest_plans(tmp_path, [HASH, HASH])
+    alerting = AlertSettings(settle_seconds=0, channels=channels())
+    reads: list[object] = []
+    real = store.series.plan_points
+
+    def counted(conn, workloads=None):
+        reads.append(workloads)
+        return real(conn, workloads)
+
+    monkeypatch.setattr(store.series, "plan_points", counted)
+    conn = store.connect(settings.results_db)
+    try:
+        assert sync(conn, alerting, now=10) == [] and reads == [None]
+        assert sync(conn, alerting, now=20) == [] and reads == [None]  # nothing stored since: not read again
+    finally:
+        conn.close()
+    sha = GitRepo(tmp_path / "repo").bench_commit("c2", 2)
+    ingest.ingest_file(settings, put(settings, result(sha, NESTLOOP), "b-2.json"), run_ctx(3, sha), "pg-quick")
+    conn = store.connect(settings.results_db)
+    try:
+        [event] = sync(conn, alerting, now=30)
+        assert event.action == "plan-change" and reads == [None, None]
+        assert event.changes == (f"tpch-q17: {SUMMARY} at {sha[:12]}",)
     finally:
         conn.close()
