@@ -22,6 +22,7 @@ from master import buildbotdb, health, job_steps, refnames, shipping, web
 from master import job_service as jobs_service
 from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
+from master.cfbot_service import CfbotService
 from master.config_values import OPTION_RE
 from master.poller import FarmGitPoller
 from master.reconcile import Reconciler
@@ -41,7 +42,7 @@ from master.steps import (
 )
 from master.workerlink import WorkerWatch
 from recipes import registry
-from recipes.api import SOURCE_DIR, WORK_DIR
+from recipes.api import SOURCE_DIR
 from recipes.result import NAME_RE
 
 PYZ_ON_WORKER = shipping.ON_WORKER
@@ -100,26 +101,15 @@ def runner_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
         bad = [o for o in options if not isinstance(o, str) or not OPTION_RE.match(o)]
         if bad:
             raise ValueError(f"perffarm_options: {bad!r} are not KEY=VALUE options")
-        return [
-            "python3",
-            PYZ_ON_WORKER,
+        return shipping.worker_command(
             phase,
-            "--recipe",
             recipe,
-            "--src",
-            SOURCE_DIR,
-            "--work",
-            WORK_DIR,
-            "--state",
-            "state",
-            "--sha",
             props.getProperty("got_revision"),
-            "--ref",
-            props.getProperty("branch") or "HEAD",
-            "--result",
-            RESULT_ON_WORKER,
-            *[f"--option={o}" for o in options],
-        ]
+            state="state",
+            result=RESULT_ON_WORKER,
+            where=("--ref", props.getProperty("branch") or "HEAD"),
+            options=options,
+        )
 
     return render
 
@@ -169,6 +159,21 @@ def _job_factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.M
     )
 
 
+def _hidden_codebase() -> list[util.CodebaseParameter]:
+    """The codebase of a form whose build names no commit of its own (try, bisect): all fixed and hidden, so
+    the form shows only its own fields and a posted branch or revision is ignored."""
+    return [
+        util.CodebaseParameter(
+            "",
+            hide=True,
+            branch=util.FixedParameter(name="branch", default=""),
+            revision=util.FixedParameter(name="revision", default=""),
+            repository=util.FixedParameter(name="repository", default=""),
+            project=util.FixedParameter(name="project", default=""),
+        )
+    ]
+
+
 def _try_form(job_names: tuple[str, ...]) -> schedulers.ForceScheduler:
     """The try form (and `perffarm try`, which posts to it): a base and a patch, measured as an interleaved A/B
     job on a worker. Its one step (StartTry) validates the patch against the base in the master's mirror and
@@ -179,16 +184,7 @@ def _try_form(job_names: tuple[str, ...]) -> schedulers.ForceScheduler:
         label="Try a patch",
         buttonName="Try",
         reason=util.StringParameter(name="reason", label="Reason", default="try", size=60),
-        codebases=[
-            util.CodebaseParameter(
-                "",
-                hide=True,
-                branch=util.FixedParameter(name="branch", default=""),
-                revision=util.FixedParameter(name="revision", default=""),
-                repository=util.FixedParameter(name="repository", default=""),
-                project=util.FixedParameter(name="project", default=""),
-            )
-        ],
+        codebases=_hidden_codebase(),
         properties=[
             util.StringParameter(
                 name="base",
@@ -358,6 +354,11 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                 )
     names = [b.name for b in builders]
     job_names = tuple(b.name for b in job_builders)
+    if settings.cfbot.repo and not job_names:
+        raise ValueError(
+            "cfbot.repo: the cfbot queues try-jobs, and no enabled recipe measures jobs: enable one that does "
+            '(pg-quick) in recipes.enabled, or set cfbot.repo to ""'
+        )
     builders += job_builders
     # try-jobs run someone's C code on a worker: submitting one needs a login (master.web_users), never open
     try_enabled = bool(settings.web_users and job_names)
@@ -440,16 +441,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                 label="Bisect a slowdown",
                 buttonName="Bisect",
                 reason=util.StringParameter(name="reason", label="Reason", default="bisect", size=60),
-                codebases=[
-                    util.CodebaseParameter(
-                        "",
-                        hide=True,
-                        branch=util.FixedParameter(name="branch", default=""),
-                        revision=util.FixedParameter(name="revision", default=""),
-                        repository=util.FixedParameter(name="repository", default=""),
-                        project=util.FixedParameter(name="project", default=""),
-                    )
-                ],
+                codebases=_hidden_codebase(),
                 properties=[
                     util.StringParameter(
                         name="good",
@@ -489,6 +481,7 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
             Reconciler(settings=settings, builder_names=names),
             BisectionService(settings=settings),
             jobs_service.JobService(settings=settings, builders=job_names),
+            *([CfbotService(settings=settings, builders=job_names)] if settings.cfbot.repo else []),
             AlertDelivery(settings=settings.alerts, results_db=str(settings.results_db)),
             web.WebGuard(hosts=web.allowed_hosts(settings.web_url, settings.web_host, settings.web_port)),
             health.StorageWatch(),

@@ -25,6 +25,7 @@ from master.atomicfile import move_durably, write_atomic
 from master.deferred import GAVE_UP, deferral
 from master.redact import redact_text, redact_url
 from master.settings import Settings
+from recipes.paired import OPTION as REFERENCE_OPTION
 from recipes.paired import RATIO_SUFFIXES, REFERENCE_SUFFIX
 from recipes.result import MAX_DEPTH, ResultError, validate
 
@@ -109,8 +110,8 @@ def requested_reference(options: list) -> str | None:
     """The reference the master asked the worker to pair with (the last `reference=` option), or None."""
     value = None
     for option in options:
-        if isinstance(option, str) and option.startswith("reference="):
-            value = option.removeprefix("reference=").strip() or None
+        if isinstance(option, str) and option.startswith(f"{REFERENCE_OPTION}="):
+            value = option.removeprefix(f"{REFERENCE_OPTION}=").strip() or None
     return value
 
 

@@ -19,8 +19,8 @@ from master.jobs import ingest as job_ingest
 from master.publish import logged
 from master.redact import redact_text
 from master.settings import Settings
+from master.steps import result_path as steps_result_path
 from master.textsafe import visible
-from recipes.api import SOURCE_DIR, WORK_DIR
 
 JOB = jobs_service.JOB_PROPERTY  # build property: the job this build runs
 SIDES = "perffarm_job_sides"  # build property: ["A=<sha>", ...] as CheckJob read them from the job
@@ -37,8 +37,8 @@ def patch_path(settings: Settings, job_id: int | str) -> Path:
 
 
 def result_path(settings: Settings, builder: str, buildnumber: int | str) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in builder)
-    return settings.incoming_dir / f"job-{safe}-{buildnumber}.json"
+    """Where a job build's uploaded result lands on the master (`steps.result_path`, prefixed `job-`)."""
+    return steps_result_path(settings, builder, buildnumber, prefix="job-")
 
 
 def checked(step: BuildStep) -> bool:
@@ -167,28 +167,20 @@ def job_command(phase: str, recipe: str, defaults: tuple[str, ...] = ()):
         # every side keeps the callgrind profiles of its instruction workloads (no extra run): the job's page shows
         # where the instructions went
         options = [*defaults, "callgrind=1", *(props.getProperty(OPTIONS) or [])]
-        return [
-            "python3",
-            shipping.ON_WORKER,
+        return shipping.worker_command(
             phase,
-            "--recipe",
             recipe,
-            "--src",
-            SOURCE_DIR,
-            "--work",
-            WORK_DIR,
-            "--state",
-            "job-state",
-            "--sha",
             props.getProperty("got_revision"),
-            "--job",
-            str(props.getProperty(JOB)),
-            "--result",
-            RESULT_ON_WORKER,
-            *[f"--side={s}" for s in props.getProperty(SIDES) or []],
-            *([f"--patch={patched}={PATCH_ON_WORKER}"] if patched else []),
-            *[f"--option={o}" for o in options],
-        ]
+            state="job-state",
+            result=RESULT_ON_WORKER,
+            where=(
+                "--job",
+                str(props.getProperty(JOB)),
+                *[f"--side={s}" for s in props.getProperty(SIDES) or []],
+                *([f"--patch={patched}={PATCH_ON_WORKER}"] if patched else []),
+            ),
+            options=options,
+        )
 
     return render
 

@@ -12,8 +12,9 @@ Pure: no SQL, no Buildbot.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from recipes.pg.plans import summary
 
@@ -59,6 +60,18 @@ def changes(workload: str, points: Sequence[tuple[int, str, str]]) -> list[PlanC
         if before != after:
             out.append(PlanChange(workload, p1, s1, p0, s0, before, after))
     return out
+
+
+T = TypeVar("T")
+
+
+def named_by_alert(
+    changes_at: Mapping[str, Sequence[T]], shas: Iterable[str | None], held: Callable[[T], bool]
+) -> list[T]:
+    """The plan changes an alert names: of a series the alert holds (`held`), first seen at its commit or its culprit
+    (`shas`; the query that got slower also changed plan there). `changes_at` maps a sha to the plan changes first
+    seen there; the site's alert pages and the alert channels' messages both ask this."""
+    return [r for sha in sorted({s for s in shas if s}) for r in changes_at.get(sha, []) if held(r)]
 
 
 def spans(points: Sequence[tuple[int, str, str]]) -> list[PlanSpan]:

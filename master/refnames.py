@@ -10,6 +10,7 @@ revision must be a hexadecimal object name or such a ref name. Pure and stdlib o
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 
 MAX_REF_LENGTH = 255
 _HEX_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")
@@ -96,3 +97,43 @@ def show(value: object) -> str:
     """The value for an error message: repr (control characters escaped), cut to a readable length."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# PostgreSQL's release tags: REL9_6_24 / REL_9_6_BETA1 before 10 (a major has two numbers), REL_16_3 / REL_16_RC1 since
+_RELEASE_OLD = re.compile(r"^REL_?([1-9])_(\d+)_(\d+|(?:ALPHA|BETA|RC)\d+)$")
+_RELEASE_NEW = re.compile(r"^REL_?(\d+)_(\d+|(?:ALPHA|BETA|RC)\d+)$")
+_STAGES = {"ALPHA": 0, "BETA": 1, "RC": 2}
+_FINAL = len(_STAGES)
+
+
+def release_version(tag: str) -> tuple[tuple[int, ...], int, int] | None:
+    """(major, stage, number) of a PostgreSQL release tag, None for another name: REL_16_BETA1 is ((16,), 1, 1),
+    REL_16_0 ((16,), 3, 0) after every beta and release candidate of 16, REL9_6_24 ((9, 6), 3, 24)."""
+    m = _RELEASE_OLD.match(tag)
+    if m is not None:
+        major: tuple[int, ...] = (int(m.group(1)), int(m.group(2)))
+        rest = m.group(3)
+    else:
+        m = _RELEASE_NEW.match(tag)
+        if m is None:
+            return None
+        major, rest = (int(m.group(1)),), m.group(2)
+    if rest.isdigit():
+        return major, _FINAL, int(rest)
+    stage = rest.rstrip("0123456789")
+    return major, _STAGES[stage], int(rest[len(stage) :])
+
+
+def release_order(tags: Iterable[str], authored: Mapping[str, int] | None = None) -> list[str]:
+    """Tags oldest release first: PostgreSQL's release tags by version (9.6.24 < 10.0; 16 beta 1 < 16 rc 1 <
+    16.0 < 16.1), then any other tag by `authored` time (tag -> epoch seconds, when known) and the numbers in its
+    name. The one order of releases: jobs' sides and the site's release pages."""
+    when = authored or {}
+
+    def key(tag: str) -> tuple:
+        version = release_version(tag)
+        if version is not None:
+            return (0, version, tag)
+        return (1, when.get(tag, 0), tuple(int(x) for x in re.findall(r"\d+", tag)), tag)
+
+    return sorted(tags, key=key)

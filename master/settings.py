@@ -34,6 +34,17 @@ NOT_SETTINGS = frozenset({"PERFFARM_TRY_USER", "PERFFARM_TRY_PASSWORD_FILE", BWR
 WORKER_NAME_RE = NAME_RE
 
 
+@dataclass(frozen=True)
+class CfbotSettings:
+    """The effective `[cfbot]` section: the master's timer that measures a repository of patch branches
+    (master/cfbot_service.py, docs/jobs.md "A performance cfbot"). Off while `repo` is ""."""
+
+    repo: str = ""
+    branches: str = "cf/.*"
+    base: str = "master"
+    interval: int = 600
+
+
 class SettingsError(ConfigError):
     """A setting is missing, unknown or has an invalid value; the message names the key."""
 
@@ -76,6 +87,7 @@ class Settings:
     worker_about: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
     alerts: AlertSettings = field(default_factory=AlertSettings)
     detection: DetectionSettings = field(default_factory=DetectionSettings)  # passed down to analysis, bisection
+    cfbot: CfbotSettings = field(default_factory=CfbotSettings)
     source_of: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __repr__(self) -> str:  # Buildbot logs step reprs (with their arguments) at every lock release
@@ -189,13 +201,17 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("detection", "keep_alpha"): ("fraction", "detection.keep_alpha"),
     ("detection", "bisect_min_effect"): ("fraction", "detection.bisect_min_effect"),
     ("detection", "window"): ("pos_int", "detection.window"),
+    ("cfbot", "repo"): ("opt_text", "cfbot.repo"),
+    ("cfbot", "branches"): ("str", "cfbot.branches"),
+    ("cfbot", "base"): ("str", "cfbot.base"),
+    ("cfbot", "interval"): ("pos_int", "cfbot.interval"),
 }
 # [alerts]: its scalar keys are settings like any other (env overrides, sources, `perffarm settings`), checked by
 # the same kinds; they are collected with its arrays of tables (overrides, channels) into AlertSettings.
 _SCHEMA.update({("alerts", key): (kind, f"alerts.{attr}") for key, (kind, attr) in ALERT_KEYS.items()})
 _ALERT_ARRAYS = ("overrides", "channels")
 # Nested settings records: the attribute's group -> the frozen dataclass its fields are collected into.
-_GROUPS = {"detection": DetectionSettings}
+_GROUPS: dict[str, type] = {"detection": DetectionSettings, "cfbot": CfbotSettings}
 
 
 def web_user_secret(name: str) -> str:
@@ -296,6 +312,7 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
     _check_repository(settings)
     _check_buildbot_db(settings)
     _check_detection(settings.detection)
+    _check_cfbot(settings.cfbot)
     for worker in settings.worker_hosts:
         if worker not in settings.worker_names:
             raise SettingsError(f"workers.hosts: {worker!r} is not in workers.names")
@@ -369,6 +386,25 @@ def _check_buildbot_db(settings: Settings) -> None:
             "master.buildbot_db_password_secret: a password needs a server database with a user name in "
             f"master.buildbot_db_url, e.g. postgresql://perffarm@db.example.org/buildbot (got "
             f"{dburl.display_url(settings.buildbot_db_url)})"
+        )
+
+
+def _check_cfbot(cfbot: CfbotSettings) -> None:
+    """A branch pattern that compiles, a base git would name a branch, a patch repository without credentials."""
+    try:
+        re.compile(cfbot.branches)
+    except re.error as e:
+        raise SettingsError(
+            f"cfbot.branches: {cfbot.branches!r} is not a regular expression ({e}); e.g. 'cf/.*'"
+        ) from None
+    if (problem := refnames.ref_problem(cfbot.base)) is not None:
+        raise SettingsError(f"cfbot.base: {cfbot.base!r}: {problem}; name the branch the patches are rebased on")
+    if cfbot.repo.startswith("-"):
+        raise SettingsError(f"cfbot.repo: {cfbot.repo!r} starts with '-'; give a path or URL of the patch repository")
+    if cfbot.repo and (problem := credentials_problem(cfbot.repo)):
+        raise SettingsError(
+            f"cfbot.repo: {redact_url(cfbot.repo)}: {problem}; keep the URL free of credentials (the patches are "
+            "fetched anonymously)"
         )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from master.atomicfile import write_atomic
 from master.settings import REPO_ROOT
+from recipes.api import SOURCE_DIR, WORK_DIR
 
 ON_WORKER = "perffarm-recipes.pyz"  # the name every build downloads the zipapp to, in its builder directory
 _MAIN = b"import sys\nfrom recipes.runner import main\nsys.exit(main())\n"
@@ -46,3 +47,37 @@ def build_zipapp(out_dir: Path, root: Path = REPO_ROOT) -> Path:
     if not path.exists():  # named by content: a truncated file would be shipped forever, so write it atomically
         write_atomic(path, blob)
     return path
+
+
+def worker_command(
+    phase: str,
+    recipe: str,
+    sha: str,
+    *,
+    state: str,
+    result: str,
+    where: tuple[str, ...] = (),
+    options: tuple[str, ...] | list[str] = (),
+) -> list[str]:
+    """The runner's command line on a worker, for a commit's build (`where`: `--ref`) and a job's (`--job`,
+    `--side`s, `--patch`): the shipped zipapp, its phase and recipe, the checkout and work directories, the
+    build's own state directory and result file, then the options (a later KEY wins)."""
+    return [
+        "python3",
+        ON_WORKER,
+        phase,
+        "--recipe",
+        recipe,
+        "--src",
+        SOURCE_DIR,
+        "--work",
+        WORK_DIR,
+        "--state",
+        state,
+        "--sha",
+        sha,
+        *where,
+        "--result",
+        result,
+        *[f"--option={o}" for o in options],
+    ]

@@ -15,14 +15,16 @@ from master.atomicfile import create_once
 from master.publish import logged
 from master.redact import redact_text
 from master.settings import Settings
+from recipes.paired import OPTION as REFERENCE_OPTION
 
 SOURCE_BY_SCHEDULER = {"commits": "poll", "force": "force", "bisect": "bisect"}
 
 
-def result_path(settings: Settings, builder: str, buildnumber: int | str) -> Path:
-    """Where a build's uploaded result lands on the master (builder names are sanitised for the path)."""
+def result_path(settings: Settings, builder: str, buildnumber: int | str, prefix: str = "") -> Path:
+    """Where a build's uploaded result lands on the master (builder names are sanitised for the path; a job
+    build's file is prefixed `job-`, master/job_steps.py)."""
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in builder)
-    return settings.incoming_dir / f"{safe}-{buildnumber}.json"
+    return settings.incoming_dir / f"{prefix}{safe}-{buildnumber}.json"
 
 
 def result_dest(settings: Settings, builder: str) -> util.Interpolate:
@@ -82,7 +84,7 @@ def build_options(props, defaults: tuple[str, ...] = ()) -> list:
     if isinstance(options, str):  # the force form's text field: space-separated KEY=VALUE
         options = options.split()
     reference = props.getProperty(REFERENCE)
-    return [*defaults, *([f"reference={reference}"] if reference else []), *options]
+    return [*defaults, *([f"{REFERENCE_OPTION}={reference}"] if reference else []), *options]
 
 
 def not_stored_yet(step: BuildStep) -> bool:

@@ -19,6 +19,10 @@ from recipes.paired import is_paired_throughput
 
 SEVERITIES = ("warn", "critical")
 KINDS = ("regression", "improvement")
+# A plan change no alert names (master/alerts/plan_events.py): an event of its own, sent to the channels that list
+# it in `kinds`, whatever their min_severity (it has none)
+PLAN_CHANGE = "plan-change"
+EVENT_KINDS = (*KINDS, PLAN_CHANGE)  # what a channel's `kinds` may list
 # git.postgresql.org's commitdiff page, the form pgsql-committers mails link to
 POSTGRES_COMMIT_URL = "https://git.postgresql.org/pg/commitdiff/{sha}"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -105,9 +109,9 @@ class ChannelConfig:
             raise AlertConfigError(where + lacks)
         if self.min_severity not in SEVERITIES:
             raise AlertConfigError(f"{where}.min_severity: {self.min_severity!r} is not one of {SEVERITIES}")
-        bad = [k for k in self.kinds if k not in KINDS]
+        bad = [k for k in self.kinds if k not in EVENT_KINDS]
         if bad or not self.kinds:
-            raise AlertConfigError(f"{where}.kinds: need a non-empty subset of {KINDS}, got {list(self.kinds)}")
+            raise AlertConfigError(f"{where}.kinds: need a non-empty subset of {EVENT_KINDS}, got {list(self.kinds)}")
         for secret in self.secret_names():
             if not NAME_RE.match(secret):
                 raise AlertConfigError(f"{where}: {secret!r} is not a valid secret name")
@@ -119,6 +123,11 @@ class ChannelConfig:
     def wants(self, kind: str, severity: str) -> bool:
         """Whether an alert of this kind and severity is sent here."""
         return kind in self.kinds and SEVERITIES.index(severity) >= SEVERITIES.index(self.min_severity)
+
+    @property
+    def wants_plan_changes(self) -> bool:
+        """Whether plan changes that no alert names are sent here (`kinds` lists "plan-change")."""
+        return PLAN_CHANGE in self.kinds
 
 
 def _lacks_url(c: ChannelConfig) -> str | None:

@@ -29,6 +29,7 @@ from master.alerts.channels import (
 from master.alerts.config import ChannelConfig
 
 Message = Callable[[messages.AlertSnapshot, str, str, str], dict[str, Any]]  # (view, event, key, channel name)
+PlanMessage = Callable[[messages.PlanSnapshot, str, str], dict[str, Any]]  # (view, key, channel name)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class ChannelKind:
     name: str
     message: Message
     sender: Callable[[ChannelConfig, Mapping[str, str], Clients], Sender]  # secrets are all present
+    # a plan change no alert names (event `plan-change`); None: the kind cannot say one, its channels get none
+    plan_message: PlanMessage | None = None
 
 
 def _webhook_sender(c: ChannelConfig, secrets: Mapping[str, str], clients: Clients) -> Sender:
@@ -64,9 +67,19 @@ def _email_sender(c: ChannelConfig, secrets: Mapping[str, str], clients: Clients
 CHANNEL_KINDS: dict[str, ChannelKind] = {
     k.name: k
     for k in (
-        ChannelKind("slack", lambda view, event, key, channel: messages.slack(view, event), _webhook_sender),
-        ChannelKind("webhook", lambda view, event, key, channel: messages.webhook(view, event, key), _webhook_sender),
-        ChannelKind("email", messages.email, _email_sender),
+        ChannelKind(
+            "slack",
+            lambda view, event, key, channel: messages.slack(view, event),
+            _webhook_sender,
+            lambda view, key, channel: messages.plan_slack(view),
+        ),
+        ChannelKind(
+            "webhook",
+            lambda view, event, key, channel: messages.webhook(view, event, key),
+            _webhook_sender,
+            lambda view, key, channel: messages.plan_webhook(view, key),
+        ),
+        ChannelKind("email", messages.email, _email_sender, messages.plan_email),
     )
 }
 
@@ -81,6 +94,20 @@ def build_message(
     if kind is None:
         raise ValueError(f"unknown channel kind {channel_kind!r}")
     return kind.message(view, event, key, channel)
+
+
+def says_plan_changes(channel_kind: str) -> bool:
+    """Whether channels of this kind can be sent a plan change's own message."""
+    kind = CHANNEL_KINDS.get(channel_kind)
+    return kind is not None and kind.plan_message is not None
+
+
+def build_plan_message(view: messages.PlanSnapshot, channel_kind: str, key: str, channel: str) -> dict[str, Any]:
+    """A plan change's own message (event `plan-change`) for one channel kind, as plain JSON-able data."""
+    kind = CHANNEL_KINDS.get(channel_kind)
+    if kind is None or kind.plan_message is None:
+        raise ValueError(f"channel kind {channel_kind!r} has no plan-change message")
+    return kind.plan_message(view, key, channel)
 
 
 def build_senders(

@@ -15,10 +15,14 @@ from typing import Any
 
 from master.alerts import neutralise
 from master.machines import MachineView
+from master.plans import PlanChange
 from master.textsafe import safe_link
 
 SCHEMA = "perffarm.alert/1"
 EVENTS = ("opened", "updated")
+PLAN_EVENT = "plan-change"  # a plan change no alert names (plan_slack, plan_webhook, plan_email)
+SHAPE_LINES = 40  # lines of a plan shown per side in a message; the rest is counted
+SHAPE_LINE_LEN = 160  # characters of one plan line (a node with its relation or index)
 COLOURS = {"red": "#d0021b", "grey": "#9b9b9b", "green": "#2eb886"}
 
 
@@ -69,6 +73,22 @@ class LineView:
 
 
 @dataclass(frozen=True)
+class PlanView:
+    """A plan change (master/plans.py) of one analytic query on one machine, as a message shows it. The shapes and
+    so the summary are a worker's output: untrusted, escaped per channel and capped (`SHAPE_LINES`)."""
+
+    change: PlanChange
+    machine_id: str
+    machine: str = ""  # the machine's name (workers.about), "" when it has none
+    recipe: str = ""
+    branch: str = ""
+
+    @property
+    def shown_machine(self) -> str:
+        return self.machine or self.machine_id
+
+
+@dataclass(frozen=True)
 class AlertSnapshot:
     """An alert as of one message version: what every channel's message is built from."""
 
@@ -93,6 +113,18 @@ class AlertSnapshot:
     counters: str | None = None
     reproduce: tuple[str, ...] = ()  # argv of `perffarm compare` on the change's two ends, () when none applies
     machines: tuple[MachineView, ...] = ()  # the lines' machines with their names, owners and descriptions
+    # the plan changes of its series first seen at its commit or culprit (master/plans.py `named_by_alert`)
+    plan_changes: tuple[PlanView, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanSnapshot:
+    """A plan change that no alert names, as its own message (event `plan-change`) shows it."""
+
+    id: str  # p- + 12 hex digits: stable for the (query series, commit)
+    plan: PlanView
+    commit: CommitView | None  # the commit the new plan is first seen at
+    link: str  # the commit's page on the site, which lists its plan changes
 
 
 def _f(x: float | None, digits: int = 3) -> float | None:
@@ -173,6 +205,41 @@ def _status(view: AlertSnapshot) -> str:
     return "retracted: the change points no longer hold" if not view.active else f"state: {view.state}"
 
 
+def plan_headline(p: PlanView, esc=neutralise.plain, name=neutralise.ident) -> str:
+    """`tpch-q09: Hash Join → Nested Loop at 1a2b3c4d5e6f` (issue #27's words; master/plans.py `headline`), with
+    the workload and the summary escaped for the channel (the summary names nodes of a worker's plan)."""
+    c = p.change
+    return f"{name(c.workload)}: {esc(c.summary)} at {c.sha[:12]}"
+
+
+def shape_lines(shape: str, esc=neutralise.inert) -> list[str]:
+    """A plan shape as message lines: each node escaped for the channel with its indentation kept, at most
+    SHAPE_LINES lines of SHAPE_LINE_LEN characters (a worker wrote it; the result check allows 16,000 characters)."""
+    rows = [x for x in shape.splitlines() if x.strip()]
+    out = []
+    for x in rows[:SHAPE_LINES]:
+        depth = min(len(x) - len(x.lstrip(" ")), 40)
+        out.append(" " * depth + esc(x.strip(), limit=SHAPE_LINE_LEN))
+    if len(rows) > SHAPE_LINES:
+        out.append(f"\u2026 {len(rows) - SHAPE_LINES} more lines")
+    return out
+
+
+def _plan_json(p: PlanView) -> dict[str, Any]:
+    c = p.change
+    return {
+        "workload": neutralise.ident(c.workload),
+        "machine": neutralise.ident(p.machine_id),
+        "machine_name": neutralise.ident(p.machine) or None,
+        "sha": c.sha,
+        "prev_sha": c.prev_sha,
+        "summary": neutralise.inert(c.summary),
+        "headline": plan_headline(p, neutralise.inert),
+        "before": "\n".join(shape_lines(c.before)),
+        "after": "\n".join(shape_lines(c.after)),
+    }
+
+
 # ------------------------------------------------------------------------------------------------ chat
 
 
@@ -196,6 +263,9 @@ def slack(view: AlertSnapshot, event: str) -> dict[str, Any]:
     if view.culprit and view.counters:
         body.append(f"what the exact counters say: {esc(view.counters)}")
     body.extend(f"\u2022 {_line_text(x, neutralise.chat_ident)}" for x in view.lines)
+    for p in view.plan_changes:  # the summary names nodes of a worker's plan: escaped like a commit subject
+        on = neutralise.chat_ident(p.shown_machine)
+        body.append(f"plan change: {plan_headline(p, neutralise.chat, neutralise.chat_ident)} on {on}")
     if event == "updated" and view.changes:
         body.append("changed: " + "; ".join(neutralise.chat_ident(c) for c in view.changes))
     if view.reproduce:
@@ -264,6 +334,7 @@ def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
             "bisection_state": view.bisection_state,
             **({"explained": esc(view.explained)} if view.explained else {}),
             **({"counters": esc(view.counters)} if view.counters and view.culprit else {}),
+            **({"plan_changes": [_plan_json(p) for p in view.plan_changes]} if view.plan_changes else {}),
             "link": view.link,
             "reproduce": list(view.reproduce),
             "machines": [
@@ -365,6 +436,12 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
         lines += [f"Range:     {view.prev_sha or '(start)'}..{view.sha}", f"Commits:   {view.commits or '?'}"]
         lines += [f"Bisection: {view.bisection_state or 'not started'}", ""]
     lines += email_table(view.lines, view.machines)
+    if view.plan_changes:
+        lines += ["Plan changes:"]
+        for p in view.plan_changes:
+            lines += [f"  {plan_headline(p, neutralise.inert)} on {neutralise.ident(p.shown_machine)}"]
+            lines += _email_plans(p)
+        lines.append("")
     if view.reproduce:
         lines += ["Reproduce it (builds both commits, measures them interleaved):"]
         lines += _reproduce_lines(view.reproduce) + [""]
@@ -386,4 +463,103 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
                 "References": root,
             }
         )
+    return {"subject": neutralise.header(subject), "text": "\n".join(lines) + "\n", "headers": headers}
+
+
+def _email_plans(p: PlanView, indent: str = "    ") -> list[str]:
+    """The plan before and after, indented, for a plain-text mail."""
+    c = p.change
+    out = [f"{indent}before (at {c.prev_sha[:12]}):"]
+    out += [f"{indent}  {x}" for x in shape_lines(c.before)]
+    out += [f"{indent}after (at {c.sha[:12]}):"]
+    out += [f"{indent}  {x}" for x in shape_lines(c.after)]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ plan changes
+
+
+def _plan_where(p: PlanView) -> str:
+    return f"on {neutralise.plain(p.branch)}, {neutralise.plain(p.recipe)} on {neutralise.plain(p.shown_machine)}"
+
+
+def plan_slack(view: PlanSnapshot) -> dict[str, Any]:
+    """A plan change no alert names, for Slack / Mattermost: the headline, the commit, the plans before and after."""
+    p, c = view.plan, view.plan.change
+    what = plan_headline(p, neutralise.chat, neutralise.chat_ident)
+    headline = f"plan change {neutralise.chat_ident(_plan_where(p))}: {what}"
+    body: list[str] = []
+    if who := view.commit:
+        by = neutralise.chat(who.author)
+        if _committer(who):
+            by += f", committed by {neutralise.chat(who.committer)}"
+        body.append(f"commit {_short(who.sha)} {neutralise.chat(who.subject)} ({by})")
+        if url := _link(who.url, chat=True):
+            body.append(url)
+        body += [f"discussion: {x}" for x in (_link(x, chat=True) for x in who.links()) if x]
+    body.append(f"before (at {c.prev_sha[:12]}):")
+    body += [f"  {x}" for x in shape_lines(c.before, neutralise.chat)]
+    body.append(f"after (at {c.sha[:12]}):")
+    body += [f"  {x}" for x in shape_lines(c.after, neutralise.chat)]
+    return {
+        "text": f":mag: {headline}",
+        "attachments": [
+            {
+                "fallback": headline,
+                "color": COLOURS["grey"],
+                "title": f"perffarm plan change {view.id}",
+                "title_link": view.link,
+                "text": "\n".join(body),
+                "footer": f"perffarm {view.id}",
+                "mrkdwn_in": [],
+            }
+        ],
+    }
+
+
+def plan_webhook(view: PlanSnapshot, key: str) -> dict[str, Any]:
+    """A plan change no alert names, as the generic JSON webhook document (event `plan-change`, no `alert`)."""
+    p = view.plan
+    return {
+        "schema": SCHEMA,
+        "delivery_id": key,
+        "event": PLAN_EVENT,
+        "changes": [],
+        "plan_change": {
+            "id": view.id,
+            **_plan_json(p),
+            "recipe": neutralise.ident(p.recipe),
+            "branch": neutralise.ident(p.branch),
+            "commit": _commit_json(view.commit),
+            "link": view.link,
+        },
+    }
+
+
+def plan_email(view: PlanSnapshot, key: str, channel: str) -> dict[str, Any]:
+    """A plan change no alert names, as a plain-text email (subject, body, idempotency headers)."""
+    esc = neutralise.inert
+    p, c = view.plan, view.plan.change
+    head = f"plan change {_plan_where(p)}: {plan_headline(p, esc)}"
+    subject = f"[perffarm] {head}" + (f" - {esc(view.commit.subject)}" if view.commit else "")
+    lines = [head, ""]
+    if who := view.commit:
+        lines.append(f"{'Commit:':<11}{who.sha}")
+        if url := safe_link(who.url):
+            lines.append(f"{'':<11}{url}")
+        lines += [f"Subject:   {esc(who.subject)}", f"Author:    {esc(who.author)}"]
+        if _committer(who):
+            lines.append(f"Committer: {esc(who.committer)}")
+        lines += [f"Discussion: {x}" for x in who.links()]
+        lines.append("")
+    else:
+        lines += [f"Commit:    {c.sha}", ""]
+    lines += ["The plan of the query (EXPLAIN (COSTS OFF), nodes by depth):"]
+    lines += _email_plans(p, indent="  ")
+    lines += ["", f"Details: {view.link}", "", f"perffarm plan change {view.id}"]
+    headers = {
+        "Message-ID": f"<{view.id}.{channel}@perffarm.alerts>",
+        "X-Perffarm-Plan-Change": view.id,
+        "X-Perffarm-Idempotency-Key": key,
+    }
     return {"subject": neutralise.header(subject), "text": "\n".join(lines) + "\n", "headers": headers}

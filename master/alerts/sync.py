@@ -17,8 +17,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from master import machines, store
-from master.alerts import grouping, kinds, lifecycle, messages, rules
+from master import machines, plans, store
+from master.alerts import grouping, kinds, lifecycle, messages, plan_events, rules
 from master.alerts.config import AlertSettings
 from master.alerts.ids import resolve
 from master.alerts.links import check_link
@@ -30,10 +30,11 @@ from master.store.changes import StoredChangePoint
 
 @dataclass(frozen=True)
 class AlertEvent:
-    """What one sync did to one alert: opened, updated (with what changed), and which channels got a message."""
+    """What one sync did to one alert: opened, updated (with what changed), and which channels got a message; or
+    to a plan change no alert names (action plan-change, `alert_id` the plan change's `p-` id)."""
 
     alert_id: str
-    action: str  # opened | updated
+    action: str  # opened | updated | plan-change
     message_version: int
     changes: tuple[str, ...]
     queued: tuple[str, ...]  # channel names with a new or refreshed message
@@ -63,6 +64,9 @@ def sync(conn: sqlite3.Connection, settings: AlertSettings, now: float | None = 
             event = _refresh(conn, settings, alert_id, _members(lines), is_new=alert_id in founders, now=now)
             if event is not None:
                 events.append(event)
+        # after the alerts: a plan change an alert names goes out in the alert's message, not on its own
+        for p in plan_events.sync_plan_changes(conn, settings, now, lambda sha: _commit_view(conn, settings, sha)):
+            events.append(AlertEvent(p.id, messages.PLAN_EVENT, 1, (p.headline,), p.queued))
         return events
 
 
@@ -299,7 +303,8 @@ def alert_view(
     a = store.alerts.alert(conn, alert_id)
     if a is None:
         raise KeyError(alert_id)
-    members = _members(store.alerts.member_lines(conn, alert_id).get(alert_id, []))
+    member_lines = store.alerts.member_lines(conn, alert_id).get(alert_id, [])
+    members = _members(member_lines)
     stored = {x.change_point_id: s for x, s in members}
     lines = [x for x, _ in members if x.active] or [x for x, _ in members]
     bands = Bands(settings.band_red, settings.band_green)
@@ -378,7 +383,34 @@ def alert_view(
         counters=counters,
         reproduce=reproduce,
         machines=tuple(machine_views[m] for m in ids),
+        plan_changes=_plan_changes(conn, a, member_lines, machine_views),
     )
+
+
+def _plan_changes(
+    conn: sqlite3.Connection,
+    a: store.alerts.Alert,
+    lines: list[AlertLine],
+    machine_views: dict[str, machines.MachineView],
+) -> tuple[messages.PlanView, ...]:
+    """The plan changes the alert names (`plans.named_by_alert`, as its page on the site does): of its series, first
+    seen at its commit or culprit; once per query and machine (each metric of a query is a series with its plan)."""
+    held = {plan_events.plan_series(x.change_point.key) for x in lines}
+    changes_at: dict[str, list[tuple[store.series.SeriesKey, plans.PlanChange]]] = {}
+    workloads = sorted({x.change_point.key.workload for x in lines})
+    for key, points in store.series.plan_points(conn, workloads).items() if workloads else ():
+        for change in plans.changes(key.workload, points):
+            changes_at.setdefault(change.sha, []).append((key, change))
+    out: dict[str, messages.PlanView] = {}
+    named = plans.named_by_alert(changes_at, (a.sha, a.culprit_sha), lambda r: plan_events.plan_series(r[0]) in held)
+    for key, change in named:
+        m = machine_views.get(key.machine_id)
+        name = m.name if m is not None and m.named else ""
+        out.setdefault(
+            plan_events.plan_change_id(key, change.sha),
+            messages.PlanView(change, key.machine_id, name, key.recipe, key.branch),
+        )
+    return tuple(out.values())
 
 
 # ------------------------------------------------------------------------------------------------ state

@@ -39,8 +39,9 @@ class Bands:
 
 
 @dataclass(frozen=True)
-class RatioEstimate:
-    """Median ratio new/base with a confidence interval (NaN bounds when a side has one sample)."""
+class MedianRatio:
+    """The ratio of two sides' medians, new/base, with a confidence interval (NaN bounds when a side has one
+    sample). Unpaired; recipes.pg.stats.PairedRatio is the ratio of paired samples."""
 
     ratio: float
     low: float
@@ -56,7 +57,7 @@ def median_ratio(
     confidence: float = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
-) -> RatioEstimate:
+) -> MedianRatio:
     """Median(new)/median(base) with a percentile-bootstrap CI; deterministic for a given seed."""
     b = np.asarray(base, dtype=float)
     x = np.asarray(new, dtype=float)
@@ -71,7 +72,7 @@ def median_ratio(
     if not (mx >= 0.0 and math.isfinite(ratio)):
         raise ValueError(f"new median {mx:g} over base median {mb:g} is not a ratio")
     if len(b) < 2 or len(x) < 2:
-        return RatioEstimate(ratio, math.nan, math.nan, confidence, len(b), len(x))
+        return MedianRatio(ratio, math.nan, math.nan, confidence, len(b), len(x))
     rng = np.random.default_rng(seed)
     boot_b = np.median(b[rng.integers(0, len(b), size=(n_boot, len(b)))], axis=1)
     boot_x = np.median(x[rng.integers(0, len(x), size=(n_boot, len(x)))], axis=1)
@@ -79,7 +80,7 @@ def median_ratio(
         ratios = boot_x / boot_b
     tail = (1.0 - confidence) / 2.0
     low, high = np.nanquantile(ratios, [tail, 1.0 - tail])
-    return RatioEstimate(ratio, float(low), float(high), confidence, len(b), len(x))
+    return MedianRatio(ratio, float(low), float(high), confidence, len(b), len(x))
 
 
 def goodness(ratio: float, direction: Direction) -> float:
@@ -98,7 +99,7 @@ def colour(ratio: float, direction: Direction = Direction.HIGHER, bands: Bands |
     return Colour.GREY
 
 
-def rqps(series: Series, commit: str, base: str | None = None, confidence: float = 0.95) -> RatioEstimate:
+def rqps(series: Series, commit: str, base: str | None = None, confidence: float = 0.95) -> MedianRatio:
     """rQPS of ``commit`` against ``base`` (a commit or a tag already resolved to one; default: the parent)."""
     try:
         i = series.commits.index(commit)

@@ -15,6 +15,7 @@ from master.config_values import OPTION_RE
 from master.store.jobs import Job, JobSide
 from master.store.series import MeasureKey
 from recipes.api import Metric, WorkloadResult
+from recipes.paired import OPTION as REFERENCE_OPTION
 from recipes.pg import ab
 from recipes.pg.stats import NoRatio, paired_estimate
 from recipes.sides import LABELS, MAX_SIDES
@@ -27,22 +28,17 @@ class JobError(ValueError):
     """A job that cannot be created: the message says what was wrong and what to do; nothing was queued."""
 
 
-def version_order(tags: Sequence[str]) -> list[str]:
-    """Release tags in version order (REL_9_6_24 < REL_13_16 < REL_18_6): the numbers in the name, then the name."""
-    return sorted(tags, key=lambda t: (tuple(int(x) for x in re.findall(r"\d+", t)), t))
-
-
 def match_tags(tags: Mapping[str, str], patterns: Sequence[str]) -> list[str]:
     """The tags matching any of the shell-style patterns (`REL_1[3-8]_*`), in version order."""
-    return version_order([t for t in tags if any(fnmatch.fnmatchcase(t, p) for p in patterns)])
+    return refnames.release_order([t for t in tags if any(fnmatch.fnmatchcase(t, p) for p in patterns)])
 
 
 def check_options(options: Sequence[str]) -> tuple[str, ...]:
     bad = [o for o in options if not OPTION_RE.match(o)]
     if bad:
         raise JobError(f"options {bad!r} are not KEY=VALUE (e.g. samples=7, workloads=pgbench-ro-prepared-c1)")
-    if any(o.startswith("reference=") for o in options):
-        raise JobError("reference= pairs a commit's run with a reference; a job's sides are already paired")
+    if any(o.startswith(f"{REFERENCE_OPTION}=") for o in options):
+        raise JobError(f"{REFERENCE_OPTION}= pairs a commit's run with a reference; a job's sides are already paired")
     return tuple(options)
 
 
@@ -142,7 +138,7 @@ def get(conn: sqlite3.Connection, job_id: int) -> Job:
 
 
 @dataclass(frozen=True)
-class PairedRatio:
+class ReleaseRatio:
     """A release's ratio to a base release measured in the same job: the order-balanced ratio of the rounds (each
     pair of sides swaps order from one round to the next), 95% CI."""
 
@@ -159,7 +155,7 @@ class ReleaseNumbers:
     commit; per measure key, the pairs whose samples form no ratio, with why and the job (a throughput of 0
     stored before the validator refused it); and the plan each tag ran an analytic query with."""
 
-    ratios: dict[MeasureKey, dict[tuple[str, str], PairedRatio]]
+    ratios: dict[MeasureKey, dict[tuple[str, str], ReleaseRatio]]
     medians: dict[MeasureKey, dict[str, float]]
     units: dict[MeasureKey, tuple[str, str]]
     tags: dict[str, str]
@@ -174,7 +170,7 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
     """Paired numbers for the release tables from done release jobs (`jobs` newest first). Any two sides of one
     job pair round by round (sample i of every side ran in round i), so every pair of its releases has a paired
     ratio, not only each against side A."""
-    ratios: dict[MeasureKey, dict[tuple[str, str], PairedRatio]] = {}
+    ratios: dict[MeasureKey, dict[tuple[str, str], ReleaseRatio]] = {}
     medians: dict[MeasureKey, dict[str, float]] = {}
     units: dict[MeasureKey, tuple[str, str]] = {}
     tags: dict[str, str] = {}
@@ -224,7 +220,7 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
                     except NoRatio as no:
                         problems.setdefault(key, {})[pair] = (no.describe(base, tag, key.metric), job.id)
                         continue
-                    ratios.setdefault(key, {})[pair] = PairedRatio(e.ratio, e.low, e.high, job.id)
+                    ratios.setdefault(key, {})[pair] = ReleaseRatio(e.ratio, e.low, e.high, job.id)
     return ReleaseNumbers(ratios, medians, units, tags, measured_by, problems, plans)
 
 
@@ -260,15 +256,17 @@ def create_try(
     builders: Sequence[str],
     options: Sequence[str] = (),
     requested_by: str = "cli",
+    also: Callable[[sqlite3.Connection, int], None] | None = None,
 ) -> int:
     """Queue a try-job: side A the base commit, side B the base with the patch, measured interleaved in one build.
-    `applies(base_sha, patch)` says why the patch does not apply to the base (None: it applies)."""
+    `applies(base_sha, patch)` says why the patch does not apply to the base (None: it applies); `also(conn, id)`
+    stores what else belongs to the job in the same transaction (a cfbot job's branch head)."""
     problem = applies(base_sha, patch)
     if problem:
         raise JobError(f"the patch does not apply to {base} ({base_sha[:12]}): {problem}")
     sides = (JobSide("A", base, base_sha), JobSide("B", base, base_sha, patched=True))
     with store.transaction(conn):
-        return store.jobs.insert(
+        job_id = store.jobs.insert(
             conn,
             kind=TRY,
             builder=check_builder(builder, builders),
@@ -279,6 +277,9 @@ def create_try(
             requested_by=requested_by,
             now=time.time(),
         )
+        if also is not None:
+            also(conn, job_id)
+        return job_id
 
 
 # ------------------------------------------------------------------------------------------ jobs left running

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from master import refnames
 from master.publish.model import SiteSeries
 from master.publish.names import safe_name
 from master.publish.ratios import Ratio
@@ -474,13 +475,9 @@ def _web_url(url: str) -> bool:
 
 
 def tag_order(tags: Mapping[str, str], authored: Mapping[str, int]) -> list[str]:
-    """Release tags oldest first: by commit date, then by the numbers in the name."""
-
-    def key(name: str) -> tuple:
-        nums = tuple(int(x) for x in re.findall(r"\d+", name))
-        return (authored.get(tags[name], 0), nums, name)
-
-    return sorted(tags, key=key)
+    """Release tags oldest first (`refnames.release_order`; `authored`: commit sha -> time, for tags that are not
+    PostgreSQL release tags)."""
+    return refnames.release_order(tags, {name: authored.get(sha, 0) for name, sha in tags.items()})
 
 
 MAJORS = 20  # majors on a machine's release page (Vondra's 001 drew 20 releases, 8.0 to 18dev); the rest on request

@@ -14,7 +14,7 @@ does (tests/unit/test_store_boundary.py holds the rest of the code to it).
     runs        runs, measurements, machines, attempts, rejections
     series      series: the key of one, what detection and the site read
     changes     change_points
-    alerts      alerts, alert_lines, alert_history, alert_outbox
+    alerts      alerts, alert_lines, alert_history, alert_links, plan_changes, alert_outbox
     bisections  bisections, bisection_runs, and what their probes measured
     jobs        jobs: sides measured interleaved in one build (release archaeology, try-jobs)
     workers     refused_logins: worker logins the master refused, for the health page

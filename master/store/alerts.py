@@ -1,5 +1,6 @@
-"""Alerts, the change points filed in them, their triage history, the links to where they are tracked and the
-delivery outbox (tables alerts, alert_lines, alert_history, alert_links, alert_outbox; docs/alerts.md).
+"""Alerts, the change points filed in them, their triage history, the links to where they are tracked, the plan
+changes the channels were told of and the delivery outbox (tables alerts, alert_lines, alert_history, alert_links,
+plan_changes, alert_outbox; docs/alerts.md).
 
 Callers hold the transaction where several statements must be atomic.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from master.store import changes
@@ -85,16 +86,47 @@ class Delivery:
 
 @dataclass(frozen=True)
 class OutboxRow:
-    """One message for one channel, as claimed by a deliverer."""
+    """One message for one channel, as claimed by a deliverer: of an alert, or of a plan change (event
+    'plan-change', `alert_id` None)."""
 
     id: int
-    alert_id: str
+    alert_id: str | None
     channel: str
     event: str
     message_version: int
     key: str
     payload: dict[str, Any]
     attempts: int
+    plan_change_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanChangeRecord:
+    """A plan change the alert sync has seen (`plan_changes`, schema 25): of one analytic query's series without
+    its metric (the plan is the workload's), first seen at `sha`; `id` is `p-` + 12 hex digits."""
+
+    id: str
+    machine_id: str
+    recipe: str
+    recipe_version: int
+    config_hash: str
+    workload: str
+    branch: str
+    prev_sha: str
+    sha: str
+    position: int
+    before: str
+    after: str
+    first_seen: float
+
+
+@dataclass(frozen=True)
+class PlanMessage:
+    """A plan change's message for one channel that nobody has tried to send yet (`alert_outbox`)."""
+
+    id: int
+    plan_change_id: str
+    channel: str
 
 
 @dataclass(frozen=True)
@@ -178,6 +210,11 @@ def alerts(conn: sqlite3.Connection) -> list[Alert]:
 
 def alerts_newest_first(conn: sqlite3.Connection) -> list[Alert]:
     return [Alert(*r) for r in conn.execute(_ALERT + " ORDER BY created_at DESC, id")]
+
+
+def alerts_at(conn: sqlite3.Connection, sha: str) -> list[Alert]:
+    """Alerts whose range ends at `sha` or whose culprit it is (the alerts that can name a plan change there)."""
+    return [Alert(*r) for r in conn.execute(_ALERT + " WHERE sha = ? OR culprit_sha = ? ORDER BY id", (sha, sha))]
 
 
 def alert(conn: sqlite3.Connection, alert_id: str) -> Alert | None:
@@ -289,6 +326,7 @@ def links(conn: sqlite3.Connection, alert_id: str | None = None) -> dict[str, li
 # ------------------------------------------------------------------------------------------------ outbox
 
 _DELIVERY = f"SELECT {columns(Delivery)} FROM alert_outbox"
+_OF_ALERTS = " WHERE alert_id IS NOT NULL"  # schema 25: the outbox also holds plan changes' messages
 
 
 def outbox_rows(conn: sqlite3.Connection, alert_id: str, channel: str) -> list[Delivery]:
@@ -305,7 +343,7 @@ def outbox_for_alert(conn: sqlite3.Connection, alert_id: str) -> list[Delivery]:
 def deliveries(conn: sqlite3.Connection) -> dict[str, list[Delivery]]:
     """alert id -> its messages per channel (state, attempts, last error; never the payload)."""
     out: dict[str, list[Delivery]] = {}
-    for r in conn.execute(_DELIVERY + " ORDER BY alert_id, id"):
+    for r in conn.execute(_DELIVERY + _OF_ALERTS + " ORDER BY alert_id, id"):
         d = Delivery(*r)
         out.setdefault(d.alert_id, []).append(d)
     return out
@@ -314,7 +352,7 @@ def deliveries(conn: sqlite3.Connection) -> dict[str, list[Delivery]]:
 def enqueue(
     conn: sqlite3.Connection,
     *,
-    alert_id: str,
+    alert_id: str | None,
     channel: str,
     event: str,
     message_version: int,
@@ -322,11 +360,23 @@ def enqueue(
     payload: dict[str, Any],
     available_at: float,
     now: float,
+    plan_change_id: str | None = None,
 ) -> None:
+    """Queue a message of an alert, or (alert_id None) of a plan change."""
     conn.execute(
-        "INSERT INTO alert_outbox (alert_id, channel, event, message_version, idempotency_key, payload, available_at, "
-        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (alert_id, channel, event, message_version, key, json.dumps(payload, sort_keys=True), available_at, now),
+        "INSERT INTO alert_outbox (alert_id, plan_change_id, channel, event, message_version, idempotency_key, "
+        "payload, available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            alert_id,
+            plan_change_id,
+            channel,
+            event,
+            message_version,
+            key,
+            json.dumps(payload, sort_keys=True),
+            available_at,
+            now,
+        ),
     )
 
 
@@ -362,7 +412,7 @@ def cancel_unsent(conn: sqlite3.Connection, alert_id: str, channel: str | None =
 
 
 def claim(conn: sqlite3.Connection, owner: str, now: float, lease_seconds: float, limit: int) -> list[OutboxRow]:
-    """Lease due messages to `owner`: the oldest pending message per (alert, channel), in id order.
+    """Lease due messages to `owner`: the oldest pending message per (alert or plan change, channel), in id order.
 
     Only one message per (alert, channel) is ever in flight, so an update never overtakes its alert.
     The caller holds a BEGIN IMMEDIATE transaction, so two deliverers never lease the same row.
@@ -370,8 +420,8 @@ def claim(conn: sqlite3.Connection, owner: str, now: float, lease_seconds: float
     rows = conn.execute(
         "SELECT * FROM alert_outbox o WHERE o.state = 'pending' AND o.available_at <= :now "
         "AND (o.lease_until IS NULL OR o.lease_until < :now) AND o.id = (SELECT MIN(p.id) FROM alert_outbox p "
-        "WHERE p.alert_id = o.alert_id AND p.channel = o.channel AND p.state = 'pending') "
-        "ORDER BY o.id LIMIT :limit",
+        "WHERE p.alert_id IS o.alert_id AND p.plan_change_id IS o.plan_change_id AND p.channel = o.channel "
+        "AND p.state = 'pending') ORDER BY o.id LIMIT :limit",
         {"now": now, "limit": int(limit)},
     ).fetchall()
     conn.executemany(
@@ -388,6 +438,7 @@ def claim(conn: sqlite3.Connection, owner: str, now: float, lease_seconds: float
             r["idempotency_key"],
             json.loads(r["payload"]),
             r["attempts"],
+            r["plan_change_id"],
         )
         for r in rows
     ]
@@ -457,3 +508,72 @@ def worst_error(conn: sqlite3.Connection, channel: str) -> str | None:
         (channel,),
     ).fetchone()
     return row[0] if row else None
+
+
+# ------------------------------------------------------------------------------------------------ plan changes
+
+
+def plan_change_ids(conn: sqlite3.Connection) -> set[str]:
+    """The ids of every plan change the alert sync has seen (and told the channels of, or left to an alert)."""
+    return {r[0] for r in conn.execute("SELECT id FROM plan_changes")}
+
+
+def plan_change(conn: sqlite3.Connection, plan_change_id: str) -> PlanChangeRecord | None:
+    row = conn.execute(
+        f"SELECT {columns(PlanChangeRecord)} FROM plan_changes WHERE id = ?", (plan_change_id,)
+    ).fetchone()
+    return PlanChangeRecord(*row) if row else None
+
+
+def insert_plan_change(conn: sqlite3.Connection, p: PlanChangeRecord) -> bool:
+    """Record a plan change as seen (True), or nothing when it was seen before (False)."""
+    names = [f.name for f in fields(PlanChangeRecord)]
+    cur = conn.execute(
+        f"INSERT INTO plan_changes ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) ON CONFLICT DO NOTHING",
+        [getattr(p, n) for n in names],
+    )
+    return cur.rowcount == 1
+
+
+def plan_scan_state(conn: sqlite3.Connection) -> str:
+    """What the plan changes depend on, cheaply: the newest `plans` row, the newest `branch_commits` row and the
+    branches being indexed (a new run, a measured commit between two others, a branch that grew or finished)."""
+    row = conn.execute(
+        "SELECT (SELECT MAX(rowid) FROM plans), (SELECT MAX(rowid) FROM branch_commits), "
+        "(SELECT group_concat(branch || '@' || head) FROM branch_indexing)"
+    ).fetchone()
+    return json.dumps(list(row))
+
+
+def plan_scan_seen(conn: sqlite3.Connection) -> str | None:
+    """`plan_scan_state` at the alert sync's last look for new plan changes (None: never looked)."""
+    row = conn.execute("SELECT state FROM plan_change_scan WHERE id = 1").fetchone()
+    return row[0] if row else None
+
+
+def set_plan_scan_seen(conn: sqlite3.Connection, state: str) -> None:
+    conn.execute(
+        "INSERT INTO plan_change_scan (id, state) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET state = excluded.state",
+        (state,),
+    )
+
+
+def untried_plan_messages(conn: sqlite3.Connection) -> list[PlanMessage]:
+    """Plan changes' messages no receiver can have seen yet (pending, never tried, not claimed)."""
+    return [
+        PlanMessage(*r)
+        for r in conn.execute(
+            "SELECT id, plan_change_id, channel FROM alert_outbox WHERE plan_change_id IS NOT NULL "
+            "AND state = 'pending' AND attempts = 0 AND lease_owner IS NULL ORDER BY id"
+        )
+    ]
+
+
+def cancel_message(conn: sqlite3.Connection, row_id: int) -> bool:
+    """Cancel one message if no receiver can have seen it (never tried, not claimed)."""
+    cur = conn.execute(
+        "UPDATE alert_outbox SET state = 'cancelled' WHERE id = ? AND state = 'pending' AND attempts = 0 "
+        "AND lease_owner IS NULL",
+        (row_id,),
+    )
+    return cur.rowcount == 1

@@ -178,3 +178,43 @@ def finish(
         ),
     )
     return cur.rowcount == 1
+
+
+# ------------------------------------------------------------------------------- cfbot jobs (schema 24)
+@dataclass(frozen=True)
+class CfbotHead:
+    """The patch branch head a cfbot job measures, as its patches page shows it (master/jobs/cfbot.py)."""
+
+    job_id: int
+    branch: str
+    head: str
+    subject: str
+    links: tuple[str, ...]  # the thread: checked https URLs from the head's message
+
+
+def add_cfbot_head(conn: sqlite3.Connection, head: CfbotHead) -> None:
+    conn.execute(
+        "INSERT INTO cfbot_heads (job_id, branch, head, subject, links) VALUES (?, ?, ?, ?, ?)",
+        (head.job_id, head.branch, head.head, head.subject, " ".join(head.links)),
+    )
+
+
+def requested_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[tuple[Job, CfbotHead | None]]:
+    """The newest `limit` try-jobs whose requested_by starts with `prefix`, newest first, each with its cfbot head
+    (None for one queued before schema 24)."""
+    jobs = [
+        _job(r)
+        for r in conn.execute(
+            f"SELECT {_COLUMNS} FROM jobs WHERE kind = 'try' AND substr(requested_by, 1, ?) = ? "
+            "ORDER BY id DESC LIMIT ?",
+            (len(prefix), prefix, limit),
+        )
+    ]
+    heads = {
+        row[0]: CfbotHead(row[0], row[1], row[2], row[3], tuple(row[4].split()))
+        for row in conn.execute(
+            "SELECT job_id, branch, head, subject, links FROM cfbot_heads WHERE job_id >= ?",
+            (min((j.id for j in jobs), default=0),),
+        )
+    }
+    return [(j, heads.get(j.id)) for j in jobs]

@@ -462,4 +462,75 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, side, workload)
     )
     """,
+    # 24: the patch branch head a cfbot job measures (issue #31 item 3, master/jobs/cfbot.py): the branch, the
+    # head, the head's subject and the thread links of its message (`Discussion:` trailers and commitfest links,
+    # checked https URLs, space-separated), read from the patch repository when the job is queued, so the patches
+    # page needs no git. cfbot jobs queued before this have no row (the page reads their requested_by).
+    """
+    CREATE TABLE cfbot_heads (
+        job_id   INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+        branch   TEXT NOT NULL,
+        head     TEXT NOT NULL,
+        subject  TEXT NOT NULL,
+        links    TEXT NOT NULL
+    )
+    """,
+    # 25: a plan change is an event the alert channels send on its own (issue #27 item 2; docs/alerts.md): one row
+    # per (query series without its metric, commit) the alert sync has seen, written in the transaction that queues
+    # its messages, so a plan change is notified once across re-syncs and restarts; `plan_change_scan` holds what
+    # `plans` and the branches looked like at the sync's last look for new ones, which it skips while nothing moved
+    # (it reads every plan otherwise, on every pass). The outbox now holds messages
+    # of an alert or of a plan change (exactly one of alert_id, plan_change_id); SQLite cannot change a CHECK or a
+    # NOT NULL in place, so alert_outbox is copied into its new shape, every row kept.
+    """
+    CREATE TABLE plan_changes (
+        id             TEXT PRIMARY KEY,
+        machine_id     TEXT NOT NULL,
+        recipe         TEXT NOT NULL,
+        recipe_version INTEGER NOT NULL,
+        config_hash    TEXT NOT NULL,
+        workload       TEXT NOT NULL,
+        branch         TEXT NOT NULL,
+        prev_sha       TEXT NOT NULL,
+        sha            TEXT NOT NULL,
+        position       INTEGER NOT NULL,
+        before         TEXT NOT NULL,
+        after          TEXT NOT NULL,
+        first_seen     REAL NOT NULL
+    );
+    CREATE INDEX plan_changes_sha ON plan_changes(sha);
+    CREATE TABLE plan_change_scan (
+        id    INTEGER PRIMARY KEY CHECK (id = 1),
+        state TEXT NOT NULL
+    );
+    CREATE TABLE alert_outbox_25 (
+        id              INTEGER PRIMARY KEY,
+        alert_id        TEXT REFERENCES alerts(id),
+        channel         TEXT NOT NULL,
+        event           TEXT NOT NULL CHECK (event IN ('opened', 'updated', 'plan-change')),
+        message_version INTEGER NOT NULL,
+        idempotency_key TEXT NOT NULL UNIQUE,
+        payload         TEXT NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'sent', 'cancelled')),
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        available_at    REAL NOT NULL,
+        lease_owner     TEXT,
+        lease_until     REAL,
+        last_error      TEXT,
+        last_permanent  INTEGER NOT NULL DEFAULT 0,
+        created_at      REAL NOT NULL,
+        sent_at         REAL,
+        plan_change_id  TEXT REFERENCES plan_changes(id),
+        CHECK ((alert_id IS NULL) <> (plan_change_id IS NULL))
+    );
+    INSERT INTO alert_outbox_25 (id, alert_id, channel, event, message_version, idempotency_key, payload, state,
+        attempts, available_at, lease_owner, lease_until, last_error, last_permanent, created_at, sent_at)
+    SELECT id, alert_id, channel, event, message_version, idempotency_key, payload, state, attempts, available_at,
+        lease_owner, lease_until, last_error, last_permanent, created_at, sent_at FROM alert_outbox;
+    DROP TABLE alert_outbox;
+    ALTER TABLE alert_outbox_25 RENAME TO alert_outbox;
+    CREATE INDEX alert_outbox_pending ON alert_outbox(state, available_at);
+    CREATE INDEX alert_outbox_alert ON alert_outbox(alert_id, channel, id);
+    CREATE INDEX alert_outbox_plan ON alert_outbox(plan_change_id, channel, id)
+    """,
 ]

@@ -264,20 +264,24 @@ def references(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, Segm
     return out
 
 
-def plan_points(conn: sqlite3.Connection) -> dict[SeriesKey, list[tuple[int, str, str]]]:
+def plan_points(
+    conn: sqlite3.Connection, workloads: Sequence[str] | None = None
+) -> dict[SeriesKey, list[tuple[int, str, str]]]:
     """Per series of a workload whose runs captured plans: (branch position, sha, plan shape) of each measured
     commit in first-parent order, the commit's first run's plan (as ``branch_samples`` counts a commit's runs).
     Read from the few plans rows outward (each run's measurement of the workload names the series' identity), not
-    from `series`, which analysis fills later."""
+    from `series`, which analysis fills later. `workloads`: only theirs (an alert's message reads its own)."""
     out: dict[SeriesKey, list[tuple[int, str, str]]] = {}
+    only = "" if workloads is None else f" AND p.workload IN ({','.join('?' * len(workloads))})"
     rows = conn.execute(
         "SELECT r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric, bc.branch, "
         "bc.position, r.sha, p.shape FROM plans p CROSS JOIN runs r CROSS JOIN measurements m "
         "CROSS JOIN branch_commits bc "
         "WHERE r.id = p.run_id AND r.status = 'ok' AND m.run_id = r.id AND m.workload = p.workload "
-        "AND bc.sha = r.sha AND bc.branch NOT IN (SELECT branch FROM branch_indexing) "
+        "AND bc.sha = r.sha AND bc.branch NOT IN (SELECT branch FROM branch_indexing)" + only + " "
         "ORDER BY r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric, bc.branch, "
-        "bc.position, r.id"
+        "bc.position, r.id",
+        tuple(workloads or ()),
     )
     for *key, position, sha, shape in rows:
         points = out.setdefault(SeriesKey(*key), [])

@@ -394,25 +394,12 @@ def run_cfbot(args: argparse.Namespace) -> int:
     recipe = args.recipe or builders[0].removeprefix("jobs-").split("@")[0]
     worker = args.worker or settings.worker_names[0]
     try:
-        mirror = ingest.fresh_mirror(settings)
-        heads = cfbot.patch_branches(settings.data_dir / "cfbot.git", args.repo, args.branches, args.base)
+        outcomes = cfbot.one_pass(
+            settings, args.repo, args.branches, args.base, job_builder_name(recipe, worker), builders, args.option
+        )
     except gitmirror.GitError as e:
         print(f"perffarm cfbot: {v(redact_text(str(e)))}", file=sys.stderr)
         return EXIT_FAILED
-    conn = store.connect(settings.results_db)
-    try:
-        outcomes = cfbot.queue(
-            conn,
-            settings.data_dir / "cfbot.git",
-            mirror,
-            heads,
-            args.base,
-            job_builder_name(recipe, worker),
-            builders,
-            args.option,
-        )
-    finally:
-        conn.close()
     if args.format == "json":
         print(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=1, sort_keys=True))
         return EXIT_OK

@@ -17,7 +17,7 @@ from typing import Any
 from recipes.api import HIGHER, Context, WorkloadResult
 from recipes.pg.build import Install
 from recipes.pg.profile import run_bench
-from recipes.pg.stats import NoRatio, RatioEstimate, cv, paired_estimate
+from recipes.pg.stats import NoRatio, PairedRatio, cv, paired_estimate
 
 MIN_EFFECT = 0.001  # 0.1%: smaller ratios are reported as "same" even when the CI excludes 1.0
 
@@ -38,7 +38,7 @@ class Comparison:
     direction: str
     a: tuple[float, ...]
     b: tuple[float, ...]
-    estimate: RatioEstimate | None
+    estimate: PairedRatio | None
     min_effect: float = MIN_EFFECT
     problem: str | None = None
 
@@ -105,7 +105,7 @@ def compare(
             if n == 0:
                 continue
             try:
-                est: RatioEstimate | None = paired_estimate(m.samples[:n], mb.samples[:n], seed=seed)
+                est: PairedRatio | None = paired_estimate(m.samples[:n], mb.samples[:n], seed=seed)
                 problem = None
             except NoRatio as e:
                 est, problem = None, e.describe(f"side {labels[0]}", f"side {labels[1]}", m.name)

@@ -34,8 +34,9 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 @dataclass(frozen=True)
-class RatioEstimate:
-    """Median of paired ratios B/A with a bootstrap confidence interval."""
+class PairedRatio:
+    """A ratio B/A from paired samples (median of the pair ratios, or the geometric mean of order-balanced
+    blocks) with its confidence interval. Not master.detect.rqps.MedianRatio, a ratio of two sides' medians."""
 
     ratio: float
     low: float
@@ -104,7 +105,7 @@ def median_rank_interval(n: int, confidence: float = 0.95) -> tuple[int, int]:
 
 def bootstrap_median_ratio(
     a: Sequence[float], b: Sequence[float], resamples: int = 5000, confidence: float = 0.95, seed: int = 1
-) -> RatioEstimate:
+) -> PairedRatio:
     """Median of B_i/A_i and its 95% CI: the percentile bootstrap (deterministic for a seed), never narrower than
     the distribution-free order-statistic interval of the median. NoRatio (a ValueError) when the samples form
     no finite ratio (ratio_problem).
@@ -124,7 +125,7 @@ def bootstrap_median_ratio(
     tail = (1 - confidence) / 2 * 100
     ordered = sorted(ratios)
     lo, hi = median_rank_interval(n, confidence)
-    return RatioEstimate(
+    return PairedRatio(
         statistics.median(ratios),
         min(percentile(medians, tail), ordered[lo]),
         max(percentile(medians, 100 - tail), ordered[hi]),
@@ -220,7 +221,7 @@ def block_ratios(a: Sequence[float], b: Sequence[float]) -> list[float]:
     return [math.sqrt(ratios[2 * j] * ratios[2 * j + 1]) for j in range(len(ratios) // 2)]
 
 
-def balanced_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioEstimate:
+def balanced_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> PairedRatio:
     """B/A as the order-balanced mean log ratio of paired rounds, with a t confidence interval.
 
     Round i ran A first when i is even and B first when i is odd. Whatever going first costs (a constant on the
@@ -242,14 +243,14 @@ def balanced_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0
     df = n - len(groups)
     ratios = sorted(math.exp(x) for g in groups for x in g)
     if df < 1:
-        return RatioEstimate(math.exp(mu), ratios[0], ratios[-1], n)
+        return PairedRatio(math.exp(mu), ratios[0], ratios[-1], n)
     ss = sum((x - m) ** 2 for g, m in zip(groups, means) for x in g)
     se = math.sqrt(ss / df) * math.sqrt(sum(1.0 / len(g) for g in groups)) / len(groups)
     half = t_quantile(1 - (1 - confidence) / 2, df) * se
-    return RatioEstimate(math.exp(mu), math.exp(mu - half), math.exp(mu + half), n)
+    return PairedRatio(math.exp(mu), math.exp(mu - half), math.exp(mu + half), n)
 
 
-def paired_estimate(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, seed: int = 1) -> RatioEstimate:
+def paired_estimate(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, seed: int = 1) -> PairedRatio:
     """The ratio B/A of samples taken in paired rounds: the order-balanced estimate (balanced_ratio) when every
     round has a ratio above 0, otherwise the median ratio with its bootstrap CI (a metric that can read 0, e.g. a
     memory growth). NoRatio (a ValueError) when the samples form no ratio at all."""

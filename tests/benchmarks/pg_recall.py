@@ -29,7 +29,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,19 @@ from master.detect.fdr import benjamini_hochberg
 from master.detect.model import Direction, Kind, Series
 from master.settings import load_settings
 from master.verbs.detect import analyse
+from recipes import callgrind
 from recipes.api import Context, checkout_layout
 from recipes.pg.build import BuildSpec, Install, build_install
-from recipes.pg.profile import WORKLOAD_KINDS, load_profile, result_names, run_bench, workloads
+from recipes.pg.coverage import base_name
+from recipes.pg.profile import (
+    CALLGRIND_OPTION,
+    WORKLOAD_KINDS,
+    callgrind_file,
+    load_profile,
+    result_names,
+    run_bench,
+    workloads,
+)
 from tests.benchmarks.pg_inject import entry_loop_patch
 
 # Where real regressions land, across the areas of docs/coverage.md; every one is also a named function of
@@ -107,6 +117,7 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
         "to_tsvector_byid",
     ),
 }
+ROUND_COST = 5.5  # instructions a round of pg_inject.entry_loop_patch's loop costs at -O2 (module docstring)
 BEFORE = ("instr-point-select", "instr-point-select-prepared", "instr-simple-update")  # the profile before #27
 
 
@@ -114,10 +125,19 @@ def instruction_workloads(profile: Mapping[str, Any]) -> list[str]:
     return [n for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions" for n in result_names(w)]
 
 
-def measure(ctx: Context, install: Install, profile: Mapping[str, Any], samples: int) -> dict[str, Any]:
-    """workload -> {"unit", "samples"}: the profile's instruction workloads counted on `install`."""
-    names = instruction_workloads(profile)
+def measure(
+    ctx: Context,
+    install: Install,
+    profile: Mapping[str, Any],
+    samples: int,
+    names: Sequence[str] = (),
+    keep: bool = False,
+) -> dict[str, Any]:
+    """workload -> {"unit", "samples"}: the profile's instruction workloads (or `names` of them) counted on
+    `install`; with `keep`, each one's callgrind profile of its first sample is kept (`callgrind_file`)."""
+    names = list(names) or instruction_workloads(profile)
     options = {**ctx.options, "workloads": ",".join(names), "instruction_samples": str(samples), "coverage": "0"}
+    options[CALLGRIND_OPTION] = "1" if keep else "0"
     run = Context(ctx.src_dir, ctx.work_dir, ctx.state_dir, ctx.sha, ctx.ref, options)
     results = run_bench(run, profile, {"run": install}, threads=os.cpu_count() or 2, count_instructions={"run"})
     out = {}
@@ -125,6 +145,48 @@ def measure(ctx: Context, install: Install, profile: Mapping[str, Any], samples:
         m = next(m for m in w.metrics if m.name == "instructions")
         out[w.name] = {"unit": m.unit, "samples": list(m.samples)}
     return out
+
+
+def weights(profile: callgrind.Profile, functions: Collection[str]) -> dict[str, dict[str, int]]:
+    """function -> {"inclusive", "calls", "total"} in one callgrind profile, for the `functions` it calls at all.
+
+    Compiler clones (`foo.constprop.0`) and same-named statics count as the function (recipes.pg.coverage.base_name);
+    calls are the calls into it from other functions (a recursive call is inside the outer one's cost)."""
+    out: dict[str, dict[str, int]] = {}
+    for key, f in profile.functions.items():
+        name = base_name(key)
+        if name in functions:
+            w = out.setdefault(name, {"inclusive": 0, "calls": 0, "total": profile.total})
+            w["inclusive"] += f.inclusive_cost
+    for (caller, callee), e in profile.edges.items():
+        name = base_name(callee)
+        if name in out and base_name(caller) != name:
+            out[name]["calls"] += e.calls
+    return {k: v for k, v in out.items() if v["calls"] > 0}
+
+
+def base_weights(ctx: Context, names: Sequence[str], functions: Collection[str]) -> dict[str, dict[str, Any]]:
+    """function -> workload -> its weights there (`weights`), from the base build's kept profiles."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        path = callgrind_file(ctx, "run", name)
+        if not path.exists():
+            raise SystemExit(f"pg_recall: no callgrind profile of {name} at {path}: the base run kept none")
+        for function, w in weights(callgrind.parse(path), functions).items():
+            out.setdefault(function, {})[name] = w
+    return out
+
+
+def cost_per_call(w: Mapping[str, int]) -> float:
+    return w["inclusive"] / max(w["calls"], 1)
+
+
+def rounds_for(per_workload: Mapping[str, Mapping[str, int]], fraction: float) -> tuple[int, str]:
+    """The busy-loop rounds that add `fraction` of the function's own cost per call, sized in the workload where
+    the function weighs most (its largest inclusive share), and that workload."""
+    where = max(per_workload, key=lambda n: (per_workload[n]["inclusive"] / max(per_workload[n]["total"], 1), n))
+    w = per_workload[where]
+    return max(1, round(fraction * cost_per_call(w) / ROUND_COST)), where
 
 
 def judge(
@@ -165,18 +227,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repo", required=True, help="a PostgreSQL repository (scripts/pg-source-repo.sh makes one)")
     ap.add_argument("--rev", default="HEAD", help="the commit to inject into (default HEAD)")
     ap.add_argument("--work", default=str(Path.home() / ".cache/perffarm/recall"), help="clone, build and installs")
-    ap.add_argument("--iterations", type=int, default=100, help="busy-loop rounds per call (default 100)")
+    ap.add_argument(
+        "--iterations", type=int, default=100, help="busy-loop rounds per call, the per-call model (default 100)"
+    )
+    ap.add_argument(
+        "--fraction",
+        type=float,
+        default=0.0,
+        help="the proportional model instead: make each function this much slower (0.10: 10%% of its own cost a call)",
+    )
     ap.add_argument("--samples", type=int, default=1, help="counts per patched build (the unpatched: at least 2)")
     ap.add_argument("--history", type=int, default=10, help="unpatched commits before the step (default 10)")
     ap.add_argument("--functions", default="", help="comma-separated subset of FUNCTIONS (default all)")
     ap.add_argument("--json", dest="json_out", default="", help="write every measurement and verdict here")
     ap.add_argument("--resume", action="store_true", help="skip the functions --json already has")
     args = ap.parse_args(argv)
+    if not 0 <= args.fraction <= 10:
+        ap.error(f"--fraction {args.fraction}: give a share of the function's own cost, e.g. 0.10 for 10%")
     wanted = [f for fs in FUNCTIONS.values() for f in fs]
     if args.functions:
+        unknown = [f for f in args.functions.split(",") if f and f not in wanted]
+        if unknown:
+            ap.error(f"--functions: {', '.join(unknown)} not in the list (tests/benchmarks/pg_recall.py FUNCTIONS)")
         wanted = [f for f in args.functions.split(",") if f]
     work = Path(args.work).resolve()
-    sha = compare._resolve(args.repo, args.rev)
+    sha = compare._resolve(Path(args.repo), args.rev, args.repo)
     src = compare._clone(args.repo, work)
     # data directories on tmpfs in a root of its own: a run's start sweeps its root of directories it takes for
     # a killed run's, and other builders' counts must not be among them
@@ -186,32 +261,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     profile = load_profile("quick")
     spec = BuildSpec()
     out_path = Path(args.json_out) if args.json_out else None
-    doc: dict[str, Any] = {"iterations": args.iterations, "rev": sha, "functions": {}}
+    model = {"fraction": args.fraction} if args.fraction else {"iterations": args.iterations}
+    doc: dict[str, Any] = {**model, "rev": sha, "functions": {}}
     if args.resume and out_path is not None and out_path.exists():
         doc = json.loads(out_path.read_text())
+        if {k: doc.get(k) for k in model} != model:
+            raise SystemExit(f"pg_recall: {out_path} was measured with another model; give another --json")
     settings = load_settings(environ={})
     started = time.monotonic()
-    if "base" not in doc:
+    if "base" not in doc or "weights" not in doc:
         compare._checkout(src, sha, None)
         base_install = build_install(ctx, spec, src=src, sha=sha, ref="recall")
-        doc["base"] = measure(ctx, base_install, profile, max(2, args.samples))
+        names = instruction_workloads(profile)
+        doc["base"] = measure(ctx, base_install, profile, max(2, args.samples), keep=True)
+        doc["weights"] = base_weights(ctx, names, [f for fs in FUNCTIONS.values() for f in fs])
     for i, function in enumerate(wanted):
         if function in doc["functions"]:
             continue
         t0 = time.monotonic()
+        # a patch in a function changes only the counts of the workloads that call it: the others keep their
+        # unpatched counts and are not measured again (the judgement still spans every workload of the profile)
+        called = doc["weights"].get(function, {})
+        if not called:
+            doc["functions"][function] = {"counts": {}, "alerts": {}, "moved": {}, "called_by": []}
+            print(f"[{i + 1}/{len(wanted)}] {function}: called by no instruction workload", flush=True)
+            continue
+        sized_in = None
+        rounds = args.iterations
+        if args.fraction:
+            rounds, sized_in = rounds_for(called, args.fraction)
         patch = work / "inject.diff"
         compare._checkout(src, sha, None)
-        patch.write_text(entry_loop_patch(src, function, args.iterations))
+        patch.write_text(entry_loop_patch(src, function, rounds))
         compare._checkout(src, sha, patch)
-        install = build_install(ctx, spec, src=src, sha=f"{sha}-recall-{function}-{args.iterations}", ref="recall")
-        counts = measure(ctx, install, profile, args.samples)
+        install = build_install(ctx, spec, src=src, sha=f"{sha}-recall-{function}-{rounds}", ref="recall")
+        names = sorted(called)
+        if args.fraction:  # only where the loop is at most CAP x the fraction of the function's cost a call: the
+            # others cannot count (found_in), and a loop sized for a call that does much would make one that does
+            # little (a node called per row) thousands of times slower under valgrind
+            names = [n for n in names if rounds * ROUND_COST <= CAP * args.fraction * cost_per_call(called[n])]
+        counts = measure(ctx, install, profile, args.samples, names=names)
         alerts = judge(doc["base"], counts, args.history, settings)
         moved = {w: counts[w]["samples"][0] / doc["base"][w]["samples"][0] - 1 for w in counts if w in doc["base"]}
-        doc["functions"][function] = {"counts": counts, "alerts": alerts, "moved": moved}
+        doc["functions"][function] = {
+            "counts": counts,
+            "alerts": alerts,
+            "moved": moved,
+            "called_by": sorted(called),
+            "rounds": rounds,
+            "sized_in": sized_in,
+        }
         before = sorted(w for w in alerts if w in BEFORE)
         print(
-            f"[{i + 1}/{len(wanted)}] {function}: {len(alerts)} workloads alert ({', '.join(sorted(alerts)) or '-'}); "
-            f"the profile before the operation suite: {', '.join(before) or 'none'} ({time.monotonic() - t0:.0f} s)",
+            f"[{i + 1}/{len(wanted)}] {function} ({rounds} rounds a call): {len(alerts)} workloads alert "
+            f"({', '.join(sorted(alerts)) or '-'}); "
+            f"the profile before the operation suite: {', '.join(before) or 'none'}"
+            f" ({time.monotonic() - t0:.0f} s)",
             flush=True,
         )
         if out_path is not None:
@@ -223,21 +328,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def model_name(doc: Mapping[str, Any]) -> str:
+    if doc.get("fraction"):
+        return f"each function {doc['fraction']:.0%} slower (its own cost per call)"
+    return f"{doc['iterations']} rounds per call"
+
+
+CAP = 1.5  # the proportional model counts an alert where the function got at most CAP x --fraction slower
+
+
+def realised(doc: Mapping[str, Any], function: str, workload: str) -> float | None:
+    """How much slower the patch made the function in `workload`: the workload's move over the function's
+    inclusive share of it (None where the function's weight there is unknown)."""
+    r = doc["functions"][function]
+    w = doc.get("weights", {}).get(function, {}).get(workload)
+    if not w or workload not in r["moved"] or not w["inclusive"]:
+        return None
+    return float(r["moved"][workload] / (w["inclusive"] / w["total"]))
+
+
+def found_in(doc: Mapping[str, Any], function: str) -> list[str]:
+    """The alerting workloads that count: all of them for the per-call model; for the proportional one, those
+    where the function got at most CAP x --fraction slower (a fixed number of rounds a call is 10% of the
+    function's cost where it was sized, and more where the function does less a call)."""
+    r = doc["functions"][function]
+    if not doc.get("fraction"):
+        return sorted(r["alerts"])
+    out = []
+    for w in sorted(r["alerts"]):
+        slower = realised(doc, function, w)
+        if slower is not None and slower <= CAP * doc["fraction"]:
+            out.append(w)
+    return out
+
+
 def report(doc: Mapping[str, Any], wanted: Sequence[str]) -> None:
-    rows = [(f, doc["functions"][f]) for f in wanted if f in doc["functions"]]
-    old = sum(1 for _, r in rows if any(w in BEFORE for w in r["alerts"]))
-    new = sum(1 for _, r in rows if r["alerts"])
+    rows = [(f, doc["functions"][f], found_in(doc, f)) for f in wanted if f in doc["functions"]]
+    old = sum(1 for _, _, found in rows if any(w in BEFORE for w in found))
+    new = sum(1 for _, _, found in rows if found)
     category = {f: c for c, fs in FUNCTIONS.items() for f in fs}
-    print(f"\n{'function':<24} {'category':<18} {'before':<7} {'after':<6} largest move (workload)")
-    for f, r in rows:
+    print(f"\n{'function':<24} {'category':<18} {'before':<7} {'after':<6} {'slower':>7}  largest move (workload)")
+    for f, r, found in rows:
         top = max(r["moved"].items(), key=lambda kv: abs(kv[1])) if r["moved"] else ("-", 0.0)
+        where = r.get("sized_in")
+        slower = realised(doc, f, where) if where else None
         print(
-            f"{f:<24} {category.get(f, '-'):<18} {'yes' if any(w in BEFORE for w in r['alerts']) else 'no':<7} "
-            f"{'yes' if r['alerts'] else 'no':<6} {top[1]:+.3%} ({top[0]})"
+            f"{f:<24} {category.get(f, '-'):<18} {'yes' if any(w in BEFORE for w in found) else 'no':<7} "
+            f"{'yes' if found else 'no':<6} {'-' if slower is None else f'{slower:.1%}':>7}  "
+            f"{top[1]:+.3%} ({top[0]})" + (f"; counted: {', '.join(found[:3])}" if found else "")
         )
     n = max(len(rows), 1)
     print(
-        f"\nrecall, {doc['iterations']} rounds per call: before the operation suite {old} of {len(rows)} "
+        f"\nrecall, {model_name(doc)}: before the operation suite {old} of {len(rows)} "
         f"({old / n:.0%}), the default profile now {new} of {len(rows)} ({new / n:.0%})"
     )
 

@@ -89,3 +89,32 @@ def test_a_patch_whose_base_the_farm_does_not_have_is_skipped_with_the_reason(la
     assert by_branch["cf/4712"].job_id is None
     assert "is not in the watched repository" in by_branch["cf/4712"].reason
     assert by_branch["cf/4711"].job_id  # the others are still queued
+
+
+def test_each_queued_head_keeps_its_subject_and_only_safe_thread_links(layout, tmp_path: Path) -> None:
+    _upstream, patches, mirror = layout
+    patches.git("checkout", "--quiet", "cf/4711")
+    message = (
+        "[CF 4711] v2 - <b>faster</b> hash\u202e joins\n\n"
+        "This branch was generated from the commitfest entry\n"
+        "https://commitfest.postgresql.org/patch/4711/.\n\n"
+        "Discussion: https://postgr.es/m/CA%2Bfoo%40mail.example.org\n"
+        "Discussion: javascript:alert(1)\n"
+        'Discussion: https://evil.example.org/"onmouseover="x\n'
+    )
+    head = patches.commit(message, {"src/executor.c": "int x = 5;\n"})
+    patches.git("checkout", "--quiet", "master")
+    by_branch = {o.branch: o for o in one_pass(tmp_path, patches, mirror)}
+    conn = store.connect(tmp_path / "results.sqlite")
+    [(job, stored)] = [
+        (j, h) for j, h in store.jobs.requested_with_prefix(conn, "cfbot ", 10) if j.id == by_branch["cf/4711"].job_id
+    ]
+    assert stored == store.jobs.CfbotHead(
+        job.id,
+        "cf/4711",
+        head,
+        "[CF 4711] v2 - <b>faster</b> hash\\u202e joins",  # a bidi override shown as its escape, as commit pages do
+        ("https://postgr.es/m/CA%2Bfoo%40mail.example.org", "https://commitfest.postgresql.org/patch/4711/"),
+    )
+    assert cfbot.parse_requested_by(job.requested_by) == ("cf/4711", head)
+    assert cfbot.parse_requested_by("cli") is None and cfbot.parse_requested_by("cfbot x") is None

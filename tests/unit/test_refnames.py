@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from master import refnames
+from master.refnames import release_order, release_version
 from master.steps import end_of_options, single_branch
 
 NAMES = [
@@ -165,3 +166,28 @@ def test_the_worker_clones_one_branch_so_a_malformed_upstream_ref_does_not_stop_
     # later builds fetch their branch explicitly, as the Git step does
     _git("fetch", "-f", "-t", "--progress", "--end-of-options", str(upstream), "master", cwd=ours)
     assert single_branch(["fetch", "-f", str(upstream), "master"]) == ["fetch", "-f", str(upstream), "master"]
+
+
+def test_release_tags_are_ordered_by_version_betas_first_and_other_tags_by_date_after_them() -> None:
+    tags = ["REL_16_1", "REL_16_0", "REL_16_RC1", "REL_16_BETA2", "REL_16_BETA1", "REL_10_0", "REL9_6_24", "REL_9_6_3"]
+    assert release_order(tags) == [
+        "REL_9_6_3",
+        "REL9_6_24",
+        "REL_10_0",
+        "REL_16_BETA1",
+        "REL_16_BETA2",
+        "REL_16_RC1",
+        "REL_16_0",
+        "REL_16_1",
+    ]
+    # a minor of an old major released after a new major's first release is still older by version
+    assert release_order(["REL_13_0", "REL_12_22"], {"REL_13_0": 100, "REL_12_22": 200}) == ["REL_12_22", "REL_13_0"]
+    # names that are not release tags: by date, then the numbers in the name, after the releases
+    assert release_order(["v2", "v10", "REL_15_18", "snapshot"], {"v2": 5, "v10": 5, "snapshot": 1}) == [
+        "REL_15_18",
+        "snapshot",
+        "v2",
+        "v10",
+    ]
+    assert release_version("REL_16_RC1") == ((16,), 2, 1) and release_version("master") is None
+    assert release_order(["REL_10_0", "REL_2_0", "REL_1_0"]) == ["REL_1_0", "REL_2_0", "REL_10_0"]  # test fixtures

@@ -208,3 +208,43 @@ def test_a_culprits_alert_page_says_where_the_backends_waited(farm, tmp_path) ->
     assert "Where the backends waited" in detail
     assert "pgbench-ro-prepared-c2: LWLock:WALWrite 5" in detail and "% → 4" in detail, detail
     assert "Lock:&lt;b&gt;x 0% → 2" in detail and "<b>x" not in detail, detail
+
+
+def test_a_jobs_page_says_where_each_sides_backends_waited() -> None:
+    """Issue #29: a job (a try patch, releases) shows each side's waits against A's from the job result's
+    `sides[].waits`, the moved wait named, and a side sampled alike claims nothing; the page escapes wait names."""
+    from master.publish.pages.jobs import wait_reports
+    from master.publish.render import render
+
+    rng = random.Random(27)
+    sides = [
+        {"workloads": [], "waits": {"pgbench-ro-prepared-c2": _draws(rng, BEFORE, 6, 300)}},
+        {"workloads": [], "waits": {"pgbench-ro-prepared-c2": _draws(rng, AFTER, 6, 300)}},
+        {"workloads": [], "waits": {"pgbench-ro-prepared-c2": _draws(rng, BEFORE, 6, 300)}},
+    ]
+    job = SimpleNamespace(result={"sides": sides}, sides=[SimpleNamespace(label=x) for x in "ABC"])
+    (b, rb), (c, rc) = wait_reports(job)
+    assert (b, c) == ("B", "C")
+    assert rb.summary.startswith("pgbench-ro-prepared-c2: LWLock:WALWrite") and not rc.changes
+    assert wait_reports(SimpleNamespace(result={"sides": sides[:1]}, sides=job.sides[:1])) == []
+    assert wait_reports(SimpleNamespace(result={"sides": [{"workloads": []}, sides[1]]}, sides=job.sides)) == []
+    row = SimpleNamespace(workload="pgbench-ro-prepared-c2", metric="tps", unit="tx/s", direction="higher", base=1.0)
+    page = render(
+        "job.html",
+        root="../",
+        title="try job 1",
+        job=_job(),
+        rows=[SimpleNamespace(**vars(row), cells=[])],
+        explained=[],
+        counters=[],
+        waits=[(b, rb)],
+    )
+    assert "Where the backends waited: B vs A" in page and "LWLock:WALWrite" in page
+
+
+def _job() -> SimpleNamespace:
+    a = SimpleNamespace(label="A", revision="REL_15_18", patched=False, sha="a" * 40)
+    return SimpleNamespace(
+        id=1, kind="try", state="done", sides=[a], result={}, error=None, note=None, build_url=None, branch="master",
+        builder="pg-quick@local", requested_by="alice", created_at=0, finished_at=0, machine_id=None, options=[],
+    )  # fmt: skip

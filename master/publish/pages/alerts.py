@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from master import plans as plan_changes
 from master.publish import isolate
 from master.publish.context import Context
 from master.publish.names import digest
@@ -37,9 +38,8 @@ def newest_plan_changes(ctx: Context) -> list[PlanChangeRow]:
 def plan_changes_of(ctx: Context, a: AlertPage) -> list[PlanChangeRow]:
     """The plan changes an alert names: of a series the alert holds, first seen at its commit or its culprit (the
     query that got slower also changed plan there)."""
-    at = {a.sha, a.culprit} - {None}
     sids = set(a.sids)
-    return [r for sha in sorted(at) for r in ctx.plan_changes_at.get(sha or "", []) if r.sid in sids]
+    return plan_changes.named_by_alert(ctx.plan_changes_at, (a.sha, a.culprit), lambda r: r.sid in sids)
 
 
 def key(a: AlertPage, plans: list[PlanChangeRow] | None = None) -> str:

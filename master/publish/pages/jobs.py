@@ -127,6 +127,25 @@ def counter_reports(job: Job) -> list[tuple[str, object]]:
     return out
 
 
+def wait_reports(job: Job) -> list[tuple[str, object]]:
+    """(side label, master.explain.report.WaitReport) for each side after A whose throughput samples were
+    sampled for wait events, as A's were (the result's `sides[].waits`): where the backends waited, and what moved
+    beyond the samples' noise (docs/explain.md)."""
+    from master.explain import report
+
+    sides = (job.result or {}).get("sides", [])
+    if len(sides) < 2 or not isinstance(sides[0].get("waits"), dict):
+        return []
+    out = []
+    for side, stored in zip(job.sides[1:], sides[1:]):
+        sampled = stored.get("waits")
+        if isinstance(sampled, dict):
+            r = report.compare_waits(sides[0]["waits"], sampled)
+            if r is not None:
+                out.append((side.label, r))
+    return out
+
+
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     jobs = store.jobs.newest_first(ctx.conn, limit=LIST_LIMIT)
     w.write("jobs.html", render("jobs.html", root="", title="Jobs", jobs=jobs, file=job_file))
@@ -143,6 +162,7 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
                     rows=rows(job) if job.result and job.state == "done" else [],
                     explained=explanations(job) if job.result and job.state == "done" else [],
                     counters=counter_reports(job) if job.result and job.state == "done" else [],
+                    waits=wait_reports(job) if job.result and job.state == "done" else [],
                 ),
             )
     w.keep_only("jobs", {job_file(j.id) for j in jobs})
