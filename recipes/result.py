@@ -284,6 +284,8 @@ def validate_job(doc: Any) -> dict[str, Any]:
             _callgrind(side[CALLGRIND], f"{path}.{CALLGRIND}")
         if WAITS in side:
             _waits(side[WAITS], f"{path}.{WAITS}", {w.get("name") for w in side["workloads"]})
+        if PLANS in side:
+            _plans(side[PLANS], f"{path}.{PLANS}")
     return root
 
 

@@ -25,6 +25,7 @@ from recipes.api import Context, Recipe, RecipeFailure, Side, WorkloadResult
 from recipes.result import (
     JOB_SCHEMA,
     JOB_SCHEMA_VERSION,
+    PLANS,
     SCHEMA,
     SCHEMA_VERSION,
     WAITS,
@@ -87,6 +88,16 @@ def sampled_waits(ctx: Context, label: str) -> dict[str, Any]:
         return dict(json.loads(path.read_text())) if path.exists() else {}
     except (OSError, ValueError) as e:
         ctx.log(f"warning: the sampled waits of side {label} are unreadable, left out: {str(e)[:200]}")
+        return {}
+
+
+def captured_plans(ctx: Context, label: str) -> dict[str, Any]:
+    """The plan shapes a label's analytic queries ran with (recipes/pg/plans.py), per workload; {} without."""
+    path = ctx.state_dir / "plans" / f"{label}.json"  # recipes/pg/profile.py plans_file
+    try:
+        return dict(json.loads(path.read_text())) if path.exists() else {}
+    except (OSError, ValueError) as e:
+        ctx.log(f"warning: the plans of {label} are unreadable, left out: {str(e)[:200]}")
         return {}
 
 
@@ -196,9 +207,9 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
     figure = ctx.state_dir / "coverage" / "run.json"  # recipes/pg/profile.py coverage_file
     if figure.exists():
         doc["coverage"] = json.loads(figure.read_text())
-    shapes = ctx.state_dir / "plans" / "run.json"  # recipes/pg/profile.py plans_file
-    if shapes.exists():
-        doc["plans"] = json.loads(shapes.read_text())
+    shapes = captured_plans(ctx, "run")
+    if shapes:
+        doc["plans"] = shapes
     for label, key in (("run", WAITS), ("reference", WAITS_REFERENCE)):  # recipes/pg/profile.py waits_file
         found = sampled_waits(ctx, label)
         if found:
@@ -305,6 +316,10 @@ def _job_phase(args: argparse.Namespace, phase: str) -> int:
         found = sampled_waits(ctx, side["label"])
         if found:
             side[WAITS] = found
+        # each release's plans, so that the site names a query planned differently by another release
+        shapes = captured_plans(ctx, side["label"])
+        if shapes:
+            side[PLANS] = shapes
     write_json_atomic(result_path, doc)
     try:
         validate_job(json.loads(json.dumps(doc)))

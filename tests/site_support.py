@@ -248,3 +248,101 @@ def build_archaeology(data_dir: Path) -> Settings:
             store.insert_run(conn, doc, RunContext("fixture@local", "local", "poll", 100 + i))
     conn.close()
     return settings
+
+
+# seed 001's OLAP half on the archaeology page: instructions per query (millions) and each release's plan, per tag of
+# ARCHAEOLOGY_TAGS (docs/releases.md's figures for Q1, Q4 and Q17); Q4's plan changes at the third release, as 18.6
+# plans it, and Q17's third plan names a hostile node (worker output: it must render as text)
+Q04_SEMI = (
+    "Sort\n  HashAggregate\n    Hash Semi Join\n      Seq Scan on orders\n      Hash\n        Seq Scan on lineitem"
+)
+Q04_RIGHT = Q04_SEMI.replace("Hash Semi Join", "Hash Right Semi Join")  # the build side swapped: same scans
+Q17_HASH = (
+    "Aggregate\n  Hash Join\n    Seq Scan on lineitem\n    Hash\n      Seq Scan on part\n    SubPlan\n      Aggregate"
+)
+Q17_HOSTILE = "Aggregate\n  <img src=x onerror=alert(3)> Nested Loop\n    Seq Scan on part\n    Seq Scan on lineitem"
+ANALYTIC = {
+    "tpch-q01": ((58.07e6, 58.07e6 * 1.008, 58.07e6 * 0.919), ("Sort\n  HashAggregate\n    Seq Scan on lineitem",) * 3),
+    "tpch-q04": ((10.43e6, 10.43e6 * 1.003, 10.43e6 * 0.773), (Q04_SEMI, Q04_SEMI, Q04_RIGHT)),
+    "tpch-q17": ((7.77e6, 7.77e6 * 1.004, 7.77e6 * 0.866), (Q17_HASH, Q17_HASH, Q17_HOSTILE)),
+    "op-join-hash": ((1.0e6, 1.02e6, 0.9e6), None),  # the operation suite (group executor): no plans kept
+}
+
+
+def analytic_sides(tags: list[str]) -> dict[str, tuple[list[dict], dict[str, str]]]:
+    """Per tag: the pg-quick result workloads of ANALYTIC (two samples that agree, as instruction counts do, with
+    the real recipe's workload hashes, so the site finds their groups) and the plans member."""
+    from recipes import registry
+
+    quick = registry.get("pg-quick")
+    out = {}
+    for i, tag in enumerate(tags):
+        workloads = [
+            {
+                "name": name,
+                "config_hash": quick.workload_hash(name),
+                "flags": [],
+                "metrics": [
+                    {"name": "instructions", "unit": "instructions/query", "direction": "lower", "samples": [v[i]] * 2}
+                ],
+            }
+            for name, (v, _) in ANALYTIC.items()
+        ]
+        out[tag] = (workloads, {name: plans[i] for name, (_, plans) in ANALYTIC.items() if plans})
+    return out
+
+
+def add_analytic_release_job(settings: Settings, tags: list[str], now: float = 1_700_000_200.0) -> int:
+    """A release job of pg-quick that measured ANALYTIC on `tags` (stored tags of the results DB), its result
+    uploaded through the farm's job ingest (master/jobs/ingest.py: validate_job, the job's sides checked)."""
+    from master.jobs import ingest as job_ingest
+    from master.store.jobs import JobSide
+    from recipes import registry
+
+    quick = registry.get("pg-quick")
+    conn = store.connect(settings.results_db)
+    try:
+        shas = store.commits.tags(conn)
+        sides = tuple(JobSide(chr(ord("A") + i), t, shas[t]) for i, t in enumerate(tags))
+        with store.transaction(conn):
+            job_id = store.jobs.insert(
+                conn,
+                kind="releases",
+                builder="jobs-pg-quick@local",
+                branch=tags[0],
+                sides=sides,
+                options=(),
+                patch=None,
+                requested_by="t",
+                now=now,
+            )
+    finally:
+        conn.close()
+    per = analytic_sides(tags)
+    doc = {
+        "schema": "perffarm-job-result",
+        "schema_version": 1,
+        "job": job_id,
+        "recipe": {"name": "pg-quick", "version": quick.version, "config_hash": quick.config_hash(), "options": {}},
+        "machine": {"id": MACHINE_ID, "fingerprint": dict(FINGERPRINT)},
+        "host_checks": {"noisy": False},
+        "status": "ok",
+        "log_excerpt": "",
+        "sides": [
+            {
+                "label": s.label,
+                "sha": s.sha,
+                "patch": None,
+                "workloads": per[s.revision][0],
+                "plans": per[s.revision][1],
+            }
+            for s in sides
+        ],
+        "started_at": "2026-11-27T00:00:00+00:00",
+        "finished_at": "2026-11-27T00:10:00+00:00",
+    }
+    path = settings.data_dir / f"job-{job_id}.json"
+    path.write_text(json.dumps(doc))
+    outcome = job_ingest.ingest_file(settings, path, job_id, 1, "http://127.0.0.1:8010/#/builders/1/builds/1")
+    assert outcome.state == "done", outcome.message
+    return job_id

@@ -153,7 +153,7 @@ class ReleaseNumbers:
     """What done release jobs say, newest job first wins: per measure key, each (tag, base tag) pair's paired
     ratio and each tag's median (unit, direction) with the job that measured it; the tags they measured, name ->
     commit; per measure key, the pairs whose samples form no ratio, with why and the job (a throughput of 0
-    stored before the validator refused it)."""
+    stored before the validator refused it); and the plan each tag ran an analytic query with."""
 
     ratios: dict[MeasureKey, dict[tuple[str, str], ReleaseRatio]]
     medians: dict[MeasureKey, dict[str, float]]
@@ -161,6 +161,9 @@ class ReleaseNumbers:
     tags: dict[str, str]
     measured_by: dict[MeasureKey, dict[str, int]]
     problems: dict[MeasureKey, dict[tuple[str, str], tuple[str, int]]] = field(default_factory=dict)
+    # per measure key of an analytic query, the shape of the plan each tag ran it with, from the job whose
+    # median the tag's number is (the result's `sides[].plans`, recipes/pg/plans.py)
+    plans: dict[MeasureKey, dict[str, str]] = field(default_factory=dict)
 
 
 def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
@@ -173,14 +176,17 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
     tags: dict[str, str] = {}
     measured_by: dict[MeasureKey, dict[str, int]] = {}
     problems: dict[MeasureKey, dict[tuple[str, str], tuple[str, int]]] = {}
+    plans: dict[MeasureKey, dict[str, str]] = {}
     for job in jobs:
         if job.kind != RELEASES or job.state != "done" or not job.result:
             continue
         doc = job.result
         recipe = doc["recipe"]
         samples: dict[MeasureKey, dict[str, tuple[float, ...]]] = {}
+        shapes: dict[MeasureKey, dict[str, str]] = {}
         for side, stored in zip(job.sides, doc["sides"]):
             tags.setdefault(side.revision, side.sha)
+            side_plans = stored.get("plans") or {}
             for w in stored["workloads"]:
                 for m in w["metrics"]:
                     key = MeasureKey(
@@ -193,11 +199,15 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
                     )
                     samples.setdefault(key, {})[side.revision] = tuple(m["samples"])
                     units.setdefault(key, (m["unit"], m["direction"]))
+                    if isinstance(side_plans.get(w["name"]), str):
+                        shapes.setdefault(key, {})[side.revision] = side_plans[w["name"]]
         for key, per in samples.items():
             for tag, xs in per.items():
                 if tag not in medians.setdefault(key, {}):
                     medians[key][tag] = statistics.median(xs)
                     measured_by.setdefault(key, {})[tag] = job.id
+                    if tag in shapes.get(key, {}):
+                        plans.setdefault(key, {})[tag] = shapes[key][tag]
                 for base, bs in per.items():
                     pair = (tag, base)
                     if pair in ratios.get(key, {}) or pair in problems.get(key, {}):
@@ -211,7 +221,7 @@ def release_numbers(jobs: Sequence[Job]) -> ReleaseNumbers:
                         problems.setdefault(key, {})[pair] = (no.describe(base, tag, key.metric), job.id)
                         continue
                     ratios.setdefault(key, {})[pair] = ReleaseRatio(e.ratio, e.low, e.high, job.id)
-    return ReleaseNumbers(ratios, medians, units, tags, measured_by, problems)
+    return ReleaseNumbers(ratios, medians, units, tags, measured_by, problems, plans)
 
 
 MAX_PATCH_BYTES = 1 << 20  # recipes/sides.py PATCH_LIMIT: the worker refuses larger ones too

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from master.store.connection import _chunked
+from master.store.connection import _chunked, table_columns
 from recipes import paired as paired_metrics
 
 
@@ -287,6 +287,27 @@ def plan_points(
         points = out.setdefault(SeriesKey(*key), [])
         if not points or points[-1][0] != position:
             points.append((int(position), sha, shape))
+    return out
+
+
+def plans_at(conn: sqlite3.Connection, shas: Iterable[str]) -> dict[MeasureKey, dict[str, str]]:
+    """The plan shape each measure key's workload ran with at each of these commits (release tags, for the
+    archaeology page), the commit's first ok run's, as ``plan_points`` takes it; {} before migration 19."""
+    if not table_columns(conn, "plans"):
+        return {}
+    sql = (
+        "SELECT r.id, r.sha, r.machine_id, r.recipe, r.recipe_version, m.config_hash, m.workload, m.metric, p.shape "
+        "FROM plans p JOIN runs r ON r.id = p.run_id JOIN measurements m ON m.run_id = r.id "
+        "AND m.workload = p.workload WHERE r.status = 'ok'"
+    )
+    first: dict[tuple[MeasureKey, str], tuple[int, str]] = {}
+    for r in _chunked(conn, sql, "r.sha", shas, where=True):
+        at = (MeasureKey(r[2], r[3], int(r[4]), r[5], r[6], r[7]), r[1])
+        if at not in first or r[0] < first[at][0]:
+            first[at] = (r[0], r[8])
+    out: dict[MeasureKey, dict[str, str]] = {}
+    for (key, sha), (_, shape) in first.items():
+        out.setdefault(key, {})[sha] = shape
     return out
 
 

@@ -22,6 +22,7 @@ from tests.site_support import (
     MESSAGE_AT,
     XSS_IMG,
     XSS_SCRIPT,
+    add_analytic_release_job,
     build_archaeology,
     build_farm,
 )
@@ -389,6 +390,33 @@ def test_archaeology_charts_draw_every_release_and_the_picker_hides_one(browser,
     bars = page.locator("figure.bars").filter(has_text="pgbench-ro-prepared-c1")
     assert bars.locator("rect:visible").count() == 2  # REL_15_18's bar hidden with its lines
     p.shot(artifacts_dir, "archaeology-picked")
+    assert p.errors == [] and p.dialogs == []
+
+
+def test_archaeology_draws_the_analytic_queries_beside_the_oltp_charts(browser, artifacts_dir, tmp_path):
+    """Seed 001's OLAP half (a release job's tpch-* counts on three releases): the section's charts draw one bar per
+    release, the plan change's bar is marked and named as text (the worker's plan text never runs), and the
+    release picker hides a release's bars there as in the OLTP charts."""
+    settings = build_archaeology(tmp_path / "data")
+    add_analytic_release_job(settings, list(ARCHAEOLOGY_TAGS))
+    publish_all(settings, tmp_path / "www", now=NOW)
+    p = Page(browser, (tmp_path / "www").resolve().as_uri() + "/")
+    page = p.open(f"archaeology/{M}.html")
+    assert page.locator("h2#analytic").inner_text() == "Analytic queries (OLAP half of seed 001)"
+    q4 = page.locator("figure.bars").filter(has_text="tpch-q04 · instructions relative")
+    box = q4.locator("svg").bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 150
+    assert q4.locator("rect:visible").count() == 3
+    marked = q4.locator("rect.plan-changed")
+    assert marked.count() == 1 and marked.is_visible()
+    assert "Hash Semi Join → Hash Right Semi Join" in q4.locator(".plan-change").inner_text()
+    assert page.locator("figure.bars").filter(has_text="geometric mean of 3 queries").locator("rect").count() == 3
+    assert "<img src=x onerror=alert(3)> Nested Loop" in page.locator("ul.plan-changes").first.inner_text()
+    assert page.locator("main img").count() == 0
+    page.locator("h2#analytic").scroll_into_view_if_needed()
+    p.shot(artifacts_dir, "archaeology-analytic")
+    page.locator('input[data-release="r2"]').uncheck()
+    assert q4.locator("rect:visible").count() == 2 and not marked.is_visible()
     assert p.errors == [] and p.dialogs == []
 
 

@@ -136,3 +136,33 @@ def test_a_result_carries_plans_and_the_master_refuses_malformed_ones_with_the_m
         with pytest.raises(ValueError, match=re.escape(says)) as e:
             validate(_result(bad))
         assert "$.plans" in str(e.value)
+
+
+def test_a_job_result_carries_each_sides_plans_from_the_worker_and_the_master_checks_them(tmp_path) -> None:
+    """A release job's sides each ran the analytic queries on their own release: the job-bench phase puts each
+    side's shapes (recipes/pg/profile.py plans_file) in that side, and validate_job refuses malformed ones as
+    validate does a run's (before, the job result dropped them and a release's plan was nowhere)."""
+    import json
+    from types import SimpleNamespace
+
+    from recipes.api import Context
+    from recipes.result import validate_job
+    from recipes.runner import captured_plans
+    from tests.unit.test_jobs import result_for as job_result
+
+    ctx = Context(tmp_path / "src", tmp_path / "work", tmp_path / "state", "a" * 40, "job", {})
+    (ctx.state_dir / "plans").mkdir(parents=True)
+    shapes = {"tpch-q17": plans.shape(Q17.splitlines())}
+    (ctx.state_dir / "plans" / "B.json").write_text(json.dumps(shapes))
+    (ctx.state_dir / "plans" / "C.json").write_text("{not json")
+    assert captured_plans(ctx, "B") == shapes
+    assert captured_plans(ctx, "A") == {}  # no plans captured: no member
+    assert captured_plans(ctx, "C") == {} and "the plans of C are unreadable" in ctx.tail()
+
+    sides = [SimpleNamespace(label=x, sha=x.lower() * 40, patched=False) for x in "AB"]
+    doc = job_result(SimpleNamespace(id=7, sides=sides))
+    doc["sides"][1]["plans"] = shapes
+    assert validate_job(doc)["sides"][1]["plans"] == shapes
+    doc["sides"][1]["plans"] = {"tpch-q17": "Aggregate\x1b[31m"}
+    with pytest.raises(ValueError, match=re.escape('$.sides[1].plans["tpch-q17"]: a plan\'s shape holds a control')):
+        validate_job(doc)
