@@ -1,4 +1,5 @@
-"""Paired wall clock per analytic query (issue #27): pgbench `-r` output read into one latency per query.
+"""Paired wall clock per analytic query (issue #27): pgbench `-r` output read into one latency per query, and the
+`pgbench-tpch` workload's result workloads, identities and groups.
 
 The pgbench outputs are real, captured from 13.16, 15.18 and 18.6 (tests/golden/pgbench-r/README.md says how).
 """
@@ -10,13 +11,30 @@ from pathlib import Path
 
 import pytest
 
+from recipes import registry
 from recipes.api import BenchFailed
-from recipes.pg import pgbench
+from recipes.pg import pgbench, queries
 from recipes.pg.procstat import Usage
+from recipes.pg.profile import (
+    _record,
+    identities,
+    is_selected,
+    load_profile,
+    result_names,
+    workload_groups,
+    workload_info,
+    workloads,
+)
+from recipes.result import ResultError, validate
+from tests.unit.test_result_schema import good
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "pgbench-r"
 VERSIONS = ("13.16", "15.18", "18.6")
 QUERIES = [f"q{i:02d}" for i in range(1, 23)]
+
+
+def _entry(profile: str = "quick") -> dict:
+    return next(e for e in load_profile(profile)["workloads"] if e["name"] == "pgbench-tpch")
 
 
 def _reported(text: str) -> list[float]:
@@ -93,3 +111,67 @@ def test_the_argv_asks_for_per_statement_latencies_in_the_workloads_database(tmp
     argv = pgbench._argv(Srv(), ["-M", "simple"], 6, tmp_path / "s", tmp_path, None, None, True, "perffarm_tpch_wall")
     assert argv[:5] == ["/pg/bin/pgbench", "-n", "-M", "simple", "-r"] and argv[-1] == "perffarm_tpch_wall"
     assert "-r" not in pgbench._argv(Srv(), ["-S"], 6, None, tmp_path, None, None)
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_pgbench_tpch_reports_one_result_workload_per_query_each_with_its_own_identity(profile: str) -> None:
+    prof = load_profile(profile)
+    (w,) = [w for w in workloads(prof) if w.name == "pgbench-tpch"]
+    names = result_names(w)
+    assert names == ["pgbench-tpch", *(f"pgbench-tpch-{q}" for q in QUERIES)]
+    groups = workload_groups(prof)
+    assert {groups[n] for n in names} == {"analytic"}
+    recipe = registry.get(f"pg-{profile}")
+    hashes = {n: recipe.workload_hash(n) for n in names}
+    assert len(set(hashes.values())) == 23 and recipe.config_hash() not in hashes.values()
+    # every query's series covers the whole script and data set: the statements share one connection and sample
+    found = identities(prof, recipe.config["build"])
+    assert found["pgbench-tpch-q05"]["files"] == found["pgbench-tpch"]["files"]
+    assert {"sql/tpch-data.sql", "sql/tpch/q01.sql", "sql/tpch/q22.sql"} <= set(found["pgbench-tpch"]["files"])
+    # a bisection of one query's series selects the workload by the query's result name
+    assert is_selected(w, {"pgbench-tpch-q09"}) and not is_selected(w, {"tpch-q09"})
+    assert "nation, o_year" in workload_info(prof, "pgbench-tpch-q09")["sql"]
+
+
+def test_the_script_is_one_query_a_line_and_the_database_runs_them_serially() -> None:
+    entry = _entry()
+    lines = queries.script(entry).splitlines()
+    assert len(lines) == 22 and all(ln.endswith(";") and not ln.startswith("\\") for ln in lines)
+    assert lines[8].startswith("SELECT nation, o_year, sum(amount)")  # Q9
+    assert queries.settings(entry) == {"max_parallel_workers_per_gather": "0"}
+    assert entry["database"] != "perffarm_tpch"  # its own: the instruction counts' database is left as it was
+    for bad, says in (
+        ({"statements": []}, "`statements` must be a non-empty list"),
+        ({"statements": ["q01", "q01"]}, "listed twice"),
+        ({"statements": ["Q 1"]}, "must be a name like q01"),
+        ({"set": {"work_mem": "1; DROP"}}, "expected a setting name and a plain value"),
+        ({"database": "tpch"}, "`database` must look like perffarm_tpch"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            queries.statements({**entry, **bad})
+
+
+def test_a_sample_records_each_querys_latency_under_its_own_result_workload() -> None:
+    from recipes.pg.profile import Collected, Target
+
+    (w,) = [w for w in workloads(load_profile("quick")) if w.name == "pgbench-tpch"]
+    t = Target("run", None, None)  # type: ignore[arg-type]  # _record reads neither install nor server
+    _record(t, w, _sample(30, tuple(float(i) for i in range(1, 23))))
+    got = {r.name: r for r in t.collected.results()}
+    q22 = got["pgbench-tpch-q22"].metrics
+    assert [(m.name, m.unit, m.direction, m.samples) for m in q22] == [("latency_avg", "ms", "lower", (22.0,))]
+    assert "tps" in {m.name for m in got["pgbench-tpch"].metrics}
+    with pytest.raises(BenchFailed, match="no latency for each of its 22 lines"):
+        _record(Target("run", None, None, collected=Collected()), w, _sample(30, (1.0,)))  # type: ignore[arg-type]
+
+
+def test_the_master_refuses_a_bad_per_query_latency_with_its_path() -> None:
+    # the per-query results are ordinary workloads: the validator the master gates on checks their samples
+    doc = good()
+    doc["workloads"] = [
+        {"name": "pgbench-tpch-q05", "flags": ["paired:order-balanced"], "metrics": [
+            {"name": "latency_avg", "unit": "ms", "direction": "lower", "samples": [1.2, 1.3]},
+            {"name": "latency_avg.ratio", "unit": "ratio", "direction": "lower", "samples": [0.0]}]}
+    ]  # fmt: skip
+    with pytest.raises(ResultError, match=r"^\$\.workloads\[0\]\.metrics\[1\]\.samples\[0\]: 0\.0 ratio"):
+        validate(doc)
