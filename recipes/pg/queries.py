@@ -44,6 +44,8 @@ def statements(entry: Mapping[str, Any]) -> list[str]:
     folder = entry.get("dir")
     if not isinstance(folder, str) or not operations.DIR_NAME.match(folder):
         raise ValueError(f"workload {entry.get('name')!r}: `dir` must name the folder under sql/ of its statements")
+    if entry.get("script"):
+        raise ValueError(f"workload {entry.get('name')!r}: `statements` make its script; drop `script`")
     if not isinstance(entry.get("data"), str):
         raise ValueError(f"workload {entry.get('name')!r}: `data` must name the data set its statements read")
     operations.database(entry)

@@ -146,6 +146,7 @@ def test_the_script_is_one_query_a_line_and_the_database_runs_them_serially() ->
         ({"statements": ["Q 1"]}, "must be a name like q01"),
         ({"set": {"work_mem": "1; DROP"}}, "expected a setting name and a plain value"),
         ({"database": "tpch"}, "`database` must look like perffarm_tpch"),
+        ({"script": "txid.sql"}, "`statements` make its script; drop `script`"),
     ):
         with pytest.raises(ValueError, match=re.escape(says)):
             queries.statements({**entry, **bad})
