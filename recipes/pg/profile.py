@@ -601,6 +601,13 @@ def _sliced_samples(
     return {label: [s.out.tps for s in samples] for label, samples in got.items()}
 
 
+def workload_slices(w: Workload, slices: int) -> int:
+    """The slices of one A/B sample of `w`: the run's `ab_slices`, or fewer when its entry asks (`ab_slices` in the
+    entry). A slice lasts at least a second (pgbench -T), so a short sample (`duration_s`) of 6 slices would run 6
+    seconds: `pgbench-tpch` takes 2 s samples in 2 slices to fit the quick profile's budget."""
+    return max(1, min(slices, int(w.spec.get("ab_slices", slices))))
+
+
 def _whole_blocks(rounds: int, sides: int = 2) -> int:
     """Rounds of an A/B run: whole order-balanced blocks of two (each side first once), so no order wins a
     majority; one round stays one (nothing to balance with)."""
@@ -902,7 +909,7 @@ def run_bench(
                     cpus = pinned(w)
                     for t in targets:
                         t.server.checkpoint()
-                    taken = _sliced_samples(targets, w, duration, slices, r, cpus, slice_warmup, hz)
+                    taken = _sliced_samples(targets, w, duration, workload_slices(w, slices), r, cpus, slice_warmup, hz)
                     for t in targets:
                         ctx.log(
                             f"[{t.label}] round {r + 1}/{samples} {w.name}: {_summary(t.collected, w)}; "

@@ -23,6 +23,7 @@ from recipes.pg.profile import (
     result_names,
     workload_groups,
     workload_info,
+    workload_slices,
     workloads,
 )
 from recipes.result import ResultError, validate
@@ -176,3 +177,13 @@ def test_the_master_refuses_a_bad_per_query_latency_with_its_path() -> None:
     ]  # fmt: skip
     with pytest.raises(ResultError, match=r"^\$\.workloads\[0\]\.metrics\[1\]\.samples\[0\]: 0\.0 ratio"):
         validate(doc)
+
+
+def test_pgbench_tpch_takes_short_samples_in_fewer_slices_to_fit_the_quick_budget() -> None:
+    # a slice lasts at least 1 s (pgbench -T): 6 slices would make its 2-s sample 6 s long (docs: Budget)
+    quick = {w.name: w for w in workloads(load_profile("quick"))}
+    assert quick["pgbench-tpch"].duration_s == 2
+    assert workload_slices(quick["pgbench-tpch"], 6) == 2 and workload_slices(quick["pgbench-tpch"], 1) == 1
+    assert workload_slices(quick["pgbench-ro-prepared-c1"], 6) == 6  # every other workload as before
+    full = {w.name: w for w in workloads(load_profile("full"))}
+    assert workload_slices(full["pgbench-tpch"], 1) == 1 and full["pgbench-tpch"].duration_s is None
