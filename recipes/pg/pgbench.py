@@ -24,6 +24,12 @@ TPS_ANY_RE = re.compile(r"^tps = ([0-9.]+)", re.M)
 LAT_RE = re.compile(r"^latency average = ([0-9.]+) ms", re.M)
 TX_RE = re.compile(r"^number of transactions actually processed: (\d+)", re.M)
 FAILED_RE = re.compile(r"^number of failed transactions: (\d+)", re.M)
+# `-r`: "statement latencies in milliseconds:" (13, 14), "... and failures:" (15+), "..., failures and retries:"
+# (15+ with --max-tries); then one line per script command: latency, [failures, [retries,]] the command's text
+STATEMENTS_RE = re.compile(r"^statement latencies in milliseconds[^\n]*:\n((?:[ \t]+[0-9].*\n?)*)", re.M)
+STATEMENT_LINE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)((?:[ \t]+[0-9]+)*)[ \t]+(\S.*)$")
+ABORTED_RE = re.compile(r"client \d+ (?:script \d+ )?aborted in command (\d+)[^:]*: (.*)")
+RUN_ABORTED = "Run was aborted"
 LOG_LIMIT = 1 << 30  # bytes of one pgbench log file read back
 
 
@@ -60,6 +66,44 @@ def parse_output(text: str) -> PgbenchOutput:
     )
 
 
+def statement_latencies(text: str, names: Sequence[str]) -> tuple[float, ...]:
+    """Per-statement mean latencies (ms) from pgbench `-r` output, one per line of the script, in script order
+    (`names[i]` names line i, for the error messages). BenchFailed, naming the statement, when a statement failed or
+    aborted a client (the run's figures are then incomplete), or when the report does not list the script's lines."""
+    aborted = ABORTED_RE.search(text)
+    if aborted is not None:
+        k = int(aborted.group(1))
+        which = f"{names[k]} (line {k + 1} of the script)" if k < len(names) else f"command {k + 1} of the script"
+        raise BenchFailed(f"{which} aborted a pgbench client: {' '.join(aborted.group(2).split())}", text[-3000:])
+    if RUN_ABORTED in text:
+        raise BenchFailed("pgbench says the run was aborted: its per-statement latencies are incomplete", text[-3000:])
+    block = STATEMENTS_RE.search(text)
+    if block is None:
+        raise BenchFailed("pgbench printed no per-statement latencies (was -r given?)", text[-3000:])
+    lines = [ln for ln in block.group(1).splitlines() if ln.strip()]
+    if len(lines) != len(names):
+        raise BenchFailed(
+            f"pgbench reported {len(lines)} statement latencies for a script of {len(names)} statements", text[-3000:]
+        )
+    out = []
+    for name, line in zip(names, lines, strict=True):
+        m = STATEMENT_LINE_RE.match(line)
+        if m is None:
+            raise BenchFailed(f"{name}: unreadable per-statement latency line {line[:80]!r}", text[-3000:])
+        failures = [int(x) for x in m.group(2).split()]
+        if failures and failures[0] > 0:
+            raise BenchFailed(f"{name}: {failures[0]} executions failed (pgbench -r)", text[-3000:])
+        out.append(float(m.group(1)))
+    return tuple(out)
+
+
+def _statements(what: str, text: str, names: Sequence[str]) -> tuple[float, ...]:
+    try:
+        return statement_latencies(text, names)
+    except BenchFailed as e:
+        raise BenchFailed(f"{what}: {e.message}", e.log_excerpt) from None
+
+
 def log_latencies_us(log_dir: Path) -> list[int]:
     """Per-transaction latencies (µs) from pgbench's --log files (column 3; failed/skipped rows ignored). A
     try-job's pgbench wrote them inside its sandbox: read as untrusted files (regular files, never through a link)."""
@@ -85,12 +129,15 @@ class Sample:
     p99_ms: float | None
     usage: Usage
     latencies_us: tuple[int, ...] = ()  # the sampled per-transaction latencies behind p95/p99, sorted
+    statements_ms: tuple[float, ...] = ()  # with `-r`: each script line's mean latency, in script order
 
     def per_tx(self, value: float, scale: float = 1e6) -> float:
         return value * scale / self.out.transactions if self.out.transactions else 0.0
 
 
-def _sample(out: PgbenchOutput, latencies_us: Sequence[int], usage: Usage) -> Sample:
+def _sample(
+    out: PgbenchOutput, latencies_us: Sequence[int], usage: Usage, statements_ms: Sequence[float] = ()
+) -> Sample:
     lat = tuple(sorted(latencies_us))
     return Sample(
         out=out,
@@ -98,7 +145,19 @@ def _sample(out: PgbenchOutput, latencies_us: Sequence[int], usage: Usage) -> Sa
         p99_ms=percentile(lat, 99) / 1000 if lat else None,
         usage=usage,
         latencies_us=lat,
+        statements_ms=tuple(statements_ms),
     )
+
+
+def combine_statements(slices: Sequence[Sample]) -> tuple[float, ...]:
+    """Each statement's mean latency over consecutive slices: the slices' means weighted by their transactions
+    (every transaction runs every line of the script once); () unless every slice has them, for the same lines."""
+    tx = sum(s.out.transactions for s in slices)
+    widths = {len(s.statements_ms) for s in slices}
+    if not tx or len(widths) != 1 or 0 in widths:
+        return ()
+    n = widths.pop()
+    return tuple(sum(s.statements_ms[i] * s.out.transactions for s in slices) / tx for i in range(n))
 
 
 def combine(slices: Sequence[Sample]) -> Sample:
@@ -126,7 +185,7 @@ def combine(slices: Sequence[Sample]) -> Sample:
         peak_backend_rss_kib=max(s.usage.peak_backend_rss_kib for s in slices),
         wall_s=sum(s.usage.wall_s for s in slices),
     )
-    return _sample(out, [x for s in slices for x in s.latencies_us], usage)
+    return _sample(out, [x for s in slices for x in s.latencies_us], usage, combine_statements(slices))
 
 
 def _argv(
@@ -137,8 +196,10 @@ def _argv(
     log_dir: Path,
     sampling_rate: float | None,
     transactions: int | None,
+    per_statement: bool = False,
+    dbname: str | None = None,
 ) -> list[str]:
-    argv: list[str] = [str(srv.bin("pgbench")), "-n", *args]
+    argv: list[str] = [str(srv.bin("pgbench")), "-n", *args, *(["-r"] if per_statement else [])]
     if script is not None:
         argv += ["-f", str(script)]
     if transactions is not None:
@@ -149,6 +210,8 @@ def _argv(
         argv += ["-l", f"--log-prefix={log_dir / 'pgbench_log'}"]
         if sampling_rate < 1:
             argv += [f"--sampling-rate={sampling_rate}"]
+    if dbname is not None:
+        argv.append(dbname)  # pgbench [OPTION]... [DBNAME]: last (PGDATABASE names the default)
     return argv
 
 
@@ -162,27 +225,37 @@ def run(
     extra_timeout: float = 180,
     transactions: int | None = None,
     cpus: Sequence[int] | None = None,
+    statements: Sequence[str] = (),
+    dbname: str | None = None,
 ) -> Sample:
     """One pgbench run against `srv`, measured: -T duration (or -t transactions), logs sampled for p95/p99.
 
-    With `cpus`, the client runs pinned to those CPUs (pin the server with Server.pin first)."""
+    With `cpus`, the client runs pinned to those CPUs (pin the server with Server.pin first). With `statements`
+    (the names of the script's lines), pgbench reports each line's mean latency (`-r`) into the sample, and a line
+    that fails is named in the error. `dbname`: the database it runs in (default: PGDATABASE, postgres)."""
     pid = srv.postmaster_pid()
     if pid is None:
         raise BenchFailed(f"{what}: the server is not running", srv.log_tail())
     log_dir = Path(tempfile.mkdtemp(prefix="pgbench-log-", dir=srv.dir))
-    argv = _argv(srv, args, duration_s, script, log_dir, sampling_rate, transactions)
+    argv = _argv(srv, args, duration_s, script, log_dir, sampling_rate, transactions, bool(statements), dbname)
     if cpus:
         argv = ["taskset", "-c", ",".join(map(str, cpus)), *argv]
     timeout = (duration_s or 0) + extra_timeout if transactions is None else 3600
     try:
         with Meter(pid) as meter:
-            text = srv.run_client(argv, what, timeout=timeout, ro=[script] if script else [], rw=[log_dir])
+            try:
+                text = srv.run_client(argv, what, timeout=timeout, ro=[script] if script else [], rw=[log_dir])
+            except BenchFailed as e:
+                if statements and ABORTED_RE.search(e.log_excerpt):  # which query broke, not only "status 2"
+                    _statements(what, e.log_excerpt, statements)
+                raise
         srv.check_alive(what)
         out = parse_output(text)
         if out.failed:
             raise BenchFailed(f"{what}: {out.failed} pgbench transactions failed", text[-3000:])
+        per_statement = _statements(what, text, statements) if statements else ()
         lat = log_latencies_us(log_dir) if sampling_rate is not None else []
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
     assert meter.usage is not None
-    return _sample(out, lat, meter.usage)
+    return _sample(out, lat, meter.usage, per_statement)

@@ -25,13 +25,29 @@ from typing import Any, NamedTuple
 
 from recipes import callgrind
 from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
-from recipes.pg import counters, coverage, idle, insertbench, instructions, memprobe, operations, pgbench, waits
+from recipes.pg import (
+    counters,
+    coverage,
+    idle,
+    insertbench,
+    instructions,
+    memprobe,
+    operations,
+    pgbench,
+    queries,
+    waits,
+)
 from recipes.pg.build import Install
 from recipes.pg.server import Server, sweep_stale
 
 
 def _own_script(entry: Mapping[str, Any]) -> tuple[str, ...]:
     return (entry["script"],) if entry.get("script") else ()
+
+
+def _pgbench_scripts(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """A pgbench entry's script, or its data set and statements (recipes/pg/queries.py)."""
+    return _own_script(entry) + (queries.files(entry) if queries.has_statements(entry) else ())
 
 
 @dataclass(frozen=True)
@@ -59,7 +75,7 @@ class WorkloadKind:
 WORKLOAD_KINDS: dict[str, WorkloadKind] = {
     k.name: k
     for k in (
-        WorkloadKind("pgbench", "wall", _own_script, pgbench=True),
+        WorkloadKind("pgbench", "wall", _pgbench_scripts, pgbench=True),
         WorkloadKind("instructions", "instructions", _own_script, count=lambda *a, **k: _instruction_samples(*a, **k)),
         WorkloadKind(
             "operations",
@@ -215,9 +231,17 @@ def workload_files(entry: Mapping[str, Any]) -> list[str]:
 
 
 def result_names(w: Workload) -> list[str]:
-    """The result workloads a workload reports under (one per part for a kind with parts: `op-join-hash`)."""
+    """The result workloads a workload reports under (one per part for a kind with parts: `op-join-hash`; a pgbench
+    workload with statements reports its own and one per statement: `pgbench-tpch`, `pgbench-tpch-q01`, …)."""
     parts = WORKLOAD_KINDS[w.kind].parts
-    return [f"{w.name}-{p.step}" for p in parts(w.spec)] if parts is not None else [w.name]
+    if parts is not None:
+        return [f"{w.name}-{p.step}" for p in parts(w.spec)]
+    return [w.name, *(f"{w.name}-{s}" for s in statement_names(w))]
+
+
+def statement_names(w: Workload) -> list[str]:
+    """The statements of a pgbench workload that reports each line's latency (recipes/pg/queries.py), or []."""
+    return queries.statements(w.spec) if WORKLOAD_KINDS[w.kind].pgbench and queries.has_statements(w.spec) else []
 
 
 def is_selected(w: Workload, wanted: Collection[str]) -> bool:
@@ -265,6 +289,11 @@ def identities(profile: Mapping[str, Any], build: Mapping[str, Any]) -> dict[str
             if m is not None:
                 own["idle"] = m
             out[name] = {"shared": shared, "workload": own, "files": {f: file_hash(f) for f in workload_files(entry)}}
+            if WORKLOAD_KINDS[entry["kind"]].pgbench and queries.has_statements(entry):
+                # every statement's latency depends on the whole script (they share the connection, its caches and
+                # the sample's time): the workload's identity, named for the statement
+                for st in queries.statements(entry):
+                    out[f"{name}-{st}"] = {**out[name], "statement": st}
     return out
 
 
@@ -291,6 +320,8 @@ def workload_groups(profile: Mapping[str, Any]) -> dict[str, str]:
             continue
         for name, _, _ in _variants(entry):
             out[name] = entry.get("group", "")
+            if WORKLOAD_KINDS[entry["kind"]].pgbench and queries.has_statements(entry):
+                out.update((f"{name}-{st}", entry.get("group", "")) for st in queries.statements(entry))
     return out
 
 
@@ -324,6 +355,13 @@ def workload_info(profile: Mapping[str, Any], name: str) -> dict[str, str]:
                     sql = insertbench.sql_file(part.scripts[-1])
         elif entry.get("script") and name in {v.name for v in _variants(entry)}:
             sql = insertbench.sql_file(entry["script"])
+        elif WORKLOAD_KINDS[entry["kind"]].pgbench and queries.has_statements(entry):
+            for v in _variants(entry):
+                if name == v.name:
+                    sql = queries.script(entry)
+                for st in queries.statements(entry):
+                    if name == f"{v.name}-{st}":
+                        sql = insertbench.sql_file(f"{entry['dir']}/{st}.sql")
     return {"group": group_of(profile, name), "sql": sql}
 
 
@@ -422,7 +460,14 @@ def _uid() -> int:
     return os.getuid()
 
 
-def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool, loads: Sequence[Workload] = ()) -> None:
+def _prepare(
+    ctx: Context,
+    t: Target,
+    scale: int,
+    need_snapshot: bool,
+    loads: Sequence[Workload] = (),
+    wall: Sequence[Workload] = (),
+) -> None:
     srv = t.server
     ctx.log(f"[{t.label}] PostgreSQL {t.install.version}: loading pgbench scale {scale}")
     srv.run_client([srv.bin("pgbench"), "-i", "-q", "-s", str(scale)], "pgbench -i", timeout=3600)
@@ -446,6 +491,12 @@ def _prepare(ctx: Context, t: Target, scale: int, need_snapshot: bool, loads: Se
         except (OSError, shutil.Error) as e:
             raise BenchFailed(f"[{t.label}] cannot copy the data directory: {str(e)[:300]}") from None
         srv.start()
+    for w in wall:  # after the copy: a wall-clock workload's data set changes no instruction count
+        if statement_names(w):
+            ctx.log(f"[{t.label}] loading the data set of {w.name} into {operations.database(w.spec)}")
+            queries.load(srv, w.spec)
+    if any(statement_names(w) for w in wall):
+        srv.checkpoint()
 
 
 def _script(t: Target, w: Workload) -> Path | None:
@@ -456,6 +507,30 @@ def _script(t: Target, w: Workload) -> Path | None:
     if not script.exists():
         script.write_text(insertbench.sql_file(w.script))
     return script
+
+
+def _pgbench_run(
+    t: Target, w: Workload, duration: float, cpus: Sequence[int] | None, what: str | None = None
+) -> pgbench.Sample:
+    """One pgbench run of a workload on a target: its script (or its statements, one a line, with -r) in its
+    database."""
+    statements = statement_names(w)
+    script = _script(t, w)
+    if statements:
+        assert t.server.dir is not None
+        script = t.server.dir / f"{w.name}.pgbench"
+        if not script.exists():
+            script.write_text(queries.script(w.spec))
+    return pgbench.run(
+        t.server,
+        list(w.args),
+        duration,
+        what or f"{w.name} on {t.label}",
+        script=script,
+        cpus=cpus,
+        statements=statements,
+        dbname=operations.database(w.spec) if statements else None,
+    )
 
 
 def _idle(w: Workload) -> int:
@@ -474,7 +549,7 @@ def _pgbench_sample(
         held = stack.enter_context(idle.held(t.server, _idle(w) if record else 0, _active(w)))
         sampler = stack.enter_context(waits.Sampler(t.server, hz)) if record and hz > 0 else None
         with sampler.sampling() if sampler is not None else contextlib.nullcontext():
-            s = pgbench.run(t.server, list(w.args), w.duration_s or duration, what, script=_script(t, w), cpus=cpus)
+            s = _pgbench_run(t, w, w.duration_s or duration, cpus, what)
         sampled = sampler.result(what) if sampler is not None else None
     if record:
         _record(t, w, s, held)
@@ -515,9 +590,7 @@ def _sliced_samples(
             for t in targets if (first + k) % 2 == 0 else list(reversed(targets)):
                 sampler = samplers.get(t.label) if k >= 0 else None
                 with sampler.sampling() if sampler is not None else contextlib.nullcontext():
-                    s = pgbench.run(
-                        t.server, list(w.args), per_slice, f"{w.name} on {t.label}", script=_script(t, w), cpus=cpus
-                    )
+                    s = _pgbench_run(t, w, per_slice, cpus)
                 if k >= 0:
                     got[t.label].append(s)
         sampled = {label: s.result(f"{w.name} on {label}") for label, s in samplers.items()}
@@ -526,6 +599,13 @@ def _sliced_samples(
         if t.label in sampled:
             t.waits.setdefault(w.name, []).append(sampled[t.label].to_json())
     return {label: [s.out.tps for s in samples] for label, samples in got.items()}
+
+
+def workload_slices(w: Workload, slices: int) -> int:
+    """The slices of one A/B sample of `w`: the run's `ab_slices`, or fewer when its entry asks (`ab_slices` in the
+    entry). A slice lasts at least a second (pgbench -T), so a short sample (`duration_s`) of 6 slices would run 6
+    seconds: `pgbench-tpch` takes 2 s samples in 2 slices to fit the quick profile's budget."""
+    return max(1, min(slices, int(w.spec.get("ab_slices", slices))))
 
 
 def _whole_blocks(rounds: int, sides: int = 2) -> int:
@@ -558,6 +638,11 @@ def _record(t: Target, w: Workload, s: pgbench.Sample, idle_held: int = 0) -> No
         c.add(w.name, "ctx_switches_per_tx", "switches/tx", LOWER, s.per_tx(u.context_switches, 1))
     if s.usage.peak_backend_rss_kib:
         c.add(w.name, "peak_backend_rss", "KiB", LOWER, s.usage.peak_backend_rss_kib)
+    statements = statement_names(w)
+    if statements and len(s.statements_ms) != len(statements):
+        raise BenchFailed(f"{w.name} on {t.label}: pgbench reported no latency for each of its {len(statements)} lines")
+    for name, ms in zip(statements, s.statements_ms, strict=False):  # one result workload per statement
+        c.add(f"{w.name}-{name}", "latency_avg", "ms", LOWER, ms)
 
 
 def _special_sample(t: Target, w: Workload) -> None:
@@ -778,9 +863,10 @@ def run_bench(
             targets.append(Target(label, inst, srv))
             if coverage_src is not None and instr and (count_instructions is None or label in count_instructions):
                 targets[-1].exercised = {}
-            targets[-1].collected.order.extend(w.name for w in wls)  # results in profile order
+            targets[-1].collected.order.extend(n for w in wls for n in result_names(w))  # results in profile order
             counted = count_instructions is None or label in count_instructions
-            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted, loads=instr if counted else [])
+            loads = instr if counted else []
+            _prepare(ctx, targets[-1], scale, need_snapshot=bool(instr) and counted, loads=loads, wall=wall)
 
         def pinned(w: Workload) -> list[int] | None:
             cpus = workload_cpus(w, pin, allowed)
@@ -823,7 +909,7 @@ def run_bench(
                     cpus = pinned(w)
                     for t in targets:
                         t.server.checkpoint()
-                    taken = _sliced_samples(targets, w, duration, slices, r, cpus, slice_warmup, hz)
+                    taken = _sliced_samples(targets, w, duration, workload_slices(w, slices), r, cpus, slice_warmup, hz)
                     for t in targets:
                         ctx.log(
                             f"[{t.label}] round {r + 1}/{samples} {w.name}: {_summary(t.collected, w)}; "

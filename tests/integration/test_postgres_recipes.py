@@ -23,6 +23,7 @@ import pytest
 from master import compare
 from master.explain.counters import is_counter
 from recipes.api import BenchFailed, Context, checkout_layout
+from recipes.pg.stats import balanced_ratio
 from recipes.result import validate
 from tests.benchmarks.pg_inject import busy_loop_patch, lock_hold_patch
 from tests.pg_support import PG15_WORK, Pg, git
@@ -204,7 +205,9 @@ def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> 
         "instruction_samples=2",
     ]
     same, slower = tmp_path / "aa.json", tmp_path / "ab.json"
-    a_vs_a = compare.main(["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, *opts, "--json", str(same)])
+    # A vs A also runs pgbench-tpch: the 22 analytic queries, each one's latency paired (issue #27)
+    aa_opts = [o + ",pgbench-tpch" if o.startswith("workloads=") else o for o in opts]
+    a_vs_a = compare.main(["--repo", str(pg.repo), "--work", str(WORK), pg.sha, pg.sha, *aa_opts, "--json", str(same)])
     assert a_vs_a in (compare.EXIT_OK, compare.EXIT_FOUND)  # the gate may flag a noisy wall-clock metric; judged below
     assert (
         compare.main(
@@ -250,6 +253,26 @@ def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> 
     tps = [c for c in json.loads(same.read_text())["comparisons"] if c["metric"] == "tps"]
     # samples=3 is rounded up to whole order-balanced blocks of two rounds (issue #28): 4 per side
     assert tps and len(tps[0]["a"]) == 4 and len(tps[0]["b"]) == 4
+    # issue #27: paired wall clock per analytic query, from one pgbench workload's per-statement latencies
+    per_query = {
+        c["workload"]: c
+        for c in json.loads(same.read_text())["comparisons"]
+        if c["workload"].startswith("pgbench-tpch-") and c["metric"] == "latency_avg"
+    }
+    assert sorted(per_query) == [f"pgbench-tpch-q{i:02d}" for i in range(1, 23)]
+    shown = {w: f"{c['ratio']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]" for w, c in per_query.items()}
+    print("\nA vs A per query: " + ", ".join(f"{w[-3:]} {v}" for w, v in shown.items()))
+    for w, c in per_query.items():
+        assert len(c["a"]) == len(c["b"]) == 4 and min(c["a"] + c["b"]) > 0, c
+        assert c["direction"] == "lower" and c["unit"] == "ms"
+        assert c["ci_low"] <= c["ratio"] <= c["ci_high"] and 0.67 < c["ratio"] < 1.5, (w, shown[w])
+    # each 95% CI covers 1 but for the one query in twenty a 95% interval misses by design; the 22 together,
+    # Bonferroni's simultaneous 95% intervals (each at 1 - 0.05/22), all cover 1
+    missed = [w for w, c in per_query.items() if not c["ci_low"] <= 1.0 <= c["ci_high"]]
+    assert len(missed) <= 2, {w: shown[w] for w in missed}
+    for w, c in per_query.items():
+        both = balanced_ratio(c["a"], c["b"], confidence=1 - 0.05 / 22)
+        assert both.low <= 1.0 <= both.high, (w, shown[w], both)
 
 
 def test_a_contention_regression_shows_in_paired_throughput_and_not_in_instructions(
@@ -425,7 +448,7 @@ def test_paired_bench_measures_the_commit_against_a_reference_build(pg: Pg, tmp_
         "--option",
         f"reference={reference}",
         "--option",
-        "workloads=pgbench-ro-prepared-c1,instr-point-select",
+        "workloads=pgbench-ro-prepared-c1,instr-point-select,pgbench-tpch",
         "--option",
         f"pgdata={tmp_path / 'pgd'}",
     )
@@ -442,6 +465,20 @@ def test_paired_bench_measures_the_commit_against_a_reference_build(pg: Pg, tmp_
     assert (tps["latency_avg.ratio"]["unit"], tps["latency_avg.ratio"]["direction"]) == ("ratio", "lower")
     assert {"latency_avg.reference", "cpu_per_tx.ratio", "ctx_switches_per_tx.ratio"} <= set(tps)
     assert "peak_backend_rss.ratio" not in tps  # memory is no wall-clock measurement: unpaired
+    # issue #27: one pgbench workload, 22 paired series: each analytic query's latency and its ratio per block,
+    # each result workload with its own identity; the reference's server had the data set loaded too
+    for q in (f"pgbench-tpch-q{i:02d}" for i in range(1, 23)):
+        lat = by_name[q]
+        assert set(lat) == {"latency_avg", "latency_avg.reference", "latency_avg.ratio"}, lat
+        assert (lat["latency_avg.ratio"]["unit"], lat["latency_avg.ratio"]["direction"]) == ("ratio", "lower")
+        run_ms, ref_ms = lat["latency_avg"]["samples"], lat["latency_avg.reference"]["samples"]
+        assert len(run_ms) == len(ref_ms) == 2 and min(run_ms + ref_ms) > 0
+        assert lat["latency_avg.ratio"]["samples"] == pytest.approx(
+            [(run_ms[0] / ref_ms[0] * run_ms[1] / ref_ms[1]) ** 0.5]
+        )
+    hashes = [w["config_hash"] for w in doc["workloads"] if w["name"].startswith("pgbench-tpch")]
+    assert len(hashes) == len(set(hashes)) == 23
+    assert "[reference] loading the data set of pgbench-tpch into perffarm_tpch_wall" in bench.stdout
     assert (
         "paired:order-balanced" in next(w for w in doc["workloads"] if w["name"] == "pgbench-ro-prepared-c1")["flags"]
     )
