@@ -311,3 +311,79 @@ def syscall_patch(src: Path, calls: int = 1, sha: str | None = None) -> str:
     new = new.replace(head, head + "\n#include <fcntl.h>\n#include <unistd.h>\n", 1)
     diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
     return "".join(diff)
+
+
+def _insert_in(old: str, rel: str, function: str, anchor: str, text: str) -> str:
+    """`old` with `text` inserted before the first `anchor` inside the body of `function` (a definition at the
+    start of a line, PostgreSQL's style); ValueError naming the file when either is not there."""
+    start = old.find(f"\n{function}(")
+    end = old.find("\n}\n", start) if start >= 0 else -1
+    at = old.find(anchor, start, end) if end >= 0 else -1
+    if at < 0:
+        raise ValueError(f"{rel}: anchor not found in {function}; this tree's {function} looks different")
+    return old[:at] + text + old[at:]
+
+
+def _diff(rel: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+
+
+XACT = "src/backend/access/transam/xact.c"
+
+
+def wal_record_patch(src: Path, records: int = 1, sha: str | None = None) -> str:
+    """A unified diff that makes every transaction that commits a transaction id write `records` more WAL records
+    (XLOG_NOOP, carrying the 4-byte xid: 30 bytes each) just before its commit record, in RecordTransactionCommit():
+    WAL per transaction that the WAL counters (recipes/pg/counters.py, pg_waldump between two LSNs) see exactly,
+    +`records` records per transaction; a read-only query writes none. XLOG_NOOP and the anchor exist on 13, 15
+    and 18 alike. Against commit `sha`'s file (see `original`)."""
+    old = _file(src, sha, XACT)
+    head = '#include "access/xloginsert.h"\n'
+    if head not in old:
+        raise ValueError(f"{XACT}: no {head.strip()}; this tree's xact.c looks different")
+    work = (
+        "\t\t/* perffarm test-only injected WAL: more records per committed transaction */\n"
+        "\t\t{\n\t\t\tint\t\t\tpf_i;\n\n"
+        f"\t\t\tfor (pf_i = 0; pf_i < {int(records)}; pf_i++)\n\t\t\t{{\n"
+        "\t\t\t\tXLogBeginInsert();\n"
+        "\t\t\t\tXLogRegisterData((char *) &xid, sizeof(xid));\n"
+        "\t\t\t\t(void) XLogInsert(RM_XLOG_ID, XLOG_NOOP);\n"
+        "\t\t\t}\n\t\t}\n\n"
+    )
+    new = _insert_in(old, XACT, "RecordTransactionCommit", "\t\tXactLogCommitRecord(", work)
+    new = new.replace(head, head + '#include "catalog/pg_control.h"\n', 1)  # XLOG_NOOP; guarded if already in
+    return _diff(XACT, old, new)
+
+
+HEAPAM = "src/backend/access/heap/heapam.c"
+HEAPAM_HANDLER = "src/backend/access/heap/heapam_handler.c"
+
+
+def buffer_access_patch(src: Path, sha: str | None = None) -> str:
+    """A unified diff that reads the block of every heap tuple a scan returns once more (ReadBuffer, then
+    ReleaseBuffer at once) in the two paths that return heap rows to the executor: heapam_index_fetch_tuple() (an
+    index scan's row) and heap_getnextslot() (a sequential scan's). The block is already pinned, so each is one
+    shared buffer hit more per returned row: the buffer counters (EXPLAIN BUFFERS, recipes/pg/counters.py) see
+    +1 `buffers_hit` per row, and no read, WAL or system call. The anchors exist on 13, 15 and 18. Against
+    commit `sha`'s files (see `original`)."""
+    index = _file(src, sha, HEAPAM_HANDLER)
+    fetch = (
+        "\t\t/* perffarm test-only injected buffer access: the row's block once more */\n"
+        "\t\t{\n\t\t\tBuffer\t\tpf_buf = ReadBuffer(hscan->xs_base.rel, ItemPointerGetBlockNumber(tid));\n\n"
+        "\t\t\tReleaseBuffer(pf_buf);\n\t\t}\n"
+    )
+    index_new = _insert_in(
+        index,
+        HEAPAM_HANDLER,
+        "heapam_index_fetch_tuple",
+        "\t\tExecStoreBufferHeapTuple(&bslot->base.tupdata, slot, hscan->xs_cbuf);",
+        fetch,
+    )
+    seq = _file(src, sha, HEAPAM)
+    next_ = (
+        "\t/* perffarm test-only injected buffer access: the row's block once more */\n"
+        "\t{\n\t\tBuffer\t\tpf_buf = ReadBuffer(sscan->rs_rd, BufferGetBlockNumber(scan->rs_cbuf));\n\n"
+        "\t\tReleaseBuffer(pf_buf);\n\t}\n\n"
+    )
+    seq_new = _insert_in(seq, HEAPAM, "heap_getnextslot", "\tpgstat_count_heap_getnext(scan->rs_base.rs_rd);", next_)
+    return _diff(HEAPAM_HANDLER, index, index_new) + _diff(HEAPAM, seq, seq_new)
