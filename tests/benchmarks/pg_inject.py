@@ -145,7 +145,7 @@ def boot_value_patch(src: Path, variable: str, old: str, new: str, sha: str | No
     raise ValueError(f"{variable}: no boot value {old!r} found in the GUC tables of {src}")
 
 
-def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
+def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None, application: str | None = None) -> str:
     """A unified diff that makes every query's executor run hold one LWLock exclusively: a real contention
         regression. Two clients serialise their executor phases (throughput at 2 clients falls) while one client pays
         only an uncontended acquire and release, a few dozen instructions against tens of thousands per query (within
@@ -159,7 +159,11 @@ def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
     would be: the clients then contend even when a loaded machine rarely runs their backends at the same moment
     (without it, the regression is ~7% at two clients on a quiet 2-core box and lost in the noise at load 8). The
     sleep is a system call: a handful of instructions per query, still far under the floor. Against commit
-    `sha`'s file (see `original`)."""
+    `sha`'s file (see `original`).
+
+    With `application`, only backends whose application_name is that (pgbench's own: "pgbench") take the lock: the
+    wait sampler's psql then never holds it while it reads pg_stat_activity, so what it sees is not its own doing
+    (docs/explain.md, "An observer effect to know"). Without it, the diff is the same as it always was."""
     old = _file(src, sha)
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     end = old.find("\n}\n", start) if start >= 0 else -1
@@ -169,13 +173,19 @@ def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
     at_give = old.rfind(give, start, end + 1) if end >= 0 else -1
     if at_take < 0 or at_give < at_take:
         raise ValueError(f"{FILE}: anchors not found; this tree's standard_ExecutorRun looks different")
+    who, held = "", ""
+    if application is not None:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,63}", application):
+            raise ValueError(f"not an application name to put in C: {application!r}")
+        who = f' && application_name != NULL && strcmp(application_name, "{application}") == 0'
+        held = " && LWLockHeldByMe(AutovacuumScheduleLock)"
     hold = (
         "\n\t/* perffarm test-only injected contention (outermost executor run only: LWLocks do not nest) */\n"
-        "\tif (pf_lock_depth++ == 0)\n\t\tLWLockAcquire(AutovacuumScheduleLock, LW_EXCLUSIVE);\n"
+        f"\tif (pf_lock_depth++ == 0{who})\n\t\tLWLockAcquire(AutovacuumScheduleLock, LW_EXCLUSIVE);\n"
     )
     if hold_us > 0:
-        hold += f"\tif (pf_lock_depth == 1)\n\t\tpg_usleep({int(hold_us)}L);\n"
-    release = "\tif (--pf_lock_depth == 0)\n\t\tLWLockRelease(AutovacuumScheduleLock);\n\n"
+        hold += f"\tif (pf_lock_depth == 1{held})\n\t\tpg_usleep({int(hold_us)}L);\n"
+    release = f"\tif (--pf_lock_depth == 0{held})\n\t\tLWLockRelease(AutovacuumScheduleLock);\n\n"
     static = (
         "\n/* perffarm test-only: executor nesting depth of the injected lock hold */\nstatic int pf_lock_depth = 0;\n"
     )
@@ -189,6 +199,8 @@ def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
         + release
         + old[at_give:]
     )
+    if application is not None:  # application_name is declared there
+        new = new.replace('#include "postgres.h"\n', '#include "postgres.h"\n\n#include "utils/guc.h"\n', 1)
     diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
     return "".join(diff)
 
