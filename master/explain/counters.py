@@ -7,8 +7,9 @@ range lies wholly above or below the other's) and the change is at least `MIN_SH
 
 Ranking: by the change relative to the parent side's total of its kind (system calls by name against all system
 calls per query, buffers hit, read, dirtied or written against the buffers accessed, WAL bytes against WAL bytes,
-...), largest first; a change under one event per 100 queries (`MIN_DELTA`) is not listed. "+1.00 openat per
-query" on a workload making 4.10 system calls per query is +24% of its system calls. That is the size of the
+...), largest first; a change under one event per 100 queries (`MIN_DELTA`; for bytes, of the smallest record or
+block: `EVENT_BYTES`) is not listed. "+1.00 openat per query" on a workload making 4.10 system calls per query is
++24% of its system calls. That is the size of the
 change in the counter's own terms. It is not a share of the time: no cost per system call or per WAL byte is
 assumed, so nothing here says how much of a slowdown a counter explains, and a change the counters do not show is
 not blamed on them.
@@ -27,6 +28,10 @@ MIN_SHARE = 0.005  # a change under 0.5% of its kind is not listed (the detectio
 # nor one under one event per 100 queries: a single hint bit set or catalog file opened once in a 1,000-query run
 # is a real difference of 0.001 per query, but says nothing about what every query does
 MIN_DELTA = 0.01
+# A byte counter's event is not one byte: its floor is MIN_DELTA of its smallest event, a WAL record's header
+# (SizeOfXLogRecord, 24 bytes on 13, 15 and 18) or one temp block (8 kB, the default BLCKSZ). One WAL record more
+# in a 1,000-query run is +0.04 bytes per query, and of a read-only workload's few WAL bytes a large share.
+EVENT_BYTES = {"wal_bytes": 24.0, "temp_bytes": 8192.0}
 LABELS = {
     "syscalls": "system calls",
     "wal_records": "WAL records",
@@ -122,7 +127,7 @@ def changed(workload: str, a: Side, b: Side, min_share: float = MIN_SHARE) -> li
             continue
         ma, mb = _median(va), _median(vb)
         share = (mb - ma) / base
-        if abs(share) < min_share or abs(mb - ma) < MIN_DELTA:
+        if abs(share) < min_share or abs(mb - ma) < MIN_DELTA * EVENT_BYTES.get(metric, 1.0):
             continue
         unit = a.metrics.get(metric, b.metrics.get(metric, ("", ())))[0] or b.metrics[metric][0]
         out.append(Change(workload, metric, unit, ma, mb, share))

@@ -145,7 +145,7 @@ def boot_value_patch(src: Path, variable: str, old: str, new: str, sha: str | No
     raise ValueError(f"{variable}: no boot value {old!r} found in the GUC tables of {src}")
 
 
-def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
+def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None, application: str | None = None) -> str:
     """A unified diff that makes every query's executor run hold one LWLock exclusively: a real contention
         regression. Two clients serialise their executor phases (throughput at 2 clients falls) while one client pays
         only an uncontended acquire and release, a few dozen instructions against tens of thousands per query (within
@@ -159,7 +159,11 @@ def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
     would be: the clients then contend even when a loaded machine rarely runs their backends at the same moment
     (without it, the regression is ~7% at two clients on a quiet 2-core box and lost in the noise at load 8). The
     sleep is a system call: a handful of instructions per query, still far under the floor. Against commit
-    `sha`'s file (see `original`)."""
+    `sha`'s file (see `original`).
+
+    With `application`, only backends whose application_name is that (pgbench's own: "pgbench") take the lock: the
+    wait sampler's psql then never holds it while it reads pg_stat_activity, so what it sees is not its own doing
+    (docs/explain.md, "An observer effect to know"). Without it, the diff is the same as it always was."""
     old = _file(src, sha)
     start = old.find("\nstandard_ExecutorRun(QueryDesc *queryDesc,")
     end = old.find("\n}\n", start) if start >= 0 else -1
@@ -169,13 +173,19 @@ def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
     at_give = old.rfind(give, start, end + 1) if end >= 0 else -1
     if at_take < 0 or at_give < at_take:
         raise ValueError(f"{FILE}: anchors not found; this tree's standard_ExecutorRun looks different")
+    who, held = "", ""
+    if application is not None:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,63}", application):
+            raise ValueError(f"not an application name to put in C: {application!r}")
+        who = f' && application_name != NULL && strcmp(application_name, "{application}") == 0'
+        held = " && LWLockHeldByMe(AutovacuumScheduleLock)"
     hold = (
         "\n\t/* perffarm test-only injected contention (outermost executor run only: LWLocks do not nest) */\n"
-        "\tif (pf_lock_depth++ == 0)\n\t\tLWLockAcquire(AutovacuumScheduleLock, LW_EXCLUSIVE);\n"
+        f"\tif (pf_lock_depth++ == 0{who})\n\t\tLWLockAcquire(AutovacuumScheduleLock, LW_EXCLUSIVE);\n"
     )
     if hold_us > 0:
-        hold += f"\tif (pf_lock_depth == 1)\n\t\tpg_usleep({int(hold_us)}L);\n"
-    release = "\tif (--pf_lock_depth == 0)\n\t\tLWLockRelease(AutovacuumScheduleLock);\n\n"
+        hold += f"\tif (pf_lock_depth == 1{held})\n\t\tpg_usleep({int(hold_us)}L);\n"
+    release = f"\tif (--pf_lock_depth == 0{held})\n\t\tLWLockRelease(AutovacuumScheduleLock);\n\n"
     static = (
         "\n/* perffarm test-only: executor nesting depth of the injected lock hold */\nstatic int pf_lock_depth = 0;\n"
     )
@@ -189,6 +199,8 @@ def lock_hold_patch(src: Path, hold_us: int = 0, sha: str | None = None) -> str:
         + release
         + old[at_give:]
     )
+    if application is not None:  # application_name is declared there
+        new = new.replace('#include "postgres.h"\n', '#include "postgres.h"\n\n#include "utils/guc.h"\n', 1)
     diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
     return "".join(diff)
 
@@ -311,3 +323,79 @@ def syscall_patch(src: Path, calls: int = 1, sha: str | None = None) -> str:
     new = new.replace(head, head + "\n#include <fcntl.h>\n#include <unistd.h>\n", 1)
     diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{FILE}", f"b/{FILE}")
     return "".join(diff)
+
+
+def _insert_in(old: str, rel: str, function: str, anchor: str, text: str) -> str:
+    """`old` with `text` inserted before the first `anchor` inside the body of `function` (a definition at the
+    start of a line, PostgreSQL's style); ValueError naming the file when either is not there."""
+    start = old.find(f"\n{function}(")
+    end = old.find("\n}\n", start) if start >= 0 else -1
+    at = old.find(anchor, start, end) if end >= 0 else -1
+    if at < 0:
+        raise ValueError(f"{rel}: anchor not found in {function}; this tree's {function} looks different")
+    return old[:at] + text + old[at:]
+
+
+def _diff(rel: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+
+
+XACT = "src/backend/access/transam/xact.c"
+
+
+def wal_record_patch(src: Path, records: int = 1, sha: str | None = None) -> str:
+    """A unified diff that makes every transaction that commits a transaction id write `records` more WAL records
+    (XLOG_NOOP, carrying the 4-byte xid: 30 bytes each) just before its commit record, in RecordTransactionCommit():
+    WAL per transaction that the WAL counters (recipes/pg/counters.py, pg_waldump between two LSNs) see exactly,
+    +`records` records per transaction; a read-only query writes none. XLOG_NOOP and the anchor exist on 13, 15
+    and 18 alike. Against commit `sha`'s file (see `original`)."""
+    old = _file(src, sha, XACT)
+    head = '#include "access/xloginsert.h"\n'
+    if head not in old:
+        raise ValueError(f"{XACT}: no {head.strip()}; this tree's xact.c looks different")
+    work = (
+        "\t\t/* perffarm test-only injected WAL: more records per committed transaction */\n"
+        "\t\t{\n\t\t\tint\t\t\tpf_i;\n\n"
+        f"\t\t\tfor (pf_i = 0; pf_i < {int(records)}; pf_i++)\n\t\t\t{{\n"
+        "\t\t\t\tXLogBeginInsert();\n"
+        "\t\t\t\tXLogRegisterData((char *) &xid, sizeof(xid));\n"
+        "\t\t\t\t(void) XLogInsert(RM_XLOG_ID, XLOG_NOOP);\n"
+        "\t\t\t}\n\t\t}\n\n"
+    )
+    new = _insert_in(old, XACT, "RecordTransactionCommit", "\t\tXactLogCommitRecord(", work)
+    new = new.replace(head, head + '#include "catalog/pg_control.h"\n', 1)  # XLOG_NOOP; guarded if already in
+    return _diff(XACT, old, new)
+
+
+HEAPAM = "src/backend/access/heap/heapam.c"
+HEAPAM_HANDLER = "src/backend/access/heap/heapam_handler.c"
+
+
+def buffer_access_patch(src: Path, sha: str | None = None) -> str:
+    """A unified diff that reads the block of every heap tuple a scan returns once more (ReadBuffer, then
+    ReleaseBuffer at once) in the two paths that return heap rows to the executor: heapam_index_fetch_tuple() (an
+    index scan's row) and heap_getnextslot() (a sequential scan's). The block is already pinned, so each is one
+    shared buffer hit more per returned row: the buffer counters (EXPLAIN BUFFERS, recipes/pg/counters.py) see
+    +1 `buffers_hit` per row, and no read, WAL or system call. The anchors exist on 13, 15 and 18. Against
+    commit `sha`'s files (see `original`)."""
+    index = _file(src, sha, HEAPAM_HANDLER)
+    fetch = (
+        "\t\t/* perffarm test-only injected buffer access: the row's block once more */\n"
+        "\t\t{\n\t\t\tBuffer\t\tpf_buf = ReadBuffer(hscan->xs_base.rel, ItemPointerGetBlockNumber(tid));\n\n"
+        "\t\t\tReleaseBuffer(pf_buf);\n\t\t}\n"
+    )
+    index_new = _insert_in(
+        index,
+        HEAPAM_HANDLER,
+        "heapam_index_fetch_tuple",
+        "\t\tExecStoreBufferHeapTuple(&bslot->base.tupdata, slot, hscan->xs_cbuf);",
+        fetch,
+    )
+    seq = _file(src, sha, HEAPAM)
+    next_ = (
+        "\t/* perffarm test-only injected buffer access: the row's block once more */\n"
+        "\t{\n\t\tBuffer\t\tpf_buf = ReadBuffer(sscan->rs_rd, BufferGetBlockNumber(scan->rs_cbuf));\n\n"
+        "\t\tReleaseBuffer(pf_buf);\n\t}\n\n"
+    )
+    seq_new = _insert_in(seq, HEAPAM, "heap_getnextslot", "\tpgstat_count_heap_getnext(scan->rs_base.rs_rd);", next_)
+    return _diff(HEAPAM_HANDLER, index, index_new) + _diff(HEAPAM, seq, seq_new)
