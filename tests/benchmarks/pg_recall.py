@@ -241,6 +241,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--functions", default="", help="comma-separated subset of FUNCTIONS (default all)")
     ap.add_argument("--json", dest="json_out", default="", help="write every measurement and verdict here")
     ap.add_argument("--resume", action="store_true", help="skip the functions --json already has")
+    ap.add_argument(
+        "--reuse",
+        default="",
+        help="an earlier --json of the same model and commit: the functions it found are judged again from its "
+        "counts against this run's base (a profile with more workloads), not rebuilt",
+    )
     args = ap.parse_args(argv)
     if not 0 <= args.fraction <= 10:
         ap.error(f"--fraction {args.fraction}: give a share of the function's own cost, e.g. 0.10 for 10%")
@@ -275,6 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = instruction_workloads(profile)
         doc["base"] = measure(ctx, base_install, profile, max(2, args.samples), keep=True)
         doc["weights"] = base_weights(ctx, names, [f for fs in FUNCTIONS.values() for f in fs])
+        if out_path is not None:
+            out_path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    if args.reuse:
+        reuse(doc, json.loads(Path(args.reuse).read_text()), wanted, args.history, settings)
     for i, function in enumerate(wanted):
         if function in doc["functions"]:
             continue
@@ -326,6 +336,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"command: {' '.join([sys.executable, '-m', 'tests.benchmarks.pg_recall', *sys.argv[1:]])}")
     print(f"elapsed {time.monotonic() - started:.0f} s, load average {os.getloadavg()[0]:.1f} at the end")
     return 0
+
+
+def reuse(doc: dict[str, Any], old: Mapping[str, Any], wanted: Sequence[str], history: int, settings: Any) -> None:
+    """Take the functions `old` found (same model and commit, measured on a profile with fewer workloads) into
+    `doc` without rebuilding them: their patched counts are judged again against `doc`'s base, so the
+    Benjamini-Hochberg step spans every workload of this profile; a workload the old run did not measure counts as
+    unmoved (it can only add alerts, so this can only understate)."""
+    if old.get("rev") != doc.get("rev") or old.get("fraction") != doc.get("fraction"):
+        raise SystemExit("pg_recall: --reuse needs a run of the same commit and model")
+    for function in wanted:
+        r = old["functions"].get(function)
+        if function in doc["functions"] or r is None or not found_in(old, function):
+            continue
+        counts = {w: c for w, c in r["counts"].items() if w in doc["base"]}
+        alerts = judge(doc["base"], counts, history, settings)
+        moved = {w: counts[w]["samples"][0] / doc["base"][w]["samples"][0] - 1 for w in counts}
+        doc["functions"][function] = {**r, "counts": counts, "alerts": alerts, "moved": moved, "reused": True}
 
 
 def model_name(doc: Mapping[str, Any]) -> str:
