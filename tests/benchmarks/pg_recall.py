@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -147,21 +148,32 @@ def measure(
     return out
 
 
-def weights(profile: callgrind.Profile, functions: Collection[str]) -> dict[str, dict[str, int]]:
-    """function -> {"inclusive", "calls", "total"} in one callgrind profile, for the `functions` it calls at all.
+def _function(key: str) -> str:
+    """The function a profile key is of: clones, labels and callgrind's recursion level (`heap_insert'2`, a call
+    of heap_insert made inside another) removed."""
+    return re.sub(r"'\d+$", "", base_name(key))
 
-    Compiler clones (`foo.constprop.0`) and same-named statics count as the function (recipes.pg.coverage.base_name);
-    calls are the calls into it from other functions (a recursive call is inside the outer one's cost)."""
+
+def weights(profile: callgrind.Profile, functions: Collection[str]) -> dict[str, dict[str, int]]:
+    """function -> {"inclusive", "calls", "activations", "total"} in one callgrind profile, for the `functions` it
+    calls at all.
+
+    Compiler clones (`foo.constprop.0`) and same-named statics count as the function (recipes.pg.coverage.base_name).
+    `inclusive` is the outermost activations' cost (a call made inside another, `foo'2`, is already in it) and
+    `calls` the calls into it from other functions; `activations` counts every call, the nested ones too (heap_insert
+    inserting a row's TOAST chunks calls heap_insert for each): an injected loop runs once per activation."""
     out: dict[str, dict[str, int]] = {}
     for key, f in profile.functions.items():
         name = base_name(key)
         if name in functions:
-            w = out.setdefault(name, {"inclusive": 0, "calls": 0, "total": profile.total})
+            w = out.setdefault(name, {"inclusive": 0, "calls": 0, "activations": 0, "total": profile.total})
             w["inclusive"] += f.inclusive_cost
     for (caller, callee), e in profile.edges.items():
-        name = base_name(callee)
-        if name in out and base_name(caller) != name:
-            out[name]["calls"] += e.calls
+        name = _function(callee)
+        if name in out:
+            out[name]["activations"] += e.calls
+            if base_name(callee) == name and base_name(caller) != name:
+                out[name]["calls"] += e.calls
     return {k: v for k, v in out.items() if v["calls"] > 0}
 
 
@@ -178,7 +190,8 @@ def base_weights(ctx: Context, names: Sequence[str], functions: Collection[str])
 
 
 def cost_per_call(w: Mapping[str, int]) -> float:
-    return w["inclusive"] / max(w["calls"], 1)
+    """The function's cost per activation (its loop runs once per activation, nested ones included)."""
+    return w["inclusive"] / max(w.get("activations", w["calls"]), 1)
 
 
 def rounds_for(per_workload: Mapping[str, Mapping[str, int]], fraction: float) -> tuple[int, str]:
