@@ -111,6 +111,9 @@ class AlertSnapshot:
     explained: str | None = None  # the culprit's per-function summary (master/profiles), e.g. "+1.3% ...; top: f"
     # the exact counters that changed from the culprit's parent (master/explain), e.g. "w: +1.00 openat per query ..."
     counters: str | None = None
+    # where the backends waited, culprit against parent, where both were sampled and a share moved (master/explain:
+    # "w: LWLock:WALWrite 6% → 45%, CPU 90% → 50%")
+    waits: str | None = None
     reproduce: tuple[str, ...] = ()  # argv of `perffarm compare` on the change's two ends, () when none applies
     machines: tuple[MachineView, ...] = ()  # the lines' machines with their names, owners and descriptions
     # the plan changes of its series first seen at its commit or culprit (master/plans.py `named_by_alert`)
@@ -262,6 +265,8 @@ def slack(view: AlertSnapshot, event: str) -> dict[str, Any]:
         body.append(bis)
     if view.culprit and view.counters:
         body.append(f"what the exact counters say: {esc(view.counters)}")
+    if view.culprit and view.waits:
+        body.append(f"where the backends waited: {esc(view.waits)}")
     body.extend(f"\u2022 {_line_text(x, neutralise.chat_ident)}" for x in view.lines)
     for p in view.plan_changes:  # the summary names nodes of a worker's plan: escaped like a commit subject
         on = neutralise.chat_ident(p.shown_machine)
@@ -334,6 +339,7 @@ def webhook(view: AlertSnapshot, event: str, key: str) -> dict[str, Any]:
             "bisection_state": view.bisection_state,
             **({"explained": esc(view.explained)} if view.explained else {}),
             **({"counters": esc(view.counters)} if view.counters and view.culprit else {}),
+            **({"waits": esc(view.waits)} if view.waits and view.culprit else {}),
             **({"plan_changes": [_plan_json(p) for p in view.plan_changes]} if view.plan_changes else {}),
             "link": view.link,
             "reproduce": list(view.reproduce),
@@ -430,6 +436,8 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
         lines.append("")
         if view.culprit and view.counters:
             lines += [f"What the exact counters say: {esc(view.counters)}", ""]
+        if view.culprit and view.waits:
+            lines += [f"Where the backends waited: {esc(view.waits)}", ""]
         if view.culprit and view.explained:
             lines += [f"Where the instructions went: {esc(view.explained)}", ""]
     else:

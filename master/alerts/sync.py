@@ -343,7 +343,7 @@ def alert_view(
     else:
         reproduce = reproduce_argv(settings, a.prev_sha, a.sha, views)
     changes = tuple(c for rev, c in json.loads(a.changes) if rev > since_version)
-    explained = counters = None
+    explained = counters = waited = None
     if a.culprit_sha:  # the exact counters (system calls, WAL, buffers) that changed from the culprit's parent
         from master.explain import report as counter_report
 
@@ -352,6 +352,12 @@ def alert_view(
             c = counter_report.for_bisection(conn, found[-1]) if found else None
             if c is not None and c.summary:
                 counters = c.summary
+                break
+        for x, _ in members:  # and where the backends waited, where both commits' runs sampled it
+            found = store.bisections.of_change_point(conn, x.change_point_id)
+            w = counter_report.waits_for_bisection(conn, found[-1]) if found else None
+            if w is not None and w.summary:
+                waited = w.summary
                 break
     if a.culprit_sha:  # where the instructions went, when the culprit's bisection kept callgrind profiles
         from master.profiles import report
@@ -381,6 +387,7 @@ def alert_view(
         changes=changes,
         explained=explained,
         counters=counters,
+        waits=waited,
         reproduce=reproduce,
         machines=tuple(machine_views[m] for m in ids),
         plan_changes=_plan_changes(conn, a, member_lines, machine_views),

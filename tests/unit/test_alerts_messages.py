@@ -201,6 +201,20 @@ def test_the_culprits_counters_are_in_every_channel_and_escaped(kind: str) -> No
     assert "per query" not in "\n".join(_strings(plain))  # no counters: no line (golden files unchanged)
 
 
+@pytest.mark.parametrize("kind", ["slack", "webhook", "email"])
+def test_where_the_culprits_backends_waited_is_in_every_channel_and_escaped(kind: str) -> None:
+    """Issue #29: an alert whose culprit moved the sampled wait events says where the backends waited; wait names
+    come from a worker's result, so they are escaped like any text."""
+    said = "pgbench-ro-prepared-c2: LWLock:WALWrite 5.7% → 45%, <!channel> 0% → 3%, CPU 90% → 50%"
+    payload = kinds.build_message(view(**CULPRIT, waits=said), kind, "updated", "k", "c")
+    text = "\n".join(_strings(payload))
+    assert "WALWrite 5.7% → 45%" in text and "CPU 90% → 50%" in text  # chat text defuses the colons
+    assert "<!channel>" not in text
+    plain = kinds.build_message(view(**CULPRIT), kind, "updated", "k", "c")
+    assert "WALWrite" not in "\n".join(_strings(plain))  # no waits: no line (golden files unchanged)
+    assert "WALWrite" not in "\n".join(_strings(kinds.build_message(view(waits=said), kind, "opened", "k", "c")))
+
+
 def _text(kind: str, v: AlertSnapshot) -> str:
     return "\n".join(_strings(kinds.build_message(v, kind, "opened", "k", "c")))
 

@@ -201,6 +201,11 @@ def test_a_culprits_alert_page_says_where_the_backends_waited(farm, tmp_path) ->
                 (run_id, json.dumps(samples)),
             )
     aid = conn.execute("SELECT id FROM alerts").fetchone()[0]
+    # and the alert's messages say it too (every channel builds from this snapshot: test_alerts_messages.py)
+    from master.alerts.sync import alert_view
+
+    said = alert_view(conn, farm.settings.alerts, aid).waits
+    assert said is not None and said.startswith("pgbench-ro-prepared-c2: LWLock:WALWrite 5"), said
     conn.close()
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
