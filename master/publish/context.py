@@ -75,6 +75,8 @@ class Context:
         for row in self.plan_changes:
             self.plan_changes_at.setdefault(row.change.sha, []).append(row)
             self.plan_changes_of.setdefault(row.sid, []).append(row)
+        # every machine's name, owner and description (workers.about), once per publish: what the pages show
+        self.machine_views = source.machine_views(conn, settings.alerts.machine_about)
         rows = source.alert_rows(conn)
         facts = {
             sha: (c.subject, author_name(c.author))
@@ -93,6 +95,7 @@ class Context:
             source.bisection_counters(conn, bisections.values()),
             source.alert_links(conn),
             source.bisection_waits(conn, bisections.values()),
+            self.machine_views,
         )
         # per series: ratio of each point vs the previous point, aligned with points (None for the first)
         self.table: model.Table | None = None

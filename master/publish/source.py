@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from master import plans, store
+from master import machines, plans, store
 from master.publish.names import digest
 from master.store.alerts import Alert, Delivery, HistoryEntry
 from master.store.bisections import Bisection
@@ -289,3 +289,20 @@ def bisection_explanations(conn: sqlite3.Connection, bisections: Iterable[Bisect
         if e is not None:
             out[int(b.id)] = e
     return out
+
+
+class MachineViews(dict[str, "machines.MachineView"]):
+    """Every stored machine as people read it (master/machines.py), by id; an id with no stored machine reads as
+    itself (an unbound id, or one a test stored runs for without a binding)."""
+
+    def __missing__(self, machine_id: str) -> machines.MachineView:
+        return machines.view(machine_id, None, {}, ())
+
+
+def machine_views(conn: sqlite3.Connection, about: Iterable[machines.About]) -> MachineViews:
+    """Each stored machine's name, owner and description (`workers.about`, as the alerts name them), loaded once per
+    publish: the pages show the name with the id beside it; ids stay in links, file names and data keys."""
+    about = tuple(about)
+    return MachineViews(
+        {m: machines.view(m, b.worker, b.fingerprint, about) for m, b in store.machines.bindings(conn).items()}
+    )

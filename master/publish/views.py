@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from master import refnames
+from master.machines import MachineView
+from master.machines import view as machine_view
 from master.publish.model import SiteSeries
 from master.publish.names import safe_name
 from master.publish.ratios import Ratio
@@ -250,7 +252,8 @@ OPEN_STATES = ("new", "bisecting", "culprit-found", "acknowledged", "investigati
 class AlertLineView:
     sid: str
     label: str
-    where: str
+    machine: MachineView
+    where: str  # the recipe and its version
     severity: str
     ratio: RatioView
     sha: str
@@ -385,6 +388,7 @@ def alert_views(
     counters: Mapping[int, Any] | None = None,
     links: Mapping[str, Sequence[str]] | None = None,
     waits: Mapping[int, Any] | None = None,
+    machine_views: Mapping[str, MachineView] | None = None,
 ) -> list[AlertPage]:
     """Join alerts with their lines, triage history, deliveries and bisections (all loaded by source.py)."""
     by_alert: dict[str, list[Any]] = {}
@@ -401,7 +405,8 @@ def alert_views(
                 AlertLineView(
                     ln.sid,
                     f"{ln.workload} · {ln.metric}",
-                    f"{ln.machine_id} · {ln.recipe} v{ln.recipe_version}",
+                    (machine_views or {}).get(ln.machine_id) or machine_view(ln.machine_id, None, {}, ()),
+                    f"{ln.recipe} v{ln.recipe_version}",
                     ln.severity,
                     RatioView(ln.ratio, lo, hi, colour_of(ln.ratio, ln.direction), "before"),
                     ln.sha,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from master.machines import MachineView
 from master.publish.render import render
 from master.publish.views import LISTED_ALERT_LINES, AlertLineView, AlertPage, RatioView
 
@@ -13,7 +14,8 @@ def alert(aid: str, ratios: list[float]) -> AlertPage:
         AlertLineView(
             f"s{i}",
             f"pgbench-w{i:03d} · tps",
-            "m00",
+            MachineView("m00", "m00", "", "", None),
+            "pg v1",
             "critical",
             RatioView(r, r - 0.01, r + 0.01, "red", "x"),
             "b" * 40,

@@ -23,7 +23,7 @@ def page(tmp_path_factory) -> str:
 def machine_page(settings) -> str:
     """The fixture machine's archaeology page (archaeology.html lists the machines and links to theirs)."""
     index = (settings.site_dir / "archaeology.html").read_text()
-    assert f'<a href="archaeology/{M}.html">{M}</a>' in index
+    assert re.search(f'<a href="archaeology/{M}.html"><span class="machine"[^>]*>{M}</span></a>', index)
     return (settings.site_dir / "archaeology" / f"{M}.html").read_text()
 
 
@@ -140,7 +140,9 @@ def test_a_farm_whose_releases_only_a_job_measured_shows_them_on_both_release_pa
     )
     publish_all(settings, now=1_800_000_000.0)
     listed = (settings.site_dir / "releases.html").read_text()
-    assert "No release tags measured yet." not in listed and f'<a href="releases/{M}/index.html">{M}</a>' in listed
+    assert "No release tags measured yet." not in listed and re.search(
+        f'<a href="releases/{M}/index.html"><span class="machine"[^>]*>{M}</span></a>', listed
+    )
     releases = (settings.site_dir / "releases" / M / "index.html").read_text()
     assert f'href="../../jobs/{job}.html">paired</a>' in releases and "1.100" in releases
     chart = figure(machine_page(settings), "pgbench-ro-prepared-c1 · tps relative")

@@ -30,7 +30,7 @@ def with_coverage(sha: str, stale_op: bool = False) -> dict:
 def test_the_coverage_page_shows_the_newest_runs_figure_before_and_after(tmp_path: Path) -> None:
     site = farm(tmp_path, with_coverage)
     page = (site / "coverage.html").read_text()
-    assert f"{MACHINE_ID} · pg-quick v1" in page
+    assert f">{MACHINE_ID}</span> · pg-quick v1" in page
     # all instruction workloads: 3 of 4 functions; the oltp group alone (before the suite): 1 of 4
     assert "<b>3</b> of 4 (75.0%)" in page and "1 of 4 (25.0%)" in page
     assert "<code>ExecScanHashBucket</code>" in page and "<code>btbuild</code>" in page

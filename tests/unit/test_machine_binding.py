@@ -15,6 +15,7 @@ import pytest
 from master import cli, ingest, machinebinding, store
 from master.publish.pages.health import view
 from master.publish.render import render
+from master.publish.source import MachineViews
 from master.settings import load_settings
 from master.store.machines import Binding
 from tests.harness import make_repo
@@ -155,7 +156,11 @@ def test_a_result_claiming_another_workers_machine_is_refused_kept_and_shown(env
         assert store.results_for(conn, [sha], "fixture@w2") == {sha}
         refusals = store.machines.refusals(conn)
         page = render(
-            "health.html", root="", title="Farm health", **view(SimpleNamespace(conn=conn, now=9.0, channels=list))
+            "health.html",
+            root="",
+            title="Farm health",
+            machines_about=MachineViews(),
+            **view(SimpleNamespace(conn=conn, now=9.0, channels=list)),
         )
     finally:
         conn.close()

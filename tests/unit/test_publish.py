@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import json
 import os
@@ -531,7 +532,9 @@ def test_rqps_colour_bands_and_the_number_is_always_printed(ratio, direction, co
 def release_table(out: Path, index: str, machine: str = M) -> str:
     """The release table a list of machines (releases.html, releases/<tag>.html) links for `machine` first."""
     page = text_of(out, index)
-    href = re.search(r'<td><a href="([^"]+)">' + re.escape(machine) + "</a></td>", page)
+    href = re.search(
+        r'<td><a href="([^"]+)"><span class="machine"[^>]*>' + re.escape(machine) + "</span></a></td>", page
+    )
     if index != "releases.html":  # releases/<tag>.html: the machine's first table relative to that tag
         href = re.search(r'<td><a href="([^"]+)">[^<]*</a>', page[href.end() :]) if href else None
     assert href, page
@@ -547,7 +550,7 @@ def test_release_comparison_table(farm, tmp_path):
     assert any(c == "red" and 0.84 < float(v) < 0.86 and a == " ▼" for c, v, a in cells), cells
     assert "paired in job" not in page  # no job measured these releases: every number says it is unpaired
     vs2 = release_table(out, "releases/REL_2_0.html")  # the old URL of the table vs REL_2_0 lists the machines'
-    assert f"<h1>Releases on {M} vs REL_2_0</h1>" in vs2
+    assert re.search(f'<h1>Releases on <span class="machine"[^>]*>{M}</span> vs REL_2_0</h1>', vs2)
     assert re.search(r'cell-green unpaired"[^>]*>1\.1[67]\d ▲', vs2)
 
 
@@ -780,3 +783,82 @@ def test_a_culprits_alert_page_says_which_exact_counters_changed(farm, tmp_path)
     assert "What the exact counters say" in detail
     assert "+1.00 openat per query (+24.4% of system calls)" in detail, detail
     assert "&lt;b&gt;x per query" in detail and "<b>x" not in detail
+
+
+# ------------------------------------------------------------------------------------------------ named machines
+
+HOSTILE_NAME = "dandelion<script>alert(2)</script>"  # workers.about refuses it; the pages escape it all the same
+
+
+def named(settings, name: str = HOSTILE_NAME, owner: str = "Alice <alice@example.org>", description: str = ""):
+    """The farm's settings with its worker ("local", whose machine is M) named in workers.about; set directly, past
+    the settings' own check of the name, so the pages' escaping is what is tested."""
+    about = (("local", name, owner, description or "Xeon <b>E-2288G</b>, 64 GiB"),)
+    return dataclasses.replace(settings, alerts=dataclasses.replace(settings.alerts, machine_about=about))
+
+
+def machine_pages(out: Path) -> dict[str, str]:
+    """Every page a person reads that names the farm's machine: rel -> text."""
+    m = safe_name(M)
+    alert_page = next(k for k in files(out) if k.startswith("alerts/alert-"))
+    series_page = next(k for k in files(out) if k.startswith("series/"))
+    rels = ["index.html", f"overview/{m}.html", alert_page, series_page, "health.html", "releases.html"]
+    rels += [f"releases/{m}/index.html", "releases/REL_1_0.html", "archaeology.html", f"archaeology/{m}.html"]
+    return {rel: text_of(out, rel) for rel in rels}
+
+
+def test_every_page_names_the_machine_by_its_name_with_its_id_beside_it_escaped(farm, tmp_path):
+    """Issue #31: what a person reads names the machine by its operator's name (workers.about), the id beside it,
+    owner and description as its title and in the machine lists' columns; ids stay in links and file names."""
+    plain, out = tmp_path / "plain", tmp_path / "named"
+    publish_all(farm.settings, plain, now=NOW)
+    publish_all(named(farm.settings), out, now=NOW)
+    escaped = "dandelion&lt;script&gt;alert(2)&lt;/script&gt;"
+    for rel, text in machine_pages(out).items():
+        assert escaped in text, f"{rel} does not name the machine"
+        assert "<script>alert(2)" not in text and "<b>E-2288G" not in text, rel
+        assert f'<span class="muted machine-id">{M}</span>' in text, f"{rel} lost the id beside the name"
+    for rel in ("index.html", "releases.html", "archaeology.html"):  # the machine lists: owner and description
+        text = text_of(out, rel)
+        assert "<td>Alice &lt;alice@example.org&gt;</td>" in text, rel
+        assert "<td>Xeon &lt;b&gt;E-2288G&lt;/b&gt;, 64 GiB</td>" in text, rel
+    assert f'href="overview/{safe_name(M)}.html"' in text_of(out, "index.html")
+    assert sorted(files(out)) == sorted(files(plain))  # same ids, file names and URLs
+    # the scripts' data: compare, commit and search pages show the name and find a series by it or by its id
+    refs = json.loads(text_of(out, "data/refs.js")[len("perffarm.refs(") : -3])
+    assert {s["machine"] for s in refs["series"].values()} == {f"{HOSTILE_NAME} ({M})"}
+    assert "<" not in text_of(out, "data/refs.js")
+
+
+def test_an_unnamed_machine_still_reads_as_its_id(farm, tmp_path):
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    for rel, text in machine_pages(out).items():
+        assert re.search(r'<span class="machine"[^>]*>' + re.escape(M) + "</span>", text), rel
+        assert "machine-id" not in text, rel
+    refs = json.loads(text_of(out, "data/refs.js")[len("perffarm.refs(") : -3])
+    assert {s["machine"] for s in refs["series"].values()} == {M}
+
+
+def test_naming_a_machine_renders_its_pages_again_on_the_next_publish(farm, tmp_path):
+    """An incremental publish links a machine's page and the alert pages from the live version when their view is
+    unchanged (docs/scale.md): the machine's name is part of that view."""
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    run_id = farm.ingest(8, 1000.0, seed=998)
+    publish_incremental(named(farm.settings, name="tern"), run_id, out, now=NOW)
+    pages = machine_pages(out)
+    for rel in ("index.html", f"overview/{safe_name(M)}.html", next(k for k in pages if k.startswith("alerts/"))):
+        assert '<span class="machine" title="Alice' in pages[rel] and ">tern</span>" in pages[rel], rel
+
+
+def test_a_machine_pages_digest_changes_with_its_name():
+    """A publish that builds on the live version links a machine's page whose digest is unchanged: a run on another
+    machine must not leave this one's page under its old name."""
+    from master.machines import MachineView
+    from master.publish.pages import overview
+
+    v = {"rows": [], "open_by_sid": {}, "groups": [], "bands": None, "branches": [], "workloads": []}
+    plain, tern = MachineView(M, M, "", "", "local"), MachineView(M, "tern", "", "", "local")
+    assert overview.key(M, v, plain) != overview.key(M, v, tern)
+    assert overview.key(M, v, tern) != overview.key(M, v, MachineView(M, "tern", "Bob", "", "local"))

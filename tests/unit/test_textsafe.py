@@ -149,11 +149,13 @@ def test_the_site_shows_controls_and_bidi_as_escapes(farm, tmp_path):
 
 def test_templates_show_controls_and_bidi_as_escapes():
     from master.publish.render import render
+    from master.publish.source import MachineViews
 
     page = render(
         "health.html",
         root="",
         title=SUBJECT,
+        machines_about=MachineViews(),
         now=0,
         branches=[],
         workers=[],
@@ -182,8 +184,9 @@ def test_templates_show_controls_and_bidi_as_escapes():
         noisy=[{"machine": "m\u202e1", "last": 0, "reasons": ["load \x1b[5m high", "two\nlines"]}],
     )
     assert_inert(page)
-    assert "<td>w\\x1b[2J3</td>" in page and "<td>m\\u202e2</td>" in page  # a result's claim, as a worker sent it
+    # a result's claim, as a worker sent it
+    assert "<td>w\\x1b[2J3</td>" in page and '<td><span class="machine">m\\u202e2</span></td>' in page
     assert "fix \\x1b[2J" in page and "m\\u202e1" in page and "load \\x1b[5m high" in page
     assert "<td>w\\u202e9</td>" in page  # a refused worker's name, as a stranger sent it
     assert "two\nlines" in page  # newlines stay: harmless in HTML
-    assert "<b>m\\u202e1</b>" in page  # the template's own markup is untouched
+    assert '<b><span class="machine">m\\u202e1</span></b>' in page  # the template's own markup is untouched

@@ -42,20 +42,26 @@ def plan_changes_of(ctx: Context, a: AlertPage) -> list[PlanChangeRow]:
     return plan_changes.named_by_alert(ctx.plan_changes_at, (a.sha, a.culprit), lambda r: r.sid in sids)
 
 
-def key(a: AlertPage, plans: list[PlanChangeRow] | None = None) -> str:
+def key(a: AlertPage, plans: list[PlanChangeRow] | None = None, named: dict[str, Any] | None = None) -> str:
     """A digest of what an alert's page renders (the page is its view model through the template, with the plan
     changes it names; a new version of the code renders every page afresh with the full publish at start)."""
-    return digest(repr((a, plans)) if plans else repr(a), 20)
+    return digest(repr((a, plans, named)) if plans else repr(a), 20)
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    w.write_changed("alerts.html", render("alerts.html", root="", title="Alerts", **view(ctx)))
+    w.write_changed(
+        "alerts.html", render("alerts.html", root="", title="Alerts", machines_about=ctx.machine_views, **view(ctx))
+    )
     old = ctx.page_keys if w.incremental else None
     for a in ctx.alerts:
         rel = f"alerts/{a.file}.html"
         with isolate.page(w, "alerts", rel, f"Alert {a.id}"):  # one alert's page
             plans = plan_changes_of(ctx, a)
-            k = ctx.new_page_keys[rel] = key(a, plans)
+            named = {r.machine_id: ctx.machine_views[r.machine_id] for r in plans}
+            k = ctx.new_page_keys[rel] = key(a, plans, named)
             if old is not None and old.get(rel) == k:
                 continue  # the live version's page, hard-linked into this one
-            w.write(rel, render("alert.html", root="../", title=f"Alert {a.id}", a=a, plan_changes=plans))
+            w.write(
+                rel,
+                render("alert.html", root="../", title=f"Alert {a.id}", a=a, plan_changes=plans, machines_about=named),
+            )

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 
 from master import store
 from master.jobs.core import RELEASES, ReleaseNumbers, release_numbers
+from master.machines import MachineView
+from master.machines import view as machine_view
 from master.publish import isolate, source, workloads
 from master.publish.context import Context
 from master.publish.names import safe_name
@@ -561,31 +563,32 @@ def _charts(m: MachinePages, tags: Sequence[str], jobs: ReleaseNumbers) -> dict[
     }
 
 
-def machine_pages(m: MachinePages, jobs: ReleaseNumbers) -> list[tuple[str, dict[str, object]]]:
+def machine_pages(
+    m: MachinePages, jobs: ReleaseNumbers, about: MachineView | None = None
+) -> list[tuple[str, dict[str, object]]]:
     """(file, view) of every archaeology page of one machine, one per views.release_sets: its page (one release
     per major, the newest MAJORS majors), a page per major measured at two or more tags (every tag of it: the
-    back branch's minor releases), and with more than MAJORS majors one page drawing them all."""
+    back branch's minor releases), and with more than MAJORS majors one page drawing them all. `about`: how the
+    pages name the machine (workers.about; default its id)."""
+    about = about or machine_view(m.machine_id, None, {}, ())
+    label = about.label()
     sets = release_sets(m.majors)
     every = next((s for s in sets if s.name == "every-major"), None)
     nav = [Link(f"{s.major}: {len(s.tags)} releases", major_href(m, s.major)) for s in sets if s.major is not None]
-    base = {"machine": m.machine_id, "majors": nav, "root": "../"}
+    base = {"machine": m.machine_id, "about": about, "majors": nav, "root": "../"}
     pages = []
     for s in sets:
         if not s.name:  # the machine's page
-            file, title, heading = f"archaeology/{m.file}.html", "", f"Release archaeology on {m.machine_id}"
+            file, title, heading = f"archaeology/{m.file}.html", "", "Release archaeology on"
             more = Link(f"all {len(m.majors)} majors", f"archaeology/{m.file}/{every.name}.html") if every else None
             extra: dict[str, object] = {"every": more}
         else:
             file = f"archaeology/{m.file}/{s.name}.html"
             title = f" · {s.major}" if s.major is not None else " · every major"
-            heading = (
-                f"Releases of {s.major} on {m.machine_id}"
-                if s.major is not None
-                else f"Every major release on {m.machine_id}"
-            )
+            heading = f"Releases of {s.major} on" if s.major is not None else "Every major release on"
             extra = {"root": "../../", "every": None}
         view = {**base, **extra, **_charts(m, s.tags, jobs)}
-        view.update(title=f"Release archaeology · {m.machine_id}{title}", heading=heading, what=s.what)
+        view.update(title=f"Release archaeology · {label}{title}", heading=heading, what=s.what)
         pages.append((file, view))
     return pages
 
@@ -621,7 +624,13 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     )
     w.write(
         "archaeology.html",
-        render("archaeology.html", root="", title="Release archaeology", **index_view(machines)),
+        render(
+            "archaeology.html",
+            root="",
+            title="Release archaeology",
+            machines_about=ctx.machine_views,
+            **index_view(machines),
+        ),
     )
     written = set()
     for m in machines:
@@ -630,7 +639,7 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
         first = f"archaeology/{m.file}.html"
         written.add(first)
         with isolate.page(w, "release archaeology", first, f"Release archaeology · {m.machine_id}"):  # per machine
-            for rel, v in machine_pages(m, jobs):
+            for rel, v in machine_pages(m, jobs, ctx.machine_views[m.machine_id]):
                 w.write(rel, render("archaeology_machine.html", **v))
                 written.add(rel)
         if ctx.machines is None:

@@ -52,10 +52,18 @@ def write(w: SiteWriter, ctx: Context, sha: str, rows: str, runs: list[RunView])
             for r in runs
         ]
     )
-    # the plan changes first seen at this commit: [sid, workload, machine, branch, summary, previous sha, before, after]
+    # the plan changes first seen at this commit: [sid, workload, machine (name and id), branch, summary, previous
+    # sha, before, after]
     plans_json = js_literal(
         [
-            [r.sid, r.change.workload, r.machine_id, r.branch, r.change.summary, r.change.prev_sha]
+            [
+                r.sid,
+                r.change.workload,
+                ctx.machine_views[r.machine_id].label(),
+                r.branch,
+                r.change.summary,
+                r.change.prev_sha,
+            ]
             + [r.change.before, r.change.after]
             for r in ctx.plan_changes_at.get(sha, [])
         ]

@@ -36,7 +36,7 @@ def view(ctx: Context, summaries: list[Summary]) -> dict[str, Any]:
             "family": family(s.workload),
             "label": s.label,
             "branch": s.branch,
-            "machine": s.machine_id,
+            "machine": ctx.machine_views[s.machine_id].label(),  # name (id): found by either, shown by name
             "recipe": f"{s.recipe} v{s.recipe_version}",
             "unit": s.unit,
             "direction": s.direction,

@@ -110,4 +110,7 @@ def view(ctx: Context) -> dict[str, Any]:
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    w.write("coverage.html", render("coverage.html", root="", title="Coverage", **view(ctx)))
+    w.write(
+        "coverage.html",
+        render("coverage.html", root="", title="Coverage", machines_about=ctx.machine_views, **view(ctx)),
+    )

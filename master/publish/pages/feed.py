@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from master.machines import MachineView
 from master.publish import source
 from master.publish.context import Context
 from master.publish.pages.alerts import newest_plan_changes
@@ -30,9 +31,18 @@ def plan_entry_id(row: PlanChangeRow) -> str:
 
 
 def view(
-    alerts: Sequence[AlertPage], plans: Sequence[PlanChangeRow] = (), seen: Mapping[str, float] | None = None
+    alerts: Sequence[AlertPage],
+    plans: Sequence[PlanChangeRow] = (),
+    seen: Mapping[str, float] | None = None,
+    named: Mapping[str, MachineView] | None = None,
 ) -> dict[str, Any]:
-    """The feed: alerts (newest 200), then plan changes (newest 200), each dated by its commit's time (`seen`)."""
+    """The feed: alerts (newest 200), then plan changes (newest 200), each dated by its commit's time (`seen`), the
+    machines by name (`named`: workers.about) and id."""
+
+    def label(machine_id: str) -> str:
+        m = (named or {}).get(machine_id)
+        return m.label() if m is not None else machine_id
+
     seen = seen or {}
     entries = sorted(alerts, key=lambda a: (a.updated or 0, a.id), reverse=True)[:200]
     updated = max([a.updated or 0 for a in entries] + [seen.get(r.change.sha, 0) for r in plans], default=0) or 0
@@ -58,7 +68,7 @@ def view(
                 "updated": iso(seen.get(r.change.sha)),
                 "link": f"series/{r.sid}.html",
                 "related": (),
-                "summary": f"{r.machine_id} {r.branch}: the plan of {r.change.workload} changed after "
+                "summary": f"{label(r.machine_id)} {r.branch}: the plan of {r.change.workload} changed after "
                 f"{r.change.prev_sha[:12]} ({r.change.summary})",
             }
             for r in plans
@@ -69,4 +79,4 @@ def view(
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     plans = newest_plan_changes(ctx)
     seen = {sha: float(c.authored_at) for sha, c in source.commits(ctx.conn, {r.change.sha for r in plans}).items()}
-    w.write("alerts.atom", render("alerts.atom", **view(ctx.alerts, plans, seen)))
+    w.write("alerts.atom", render("alerts.atom", **view(ctx.alerts, plans, seen, ctx.machine_views)))

@@ -62,4 +62,7 @@ def view(ctx: Context) -> dict[str, Any]:
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
-    w.write("health.html", render("health.html", root="", title="Farm health", **view(ctx)))
+    w.write(
+        "health.html",
+        render("health.html", root="", title="Farm health", machines_about=ctx.machine_views, **view(ctx)),
+    )

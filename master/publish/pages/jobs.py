@@ -159,6 +159,7 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
                     root="../",
                     title=title,
                     job=job,
+                    machines_about=ctx.machine_views,
                     rows=rows(job) if job.result and job.state == "done" else [],
                     explained=explanations(job) if job.result and job.state == "done" else [],
                     counters=counter_reports(job) if job.result and job.state == "done" else [],

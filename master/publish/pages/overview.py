@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from master.machines import MachineView
 from master.publish import isolate, workloads
 from master.publish.context import Context
 from master.publish.names import digest, safe_name
@@ -129,19 +130,25 @@ def view(ctx: Context, summaries: list[Summary], opened: dict[str, int] | None =
     }
 
 
-def key(machine: str, v: dict[str, Any]) -> str:
-    """A digest of what a machine's page renders: its view, of the open alerts only its series' counts."""
+def key(machine: str, v: dict[str, Any], about: MachineView | None = None) -> str:
+    """A digest of what a machine's page renders: its view, of the open alerts only its series' counts, and how
+    the machine is named (workers.about)."""
     rows = v["rows"]
     opened = {s.sid: v["open_by_sid"][s.sid] for s in rows if s.sid in v["open_by_sid"]}
     layout = [(g.name, [s.sid for s in g.rows]) for g in v["groups"]]
-    return digest(repr((machine, rows, opened, v["bands"], v["branches"], v["workloads"], layout)), 20)
+    return digest(repr((machine, about, rows, opened, v["bands"], v["branches"], v["workloads"], layout)), 20)
 
 
 def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     """index.html and every machine's page. A publish that builds on the live version renders the machine pages
     whose view's digest differs from the last publish's (ctx.page_keys: a run changes its machine's series, a
     triage any machine's alert counts) and writes them where their bytes changed."""
-    w.write("index.html", render("index.html", root="", title="perffarm", **machines_view(ctx, summaries)))
+    w.write(
+        "index.html",
+        render(
+            "index.html", root="", title="perffarm", machines_about=ctx.machine_views, **machines_view(ctx, summaries)
+        ),
+    )
     opened = open_by_sid(ctx)
     old = ctx.page_keys if w.incremental else None
     pages = set()
@@ -150,8 +157,19 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
         pages.add(rel)
         with isolate.page(w, "overview", rel, f"{m} · overview"):  # one machine's page
             v = view(ctx, ss, opened)
-            k = ctx.new_page_keys[rel] = key(m, v)
+            about = ctx.machine_views[m]
+            k = ctx.new_page_keys[rel] = key(m, v, about)
             if old is not None and old.get(rel) == k:
                 continue  # the live version's page, hard-linked into this one
-            w.write_changed(rel, render("overview.html", root="../", title=f"{m} · overview", machine=m, **v))
+            w.write_changed(
+                rel,
+                render(
+                    "overview.html",
+                    root="../",
+                    title=f"{about.label()} · overview",
+                    machine_id=m,
+                    machines_about={m: about},
+                    **v,
+                ),
+            )
     w.keep_only("overview", pages)

@@ -236,10 +236,20 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
     """releases.html, releases/<tag>.html and each machine's tables. An incremental publish that stored a run at a
     tagged commit re-renders that machine's tables only (ctx.machines); the lists are written where they changed."""
     rel = load(ctx)  # a release job's tags count even when the farm has measured no tagged commit itself
-    w.write_changed("releases.html", render("releases.html", root="", title="Releases", **index_view(rel)))
+    w.write_changed(
+        "releases.html",
+        render("releases.html", root="", title="Releases", machines_about=ctx.machine_views, **index_view(rel)),
+    )
     for t in rel.tags:
         w.write_changed(
-            rel.files[t], render("releases.html", root="../", title=f"Releases vs {t}", **index_view(rel, t))
+            rel.files[t],
+            render(
+                "releases.html",
+                root="../",
+                title=f"Releases vs {t}",
+                machines_about=ctx.machine_views,
+                **index_view(rel, t),
+            ),
         )
     w.keep_only("releases", set(rel.files.values()))
     for m in rel.machines:
@@ -254,7 +264,7 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
                 root = "../../../" if s.name else "../../"  # releases/<machine>/[<set>/]
                 others = [m.link(x) for x in m.sets if x.name != s.name]
                 for base in m.bases(s):
-                    title = f"Releases on {m.machine_id} vs {base}"
+                    title = f"Releases on {ctx.machine_views[m.machine_id].label()} vs {base}"
                     written.add(m.page(s, base))
                     with isolate.page(w, "releases", m.page(s, base), title):  # one table
                         t = table(ctx, rel, m, s, base, got)
@@ -266,7 +276,8 @@ def write(w: SiteWriter, ctx: Context, summaries: list[Summary]) -> None:
                                 "release_table.html",
                                 root=root,
                                 title=title,
-                                machine=m.machine_id,
+                                machine_id=m.machine_id,
+                                machines_about=ctx.machine_views,
                                 what=s.what,
                                 others=others,
                                 table=t,

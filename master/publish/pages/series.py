@@ -53,7 +53,7 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         "unit": summ.unit,
         "direction": summ.direction,
         "markers": [{"pos": m.position, "kind": m.kind, "label": m.label} for m in markers],
-        "overlays": [_overlay(summ, o, chunks) for o in overlays],
+        "overlays": [_overlay(summ, o, chunks, ctx.machine_views[o.machine_id].name) for o in overlays],
     }
     about = workloads.info(summ.recipe, summ.recipe_version, summ.config_hash, summ.workload)
     return {
@@ -69,10 +69,14 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         "meta": meta,
         "chunks": chunks,
         "siblings": [o for o in siblings if o.sid != summ.sid],
+        # how the page names its machine and its siblings' (workers.about): part of key()'s digest
+        "machines_about": {
+            m: ctx.machine_views[m] for m in sorted({summ.machine_id, *(o.machine_id for o in siblings)})
+        },
     }
 
 
-def _overlay(summ: Summary, o: Summary, chunks: list[int]) -> dict[str, Any]:
+def _overlay(summ: Summary, o: Summary, chunks: list[int], machine: str = "") -> dict[str, Any]:
     """A series the chart can draw over this one: its id, what differs from this series (its label in the legend)
     and its chunks within this series' (the chart's x range). The chunk range moves once per CHUNK commits of the
     other series, not with each of its runs, so its runs seldom make this page new (key())."""
@@ -82,7 +86,7 @@ def _overlay(summ: Summary, o: Summary, chunks: list[int]) -> dict[str, Any]:
     if o.branch != summ.branch:
         differs.append(o.branch)
     if o.machine_id != summ.machine_id:
-        differs.append(o.machine_id)
+        differs.append(machine or o.machine_id)  # its name (workers.about), else its id
     if (o.recipe, o.recipe_version, o.config_hash) != (summ.recipe, summ.recipe_version, summ.config_hash):
         differs.append(f"{o.recipe} v{o.recipe_version} ({o.config_hash[:8]})")
     lo = max(o.first_position // CHUNK, chunks[0])
