@@ -81,24 +81,25 @@ def callgrind_profiles(ctx: Context, label: str) -> dict[str, Any]:
     return out
 
 
-def sampled_waits(ctx: Context, label: str) -> dict[str, Any]:
-    """The wait events a side sampled during its pgbench samples (recipes/pg/waits.py), per workload; {} without."""
-    path = ctx.state_dir / "waits" / f"{label}.json"  # recipes/pg/profile.py waits_file
+def _side_file(ctx: Context, folder: str, label: str, what: str) -> dict[str, Any]:
+    """A side's JSON file under state/<folder>/<label>.json, per workload; {} without it, and a warning naming
+    `what` (e.g. "plans of B") when it is unreadable (a try-job's files were written inside its sandbox)."""
+    path = ctx.state_dir / folder / f"{label}.json"
     try:
         return dict(json.loads(path.read_text())) if path.exists() else {}
     except (OSError, ValueError) as e:
-        ctx.log(f"warning: the sampled waits of side {label} are unreadable, left out: {str(e)[:200]}")
+        ctx.log(f"warning: the {what} are unreadable, left out: {str(e)[:200]}")
         return {}
+
+
+def sampled_waits(ctx: Context, label: str) -> dict[str, Any]:
+    """The wait events a side sampled during its pgbench samples (recipes/pg/waits.py), per workload; {} without."""
+    return _side_file(ctx, "waits", label, f"sampled waits of side {label}")  # recipes/pg/profile.py waits_file
 
 
 def captured_plans(ctx: Context, label: str) -> dict[str, Any]:
     """The plan shapes a label's analytic queries ran with (recipes/pg/plans.py), per workload; {} without."""
-    path = ctx.state_dir / "plans" / f"{label}.json"  # recipes/pg/profile.py plans_file
-    try:
-        return dict(json.loads(path.read_text())) if path.exists() else {}
-    except (OSError, ValueError) as e:
-        ctx.log(f"warning: the plans of {label} are unreadable, left out: {str(e)[:200]}")
-        return {}
+    return _side_file(ctx, "plans", label, f"plans of {label}")  # recipes/pg/profile.py plans_file
 
 
 def result_doc(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -302,6 +303,17 @@ def _committer(c: CommitView) -> bool:
     return bool(c.committer) and c.committer != c.author
 
 
+def _email_commit(label: str, who: CommitView, esc: Callable[[str], str]) -> list[str]:
+    """An email's block for one commit (an alert's commit or culprit, a plan change's commit), 72 columns wide."""
+    lines = [f"{label + ':':<11}{who.sha}"]
+    if url := safe_link(who.url):
+        lines.append(f"{'':<11}{url}")
+    lines += [f"Subject:   {esc(who.subject)}", f"Author:    {esc(who.author)}"]
+    if _committer(who):
+        lines.append(f"Committer: {esc(who.committer)}")
+    return [*lines, *(f"Discussion: {x}" for x in who.links()), ""]
+
+
 def _commit_json(c: CommitView | None) -> dict[str, Any] | None:
     if c is None:
         return None
@@ -425,15 +437,7 @@ def email(view: AlertSnapshot, event: str, key: str, channel: str) -> dict[str, 
         subject += f" - {esc(who.subject)}"
     lines = [_headline(view), ""]
     if who:
-        label = "Culprit" if view.culprit else "Commit"
-        lines += [f"{label + ':':<11}{who.sha}"]
-        if url := safe_link(who.url):
-            lines.append(f"{'':<11}{url}")
-        lines += [f"Subject:   {esc(who.subject)}", f"Author:    {esc(who.author)}"]
-        if _committer(who):
-            lines.append(f"Committer: {esc(who.committer)}")
-        lines += [f"Discussion: {x}" for x in who.links()]
-        lines.append("")
+        lines += _email_commit("Culprit" if view.culprit else "Commit", who, esc)
         if view.culprit and view.counters:
             lines += [f"What the exact counters say: {esc(view.counters)}", ""]
         if view.culprit and view.waits:
@@ -552,14 +556,7 @@ def plan_email(view: PlanSnapshot, key: str, channel: str) -> dict[str, Any]:
     subject = f"[perffarm] {head}" + (f" - {esc(view.commit.subject)}" if view.commit else "")
     lines = [head, ""]
     if who := view.commit:
-        lines.append(f"{'Commit:':<11}{who.sha}")
-        if url := safe_link(who.url):
-            lines.append(f"{'':<11}{url}")
-        lines += [f"Subject:   {esc(who.subject)}", f"Author:    {esc(who.author)}"]
-        if _committer(who):
-            lines.append(f"Committer: {esc(who.committer)}")
-        lines += [f"Discussion: {x}" for x in who.links()]
-        lines.append("")
+        lines += _email_commit("Commit", who, esc)
     else:
         lines += [f"Commit:    {c.sha}", ""]
     lines += ["The plan of the query (EXPLAIN (COSTS OFF), nodes by depth):"]
