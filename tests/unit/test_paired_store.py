@@ -523,3 +523,40 @@ def test_a_latency_ratio_is_judged_by_the_rank_gate_not_the_paired_gate(conn):
     settings = alert_config.AlertSettings()
     assert settings.metric_kind("latency_p95.ratio", "ratio") == "unpaired"
     assert settings.metric_kind("tps.rqps", "ratio") == "paired"
+
+
+def test_a_shared_bisection_follows_the_rqps_line_not_a_noisier_ratio(tmp_path):
+    """Issue #28: the lines of one regression share one bisection, started by the first of them; when that was
+    `latency_avg.ratio`, whose blocks are noisier than rQPS's, three of its four probes took 7-10 rounds to clear
+    the midpoint. What the master runs after an ingest (pipeline.after_ingest) starts it on the `.rqps` line."""
+    from master import pipeline
+    from master.settings import load_settings
+
+    settings = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path)})
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    conn = store.connect(settings.results_db)
+    rng = random.Random(5)
+    add_commits(conn, 20)
+    for build, i in enumerate([*range(12), *range(14, 20)], 1):  # 12 and 13 untested: a range to bisect
+        slower = i >= 14
+        rqps = [(0.88 if slower else 1.0) * (1 + rng.gauss(0, 0.003)) for _ in range(3)]
+        doc = paired_doc(sha(i), REF_A, [1000.0 * r for r in rqps], rqps)
+        latency = [(1.14 if slower else 1.0) * (1 + rng.gauss(0, 0.003)) for _ in range(3)]
+        doc["workloads"][0]["metrics"].insert(  # before rQPS: its series and change point come first
+            0, {"name": "latency_avg.ratio", "unit": "ratio", "direction": "lower", "samples": latency}
+        )
+        with store.transaction(conn):
+            run_id = store.insert_run(conn, doc, ctx(build, reference=REF_A))
+    conn.close()
+    out = pipeline.after_ingest(settings, run_id)
+    assert not out.failed, out.messages
+    conn = store.connect(settings.results_db)
+    try:
+        points = conn.execute(
+            "SELECT s.metric FROM change_points cp JOIN series s ON s.id = cp.series_id ORDER BY cp.id"
+        ).fetchall()
+        assert [m for (m,) in points] == ["latency_avg.ratio", "tps.rqps"]
+        assert [tuple(r) for r in conn.execute("SELECT workload, metric FROM bisections")] == [("ro", "tps.rqps")]
+        assert conn.execute("SELECT COUNT(*) FROM bisection_shares").fetchone()[0] == 1
+    finally:
+        conn.close()
