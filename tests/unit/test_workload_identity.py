@@ -4,6 +4,7 @@ scripts, postgresql.conf and build flags are edited the way a user would edit th
 
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import json
 import os
@@ -367,9 +368,13 @@ def test_a_workload_added_to_the_recipe_keeps_the_other_workloads_in_their_serie
         after.config_hash(),
     ]
     conn.close()
-    # the site: pgbench is one series with no break; select1's break is marked in its own series only
+    # the site: pgbench is one series with no break; select1's break is marked in its own series only, naming the
+    # machine as every page does (workers.about, issue #31), not by its id
     out = tmp_path / "site"
-    publish_all(settings, out, now=NOW)
+    about = (("local", "tern", "Alice <alice@example.org>", ""),)
+    publish_all(
+        dataclasses.replace(settings, alerts=dataclasses.replace(settings.alerts, machine_about=about)), out, now=NOW
+    )
 
     def page(workload: str, recipe: Recipe) -> dict:
         key = SeriesRef(
@@ -382,7 +387,7 @@ def test_a_workload_added_to_the_recipe_keeps_the_other_workloads_in_their_serie
     assert [m for m in pg["markers"] if m["kind"] == "config"] == []
     old_select1 = page("select1", before)
     assert [m["pos"] for m in old_select1["markers"] if m["kind"] == "config"] == [4]
-    assert after.workload_hash("select1")[:8] in old_select1["markers"][0]["label"]
+    assert old_select1["markers"][0]["label"] == f"tern fixture v1 {after.workload_hash('select1')[:8]} starts"
     assert page("select1", after)["series"]["first_position"] == 4
 
 

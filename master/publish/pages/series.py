@@ -28,7 +28,11 @@ def view(ctx: Context, summ: Summary, siblings: list[Summary]) -> dict[str, Any]
         if pos is not None and summ.first_position <= pos <= summ.last_position:
             tag_marks.append(Marker(pos, "tag", name))
     config_marks = [
-        Marker(o.first_position, "config", f"{o.machine_id} {o.recipe} v{o.recipe_version} {o.config_hash[:8]} starts")
+        Marker(
+            o.first_position,
+            "config",
+            f"{ctx.machine_views[o.machine_id].name} {o.recipe} v{o.recipe_version} {o.config_hash[:8]} starts",
+        )
         for o in siblings
         if o.sid != summ.sid and o.first_position > summ.first_position
     ]
