@@ -31,8 +31,8 @@ test-unit: setup
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy
 
-fix: setup
-	.venv/bin/ruff check --fix . && .venv/bin/ruff format .
+fix: setup  # format first: what is left to fix by hand (e.g. E501) must not stop the formatting
+	.venv/bin/ruff format . && .venv/bin/ruff check --fix .
 
 setup: apt $(STAMP)
 
