@@ -156,15 +156,24 @@ def test_importing_the_command_line_loads_nothing_heavy() -> None:
     assert not heavy, f"`import master.cli` loads {heavy}: import them inside the verb that needs them"
 
 
-def test_the_parser_and_settings_load_nothing_heavy() -> None:
-    code = (
+def _loaded_after_help(argv: list[str], then: str = "") -> set[str]:
+    """What `perffarm ARGV --help` (its output thrown away), then the code `then`, leave loaded."""
+    return _loaded_after(
         "import contextlib, io\nfrom master import cli, settings\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-        "    cli.main(['--help'])\n"
-        "settings.load_settings()"
+        f"    cli.main({[*argv, '--help']!r})\n{then}"
     )
-    heavy = _heavy(_loaded_after(code))
+
+
+def test_the_parser_and_settings_load_nothing_heavy() -> None:
+    heavy = _heavy(_loaded_after_help([], "settings.load_settings()"))
     assert not heavy, f"`perffarm --help` and loading the settings load {heavy}"
+
+
+def test_detect_help_loads_no_statistics() -> None:
+    # `perffarm detect FILE.csv` needs numpy and scipy; its --help only the parser and the directions it offers
+    heavy = _heavy(_loaded_after_help(["detect"]))
+    assert not heavy, f"`perffarm detect --help` loads {heavy}"
 
 
 def test_listing_alerts_loads_no_statistics_and_no_http_client() -> None:
