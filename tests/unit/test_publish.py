@@ -320,6 +320,32 @@ def test_a_failure_mid_render_leaves_the_live_site_intact(farm, tmp_path, monkey
     assert not [p for p in (tmp_path / ".site.versions").iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.parametrize("which", ["incremental", "site pages"])
+def test_a_failure_mid_incremental_publish_leaves_the_live_site_intact(farm, tmp_path, monkeypatch, which):
+    """The incremental paths (a new run, a site-wide page such as an alert's) abort their version as a full publish
+    does: the live site is as it was and no temp version is left."""
+    import errno
+
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    live = os.path.realpath(out)
+    before = {k: p.read_bytes() for k, p in files(out).items()}
+    run_id = farm.ingest(2, 1000.0, seed=77) if which == "incremental" else None  # publishes into the default site
+
+    def full_disk(self, rel, text):
+        raise OSError(errno.ENOSPC, "No space left on device", rel)
+
+    monkeypatch.setattr(SiteWriter, "write", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        if run_id is not None:
+            publish_incremental(farm.settings, run_id, out, now=NOW + 1)
+        else:
+            publish_bisections(farm.settings, out, now=NOW + 1)
+    assert os.path.realpath(out) == live
+    assert {k: p.read_bytes() for k, p in files(out).items()} == before
+    assert not [p for p in (tmp_path / ".site.versions").iterdir() if p.name.endswith(".tmp")]
+
+
 def test_a_commit_whose_data_cannot_be_written_is_reported_and_every_other_file_is_published(farm, tmp_path):
     """A stored run whose commit is not a sha (the database is untrusted): its commit data file cannot be named.
     That file is left out and reported; the publish finishes (in one process or two) with every other file as
