@@ -19,7 +19,6 @@ from master.publish.render import author_name, sig6_decimals
 from master.publish.source import SeriesRef
 from master.publish.views import (
     AlertPage,
-    ChangeView,
     RatioView,
     RunView,
     Summary,
@@ -59,14 +58,7 @@ class Context:
         # filled by the publisher for the commits it writes data for
         self.messages: dict[str, str] = {}
         self.positions: dict[str, dict[str, int]] = {}
-        cps = source.change_points(conn)
-        self.changes: dict[str, list[ChangeView]] = {}
-        self.sid_of_cp: dict[int, str] = {}
-        for c in cps:
-            self.sid_of_cp[c.id] = c.sid
-            self.changes.setdefault(c.sid, []).append(
-                ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue, c.state)
-            )
+        self.changes = source.change_points(conn)  # per series (sid), as the series pages list them
         self.rebases, self.ratio_of = source.paired(conn)  # paired throughput: rebases, absolute -> ratio series
         # the analytic queries' plans: per series the plans it ran with, and every plan change (master/plans.py)
         self.plan_spans, self.plan_changes = source.plan_history(conn)

@@ -181,20 +181,6 @@ class Marker:
 
 
 @dataclass(frozen=True)
-class ChangeView:
-    id: int
-    sha: str
-    prev_sha: str | None
-    position: int
-    kind: str
-    ratio: float
-    ci_low: float | None
-    ci_high: float | None
-    pvalue: float
-    state: str
-
-
-@dataclass(frozen=True)
 class RunView:
     id: int
     ref: str

@@ -428,6 +428,11 @@ def test_the_versions_directory_asks_ext4_to_spread_new_versions(tmp_path):
     assert flags[0] & writer._FS_TOPDIR_FL
 
 
+CHANGE_POINT_FIELDS = sorted(
+    ["id", "sha", "prev_sha", "position", "kind", "ratio", "ci_low", "ci_high", "pvalue", "state"]
+)
+
+
 def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path):
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
@@ -445,6 +450,8 @@ def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path
         idx = json.loads(text_of(out, k))
         assert idx["format"] == "perffarm-series" and idx["version"] == 1
         workload = idx["series"]["workload"]
+        # the change points as the series page's script reads them: these names, one point per series here
+        assert [(sorted(c), c["kind"]) for c in idx["change_points"]] == [(CHANGE_POINT_FIELDS, "regression")]
         for c in idx["chunks"]:
             chunk = json.loads(text_of(out, str(Path(k).parent / f"{c}.json")))
             assert chunk["format"] == "perffarm-series-chunk"
