@@ -32,8 +32,9 @@ from master.publish.cache import failed_pages, load_state, open_cache, save_page
 from master.publish.context import Context, bands, run_views
 from master.publish.model import SiteSeries
 from master.publish.source import CHUNK, SeriesRef
-from master.publish.views import SPARK_WINDOW, RunView, Summary, siblings_of
+from master.publish.views import SPARK_WINDOW, Summary, siblings_of
 from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
+from master.store.runs import RunWithLog
 from master.store.series import MeasureKey
 
 
@@ -225,7 +226,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         def write_commits(i: int) -> None:
             part = batches[i]
             with open(spill / f"runs-{i}", "rb") as f:
-                runs: dict[str, list[RunView]] = pickle.load(f)
+                runs: dict[str, list[RunWithLog]] = pickle.load(f)
             loaded = []
             for g in range(len(fleet)):
                 got = _spill_read(spill / f"rows-{g}-{i}", len(part))
