@@ -11,7 +11,7 @@ sides measured:
 * ``<metric>.reference``: the reference's raw samples, in the order taken (same unit and direction);
 * ``<metric>.rqps`` for a throughput (direction ``higher``, unit per second), ``<metric>.ratio`` for every other
   wall-clock metric (latency, CPU and context switches per transaction: the metric's own direction): the ratio
-  commit / reference per **order-balanced block** of two rounds (``recipes.pg.stats.block_ratios``: round 2j ran
+  commit / reference per **order-balanced block** of two rounds (``recipes.stats.block_ratios``: round 2j ran
   the reference first, round 2j + 1 the commit first, and their geometric mean cancels what going first costs),
   unit ``ratio``. These are the paired samples whose median is the commit's rQPS and whose spread is its
   uncertainty; a paired run's absolute values are shown, never searched (master/analysis.py ``not_searched``).
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from recipes import result
 from recipes.api import HIGHER, BuildFailed, Context, Metric, WorkloadResult
-from recipes.pg.stats import NoRatio, block_ratios  # pure stdlib statistics, shared with perffarm compare
+from recipes.stats import NoRatio, block_ratios  # pure stdlib statistics, shared with perffarm compare
 
 OPTION = "reference"
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")

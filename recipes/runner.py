@@ -153,78 +153,6 @@ def _context(args: argparse.Namespace) -> Context:
     )
 
 
-def _phase(args: argparse.Namespace, phase: str) -> int:
-    recipe = registry.get(args.recipe)
-    ctx = _context(args)
-    marker = ctx.state_dir / BUILD_MARKER
-    result_path = Path(args.result)
-    started_at = _now()
-    t0 = time.monotonic()
-    timings: dict[str, float] = {}
-    if phase == "build":
-        marker.unlink(missing_ok=True)
-        result_path.unlink(missing_ok=True)
-    else:
-        if not marker.exists():
-            print(f"no successful build in {ctx.state_dir}; run the build phase first", file=sys.stderr)
-            return EXIT_USAGE
-        prior = json.loads(marker.read_text())
-        timings.update(prior.get("timings", {}))
-        started_at = prior.get("started_at", started_at)
-    ctx.log(f"recipe {recipe.name} v{recipe.version} ({recipe.config_hash()}): {phase} {ctx.sha[:12]} ({ctx.ref})")
-    try:
-        if phase == "build":
-            recipe.build(ctx)
-        else:
-            workloads = list(recipe.bench(ctx))
-    except RecipeFailure as e:
-        status = "build-failed" if phase == "build" else "bench-failed"
-        ctx.log(f"{status}: {e.message}")
-        excerpt = f"{e.message}\n{e.log_excerpt or ctx.tail()}".strip()
-        timings[f"{phase}_seconds"] = round(time.monotonic() - t0, 3)
-        doc = result_doc(recipe, ctx, status, [], clean_text(excerpt[-60_000:]), timings, started_at)
-        write_json_atomic(result_path, doc)
-        return EXIT_RECIPE_FAILED
-    except Exception:
-        if phase == "build":
-            raise  # a bug in the recipe's build code: let the runner crash so it is seen and retried
-        tb = traceback.format_exc()
-        ctx.log("bench-failed: the recipe raised an exception")
-        print(tb, file=sys.stderr)
-        timings["bench_seconds"] = round(time.monotonic() - t0, 3)
-        excerpt = clean_text(f"{tb}\n{ctx.tail()}"[-60_000:])
-        doc = result_doc(recipe, ctx, "bench-failed", [], excerpt, timings, started_at)
-        write_json_atomic(result_path, doc)
-        return EXIT_RECIPE_FAILED
-    timings[f"{phase}_seconds"] = round(time.monotonic() - t0, 3)
-    if phase == "build":
-        write_json_atomic(marker, {"timings": timings, "started_at": started_at, "sha": ctx.sha})
-        ctx.log(f"build done in {timings['build_seconds']:.1f} s")
-        return EXIT_OK
-    doc = result_doc(recipe, ctx, "ok", workloads, "", timings, started_at)
-    profiles = callgrind_profiles(ctx, "run")
-    if profiles:
-        doc["callgrind"] = profiles
-    figure = ctx.state_dir / "coverage" / "run.json"  # recipes/pg/profile.py coverage_file
-    if figure.exists():
-        doc["coverage"] = json.loads(figure.read_text())
-    shapes = captured_plans(ctx, "run")
-    if shapes:
-        doc["plans"] = shapes
-    for label, key in (("run", WAITS), ("reference", WAITS_REFERENCE)):  # recipes/pg/profile.py waits_file
-        found = sampled_waits(ctx, label)
-        if found:
-            doc[key] = found
-    write_json_atomic(result_path, doc)
-    try:
-        validate(json.loads(json.dumps(doc)))
-    except ValueError as e:
-        # Written anyway: the master is the gatekeeper and will reject it with the same message.
-        ctx.log(f"warning: this result will be rejected by the master: {e}")
-    ctx.log(f"bench done in {timings['bench_seconds']:.1f} s; result written to {result_path}")
-    return EXIT_OK
-
-
 def job_doc(
     recipe: Recipe,
     ctx: Context,
@@ -254,37 +182,58 @@ def job_doc(
     return doc
 
 
-def _job_phase(args: argparse.Namespace, phase: str) -> int:
-    """job-build / job-bench: every side of a job built, then measured interleaved (recipes/sides.py)."""
+def _phase(args: argparse.Namespace, phase: str) -> int:
+    """build / bench of a run, job-build / job-bench of a job's sides (built, then measured interleaved:
+    recipes/sides.py). A build starts afresh and leaves a marker; the bench needs it and carries its timings on; a
+    RecipeFailure is written as a result saying so."""
     recipe = registry.get(args.recipe)
-    if recipe.sides is None:
-        print(f"recipe {recipe.name} does not measure jobs of several sides", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        sides = parse_sides(args.side, args.patch or [])
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    job, building = phase.startswith("job-"), phase.endswith("build")
+    sides: list[Side] = []
+    if job:
+        if recipe.sides is None:
+            print(f"recipe {recipe.name} does not measure jobs of several sides", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            sides = parse_sides(args.side, args.patch or [])
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_USAGE
     ctx = _context(args)
-    marker = ctx.state_dir / JOB_BUILD_MARKER
+    marker = ctx.state_dir / (JOB_BUILD_MARKER if job else BUILD_MARKER)
     result_path = Path(args.result)
     started_at, t0 = _now(), time.monotonic()
     timings: dict[str, float] = {}
-    results: Mapping[str, Sequence[WorkloadResult]] = {}
-    if phase == "job-build":
+    seconds = f"{phase.replace('-', '_')}_seconds"
+    if building:
         marker.unlink(missing_ok=True)
         result_path.unlink(missing_ok=True)
     else:
+        build = phase.replace("bench", "build")
         if not marker.exists():
-            print(f"no successful job build in {ctx.state_dir}; run the job-build phase first", file=sys.stderr)
+            say = f"no successful {build.replace('-', ' ')} in {ctx.state_dir}; run the {build} phase first"
+            print(say, file=sys.stderr)
             return EXIT_USAGE
         prior = json.loads(marker.read_text())
         timings.update(prior.get("timings", {}))
         started_at = prior.get("started_at", started_at)
-    listing = ", ".join(f"{s.label}={s.sha[:12]}" + ("+patch" if s.patch else "") for s in sides)
-    ctx.log(f"recipe {recipe.name} v{recipe.version}: {phase} of job {args.job}: {listing}")
+
+    def document(status: str, results: Mapping[str, Sequence[WorkloadResult]], excerpt: str) -> dict[str, Any]:
+        if job:
+            return job_doc(recipe, ctx, args.job, status, sides, results, excerpt, timings, started_at)
+        return result_doc(recipe, ctx, status, list(results.get("run", ())), excerpt, timings, started_at)
+
+    if job:
+        listing = ", ".join(f"{s.label}={s.sha[:12]}" + ("+patch" if s.patch else "") for s in sides)
+        ctx.log(f"recipe {recipe.name} v{recipe.version}: {phase} of job {args.job}: {listing}")
+    else:
+        ctx.log(f"recipe {recipe.name} v{recipe.version} ({recipe.config_hash()}): {phase} {ctx.sha[:12]} ({ctx.ref})")
+    results: Mapping[str, Sequence[WorkloadResult]] = {}
     try:
-        if phase == "job-build":
+        if phase == "build":
+            recipe.build(ctx)
+        elif phase == "bench":
+            results = {"run": list(recipe.bench(ctx))}
+        elif phase == "job-build":
             # what an earlier job's patched side left is never seen again (recipes/sandbox.py)
             sandboxing.remove_tree(untrusted_dir(ctx))
             ctx = open_sandbox(ctx, sides)
@@ -297,19 +246,57 @@ def _job_phase(args: argparse.Namespace, phase: str) -> int:
             finally:
                 sandboxing.remove_tree(untrusted_dir(ctx))
     except RecipeFailure as e:
-        status = "build-failed" if phase == "job-build" else "bench-failed"
+        status = "build-failed" if building else "bench-failed"
         ctx.log(f"{status}: {e.message}")
-        timings[f"{phase.replace('-', '_')}_seconds"] = round(time.monotonic() - t0, 3)
+        timings[seconds] = round(time.monotonic() - t0, 3)
         excerpt = clean_text(f"{e.message}\n{e.log_excerpt or ctx.tail()}".strip()[-60_000:])
-        doc = job_doc(recipe, ctx, args.job, status, sides, {}, excerpt, timings, started_at)
-        write_json_atomic(result_path, doc)
+        write_json_atomic(result_path, document(status, {}, excerpt))
         return EXIT_RECIPE_FAILED
-    timings[f"{phase.replace('-', '_')}_seconds"] = round(time.monotonic() - t0, 3)
-    if phase == "job-build":
-        write_json_atomic(marker, {"timings": timings, "started_at": started_at})
-        ctx.log(f"job build done in {timings['job_build_seconds']:.1f} s")
+    except Exception:
+        if phase != "bench":
+            raise  # a bug in the recipe's build (or a job's) code: let the runner crash so it is seen and retried
+        tb = traceback.format_exc()
+        ctx.log("bench-failed: the recipe raised an exception")
+        print(tb, file=sys.stderr)
+        timings[seconds] = round(time.monotonic() - t0, 3)
+        write_json_atomic(result_path, document("bench-failed", {}, clean_text(f"{tb}\n{ctx.tail()}"[-60_000:])))
+        return EXIT_RECIPE_FAILED
+    timings[seconds] = round(time.monotonic() - t0, 3)
+    if building:
+        write_json_atomic(marker, {"timings": timings, "started_at": started_at} | ({} if job else {"sha": ctx.sha}))
+        ctx.log(f"{phase.replace('-', ' ')} done in {timings[seconds]:.1f} s")
         return EXIT_OK
-    doc = job_doc(recipe, ctx, args.job, "ok", sides, results, "", timings, started_at)
+    doc = document("ok", results, "")
+    (_add_job_files if job else _add_run_files)(ctx, doc)
+    write_json_atomic(result_path, doc)
+    try:
+        (validate_job if job else validate)(json.loads(json.dumps(doc)))
+    except ValueError as e:
+        # Written anyway: the master is the gatekeeper and will reject it with the same message.
+        ctx.log(f"warning: this {'job ' if job else ''}result will be rejected by the master: {e}")
+    ctx.log(f"{phase.replace('-', ' ')} done in {timings[seconds]:.1f} s; result written to {result_path}")
+    return EXIT_OK
+
+
+def _add_run_files(ctx: Context, doc: dict[str, Any]) -> None:
+    """What the bench left besides the workloads: callgrind profiles, coverage, plans and sampled waits."""
+    profiles = callgrind_profiles(ctx, "run")
+    if profiles:
+        doc["callgrind"] = profiles
+    figure = ctx.state_dir / "coverage" / "run.json"  # recipes/pg/profile.py coverage_file
+    if figure.exists():
+        doc["coverage"] = json.loads(figure.read_text())
+    shapes = captured_plans(ctx, "run")
+    if shapes:
+        doc["plans"] = shapes
+    for label, key in (("run", WAITS), ("reference", WAITS_REFERENCE)):  # recipes/pg/profile.py waits_file
+        found = sampled_waits(ctx, label)
+        if found:
+            doc[key] = found
+
+
+def _add_job_files(ctx: Context, doc: dict[str, Any]) -> None:
+    """What each side's bench left besides its workloads: callgrind profiles, sampled waits and plans."""
     for side in doc["sides"]:
         profiles = callgrind_profiles(ctx, side["label"])
         if profiles:
@@ -321,13 +308,6 @@ def _job_phase(args: argparse.Namespace, phase: str) -> int:
         shapes = captured_plans(ctx, side["label"])
         if shapes:
             side[PLANS] = shapes
-    write_json_atomic(result_path, doc)
-    try:
-        validate_job(json.loads(json.dumps(doc)))
-    except ValueError as e:
-        ctx.log(f"warning: this job result will be rejected by the master: {e}")
-    ctx.log(f"job bench done in {timings['job_bench_seconds']:.1f} s; result written to {result_path}")
-    return EXIT_OK
 
 
 def _list(_: argparse.Namespace) -> int:
@@ -352,31 +332,30 @@ def parser() -> argparse.ArgumentParser:
         description="Run perffarm recipes on a worker. The master ships this zipapp with every build.",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for phase in ("build", "bench"):
-        s = sub.add_parser(phase, help=f"run the {phase} phase of a recipe")
+    for phase in ("build", "bench", "job-build", "job-bench"):
+        job = phase.startswith("job-")
+        if job:
+            what = f"the {phase[4:]} phase of a job: 2 to 8 sides measured interleaved"
+            src, sha = "the worker's clone (sides are exported from it)", "the commit checked out in --src"
+        else:
+            what = f"run the {phase} phase of a recipe"
+            src, sha = "the checked-out commit", "commit sha being measured"
+        s = sub.add_parser(phase, help=what)
         s.add_argument("--recipe", required=True, help="recipe name (see `list`)")
-        s.add_argument("--src", required=True, help="the checked-out commit")
+        s.add_argument("--src", required=True, help=src)
         s.add_argument("--work", required=True, help="persistent directory for this builder (build trees)")
         s.add_argument("--state", required=True, help="this build's scratch directory")
-        s.add_argument("--sha", required=True, help="commit sha being measured")
-        s.add_argument("--ref", required=True, help="branch or tag that asked for the run")
-        s.add_argument("--result", required=True, help="where to write the result JSON")
+        s.add_argument("--sha", required=True, help=sha)
+        if job:
+            s.add_argument("--ref", default="job", help="a name for logs and build directories (default job)")
+            s.add_argument("--job", required=True, type=int, help="the master's job id (written into the result)")
+            s.add_argument("--side", action="append", required=True, metavar="LABEL=SHA", help="a side (A, B, ...)")
+            s.add_argument("--patch", action="append", metavar="LABEL=FILE", help="a patch applied on top of a side")
+        else:
+            s.add_argument("--ref", required=True, help="branch or tag that asked for the run")
+        s.add_argument("--result", required=True, help=f"where to write the {'job ' if job else ''}result JSON")
         s.add_argument("--option", action="append", metavar="KEY=VALUE", help="recipe option (repeatable)")
         s.set_defaults(func=lambda a, phase=phase: _phase(a, phase))
-    for phase in ("job-build", "job-bench"):
-        s = sub.add_parser(phase, help=f"the {phase[4:]} phase of a job: 2 to 8 sides measured interleaved")
-        s.add_argument("--recipe", required=True, help="recipe name (see `list`)")
-        s.add_argument("--src", required=True, help="the worker's clone (sides are exported from it)")
-        s.add_argument("--work", required=True, help="persistent directory for this builder (build trees)")
-        s.add_argument("--state", required=True, help="this build's scratch directory")
-        s.add_argument("--sha", required=True, help="the commit checked out in --src")
-        s.add_argument("--ref", default="job", help="a name for logs and build directories (default job)")
-        s.add_argument("--job", required=True, type=int, help="the master's job id (written into the result)")
-        s.add_argument("--side", action="append", required=True, metavar="LABEL=SHA", help="a side (A, B, ...)")
-        s.add_argument("--patch", action="append", metavar="LABEL=FILE", help="a patch applied on top of a side")
-        s.add_argument("--result", required=True, help="where to write the job result JSON")
-        s.add_argument("--option", action="append", metavar="KEY=VALUE", help="recipe option (repeatable)")
-        s.set_defaults(func=lambda a, phase=phase: _job_phase(a, phase))
     sub.add_parser("list", help="list recipes as JSON").set_defaults(func=_list)
     sub.add_parser("fingerprint", help="print this machine's fingerprint and host checks").set_defaults(
         func=_fingerprint

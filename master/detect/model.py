@@ -2,40 +2,14 @@
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-
-class Direction(enum.Enum):
-    """Which way is better for a metric; decides whether a shift is a regression or an improvement."""
-
-    HIGHER = "higher"
-    LOWER = "lower"
-
-    @classmethod
-    def parse(cls, text: str) -> Direction:
-        """Parse 'higher'/'lower' (case-insensitive), naming the bad value on failure."""
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            raise ValueError(f"direction must be 'higher' or 'lower', not {text!r}") from None
-
-
-class Kind(enum.Enum):
-    """Whether a change made the metric worse or better, given its direction."""
-
-    REGRESSION = "regression"
-    IMPROVEMENT = "improvement"
-
-    @classmethod
-    def of(cls, ratio: float, direction: Direction) -> Kind:
-        """Classify an after/before ratio under a direction."""
-        worse = ratio < 1.0 if direction is Direction.HIGHER else ratio > 1.0
-        return cls.REGRESSION if worse else cls.IMPROVEMENT
+from master.detect.direction import Direction as Direction  # where the detectors and the farm import it from
+from master.detect.direction import Kind
 
 
 @dataclass(frozen=True)

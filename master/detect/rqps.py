@@ -41,7 +41,7 @@ class Bands:
 @dataclass(frozen=True)
 class MedianRatio:
     """The ratio of two sides' medians, new/base, with a confidence interval (NaN bounds when a side has one
-    sample). Unpaired; recipes.pg.stats.PairedRatio is the ratio of paired samples."""
+    sample). Unpaired; recipes.stats.PairedRatio is the ratio of paired samples."""
 
     ratio: float
     low: float

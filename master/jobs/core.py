@@ -17,8 +17,8 @@ from master.store.series import MeasureKey
 from recipes.api import Metric, WorkloadResult
 from recipes.paired import OPTION as REFERENCE_OPTION
 from recipes.pg import ab
-from recipes.pg.stats import NoRatio, paired_estimate
 from recipes.sides import LABELS, MAX_SIDES
+from recipes.stats import NoRatio, paired_estimate
 
 RELEASES, TRY = "releases", "try"
 AGAIN = {RELEASES: "perffarm releases --tags ...", TRY: "perffarm try --patch ..."}  # how a user queues a job

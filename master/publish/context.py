@@ -4,6 +4,7 @@ Page writers (master/publish/pages/) read a Context; they never query the result
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,9 +20,7 @@ from master.publish.render import author_name, sig6_decimals
 from master.publish.source import SeriesRef
 from master.publish.views import (
     AlertPage,
-    ChangeView,
     RatioView,
-    RunView,
     Summary,
     alert_views,
     previous_tag,
@@ -30,6 +29,7 @@ from master.publish.views import (
     tail_rows,
 )
 from master.store.commits import Commit
+from master.store.runs import RunWithLog
 from master.store.series import MeasureKey
 from master.textsafe import visible
 
@@ -59,14 +59,7 @@ class Context:
         # filled by the publisher for the commits it writes data for
         self.messages: dict[str, str] = {}
         self.positions: dict[str, dict[str, int]] = {}
-        cps = source.change_points(conn)
-        self.changes: dict[str, list[ChangeView]] = {}
-        self.sid_of_cp: dict[int, str] = {}
-        for c in cps:
-            self.sid_of_cp[c.id] = c.sid
-            self.changes.setdefault(c.sid, []).append(
-                ChangeView(c.id, c.sha, c.prev_sha, c.position, c.kind, c.ratio, c.ci_low, c.ci_high, c.pvalue, c.state)
-            )
+        self.changes = source.change_points(conn)  # per series (sid), as the series pages list them
         self.rebases, self.ratio_of = source.paired(conn)  # paired throughput: rebases, absolute -> ratio series
         # the analytic queries' plans: per series the plans it ran with, and every plan change (master/plans.py)
         self.plan_spans, self.plan_changes = source.plan_history(conn)
@@ -224,26 +217,14 @@ class Context:
         return out
 
 
-def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunView]]:
-    """The runs of these commits (None: all), per commit, oldest first, as the commit data lists them."""
-    out: dict[str, list[RunView]] = {}
+def run_views(ctx: Context, shas: Iterable[str] | None) -> dict[str, list[RunWithLog]]:
+    """The runs of these commits (None: all), per commit, oldest first, as the commit data lists them: the ref and
+    the log made visible (the log's last 2,000 characters), the build link only if it is http(s)."""
+    out: dict[str, list[RunWithLog]] = {}
     for r in store.runs.runs(ctx.conn, shas=shas).values():
+        shown = visible(r.log_excerpt, lines=True)[-2000:]
         out.setdefault(r.sha, []).append(
-            RunView(
-                r.id,
-                visible(r.ref),
-                r.builder,
-                r.worker,
-                r.machine_id,
-                r.recipe,
-                r.recipe_version,
-                r.status,
-                r.source,
-                safe_url(r.build_url),
-                visible(r.log_excerpt, lines=True)[-2000:],
-                r.noisy,
-                r.ingested_at,
-            )
+            dataclasses.replace(r, ref=visible(r.ref), build_url=safe_url(r.build_url), log_excerpt=shown)
         )
     for v in out.values():
         v.sort(key=lambda r: r.id)

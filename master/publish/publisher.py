@@ -32,8 +32,9 @@ from master.publish.cache import failed_pages, load_state, open_cache, save_page
 from master.publish.context import Context, bands, run_views
 from master.publish.model import SiteSeries
 from master.publish.source import CHUNK, SeriesRef
-from master.publish.views import SPARK_WINDOW, RunView, Summary, siblings_of
+from master.publish.views import SPARK_WINDOW, Summary, siblings_of
 from master.publish.writer import PublishError, SiteWriter, only_cleanup_threads, publish_lock, wait_for_cleanup
+from master.store.runs import RunWithLog
 from master.store.series import MeasureKey
 
 
@@ -71,6 +72,53 @@ def _open(settings: Any) -> sqlite3.Connection:
     conn = store.connect(settings.results_db)
     conn.row_factory = sqlite3.Row
     return conn
+
+
+class _Publish:
+    """One publish's database connection, ratio cache and site writer, in a `with`: an exception aborts the new
+    version (it is never swapped in), and the end removes the scratch directories and closes the rest, whatever
+    happened."""
+
+    def __init__(self, settings: Any, out: Path) -> None:
+        self.t0 = time.perf_counter()
+        self.out = out
+        self.conn = _open(settings)
+        self.cache = open_cache(settings)
+        self.w: SiteWriter | None = None
+        self.scratch: list[Path] = []
+
+    def writer(self, *, incremental: bool) -> SiteWriter:
+        self.w = SiteWriter(self.out, incremental=incremental)
+        return self.w
+
+    def __enter__(self) -> _Publish:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        try:
+            if kind is not None and self.w is not None:
+                self.w.abort()
+        finally:
+            for path in self.scratch:
+                shutil.rmtree(path, ignore_errors=True)
+            self.cache.close()
+            self.conn.close()
+
+    def incremental_report(self, final: Path, series: int, commit_pages: int) -> PublishReport:
+        """What an incremental publish wrote (its files linked from the live version are not counted apart)."""
+        assert self.w is not None  # the version `final` was written by it
+        return PublishReport(
+            self.out,
+            final.name,
+            True,
+            len(self.w.written),
+            series,
+            commit_pages,
+            self.cache.computed,
+            self.cache.reused,
+            time.perf_counter() - self.t0,
+            failures=tuple(self.w.failures),
+        )
 
 
 def _heads_with_sha(conn: sqlite3.Connection, heads: Mapping[str, int]) -> dict[str, tuple[int, str]]:
@@ -111,13 +159,11 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
     series' data chunks written and its rows of every commit's data kept on disk (a spill directory next to the
     new version), then dropped, so the memory held is one machine's history, not the fleet's (docs/scale.md).
     What the other pages need of every series is its Summary; the commit data merge the machines' rows."""
-    t0 = time.perf_counter()
     say = progress or (lambda _m: None)
-    conn = _open(settings)
-    cache = open_cache(settings)
-    w = SiteWriter(out, incremental=False)
-    spill = w.versions / (w.root.name.removesuffix(".tmp") + "-spill.tmp")  # a crashed publish's: pruned as stale
-    try:
+    with _Publish(settings, out) as p:
+        conn, cache, w = p.conn, p.cache, p.writer(incremental=False)
+        spill = w.versions / (w.root.name.removesuffix(".tmp") + "-spill.tmp")  # a crashed publish's: pruned as stale
+        p.scratch.append(spill)
         upto = store.runs.last_run_id(conn)  # read first: a run stored while this publish loads is caught up later
         ctx = Context(conn, cache, bands(settings), settings)
         ctx.now = now
@@ -180,7 +226,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         def write_commits(i: int) -> None:
             part = batches[i]
             with open(spill / f"runs-{i}", "rb") as f:
-                runs: dict[str, list[RunView]] = pickle.load(f)
+                runs: dict[str, list[RunWithLog]] = pickle.load(f)
             loaded = []
             for g in range(len(fleet)):
                 got = _spill_read(spill / f"rows-{g}-{i}", len(part))
@@ -215,13 +261,6 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         keys = _series_keys(ctx, summaries, sib)
         heads = _heads_with_sha(conn, ctx.heads)
         save_state(cache, summaries, True, out, heads, ctx.tags, upto, keys, ctx.new_page_keys, w.failures)
-    except BaseException:
-        w.abort()
-        raise
-    finally:
-        shutil.rmtree(spill, ignore_errors=True)
-        cache.close()
-        conn.close()
     return PublishReport(
         out,
         final.name,
@@ -231,7 +270,7 @@ def _publish_all(settings: Any, out: Path, now: float, progress: Progress | None
         len(shas),
         cache.computed,
         cache.reused,
-        time.perf_counter() - t0,
+        time.perf_counter() - p.t0,
         w.linked + theirs[1],
         tuple(w.failures),
     )
@@ -472,43 +511,22 @@ def _publish_site_pages(
     with publish_lock(out):
         if not out.is_symlink():
             return _publish_all(settings, out, now, None)
-        t0 = time.perf_counter()
-        conn = _open(settings)
-        cache = open_cache(settings)
-        w: SiteWriter | None = None
-        try:
+        with _Publish(settings, out) as p:
+            cache = p.cache
             cached, state = load_state(cache, out)
             if state is None or failed_pages(state):  # a full publish builds the pages the last one could not
                 return _publish_all(settings, out, now, None)
-            ctx = Context(conn, cache, bands(settings), settings)
+            ctx = Context(p.conn, cache, bands(settings), settings)
             ctx.now = now
             ctx.page_keys = state.get("page_keys")
-            w = SiteWriter(out, incremental=True)
+            w = p.writer(incremental=True)
             for page in chosen:
                 _write(w, page, ctx, list(cached.values()))
             final = w.commit()
             cache.flush()
             if ctx.new_page_keys or w.failures:
                 save_page_keys(cache, out, ctx.new_page_keys, w.failures)
-        except BaseException:
-            if w is not None:
-                w.abort()
-            raise
-        finally:
-            cache.close()
-            conn.close()
-    return PublishReport(
-        out,
-        final.name,
-        True,
-        len(w.written),
-        0,
-        0,
-        cache.computed,
-        cache.reused,
-        time.perf_counter() - t0,
-        failures=tuple(w.failures),
-    )
+    return p.incremental_report(final, 0, 0)
 
 
 def _series_keys(ctx: Context, summaries: Sequence[Summary], sib: Mapping[str, list[Summary]]) -> dict[str, str] | None:
@@ -556,11 +574,8 @@ def _pending_runs(settings: Any, out: Path, run_id: int) -> list[int]:
 
 
 def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> PublishReport:
-    t0 = time.perf_counter()
-    conn = _open(settings)
-    cache = open_cache(settings)
-    w: SiteWriter | None = None
-    try:
+    with _Publish(settings, out) as p:
+        conn, cache = p.conn, p.cache
         cached, state = load_state(cache, out)
         if state is None:
             raise _FullPublishNeeded("no publish state for this output directory")
@@ -577,7 +592,7 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
         for b, (pos, sha) in old_heads.items():
             if b in ctx.heads and store.commits.sha_at(conn, b, pos) != sha:
                 raise _FullPublishNeeded(f"branch {b} was rewritten")
-        w = SiteWriter(out, incremental=True)
+        w = p.writer(incremental=True)
         at = store.commits.positions_of(conn, run.sha)
         # the run's own series: at an older commit every machine's runs are there too, and their series did not change
         # (all of them were loaded, their chunks and pages rewritten: ~7,500 files at 6,000 commits, docs/scale.md)
@@ -715,22 +730,4 @@ def _publish_incremental(settings: Any, run_id: int, out: Path, now: float) -> P
             ctx.new_page_keys,
             [*failed_pages(state), *w.failures],  # an earlier run's of this catch-up too
         )
-    except BaseException:
-        if w is not None:
-            w.abort()
-        raise
-    finally:
-        cache.close()
-        conn.close()
-    return PublishReport(
-        out,
-        final.name,
-        True,
-        len(w.written),
-        len(fresh),
-        len(changed),
-        cache.computed,
-        cache.reused,
-        time.perf_counter() - t0,
-        failures=tuple(w.failures),
-    )
+    return p.incremental_report(final, len(fresh), len(changed))

@@ -55,10 +55,10 @@ def sid_of(key: store.series.SeriesKey) -> str:
 
 
 @dataclass(frozen=True)
-class ChangePointRow:
+class ChangeView:
+    """A change point as its series page lists it (the page's data holds these fields, in this order)."""
+
     id: int
-    sid: str
-    first_sha: str
     sha: str
     prev_sha: str | None
     position: int
@@ -92,15 +92,14 @@ def messages(conn: sqlite3.Connection, shas: Iterable[str] | None) -> dict[str, 
     return {sha: visible(body, lines=True) for sha, body in store.commits.messages(conn, shas).items()}
 
 
-def change_points(conn: sqlite3.Connection) -> list[ChangePointRow]:
-    """Change points with the site id of their series; [] before migration 2's tables are filled."""
+def change_points(conn: sqlite3.Connection) -> dict[str, list[ChangeView]]:
+    """Per series (its site id), its change points in id order; {} before migration 2's tables are filled."""
     if not has_table(conn, "change_points") or not has_table(conn, "series"):
-        return []
-    return [
-        ChangePointRow(
+        return {}
+    out: dict[str, list[ChangeView]] = {}
+    for c in store.changes.change_points(conn):
+        view = ChangeView(
             c.id,
-            sid_of(c.key),
-            c.first_sha,
             c.sha,
             c.prev_sha,
             int(c.position),
@@ -111,8 +110,8 @@ def change_points(conn: sqlite3.Connection) -> list[ChangePointRow]:
             float(c.pvalue),
             c.state,
         )
-        for c in store.changes.change_points(conn)
-    ]
+        out.setdefault(sid_of(c.key), []).append(view)
+    return out
 
 
 def paired(conn: sqlite3.Connection) -> tuple[dict[str, list[tuple[int, str]]], dict[str, str]]:

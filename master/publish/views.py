@@ -180,37 +180,6 @@ class Marker:
     label: str
 
 
-@dataclass(frozen=True)
-class ChangeView:
-    id: int
-    sha: str
-    prev_sha: str | None
-    position: int
-    kind: str
-    ratio: float
-    ci_low: float | None
-    ci_high: float | None
-    pvalue: float
-    state: str
-
-
-@dataclass(frozen=True)
-class RunView:
-    id: int
-    ref: str
-    builder: str
-    worker: str
-    machine_id: str
-    recipe: str
-    recipe_version: int
-    status: str
-    source: str
-    build_url: str | None
-    log_excerpt: str
-    noisy: bool
-    ingested_at: float
-
-
 def safe_url(url: str | None) -> str | None:
     """Only http(s) links from the database reach an href (no javascript: URLs)."""
     if url and re.match(r"^https?://", url, re.IGNORECASE):

@@ -3,6 +3,7 @@ attempts, rejections, and the probe link bisection_runs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
@@ -262,8 +263,8 @@ def attempt_counts(conn: sqlite3.Connection, shas: Sequence[str], builder: str) 
 
 
 @dataclass(frozen=True)
-class ListedRun:
-    """A stored run as `perffarm results` lists it, with its commit's subject and author when known."""
+class Run:
+    """A stored run: its row of `runs` without the log (text as stored: whoever shows it makes it visible)."""
 
     id: int
     sha: str
@@ -278,12 +279,28 @@ class ListedRun:
     source: str
     build_id: int | None
     build_url: str | None
-    noisy: int
+    noisy: int  # 1: the host checks flagged the machine noisy during the run
     started_at: str | None
     finished_at: str | None
     ingested_at: float
+
+
+_RUN_COLUMNS = [f.name for f in dataclasses.fields(Run)]
+
+
+@dataclass(frozen=True)
+class ListedRun(Run):
+    """A run as `perffarm results` lists it, with its commit's subject and author when known."""
+
     subject: str | None
     author: str | None
+
+
+@dataclass(frozen=True)
+class RunWithLog(Run):
+    """A run with the end of its log, as a commit's page lists it."""
+
+    log_excerpt: str
 
 
 @dataclass(frozen=True)
@@ -332,9 +349,8 @@ def list_runs(
         where.append("r.sha LIKE ?")
         params.append(sha_prefix.lower() + "%")
     sql = (
-        "SELECT r.id, r.sha, r.ref, r.builder, r.worker, r.machine_id, r.recipe, r.recipe_version, "
-        "r.config_hash, r.status, r.source, r.build_id, r.build_url, r.noisy, r.started_at, r.finished_at, "
-        "r.ingested_at, c.subject, c.author FROM runs r LEFT JOIN commits c ON c.sha = r.sha"
+        f"SELECT {', '.join('r.' + c for c in _RUN_COLUMNS)}, c.subject, c.author "
+        "FROM runs r LEFT JOIN commits c ON c.sha = r.sha"
     )
     if where:
         sql += " WHERE " + " AND ".join(where)
@@ -405,27 +421,6 @@ def ok_run_ids(conn: sqlite3.Connection) -> list[int]:
 
 
 @dataclass(frozen=True)
-class Run:
-    """A stored run as pages show it (text as stored: the site makes it visible)."""
-
-    id: int
-    sha: str
-    ref: str
-    builder: str
-    worker: str
-    machine_id: str
-    recipe: str
-    recipe_version: int
-    config_hash: str
-    status: str
-    source: str
-    build_url: str | None
-    noisy: bool
-    ingested_at: float
-    log_excerpt: str
-
-
-@dataclass(frozen=True)
 class Machine:
     id: str
     fingerprint: dict[str, Any]  # {} when the stored JSON is not an object
@@ -455,36 +450,11 @@ class WorkerHealth:
 
 def runs(
     conn: sqlite3.Connection, ids: Iterable[int] | None = None, shas: Iterable[str] | None = None
-) -> dict[int, Run]:
+) -> dict[int, RunWithLog]:
     """Runs by id: these ids, else the runs at these commits, else every run."""
-    sql = (
-        "SELECT id, sha, ref, builder, worker, machine_id, recipe, recipe_version, config_hash, status, source, "
-        "build_url, noisy, ingested_at, log_excerpt FROM runs"
-    )
-    if ids is not None:
-        rows = _chunked(conn, sql, "id", ids)
-    else:
-        rows = _chunked(conn, sql, "sha", shas)
-    return {
-        r[0]: Run(
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            r[5],
-            r[6],
-            int(r[7]),
-            r[8],
-            r[9],
-            r[10],
-            r[11],
-            bool(r[12]),
-            float(r[13]),
-            r[14],
-        )
-        for r in rows
-    }
+    sql = f"SELECT {', '.join(_RUN_COLUMNS)}, log_excerpt FROM runs"
+    rows = _chunked(conn, sql, "id", ids) if ids is not None else _chunked(conn, sql, "sha", shas)
+    return {r[0]: RunWithLog(*r) for r in rows}
 
 
 def measured_configs(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:

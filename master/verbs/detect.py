@@ -17,14 +17,17 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from master.detect import offline, online, steady
 from master.detect.config import DetectionSettings
-from master.detect.model import ChangePoint, Direction, Series
-from master.detect.tracker import detector_settings
+from master.detect.direction import Direction
 from master.redact import redact_text
 from master.settings import SettingsError, load_settings
 from master.textsafe import visible
+
+if TYPE_CHECKING:  # the detectors load numpy and scipy: `run` imports them, `--help` does not
+    from master.detect import online
+    from master.detect.model import ChangePoint, Series
 
 EXIT_OK = 0
 EXIT_FOUND = 1  # a regression: the gate failed
@@ -68,6 +71,8 @@ def _decode(path: str, data: bytes) -> str:
 
 def read_series(path: str) -> Series:
     """Parse the CSV into a Series, raising InputError that names the offending row (header = row 1)."""
+    from master.detect.model import Series
+
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -126,6 +131,9 @@ def read_series(path: str) -> Series:
 
 def analyse(series: Series, direction: Direction, detection: DetectionSettings | None = None) -> Report:
     """Run both detectors the way the service does for one series (a steady series: the magnitude rule)."""
+    from master.detect import offline, online, steady
+    from master.detect.tracker import detector_settings
+
     off, on, st = detector_settings(detection or DetectionSettings())
     found_steady = steady.detect_if_steady(series, direction, st)
     if found_steady is not None:

@@ -17,7 +17,7 @@ from typing import Any
 from recipes.api import HIGHER, Context, WorkloadResult
 from recipes.pg.build import Install
 from recipes.pg.profile import run_bench
-from recipes.pg.stats import NoRatio, PairedRatio, cv, paired_estimate
+from recipes.stats import NoRatio, PairedRatio, cv, paired_estimate
 
 MIN_EFFECT = 0.001  # 0.1%: smaller ratios are reported as "same" even when the CI excludes 1.0
 
@@ -27,7 +27,7 @@ NO_RATIO = "no ratio"  # the verdict of a comparison whose samples form no ratio
 
 @dataclass(frozen=True)
 class Comparison:
-    """One (workload, metric): both sides' raw samples and the B/A ratio (recipes.pg.stats.paired_estimate: the
+    """One (workload, metric): both sides' raw samples and the B/A ratio (recipes.stats.paired_estimate: the
     order-balanced mean log ratio of the rounds, A first in even ones) with its 95% CI; no estimate
     where the samples form no ratio (a stored throughput of 0 from before the validator refused it), and
     `problem` says why in one line."""

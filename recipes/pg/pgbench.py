@@ -16,8 +16,8 @@ from pathlib import Path
 from recipes.api import BenchFailed
 from recipes.pg.procstat import Meter, Usage
 from recipes.pg.server import Server
-from recipes.pg.stats import percentile
 from recipes.sandbox import read_untrusted
+from recipes.stats import percentile
 
 TPS_RE = re.compile(r"^tps = ([0-9.]+) \((without initial connection time|excluding connections establishing)\)", re.M)
 TPS_ANY_RE = re.compile(r"^tps = ([0-9.]+)", re.M)

@@ -617,7 +617,7 @@ def _whole_blocks(rounds: int, sides: int = 2) -> int:
 def _first_side(targets: Sequence[Target], r: int) -> Target:
     """The side that takes round r's first slot: the first target in even rounds, the last in odd ones, for every
     workload (never by a workload's place in the round's shuffled order), so that each pair of rounds (2j, 2j+1)
-    is one order-balanced block (recipes/pg/stats.py, balanced_ratio)."""
+    is one order-balanced block (recipes/stats.py, balanced_ratio)."""
     return targets[0] if r % 2 == 0 else targets[-1]
 
 

@@ -16,7 +16,7 @@ average. It appends to `--json`, so an interrupted collection keeps its runs.
 
 **report** prints, per variant and workload, the issue's table (per-round rQPS by which side took the round's
 first slice; the per-commit rQPS stored before the fix, the median of the first 5 per-round ratios, as mean and
-CV across runs; the order-balanced estimate of the fix, `recipes.pg.stats.balanced_ratio`, over 4 and 6 rounds,
+CV across runs; the order-balanced estimate of the fix, `recipes.stats.balanced_ratio`, over 4 and 6 rounds,
 as mean, CV and the median 95 % CI half-width of one run), and each slice position's tps relative to its side's
 median slice in the round (first side vs later side), which shows where the order effect sits.
 """
@@ -37,8 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from recipes import stats  # noqa: E402
 from recipes.api import checkout_layout  # noqa: E402
-from recipes.pg import stats  # noqa: E402
 
 DEFAULT_WORK = Path(os.environ.get("PF_TEST_PG_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg")
 ROUND_RE = re.compile(

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from master import compare  # noqa: E402
 from recipes.api import checkout_layout  # noqa: E402
-from recipes.pg.stats import bootstrap_median_ratio  # noqa: E402
+from recipes.stats import bootstrap_median_ratio  # noqa: E402
 
 DEFAULT_WORK = Path(os.environ.get("PF_TEST_PG_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg")
 

@@ -4,7 +4,7 @@ One server of the quick profile's settings (pgbench scale 1), one workload: `pgb
 quick profile's pgbench-ro-prepared-c2). Samples run in paired rounds, sampling off and on interleaved (off first in
 even rounds, on first in odd ones, so neither goes first more often), each `--duration` seconds, the "on" sample
 with the wait sampler of recipes/pg/waits.py at `--hz`. Prints the order-balanced ratio on/off of throughput with
-its 95% interval (recipes/pg/stats.py, as `perffarm compare` reports B/A), and what the sampler observed.
+its 95% interval (recipes/stats.py, as `perffarm compare` reports B/A), and what the sampler observed.
 
     .venv/bin/python -m tests.benchmarks.wait_cost --install ~/.cache/perffarm/test-pg/work/installs/<slot> \
         --rounds 10 --duration 10
@@ -24,7 +24,7 @@ from recipes.pg import pgbench, waits
 from recipes.pg.build import Install, postgres_version
 from recipes.pg.profile import conf_text, load_profile
 from recipes.pg.server import Server
-from recipes.pg.stats import paired_estimate
+from recipes.stats import paired_estimate
 
 ARGS = ["-S", "-M", "prepared", "-c", "2", "-j", "2"]
 

@@ -1,5 +1,5 @@
-"""No import circles among the farm's modules, and a command line that loads only what it uses (issue #30 items 2
-and 3: `settings` -> `buildbotdb`/`config_values`/`alerts.config` -> `alerts.kinds` -> `alerts.channels` ->
+"""No import circles among the farm's modules or packages, and a command line that loads only what it uses (issue
+#30 items 2 and 3: `settings` -> `buildbotdb`/`config_values`/`alerts.config` -> `alerts.kinds` -> `alerts.channels` ->
 `settings` was a circle hidden by TYPE_CHECKING and function-level imports, and `import master.cli` loaded
 numpy, scipy and requests, so every verb, `--help` included, paid for them)."""
 
@@ -156,15 +156,24 @@ def test_importing_the_command_line_loads_nothing_heavy() -> None:
     assert not heavy, f"`import master.cli` loads {heavy}: import them inside the verb that needs them"
 
 
-def test_the_parser_and_settings_load_nothing_heavy() -> None:
-    code = (
+def _loaded_after_help(argv: list[str], then: str = "") -> set[str]:
+    """What `perffarm ARGV --help` (its output thrown away), then the code `then`, leave loaded."""
+    return _loaded_after(
         "import contextlib, io\nfrom master import cli, settings\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-        "    cli.main(['--help'])\n"
-        "settings.load_settings()"
+        f"    cli.main({[*argv, '--help']!r})\n{then}"
     )
-    heavy = _heavy(_loaded_after(code))
+
+
+def test_the_parser_and_settings_load_nothing_heavy() -> None:
+    heavy = _heavy(_loaded_after_help([], "settings.load_settings()"))
     assert not heavy, f"`perffarm --help` and loading the settings load {heavy}"
+
+
+def test_detect_help_loads_no_statistics() -> None:
+    # `perffarm detect FILE.csv` needs numpy and scipy; its --help only the parser and the directions it offers
+    heavy = _heavy(_loaded_after_help(["detect"]))
+    assert not heavy, f"`perffarm detect --help` loads {heavy}"
 
 
 def test_listing_alerts_loads_no_statistics_and_no_http_client() -> None:
@@ -175,13 +184,11 @@ def test_listing_alerts_loads_no_statistics_and_no_http_client() -> None:
 
 
 def package_graph(graph: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """The module graph with each package below master/ (master.alerts) as one node, and recipes/ as one: the
-    worker's side ships whole (master/shipping.py), its layers are its own."""
+    """The module graph with each package below master/ and recipes/ (master.alerts, recipes.pg) as one node: the
+    recipes' contract (recipes.api, recipes.paired, recipes.stats) must not import a recipe that implements it."""
 
     def node(name: str) -> str:
         parts = name.split(".")
-        if parts[0] == "recipes":
-            return "recipes"
         return ".".join(parts[:2]) if len(parts) > 2 or (ROOT / parts[0] / parts[-1]).is_dir() else name
 
     out: dict[str, dict[str, int]] = {}
@@ -195,7 +202,8 @@ def package_graph(graph: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]
 
 def test_no_feature_package_imports_what_imports_it() -> None:
     # A package's CLI or Buildbot adapter importing the settings, the pipeline or the launcher, which import the
-    # package's core, is a climb back up: verbs live in master/verbs/, adapters beside master/farm.py.
+    # package's core, is a climb back up: verbs live in master/verbs/, adapters beside master/farm.py. Likewise
+    # recipes/paired.py (the contract every recipe follows) taking its statistics from recipes/pg/, which imports it.
     graph = import_graph()
     packages = package_graph(graph)
     found = circles(packages)

@@ -89,6 +89,15 @@ def test_a_job_measures_every_side_interleaved_and_its_result_validates(pyz, tmp
     assert ops == {"A": [1000.0] * 4, "B": [900.0] * 4, "C": [1100.0] * 4}
     assert doc["sides"][2]["patch"] and doc["sides"][0]["patch"] is None
     assert "fetching it from origin" in procs[0].stdout  # B was not in the clone
+    assert set(doc["timings"]) == {"job_build_seconds", "job_bench_seconds"}
+    assert "job bench done in" in procs[1].stdout
+
+
+def test_a_job_bench_without_its_build_is_a_usage_error(pyz, tmp_path, upstream):
+    _, clone, first, slower = upstream
+    (bench,) = job(pyz, tmp_path, clone, [f"A={first}", f"B={slower}"], phases=("job-bench",))
+    assert bench.returncode == 2 and "no successful job build" in bench.stderr
+    assert "run the job-build phase first" in bench.stderr and not (tmp_path / "job.json").exists()
 
 
 def _patch(tmp_path: Path, clone: Path, program: str) -> Path:

@@ -320,6 +320,32 @@ def test_a_failure_mid_render_leaves_the_live_site_intact(farm, tmp_path, monkey
     assert not [p for p in (tmp_path / ".site.versions").iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.parametrize("which", ["incremental", "site pages"])
+def test_a_failure_mid_incremental_publish_leaves_the_live_site_intact(farm, tmp_path, monkeypatch, which):
+    """The incremental paths (a new run, a site-wide page such as an alert's) abort their version as a full publish
+    does: the live site is as it was and no temp version is left."""
+    import errno
+
+    out = tmp_path / "site"
+    publish_all(farm.settings, out, now=NOW)
+    live = os.path.realpath(out)
+    before = {k: p.read_bytes() for k, p in files(out).items()}
+    run_id = farm.ingest(2, 1000.0, seed=77) if which == "incremental" else None  # publishes into the default site
+
+    def full_disk(self, rel, text):
+        raise OSError(errno.ENOSPC, "No space left on device", rel)
+
+    monkeypatch.setattr(SiteWriter, "write", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        if run_id is not None:
+            publish_incremental(farm.settings, run_id, out, now=NOW + 1)
+        else:
+            publish_bisections(farm.settings, out, now=NOW + 1)
+    assert os.path.realpath(out) == live
+    assert {k: p.read_bytes() for k, p in files(out).items()} == before
+    assert not [p for p in (tmp_path / ".site.versions").iterdir() if p.name.endswith(".tmp")]
+
+
 def test_a_commit_whose_data_cannot_be_written_is_reported_and_every_other_file_is_published(farm, tmp_path):
     """A stored run whose commit is not a sha (the database is untrusted): its commit data file cannot be named.
     That file is left out and reported; the publish finishes (in one process or two) with every other file as
@@ -402,6 +428,11 @@ def test_the_versions_directory_asks_ext4_to_spread_new_versions(tmp_path):
     assert flags[0] & writer._FS_TOPDIR_FL
 
 
+CHANGE_POINT_FIELDS = sorted(
+    ["id", "sha", "prev_sha", "position", "kind", "ratio", "ci_low", "ci_high", "pvalue", "state"]
+)
+
+
 def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path):
     out = tmp_path / "site"
     publish_all(farm.settings, out, now=NOW)
@@ -419,6 +450,8 @@ def test_series_json_files_are_valid_and_match_the_stored_samples(farm, tmp_path
         idx = json.loads(text_of(out, k))
         assert idx["format"] == "perffarm-series" and idx["version"] == 1
         workload = idx["series"]["workload"]
+        # the change points as the series page's script reads them: these names, one point per series here
+        assert [(sorted(c), c["kind"]) for c in idx["change_points"]] == [(CHANGE_POINT_FIELDS, "regression")]
         for c in idx["chunks"]:
             chunk = json.loads(text_of(out, str(Path(k).parent / f"{c}.json")))
             assert chunk["format"] == "perffarm-series-chunk"

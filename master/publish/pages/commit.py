@@ -11,9 +11,9 @@ from master.publish.context import Context
 from master.publish.names import commit_name, safe_name
 from master.publish.render import author_name, js_literal
 from master.publish.source import CHUNK
-from master.publish.views import RunView
 from master.publish.writer import SiteWriter
 from master.store.commits import Commit
+from master.store.runs import RunWithLog
 from master.textsafe import visible
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -31,7 +31,7 @@ def _positions(ctx: Context, sha: str) -> list[list[object]]:
     return [[visible(b), safe_name(b), pos] for b, pos in sorted(ctx.positions.get(sha, {}).items())]
 
 
-def write(w: SiteWriter, ctx: Context, sha: str, rows: str, runs: list[RunView]) -> None:
+def write(w: SiteWriter, ctx: Context, sha: str, rows: str, runs: list[RunWithLog]) -> None:
     """`rows` is the rows' JSON text (commits.rows), `runs` the commit's runs (context.run_views); the object is
     js_call's sorted-key encoding, assembled around the rows."""
     name = commit_name(sha)

@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from recipes.pg import stats
-from recipes.pg.stats import (
+from recipes import stats
+from recipes.stats import (
     bootstrap_median_ratio,
     cv,
     interleaved_order,
@@ -151,7 +151,7 @@ def test_a_directory_a_live_run_counts_instructions_in_is_never_swept(tmp_path) 
     ],
 )
 def test_samples_that_form_no_ratio_raise_no_ratio_saying_which_side(a, b, says) -> None:
-    from recipes.pg.stats import NoRatio, ratio_problem
+    from recipes.stats import NoRatio, ratio_problem
 
     with pytest.raises(NoRatio) as e:
         bootstrap_median_ratio(a, b)
