@@ -27,7 +27,7 @@ from buildbot.process.results import Results
 from twisted.internet import threads
 from twisted.python import log
 
-from master import store
+from master import buildsets, store
 from master.jobs import core
 from master.periodic import PeriodicService
 from master.publish import logged
@@ -121,32 +121,24 @@ class JobService(PeriodicService):
         for job in taken:
             try:
                 builderid = await self.master.data.updates.findBuilderId(job.builder)
-                _bsid, brids = await self.master.data.updates.addBuildset(
-                    waited_for=False,
+                brid = await buildsets.submit(
+                    self.master,
+                    builderid,
+                    repository=self.settings.repository_url,
+                    branch=job.branch,
+                    revision=job.sides[0].sha,
                     scheduler=SCHEDULER,
-                    sourcestamps=[
-                        {
-                            "codebase": "",
-                            "repository": self.settings.repository_url,
-                            "branch": job.branch,
-                            "revision": job.sides[0].sha,
-                            "project": "perffarm",
-                        }
-                    ],
+                    label="Jobs",
+                    source="job",
                     reason=f"perffarm {job.kind} job {job.id}",
-                    properties={
-                        JOB_PROPERTY: (job.id, "Jobs"),
-                        "perffarm_source": ("job", "Jobs"),
-                        "scheduler": (SCHEDULER, "Jobs"),
-                    },
-                    builderids=[builderid],
+                    properties={JOB_PROPERTY: job.id},
                 )
             except Exception:
                 await threads.deferToThread(self._requeue, job.id)
                 raise
             # what the job waits for; a master stopped before this line leaves the request unnamed, which only
             # changes the reason given if that request is later cancelled (master/jobs/core.py why_stalled)
-            await threads.deferToThread(self._set_request, job.id, brids[builderid])
+            await threads.deferToThread(self._set_request, job.id, brid)
         return len(taken)
 
     # ---------------------------------------------------------------------------------- jobs left running

@@ -17,11 +17,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from buildbot.data import resultspec
 from twisted.internet import threads
 from twisted.python import log
 
-from master import ingest, store
+from master import buildsets, ingest, store
 from master.atomicfile import write_atomic
 from master.periodic import PeriodicService
 from master.settings import Settings
@@ -92,22 +91,6 @@ def plan_requeues(
     return requeue, give_up, missing_now
 
 
-async def pending_requests(master) -> set[tuple[int, str]]:
-    """(builderid, revision) of every build request not finished yet (waiting or running)."""
-    reqs = await master.data.get(("buildrequests",), filters=[resultspec.Filter("complete", "eq", [False])])
-    pending = set()
-    buildsets: dict[int, list[str]] = {}
-    for req in reqs:
-        bsid = req["buildsetid"]
-        if bsid not in buildsets:
-            bs = await master.data.get(("buildsets", bsid))
-            buildsets[bsid] = [ss.get("revision") for ss in (bs or {}).get("sourcestamps", [])]
-        for rev in buildsets[bsid]:
-            if rev:
-                pending.add((req["builderid"], rev))
-    return pending
-
-
 class Reconciler(PeriodicService):
     """Periodic pass that finds watched commits with no result and queues them again."""
 
@@ -140,7 +123,7 @@ class Reconciler(PeriodicService):
         changes = [c for c in changes if c.get("revision") and c.get("repository") == self.settings.repository_url]
         report.changes = len(changes)
         builders = await self._builder_ids()
-        pending = await pending_requests(self.master)
+        pending = await buildsets.pending_requests(self.master)
         revisions = sorted({c["revision"] for c in changes})
 
         def lookup() -> tuple[dict[str, set[str]], dict[str, dict[str, int]]]:
@@ -168,7 +151,7 @@ class Reconciler(PeriodicService):
             grace=self.settings.reconcile_grace,
         )
         if requeue:  # the scheduler may have queued some of them while this pass read and decided
-            queued = await pending_requests(self.master)
+            queued = await buildsets.pending_requests(self.master)
             kept = [(c, n) for c, n in requeue if (builders[n], c["revision"]) not in queued]
             report.scheduled_meanwhile = len(requeue) - len(kept)
             requeue = kept
@@ -184,21 +167,18 @@ class Reconciler(PeriodicService):
         return report
 
     async def _submit(self, change: dict, builderid: int) -> None:
-        await self.master.data.updates.addBuildset(
-            waited_for=False,
+        await buildsets.submit(
+            self.master,
+            builderid,
+            repository=change["repository"],
+            branch=change["branch"],
+            revision=change["revision"],
+            codebase=change.get("codebase", ""),
+            project=change.get("project", ""),
             scheduler=REQUEUE_SCHEDULER,
-            sourcestamps=[
-                {
-                    "codebase": change.get("codebase", ""),
-                    "repository": change["repository"],
-                    "branch": change["branch"],
-                    "revision": change["revision"],
-                    "project": change.get("project", ""),
-                }
-            ],
+            label="Reconciler",
+            source="requeue",
             reason="perffarm: re-queued, this commit has no result (build cancelled or lost)",
-            properties={"perffarm_source": ("requeue", "Reconciler"), "scheduler": (REQUEUE_SCHEDULER, "Reconciler")},
-            builderids=[builderid],
         )
 
     def _write_report(self, report: PassReport) -> None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 from twisted.internet import threads
 from twisted.python import log
 
-from master import store
+from master import buildsets, store
 from master.bisection import state
 from master.bisection.core import Measure, Policy
 from master.periodic import PeriodicService
 from master.publish import logged
-from master.reconcile import pending_requests
 from master.settings import Settings
 
 SCHEDULER = "bisect"
@@ -76,32 +75,23 @@ class BisectionService(PeriodicService):
         wanted = await threads.deferToThread(self._decisions)
         if not wanted:
             return 0
-        pending = await pending_requests(self.master)
+        pending = await buildsets.pending_requests(self.master)
         submitted = 0
         for b, measure in wanted:
             builderid = await self.master.data.updates.findBuilderId(b.builder)
             if (builderid, measure.commit) in pending:
                 continue
-            await self.master.data.updates.addBuildset(
-                waited_for=False,
+            await buildsets.submit(
+                self.master,
+                builderid,
+                repository=self.settings.repository_url,
+                branch=b.branch,
+                revision=measure.commit,
                 scheduler=SCHEDULER,
-                sourcestamps=[
-                    {
-                        "codebase": "",
-                        "repository": self.settings.repository_url,
-                        "branch": b.branch,
-                        "revision": measure.commit,
-                        "project": "perffarm",
-                    }
-                ],
+                label="Bisection",
+                source="bisect",
                 reason=f"perffarm bisection {b.id}: {measure.reason}",
-                properties={
-                    "perffarm_source": ("bisect", "Bisection"),
-                    "perffarm_bisection": (b.id, "Bisection"),
-                    "perffarm_options": (probe_options(b, self.policy), "Bisection"),
-                    "scheduler": (SCHEDULER, "Bisection"),
-                },
-                builderids=[builderid],
+                properties={"perffarm_bisection": b.id, "perffarm_options": probe_options(b, self.policy)},
             )
             pending.add((builderid, measure.commit))
             submitted += 1
