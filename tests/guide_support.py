@@ -482,16 +482,17 @@ class GuideRun:
         if checkout:  # what `pip install -e .` puts in: the checkout on the path
             (site / "perffarm-checkout.pth").write_text(checkout + "\n")
         (site / "zz-test-packages.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n")
-        shebang = f"#!{sys.prefix}/bin/python"
+        shebang = f"#!{sys.prefix}/bin/python".encode()
         for script in (Path(sys.prefix) / "bin").iterdir():
-            try:
-                first, rest = script.read_text().split("\n", 1)
-            except (UnicodeDecodeError, ValueError, IsADirectoryError):
+            if script.is_symlink() or not script.is_file():
                 continue
-            if first.startswith(shebang):
-                target = local / "bin" / script.name
-                target.write_text(f"#!{path}/bin/python\n{rest}")
-                target.chmod(0o755)
+            with open(script, "rb") as f:
+                if f.read(len(shebang)) != shebang:
+                    continue  # a console script pip wrote starts with the virtualenv's python
+            rest = script.read_text().split("\n", 1)[1]
+            target = local / "bin" / script.name
+            target.write_text(f"#!{path}/bin/python\n{rest}")
+            target.chmod(0o755)
 
     def _check_pinned(self, spec: str) -> None:
         m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9.]+)(\.\*)?", spec)

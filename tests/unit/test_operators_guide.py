@@ -51,6 +51,9 @@ def test_the_units_run_the_farm_and_the_worker_in_the_foreground() -> None:
 
 def test_every_block_a_reader_runs_is_marked_for_the_test() -> None:
     assert guide_support.unmarked_fences(GUIDE) == []
+    sample = "1.\n   <!-- guide: master -->\n   ```sh\n   ls\n   ```\n\n```sh\nrm x\n```\n"
+    assert guide_support.unmarked_fences(sample) == [7]  # the second block: a reader runs it, the test would not
+    assert [(b.host, b.text, b.line) for b in guide_support.blocks(sample)] == [("master", "ls", 2)]
     hosts = {b.host for b in guide_support.blocks(GUIDE)}
     assert hosts == {"master", "bench1"}
     assert guide_support.blocks(GUIDE)[0].host == "master"
