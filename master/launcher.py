@@ -11,6 +11,7 @@ reported within seconds instead of a poller that hangs.
 from __future__ import annotations
 
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -331,9 +332,35 @@ def _start_site(settings: Settings):
     return server
 
 
+def data_dir_problem(path: Path) -> str | None:
+    """Why this user cannot keep the farm's state in `path` (master.data_dir), in one line; None when it can.
+
+    A service runs the farm as its own user (docs/operators.md), which need not own the directory someone made
+    for it as root: say so, rather than a traceback of mkdir or SQLite's "unable to open database file"."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+    else:
+        if os.access(path, os.W_OK | os.X_OK):
+            return None
+        reason = "not writable"
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        user = str(os.geteuid())
+    return (
+        f"master.data_dir {path}: {reason} for user {user}, who runs the farm: create it owned by that user "
+        f"(e.g. install -d -o {user} {path}) or point master.data_dir elsewhere"
+    )
+
+
 def run(settings: Settings, check_repo: bool = True) -> int:
     """Start master (+ local worker), print where to look, wait for Ctrl-C; returns the exit status."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    problem = data_dir_problem(settings.data_dir)
+    if problem is not None:
+        print(f"perffarm: {problem}", file=sys.stderr)
+        return 2
     if check_repo:
         say(f"checking the repository {redact_url(settings.repository_url)} ...")
         try:

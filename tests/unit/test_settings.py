@@ -218,3 +218,15 @@ def test_workers_about_names_each_workers_machine(tmp_path):
         with pytest.raises(SettingsError, match="workers.about") as e:
             load_settings(environ={**env, "PERFFARM_WORKERS_ABOUT": bad})
         assert needle in str(e.value)
+
+
+def test_perffarm_run_says_in_one_line_when_it_cannot_make_its_data_directory(tmp_path, capsys):
+    # docs/operators.md: a service runs the farm as its own user, which may not own where master.data_dir points
+    from master import launcher
+
+    (tmp_path / "a-file").write_text("")
+    s = load_settings(environ={"PERFFARM_MASTER_DATA_DIR": str(tmp_path / "a-file" / "var")})
+    assert launcher.run(s, check_repo=False) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"perffarm: master.data_dir {tmp_path / 'a-file' / 'var'}: ") and len(err.splitlines()) == 1
+    assert "Traceback" not in err
