@@ -20,6 +20,7 @@ class MachineView:
     owner: str
     description: str
     worker: str | None
+    generation: int = 0  # the k-th machine its named worker has reported (a fingerprint change), 0 if the only one
 
     @property
     def named(self) -> bool:
@@ -45,9 +46,34 @@ def from_fingerprint(fp: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def view(machine_id: str, worker: str | None, fingerprint: Mapping[str, Any], about: Iterable[About]) -> MachineView:
+def view(
+    machine_id: str,
+    worker: str | None,
+    fingerprint: Mapping[str, Any],
+    about: Iterable[About],
+    generation: int = 0,
+) -> MachineView:
     """The machine as people read it: the operator's name, owner and description for the worker it is bound
-    to; the description from its fingerprint when the operator gave none."""
+    to; the description from its fingerprint when the operator gave none. A named worker that has reported more
+    than one machine (its fingerprint changed: new hardware, another OS or compiler) names each by its
+    ``generation`` (``generations``), so the charts tell the old machine's series from the new one's."""
     found = next((a for a in about if worker is not None and a[0] == worker), None)
     name, owner, description = (found[1], found[2], found[3]) if found else (machine_id, "", "")
-    return MachineView(machine_id, name, owner, description or from_fingerprint(fingerprint), worker)
+    generation = generation if found else 0
+    if generation:
+        name = f"{name} (generation {generation})"
+    return MachineView(machine_id, name, owner, description or from_fingerprint(fingerprint), worker, generation)
+
+
+def generations(machines: Iterable[tuple[str, str | None, float]]) -> dict[str, int]:
+    """(machine id, worker, first seen) of the stored machines -> the generation of each machine whose worker has
+    reported more than one: 1 for the first seen, 2 for the next, ... (ties by id)."""
+    by_worker: dict[str, list[tuple[float, str]]] = {}
+    for machine_id, worker, first_seen in machines:
+        if worker is not None:
+            by_worker.setdefault(worker, []).append((first_seen, machine_id))
+    out: dict[str, int] = {}
+    for seen in by_worker.values():
+        if len(seen) > 1:
+            out.update({machine_id: k for k, (_, machine_id) in enumerate(sorted(seen), 1)})
+    return out

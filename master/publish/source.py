@@ -300,8 +300,9 @@ class MachineViews(dict[str, "machines.MachineView"]):
 
 def machine_views(conn: sqlite3.Connection, about: Iterable[machines.About]) -> MachineViews:
     """Each stored machine's name, owner and description (`workers.about`, as the alerts name them), loaded once per
-    publish: the pages show the name with the id beside it; ids stay in links, file names and data keys."""
+    publish: the pages show the name with the id beside it; ids stay in links, file names and data keys. The
+    machines of a worker whose fingerprint changed are its generations ("tern (generation 2)")."""
     about = tuple(about)
-    return MachineViews(
-        {m: machines.view(m, b.worker, b.fingerprint, about) for m, b in store.machines.bindings(conn).items()}
-    )
+    bound = store.machines.bindings(conn)
+    gens = machines.generations((b.id, b.worker, b.first_seen) for b in bound.values())
+    return MachineViews({m: machines.view(m, b.worker, b.fingerprint, about, gens.get(m, 0)) for m, b in bound.items()})

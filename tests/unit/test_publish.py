@@ -885,6 +885,34 @@ def test_naming_a_machine_renders_its_pages_again_on_the_next_publish(farm, tmp_
         assert '<span class="machine" title="Alice' in pages[rel] and ">tern</span>" in pages[rel], rel
 
 
+def test_a_workers_new_fingerprint_is_a_new_generation_of_its_named_machine(tmp_path):
+    """Issue #31: a fingerprint change (new hardware, OS or compiler) makes a new machine id for the same worker;
+    both machines read as the operator's name, so the pages and the charts' "... starts" markers name each by its
+    generation. An unnamed worker's machines read as their ids, which differ already."""
+    from master.publish import source
+
+    conn = store.connect(tmp_path / "r.sqlite")
+    try:
+        with store.transaction(conn):
+            store.machines.bind(conn, "m-old", {"cpu_model": "Xeon"}, "bench1", 100.0)
+            store.machines.bind(conn, "m-new", {"cpu_model": "EPYC"}, "bench1", 200.0)
+            store.machines.bind(conn, "m-kite", {}, "bench2", 150.0)
+            store.machines.bind(conn, "m-anon-1", {}, "bench3", 100.0)
+            store.machines.bind(conn, "m-anon-2", {}, "bench3", 300.0)
+        about = [("bench1", "tern", "Alice", ""), ("bench2", "kite", "Bob", "")]
+        views = source.machine_views(conn, about)
+    finally:
+        conn.close()
+    assert {m: (v.name, v.generation) for m, v in views.items()} == {
+        "m-old": ("tern (generation 1)", 1),
+        "m-new": ("tern (generation 2)", 2),
+        "m-kite": ("kite", 0),
+        "m-anon-1": ("m-anon-1", 0),
+        "m-anon-2": ("m-anon-2", 0),
+    }
+    assert views["m-new"].description == "EPYC" and views["m-new"].label() == "tern (generation 2) (m-new)"
+
+
 def test_a_machine_pages_digest_changes_with_its_name():
     """A publish that builds on the live version links a machine's page whose digest is unchanged: a run on another
     machine must not leave this one's page under its old name."""
