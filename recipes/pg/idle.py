@@ -134,10 +134,13 @@ def _check_quiet(srv: Server, count: int) -> None:
 
 
 def _stop(proc: subprocess.Popen) -> None:
+    """Stop the idle connections' pgbench. SIGTERM, not SIGINT: a worker or test run started in the background by
+    a shell without job control inherits SIGINT ignored, and pgbench (no SIGINT handler outside `-i`) kept running
+    until the SIGKILL below, 30 s later, once per side and sample."""
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:

@@ -50,9 +50,12 @@ def test_e_farm_detects_an_injected_slowdown_and_bisection_names_the_commit(pg: 
     repo = tmp_path / "repo"
     subprocess.run(["git", "clone", "--quiet", str(pg.repo), str(repo)], check=True)
     baseline = [pg.sha, *doc_commits(repo, 4)]  # 5 good commits the farm measures first
+    # scale=1: the point selects' data set at a tenth of the profile's (100,000 accounts): every bench loads it and
+    # every valgrind and counter run starts on a copy of it, and no figure here depends on its size
     env = {
         "PERFFARM_MASTER_QUEUED": "newest",
-        "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={BISECT_WORKLOAD} pg-quick:instruction_samples=4",
+        "PERFFARM_RECIPES_OPTIONS": f"pg-quick:workloads={BISECT_WORKLOAD} pg-quick:instruction_samples=4 "
+        "pg-quick:scale=1",
     }
     env["PERFFARM_MASTER_WEB_USERS"] = "alice"  # try-jobs need a login
     farm = Farm(tmp_path / "data", str(repo), recipes=("pg-quick",), reconcile_interval=5, env=env)

@@ -189,6 +189,8 @@ def test_server_crash_is_a_bench_failed_result(pg: Pg, tmp_path: Path) -> None:
 def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> None:
     patch = tmp_path / "busy.patch"
     patch.write_text(busy_loop_patch(pg.src, 2000, sha=pg.sha))
+    # ab_slices=2: nothing here judges pgbench-ro-prepared-c1's figures, only that its rounds were taken; at the
+    # profile's 6 slices of at least a second each, its 1-s samples ran 6 s per side (pgbench-tpch has 2 of its own)
     opts = [
         "--option",
         "workloads=instr-point-select,pgbench-ro-prepared-c1",
@@ -198,6 +200,8 @@ def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> 
         "duration_s=1",
         "--option",
         "warmup_s=0",
+        "--option",
+        "ab_slices=2",
         "--option",
         "scale=1",
         "--option",
@@ -508,9 +512,16 @@ def test_a_bad_reference_is_a_build_failed_result_that_says_why(pg: Pg, tmp_path
 
 
 def test_pg_quick_end_to_end_through_the_farm(pg: Pg, tmp_path: Path) -> None:
+    """Every workload of the quick profile, with its default sample counts, through a real master and worker: the
+    shipped recipes run it and the master ingests the whole result. Nothing here judges a pgbench figure, so the
+    farm's recipe options shorten each pgbench sample to a second with no warm-up (the profile's 6-s samples and
+    3-s warm-ups cost about 3 of this test's 5 minutes); samples stay 5 and instruction samples 2."""
     from tests.harness import Farm
 
-    env = {"PF_PG_INSTALL_CACHE": str(RECIPE_WORK / "installs")}  # reuse the module's build
+    env = {
+        "PF_PG_INSTALL_CACHE": str(RECIPE_WORK / "installs"),  # reuse the module's build
+        "PERFFARM_RECIPES_OPTIONS": "pg-quick:duration_s=1 pg-quick:warmup_s=0",
+    }
     with Farm(tmp_path / "data", str(pg.repo), recipes=("pg-quick",), env=env) as farm:
         farm.force("pg-quick@local", pg.sha, "master")
         runs = farm.wait_for_runs(1, timeout=1200)
@@ -521,6 +532,12 @@ def test_pg_quick_end_to_end_through_the_farm(pg: Pg, tmp_path: Path) -> None:
     assert len(m[("pgbench-ro-prepared-c1", "tps")]) == 5
     instr = m[("instr-point-select", "instructions")]
     assert len(instr) == 2 and instr[0] == pytest.approx(instr[1], rel=1e-4)
+    # the whole profile was measured and stored: every result workload it names (op-join-hash, pgbench-tpch-q01, …)
+    from recipes.pg.profile import load_profile, result_names, workloads
+
+    quick = {name for w in workloads(load_profile("quick")) for name in result_names(w)}
+    stored = {workload for workload, _ in m}
+    assert stored == quick, f"missing {sorted(quick - stored)}, unexpected {sorted(stored - quick)}"
 
 
 def test_full_profile_kinds_run_at_small_sizes(pg: Pg, tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ The workload itself runs on real PostgreSQL in tests/integration/test_pg_release
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
 
 import pytest
 
@@ -60,3 +62,24 @@ def test_an_overlay_can_be_left_out_to_measure_what_it_changes():
     without = conf_text(quick, 18, without={"since-18.conf"})
     assert "compute_query_id = off" in without and "io_method" not in without
     assert "overlay since-18.conf left out" in without
+
+
+def test_the_holder_stops_a_pgbench_that_inherited_sigint_ignored():
+    """A job a shell starts in the background without job control (`make test > log &` in a script) gets SIGINT
+    ignored, and its children inherit that across exec. pgbench installs no SIGINT handler outside `-i`, so a SIGINT
+    left the idle connections' pgbench running until the 30-s SIGKILL, once per side and sample with idle
+    connections (test_pg_releases' idle tests: 155 s and 63 s instead of about 35 and 5). The holder stops it with
+    SIGTERM, which no shell ignores. `sleep` stands in for pgbench here (no SIGINT handler either); the real pgbench
+    is stopped this way in tests/integration/test_pg_releases.py."""
+    proc = subprocess.Popen(
+        ["sleep", "600"],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509 - the inherited state
+        start_new_session=True,
+    )
+    try:
+        idle._stop(proc)
+        assert proc.returncode == -signal.SIGTERM, proc.returncode  # -SIGKILL: SIGINT went unheard for 30 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
