@@ -78,6 +78,7 @@ class ChangeEvent:
     kind: str
     sha: str
     ratio: float
+    metric: str  # the series' metric (which line of a regression starts its bisection: bisection.state.bisect_rank)
 
 
 def load_series(conn: sqlite3.Connection, series_id: int, since: int | None = None) -> LoadedSeries:
@@ -346,12 +347,14 @@ def write(conn: sqlite3.Connection, proposal: Proposal, now: float) -> list[Chan
             cp_id = store.changes.report(conn, series_id, rep.first_commit, values, now)
         else:
             cp_id = store.changes.move(conn, series_id, rep.first_commit, values, now)
-        events.append(ChangeEvent(cp_id, series_id, action, cp.kind.value, cp.commit, float(cp.ratio)))
+        events.append(ChangeEvent(cp_id, series_id, action, cp.kind.value, cp.commit, float(cp.ratio), data.key.metric))
     for rep in result.withdrawn:
         # The evidence is gone: keep the row (alerts and the site refer to it) but mark it retracted.
         cp_id = store.changes.retract(conn, series_id, rep.first_commit, now)
         cp = rep.current
-        events.append(ChangeEvent(cp_id, series_id, "retracted", cp.kind.value, cp.commit, float(cp.ratio)))
+        events.append(
+            ChangeEvent(cp_id, series_id, "retracted", cp.kind.value, cp.commit, float(cp.ratio), data.key.metric)
+        )
     store.series.mark_analysed(conn, series_id, now)
     return events
 

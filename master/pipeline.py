@@ -42,7 +42,7 @@ def after_ingest(settings: Settings, run_id: int) -> AfterIngest:
                     f"change point {e.action}: {e.kind} at {e.sha[:12]}, ratio {e.ratio:.4f} (id {e.change_point_id})"
                 )
         try:
-            for e in bisection.in_bisect_order(conn, out.events):
+            for e in bisection.in_bisect_order(out.events):
                 if e.action == "retracted":
                     continue
                 with store.transaction(conn):

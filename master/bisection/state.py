@@ -31,11 +31,11 @@ from recipes.paired import RATIO_SUFFIX
 from recipes.result import NAME_RE
 
 
-class _HasChangePoint(Protocol):
-    change_point_id: int
+class _Event(Protocol):
+    metric: str
 
 
-E = TypeVar("E", bound=_HasChangePoint)
+E = TypeVar("E", bound=_Event)
 
 MAX_LOST_ATTEMPTS = 3  # builds of one probe that ended with no result before the commit counts as broken
 
@@ -268,16 +268,11 @@ def bisect_rank(metric: str) -> int:
     return 1 if metric.endswith(RATIO_SUFFIX) else 0
 
 
-def in_bisect_order(conn: sqlite3.Connection, events: Sequence[E]) -> list[E]:
+def in_bisect_order(events: Sequence[E]) -> list[E]:
     """Change events in the order their change points may start a bisection (``bisect_rank`` of their series'
     metric, then as given): the first of the lines of one regression starts it and the others share it
     (``auto_create``)."""
-
-    def rank(e: E) -> int:
-        cp = store.changes.change_point(conn, e.change_point_id)
-        return bisect_rank(cp.key.metric) if cp is not None else 0
-
-    return sorted(events, key=rank)
+    return sorted(events, key=lambda e: bisect_rank(e.metric))
 
 
 def sharing(conn: sqlite3.Connection, change_point_id: int) -> int | None:
