@@ -15,7 +15,10 @@ the contract between the runner and a recipe).
 
 from __future__ import annotations
 
+import filecmp
+import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -43,7 +46,7 @@ def side_layout(ctx: Context, label: str) -> tuple[Path, Path]:
     """(tree, recipe work directory) of an unpatched side: laid out under work/sides/<label> as a commit build is
     under its builder directory (recipes.api.checkout_layout), so the compiler sees the same command lines as the
     commit builds of that commit and hits their ccache entries. The work directory (build trees) outlives the job;
-    the tree is exported afresh every time."""
+    the tree is kept too, and each export synced into it (sync_tree), so that make sees which files changed."""
     return checkout_layout(ctx.work_dir / "sides" / label)
 
 
@@ -80,6 +83,67 @@ def parse_sides(specs: Sequence[str], patches: Sequence[str]) -> list[Side]:
     return [sides[k] for k in sorted(sides)]
 
 
+def sync_tree(fresh: Path, tree: Path) -> int:
+    """Make `tree` hold what `fresh` holds, moving over only the files that differ (they keep `fresh`'s newer
+    modification time) and removing what `fresh` lacks, then remove `fresh`; returns how many paths changed.
+
+    Why: a side's build directory is kept between jobs (an incremental build), and make and ninja rebuild what is
+    older than its sources. A file whose content is the same keeps its old time, so nothing is rebuilt for it; a
+    changed file is newer than every object, so what depends on it is. Exporting over the tree instead left the
+    last job's objects standing for the new commit's code."""
+    changed = 0
+    wanted: set[Path] = set()  # every path `fresh` holds, relative to it
+    tree.mkdir(parents=True, exist_ok=True)
+    for dirpath, dirnames, filenames in os.walk(fresh):
+        rel = Path(dirpath).relative_to(fresh)
+        have = tree / rel
+        wanted.update(rel / n for n in [*dirnames, *filenames])
+        links = [n for n in dirnames if (Path(dirpath) / n).is_symlink()]  # a link to a directory: a file here
+        for name in links:
+            dirnames.remove(name)
+        for name in dirnames:
+            target = have / name
+            if target.is_symlink() or (target.exists() and not target.is_dir()):
+                target.unlink()
+            if not target.exists():
+                target.mkdir()
+                changed += 1
+        for name in [*filenames, *links]:
+            new, old = Path(dirpath) / name, have / name
+            if _same(new, old):
+                continue
+            if old.is_dir() and not old.is_symlink():
+                sandboxing.remove_tree(old)
+            os.replace(new, old)
+            changed += 1
+    for dirpath, dirnames, filenames in os.walk(tree, topdown=True):
+        rel = Path(dirpath).relative_to(tree)
+        for name in [*filenames, *dirnames]:
+            if rel / name not in wanted:
+                gone = Path(dirpath) / name
+                if gone.is_dir() and not gone.is_symlink():
+                    sandboxing.remove_tree(gone)
+                    dirnames.remove(name)
+                else:
+                    gone.unlink()
+                changed += 1
+    sandboxing.remove_tree(fresh)
+    return changed
+
+
+def _same(new: Path, old: Path) -> bool:
+    """Whether `old` is already what `new` is: the same symlink target, or a file of the same mode and bytes."""
+    if new.is_symlink() or old.is_symlink():
+        return new.is_symlink() and old.is_symlink() and os.readlink(new) == os.readlink(old)
+    try:
+        a, b = new.stat(), old.stat()
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(b.st_mode) or a.st_size != b.st_size or stat.S_IMODE(a.st_mode) != stat.S_IMODE(b.st_mode):
+        return False
+    return filecmp.cmp(new, old, shallow=False)
+
+
 def _have(ctx: Context, sha: str) -> bool:
     probe = ctx.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=ctx.src_dir, check=False, capture=True)
     return probe.returncode == 0
@@ -100,14 +164,22 @@ def prepare(ctx: Context, side: Side) -> Side:
             )
     patched = side.patch is not None
     tree = untrusted_dir(ctx, side.label) / "src" if patched else side_layout(ctx, side.label)[0]
-    sandboxing.remove_tree(tree)
-    tree.mkdir(parents=True)
+    # a patched side's tree is made afresh (its build directory is too); an unpatched side's tree is kept, and
+    # the export synced into it, because its build directory is kept from one job to the next
+    fresh = tree if patched else tree.parent / f"{tree.name}.export"
+    sandboxing.remove_tree(fresh)
+    fresh.mkdir(parents=True)
     archive = tree.parent / f"{side.label}.tar"
     try:
         ctx.run(["git", "archive", "--format=tar", "-o", str(archive), side.sha], cwd=ctx.src_dir, timeout=600)
-        ctx.run(["tar", "-xf", str(archive), "-C", str(tree)], timeout=600)
+        # --touch: git archive stamps every file with the commit's date, older than the objects of the last job's
+        # build of this side, so make would take a changed file for built; extracted now, a file is newer than them
+        ctx.run(["tar", "-xf", str(archive), "--touch", "-C", str(fresh)], timeout=600)
     finally:
         archive.unlink(missing_ok=True)
+    if not patched:
+        changed = sync_tree(fresh, tree)
+        ctx.log(f"side {side.label}: {changed} files of the tree changed since its last build")
     if side.patch is not None:
         patch = side.patch.resolve()
         size = patch.stat().st_size

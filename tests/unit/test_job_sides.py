@@ -15,8 +15,9 @@ import pytest
 
 from master import shipping
 from recipes import sandbox
+from recipes.api import Context, Side
 from recipes.result import ResultError, validate_job
-from recipes.sides import UNTRUSTED, parse_sides
+from recipes.sides import UNTRUSTED, parse_sides, prepare, side_layout, sync_tree
 from tests.harness import BENCH_C, make_repo
 from tests.sandbox_support import hostile_program
 
@@ -249,3 +250,65 @@ def test_a_job_result_with_sides_out_of_order_is_rejected(pyz, tmp_path, upstrea
     doc["sides"].reverse()
     with pytest.raises(ResultError, match=r"\$\.sides\[0\]\.label"):
         validate_job(doc)
+
+
+def _side_context(clone: Path, work: Path) -> Context:
+    state = work / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    return Context(src_dir=clone, work_dir=work, state_dir=state, sha="", ref="job", options={})
+
+
+def test_a_sides_kept_build_directory_rebuilds_what_the_next_commit_changed(tmp_path):
+    """A side's build directory is kept from one job to the next (an incremental build). git archive stamps every
+    file with its commit's date, older than the objects of the last build, so a tree exported over the last one
+    left make sure that the changed source was built: side A of the second job ran the first job's program."""
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git[:3], "init", "--quiet"], check=True)
+    (repo / "Makefile").write_text("a: a.c\n\tcc -o a $<\n")
+    (repo / "gone.txt").write_text("only in the first commit\n")
+    shas = []
+    for day in (1, 2):
+        (repo / "a.c").write_text(f"int main(void) {{ return {day}; }}\n")
+        if day == 2:
+            (repo / "gone.txt").unlink()
+        subprocess.run([*git, "add", "-A"], check=True)
+        date = f"2020-01-0{day}T00:00:00"
+        env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date}
+        subprocess.run([*git, "commit", "--quiet", "-m", f"day {day}"], check=True, env=env)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip())
+    ctx = _side_context(repo, tmp_path / "work")
+    exits = []
+    for sha in shas:
+        side = prepare(ctx, Side("A", sha))
+        assert side.tree == side_layout(ctx, "A")[0]
+        build = side_layout(ctx, "A")[1] / "build"  # kept between jobs, as recipes/pg/recipe.py's is
+        build.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["make", "-s", "-C", str(build), "-f", str(side.tree / "Makefile"), f"VPATH={side.tree}"], check=True
+        )
+        exits.append(subprocess.run([str(build / "a")]).returncode)
+    assert exits == [1, 2]
+    assert not (side.tree / "gone.txt").exists()  # what the commit removed is gone from the tree
+    assert not (side.tree.parent / "source.export").exists()
+
+
+def test_syncing_a_tree_moves_only_what_differs(tmp_path):
+    fresh, tree = tmp_path / "fresh", tmp_path / "tree"
+    for root in (fresh, tree):
+        (root / "d").mkdir(parents=True)
+        (root / "same.c").write_text("same\n")
+    (fresh / "d" / "new.c").write_text("new\n")
+    (fresh / "changed.c").write_text("after\n")
+    (tree / "changed.c").write_text("before\n")
+    (tree / "stale").mkdir()
+    (tree / "stale" / "x.c").write_text("x\n")
+    (fresh / "link").symlink_to("same.c")
+    (tree / "link").symlink_to("changed.c")
+    os.utime(tree / "same.c", (1_000_000, 1_000_000))
+    assert sync_tree(fresh, tree) == 4  # changed.c, d/new.c, link, stale (with what it holds)
+    assert (tree / "same.c").stat().st_mtime == 1_000_000  # untouched: make rebuilds nothing for it
+    assert (tree / "changed.c").read_text() == "after\n" and (tree / "d" / "new.c").read_text() == "new\n"
+    assert os.readlink(tree / "link") == "same.c"
+    assert not (tree / "stale").exists() and not fresh.exists()
