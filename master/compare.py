@@ -26,8 +26,8 @@ from pathlib import Path
 from master.explain import report as counter_report
 from master.profiles import report
 from master.profiles.diff import Reconciliation
+from recipes import ab
 from recipes.api import Context, RecipeFailure, WorkloadResult, checkout_layout
-from recipes.pg import ab
 from recipes.pg import build as pgbuild
 from recipes.pg.profile import (
     CALLGRIND_OPTION,
@@ -36,6 +36,7 @@ from recipes.pg.profile import (
     load_profile,
     overlays_for,
     profile_names,
+    run_bench,
     selected_names,
     waits_file,
 )
@@ -238,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         ctx.log(f"comparing with profile {args.profile}: " + ", ".join(selected_names(profile, options)))
         # instruction workloads keep each side's callgrind file: where the instructions went, at no extra run
         ctx = dataclasses.replace(ctx, options={CALLGRIND_OPTION: "1", **options})
-        results = ab.run_all(ctx, profile, installs, confs)
+        results = run_bench(ctx, profile, installs, threads=os.cpu_count() or 2, confs=confs)
     except InputProblem as e:
         print(f"perffarm compare: {e.message}", file=sys.stderr)
         return EXIT_USAGE
@@ -269,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
                 "for throughput), with its 95% t interval; a metric that can read 0, the median ratio with a bootstrap "
                 "interval."
             )
-            print(ab.format_versions(labels, installs, vs_base, metrics))
+            print(ab.format_versions(labels, {label: installs[label].version for label in labels}, vs_base, metrics))
         counted = [w for w in selected_names(profile, options) if w in _instruction_names(profile)]
         moved = [w for w in counted if any(_moved(cs, w) for cs in vs_base.values())]
         if len(moved) < len(counted):

@@ -1,5 +1,5 @@
 """Small, distribution-free statistics for paired A/B samples in pure stdlib (every recipe and the master use them:
-recipes/paired.py, recipes/pg/ab.py, master/jobs): median ratio with a bootstrap 95% CI, order-balanced ratios.
+recipes/paired.py, recipes/ab.py, master/jobs): median ratio with a bootstrap 95% CI, order-balanced ratios.
 
 Why paired ratios: A and B samples are interleaved (ABAB...), so sample i of A and sample i of B ran under the
 same neighbour load; the ratio B_i/A_i cancels slow drift on a shared machine, and the median of those ratios

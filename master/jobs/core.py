@@ -14,9 +14,9 @@ from master import refnames, store
 from master.config_values import OPTION_RE
 from master.store.jobs import Job, JobSide
 from master.store.series import MeasureKey
+from recipes import ab
 from recipes.api import Metric, WorkloadResult
 from recipes.paired import OPTION as REFERENCE_OPTION
-from recipes.pg import ab
 from recipes.sides import LABELS, MAX_SIDES
 from recipes.stats import NoRatio, paired_estimate
 
@@ -115,7 +115,7 @@ def results_of(job: Job) -> dict[str, list[WorkloadResult]]:
 
 def comparisons(job: Job, keep: Callable[[str], bool] | None = None) -> list[SideComparison]:
     """Every side after A against A: the order-balanced ratio of the rounds (sample i of both sides ran in round i,
-    A first when i is even) with its 95% CI (recipes/pg/ab.py, as `perffarm compare` prints them), or what keeps the
+    A first when i is even) with its 95% CI (recipes/ab.py, as `perffarm compare` prints them), or what keeps the
     samples from forming one (Comparison.problem). `keep(metric)` selects metrics (default all)."""
     results = results_of(job)
     base = results.get(job.sides[0].label, [])

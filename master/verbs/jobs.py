@@ -190,7 +190,7 @@ def _status(settings: Settings, job_id: int, fmt: str, all_metrics: bool = False
     for sc in per_side:
         print()
         print(f"{sc.side.label} / A, measured interleaved in one build; 95% bootstrap CI of the median ratio:")
-        from recipes.pg import ab
+        from recipes import ab
 
         print(ab.format_table(list(sc.comparisons)))
     return EXIT_OK if job.state != "failed" else EXIT_FAILED

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from master import compare
 from master.publish.pages import jobs
-from recipes.pg.ab import Comparison
+from recipes.ab import Comparison
 
 
 def comparison(workload: str, a: float, b: float, metric: str = "instructions") -> Comparison:

@@ -11,7 +11,7 @@ import pytest
 from master.publish import commits, publish_all
 from master.publish.pages.compare import CONFIDENCE, FDR_Q, family
 from master.publish.render import join_columns, js_literal, literal_column, text_column
-from recipes.pg.ab import MIN_EFFECT
+from recipes.ab import MIN_EFFECT
 from tests.compare_support import HOSTILE, MANY, WORKLOADS, build_compare
 
 NOW = 1_800_000_000.0

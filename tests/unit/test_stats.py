@@ -90,8 +90,8 @@ def test_interleaved_order_alternates_who_goes_first() -> None:
 
 
 def test_ab_verdicts_follow_direction_and_ignore_tiny_exact_changes() -> None:
+    from recipes.ab import compare
     from recipes.api import Metric, WorkloadResult
-    from recipes.pg.ab import compare
 
     def run(tps: list[float], instr: list[float]) -> list[WorkloadResult]:
         return [

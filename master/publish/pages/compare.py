@@ -11,13 +11,13 @@ from master.publish.pages.archaeology import SWEEP
 from master.publish.render import js_call, render
 from master.publish.views import Summary, tag_order
 from master.publish.writer import SiteWriter
-from recipes.pg.ab import MIN_EFFECT
+from recipes.ab import MIN_EFFECT
 
 # The compare page's verdict (static/compare.js): the series' ratio with its exact-bootstrap 95% CI, as the commit
 # data and the release tables compute it (master.detect.rqps.median_ratio_block); a series changed when its
 # bootstrap p-value is a discovery of the Benjamini-Hochberg procedure at FDR_Q over the series compared (the
 # family the detectors correct over too, master.detect.fdr), its CI excludes 1 and it moved by MIN_EFFECT or more
-# (as a job's verdict, recipes.pg.ab.MIN_EFFECT).
+# (as a job's verdict, recipes.ab.MIN_EFFECT).
 CONFIDENCE = 0.95
 FDR_Q = 0.05
 

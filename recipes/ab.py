@@ -1,22 +1,19 @@
-"""A/B comparison: two installs measured in one interleaved job, reported as order-balanced ratios with CIs.
+"""A/B comparison of a job's sides: each side's samples against the first's, as order-balanced ratios with CIs.
 
 Why one job: on a shared machine the noise between two separate runs (minutes or hours apart) dwarfs most real
 changes; samples taken back to back in alternating order see the same neighbours, so their ratio is far
-steadier. `perffarm compare` and bisection use this; the ratio is B/A (for throughput, rQPS).
+steadier. `perffarm compare` and jobs use this, for any recipe's results; the ratio is B/A (for throughput, rQPS).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recipes.api import HIGHER, Context, WorkloadResult
-from recipes.pg.build import Install
-from recipes.pg.profile import run_bench
+from recipes.api import HIGHER, WorkloadResult
 from recipes.stats import NoRatio, PairedRatio, cv, paired_estimate
 
 MIN_EFFECT = 0.001  # 0.1%: smaller ratios are reported as "same" even when the CI excludes 1.0
@@ -115,23 +112,9 @@ def compare(
     return out
 
 
-def run_ab(ctx: Context, profile: Mapping[str, Any], a: Install, b: Install) -> list[Comparison]:
-    """Measure A and B interleaved in one job and compare them."""
-    results = run_all(ctx, profile, {"A": a, "B": b})
-    return compare(results["A"], results["B"])
-
-
-def run_all(
-    ctx: Context, profile: Mapping[str, Any], installs: Mapping[str, Install], confs: Mapping[str, str] | None = None
-) -> dict[str, list[WorkloadResult]]:
-    """Measure every install interleaved in one job (slices and rounds alternate their order); results per label.
-    `confs`: a label's own postgresql.conf (the same install measured with and without an overlay)."""
-    return run_bench(ctx, profile, installs, threads=os.cpu_count() or 2, confs=confs)
-
-
 def format_versions(
     labels: Sequence[str],
-    installs: Mapping[str, Install],
+    versions: Mapping[str, str],
     vs_first: Mapping[str, Sequence[Comparison]],
     metrics: Sequence[str] | None = None,
 ) -> str:
@@ -161,7 +144,7 @@ def format_versions(
             (
                 any_c.workload,
                 name,
-                f"{first} {installs[first].version}",
+                f"{first} {versions[first]}",
                 _median(any_c.a),
                 "1",
                 "",
@@ -172,9 +155,9 @@ def format_versions(
         for label in labels[1:]:
             c = cs.get(label)
             if c is None:
-                rows.append(("", "", f"{label} {installs[label].version}", "-", "-", "", "", "not measured"))
+                rows.append(("", "", f"{label} {versions[label]}", "-", "-", "", "", "not measured"))
                 continue
-            rows.append(("", "", f"{label} {installs[label].version}", _median(c.b), *_ratio_cells(c)))
+            rows.append(("", "", f"{label} {versions[label]}", _median(c.b), *_ratio_cells(c)))
     return _columns(rows)
 
 
