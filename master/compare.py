@@ -1,12 +1,15 @@
-"""`perffarm compare --repo PATH A B [C ...] [--patch FILE] [--profile quick]`: measure commits side by side.
+"""`perffarm compare --repo PATH A B [C ...] [--patch FILE] [--profile quick | --recipe NAME]`: measure commits
+side by side.
 
-Builds every commit (or, with --patch, the last one with the patch applied) with the PostgreSQL recipes' build
-code, runs the profile's workloads on all of them interleaved in one job, and prints each workload's median ratio
-to the first (B/A, C/A, ...: rQPS for throughput) with a bootstrap 95% confidence interval. With three or more
-revisions this is release archaeology as Vondra and Callaghan do it: every version measured under the same
-conditions, in one session, not N runs at different times (docs/releases.md). No master needed. The commits are
-checked out in a private clone under --work, never in the user's repository, so one persistent build directory
-rebuilds incrementally between them and the install cache makes a repeated comparison start at once.
+Every commit is a side of one job, built and measured by the recipe's own side entry points
+(`recipes.api.SideSupport`: the same code a farm job runs on a worker, found through the recipe registry, so any
+recipe with sides can be compared). With --patch, the last commit has the patch applied. The sides are measured
+interleaved, and each workload's ratio to the first is printed (B/A, C/A, ...: rQPS for throughput) with its 95%
+confidence interval. With three or more revisions this is release archaeology as Vondra and Callaghan do it:
+every version measured under the same conditions, in one session, not N runs at different times
+(docs/releases.md). No master needed. The commits are exported from a private clone under --work, never the
+user's repository, into one kept tree and build directory, so each side's build is incremental from the last,
+and the install cache makes a repeated comparison start at once.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,25 +29,24 @@ from pathlib import Path
 from master.explain import report as counter_report
 from master.profiles import report
 from master.profiles.diff import Reconciliation
-from recipes import ab
-from recipes.api import Context, RecipeFailure, WorkloadResult, checkout_layout
-from recipes.pg import build as pgbuild
-from recipes.pg.profile import (
+from recipes import ab, registry
+from recipes.api import (
     CALLGRIND_OPTION,
+    Context,
+    RecipeFailure,
+    Side,
+    WorkloadResult,
     callgrind_file,
-    conf_text,
-    load_profile,
-    overlays_for,
-    profile_names,
-    run_bench,
-    selected_names,
-    waits_file,
+    checkout_layout,
+    side_file,
 )
+from recipes.pg.profile import profile_names
+from recipes.sides import LABELS, MAX_SIDES, prepare
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_FOUND = 1  # a regression: compare is a gate (master/cliargs.py)
-MAX_REVISIONS = 8  # each side is a running server for the whole job; more would not fit a small box's memory
-LABELS = "ABCDEFGH"
+MAX_REVISIONS = MAX_SIDES  # each side is a running server for the whole job; more would not fit a small box's memory
+LAYOUT = "compare"  # the one kept tree and build directory every side is built in, one after the other
 
 
 def default_work_dir() -> Path:
@@ -63,9 +65,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--patch", help="a patch file applied on top of the last revision (git apply)")
     p.add_argument(
         "--profile",
-        default="quick",
         choices=profile_names(),
-        help="workload profile (default quick; sweeps: the seeds' client-count sweeps for release archaeology)",
+        help="the PostgreSQL workload profile, i.e. the recipe pg-PROFILE (default quick; sweeps: the seeds' "
+        "client-count sweeps for release archaeology)",
+    )
+    p.add_argument(
+        "--recipe",
+        help="the recipe that builds and measures the sides, by name (recipes/; e.g. pg-full); any recipe with "
+        "sides. Default pg-quick",
     )
     p.add_argument(
         "--work",
@@ -82,9 +89,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overlay-effects",
         action="store_true",
-        help="also measure the last revision without each per-major conf overlay that applies to it (e.g. "
-        "since-18.conf), in the same job, and print what each overlay changes, so a release table never blames "
-        "the code for a setting",
+        help="also measure the last revision under each variant its recipe offers, in the same job, and print what "
+        "each changes: on PostgreSQL, without each per-major conf overlay that applies to it (e.g. since-18.conf), so "
+        "a release table never blames the code for a setting",
     )
     p.add_argument(
         "--format",
@@ -186,7 +193,22 @@ def run(args: argparse.Namespace) -> int:
     if patch is not None and not patch.is_file():
         print(f"perffarm compare: no such patch file: {patch}", file=sys.stderr)
         return EXIT_USAGE
-    profile = load_profile(args.profile)
+    if args.profile and args.recipe:
+        print("perffarm compare: give --profile or --recipe, not both (--profile P is --recipe pg-P)", file=sys.stderr)
+        return EXIT_USAGE
+    recipe_name = args.recipe or f"pg-{args.profile or 'quick'}"
+    try:
+        recipe = registry.get(recipe_name)
+    except registry.UnknownRecipe as e:
+        print(f"perffarm compare: --recipe: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    entry = recipe.sides
+    if entry is None:
+        print(
+            f"perffarm compare: recipe {recipe.name} cannot measure commits side by side (it defines no sides)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     labels = LABELS[: len(revisions)]
     if (problem := _repo_problem(args.repo)) is not None:
         print(f"perffarm compare: {problem}", file=sys.stderr)
@@ -199,47 +221,47 @@ def run(args: argparse.Namespace) -> int:
         else:  # a bad revision is said before anything is cloned
             shas = [_resolve(Path(args.repo), rev, args.repo) for rev in revisions]
             src = _clone(args.repo, work)
+        state = work / "state"
+        shutil.rmtree(state, ignore_errors=True)  # what an earlier comparison left is never explained again
+        state.mkdir(parents=True)
+        # instruction workloads keep each side's callgrind file: where the instructions went, at no extra run
         ctx = Context(
             src_dir=src,
             work_dir=checkout_layout(work)[1],
-            state_dir=work / "state",
+            state_dir=state,
             sha=shas[-1],
             ref="compare",
-            options=options,
+            options={CALLGRIND_OPTION: "1", **options},
         )
-        ctx.state_dir.mkdir(parents=True, exist_ok=True)
-        spec = pgbuild.BuildSpec()
-        installs = {}
+        sides: list[Side] = []
         for i, (label, sha) in enumerate(zip(labels, shas)):
-            p = patch if i == len(shas) - 1 else None
-            key = sha if p is None else f"{sha}-p{hashlib.sha256(p.read_bytes()).hexdigest()[:12]}"
-            slot = pgbuild.install_slot(ctx, spec, key)
-            if not (slot / pgbuild.INSTALL_MARKER).exists():
-                _checkout(src, sha, p)
-            ctx.log(f"{label}: {sha[:12]}" + (f" + {p.name}" if p else ""))
-            installs[label] = pgbuild.build_install(ctx, spec, src=src, sha=key, ref="compare")
-        confs, effects = {}, {}
+            own = patch if i == len(shas) - 1 else None
+            # one side at a time in one kept tree: each build is incremental from the last (recipes/sides.py)
+            side = prepare(ctx, Side(label, sha, own, own_patch=True, layout=LAYOUT))
+            entry.build(ctx, [side])
+            sides.append(side)
+        info = {s.label: dict(entry.describe(ctx, s)) if entry.describe else {} for s in sides}
+        effects: dict[str, tuple[str, str]] = {}  # variant -> (its side's label, what it changes)
         if args.overlay_effects:
-            last = installs[labels[-1]]
-            names_ = overlays_for(profile, last.major)
-            if not names_:
+            last = sides[-1]
+            offered = entry.variants(ctx, last) if entry.variants else {}
+            if not offered:
                 raise RecipeFailure(
-                    f"--overlay-effects: no conf overlay of profile {args.profile} applies to PostgreSQL {last.major}"
+                    f"--overlay-effects: recipe {recipe.name} offers no variant of {labels[-1]} "
+                    f"({_version(info, last)}; on PostgreSQL: no conf overlay of the profile applies to its major)"
                 )
-            if len(labels) + len(names_) > MAX_REVISIONS:
+            if len(sides) + len(offered) > MAX_REVISIONS:
                 raise RecipeFailure(
-                    f"--overlay-effects adds {len(names_)} sides to {len(labels)}: at most {MAX_REVISIONS} in one job"
+                    f"--overlay-effects adds {len(offered)} sides to {len(sides)}: at most {MAX_REVISIONS} in one job"
                 )
-            for name in names_:
-                label = LABELS[len(installs)]
-                installs[label] = last
-                confs[label] = conf_text(profile, last.major, without={name})
-                effects[name] = label
-                ctx.log(f"{label}: {labels[-1]} without the overlay {name}")
-        ctx.log(f"comparing with profile {args.profile}: " + ", ".join(selected_names(profile, options)))
-        # instruction workloads keep each side's callgrind file: where the instructions went, at no extra run
-        ctx = dataclasses.replace(ctx, options={CALLGRIND_OPTION: "1", **options})
-        results = run_bench(ctx, profile, installs, threads=os.cpu_count() or 2, confs=confs)
+            for name, what in offered.items():
+                variant = dataclasses.replace(last, label=LABELS[len(sides)], variant=name)
+                entry.build(ctx, [variant])
+                sides.append(variant)
+                effects[name] = (variant.label, what)
+                ctx.log(f"{variant.label}: {labels[-1]} {what}")
+        ctx.log(f"comparing {', '.join(s.label for s in sides)} with recipe {recipe.name}")
+        results = {label: list(rs) for label, rs in entry.bench(ctx, sides).items()}
     except InputProblem as e:
         print(f"perffarm compare: {e.message}", file=sys.stderr)
         return EXIT_USAGE
@@ -253,7 +275,9 @@ def run(args: argparse.Namespace) -> int:
         f"{label} = {rev} ({sha[:12]})" + (f" + {patch.name}" if patch and i == len(shas) - 1 else "")
         for i, (label, rev, sha) in enumerate(zip(labels, revisions, shas))
     ]
-    metrics = None if args.all_metrics else ["tps"]
+    shown = {c.metric for cs in vs_base.values() for c in cs}
+    # the primary metrics, unless asked for all; a recipe that has none of PostgreSQL's shows all of its own
+    metrics = None if args.all_metrics or not shown & set(ab.PRIMARY_METRICS) else ["tps"]
     # with --format json the tables go to stderr: standard output is the document alone
     with contextlib.redirect_stdout(sys.stderr if args.format == "json" else sys.stdout):
         print()
@@ -270,8 +294,10 @@ def run(args: argparse.Namespace) -> int:
                 "for throughput), with its 95% t interval; a metric that can read 0, the median ratio with a bootstrap "
                 "interval."
             )
-            print(ab.format_versions(labels, {label: installs[label].version for label in labels}, vs_base, metrics))
-        counted = [w for w in selected_names(profile, options) if w in _instruction_names(profile)]
+            print(
+                ab.format_versions(labels, {s.label: _version(info, s) for s in sides[: len(labels)]}, vs_base, metrics)
+            )
+        counted = [w.name for w in results.get(labels[0], ()) if any(m.name == "instructions" for m in w.metrics)]
         moved = [w for w in counted if any(_moved(cs, w) for cs in vs_base.values())]
         if len(moved) < len(counted):
             print(
@@ -313,13 +339,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"flame graph and table: {report.write_html(e, explain_dir)}")
         overlay_effects = {
             name: ab.compare(results[label], results[labels[-1]], labels=(label, labels[-1]))
-            for name, label in effects.items()
+            for name, (label, _) in effects.items()
         }
         for name, cs in overlay_effects.items():
             print()
             print(
-                f"What {name} changes on {labels[-1]} ({installs[labels[-1]].version}): with / without it, measured in "
-                "the same job (without it, its settings are at PostgreSQL's defaults):"
+                f"What {name} changes on {labels[-1]} ({_version(info, sides[len(labels) - 1])}): with / without it, "
+                f"measured in the same job ({effects[name][1]}):"
             )
             print(ab.format_table(cs, metrics))
     if args.json_out or args.format == "json":
@@ -327,7 +353,8 @@ def run(args: argparse.Namespace) -> int:
             "a": shas[0],
             "b": shas[1],
             "patch": str(patch) if patch else None,
-            "profile": args.profile,
+            "profile": args.profile or (recipe.name[3:] if recipe.name.startswith("pg-") else None),
+            "recipe": recipe.name,
             "options": options,
             "comparisons": [c.to_json() for c in vs_base["B"]],
             "versions": [
@@ -335,8 +362,8 @@ def run(args: argparse.Namespace) -> int:
                     "label": label,
                     "revision": rev,
                     "sha": sha,
-                    "major": installs[label].major,
-                    "version": installs[label].version,
+                    "major": info[label].get("major"),
+                    "version": info[label].get("version"),
                 }
                 for label, rev, sha in zip(labels, revisions, shas)
             ],
@@ -396,19 +423,18 @@ def _reconcile(e: report.Explained, results: Mapping[str, Sequence[WorkloadResul
 
 def _sampled_waits(ctx: Context, label: str) -> dict[str, list[dict[str, object]]]:
     """The wait events a side sampled during its pgbench samples, per workload ({} when none were sampled)."""
-    path = waits_file(ctx, label)
+    path = side_file(ctx.state_dir, "waits", label)
     return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def _version(info: Mapping[str, Mapping[str, object]], side: Side) -> str:
+    """What the recipe says the side's build is (PostgreSQL: its version), else its commit."""
+    return str(info.get(side.label, {}).get("version") or side.sha[:12])
 
 
 def measured(results: Sequence[WorkloadResult]) -> dict[str, dict[str, tuple[str, tuple[float, ...]]]]:
     """A side's workload results as workload -> metric -> (unit, samples) (what master.explain compares)."""
     return {w.name: {m.name: (m.unit, tuple(m.samples)) for m in w.metrics} for w in results}
-
-
-def _instruction_names(profile: dict) -> set[str]:
-    from recipes.pg.profile import WORKLOAD_KINDS, result_names, workloads
-
-    return {n for w in workloads(profile) if WORKLOAD_KINDS[w.kind].phase == "instructions" for n in result_names(w)}
 
 
 # Instruction counts that differ by less than this are the same work (steady series agree within it,
@@ -429,9 +455,9 @@ def _explain(ctx: Context, labels: Sequence[str], names: Sequence[str]) -> list[
     """Each side after A against A, per instruction workload whose profiles both sides kept."""
     out = []
     for name in names:
-        a = report.load(callgrind_file(ctx, labels[0], name))
+        a = report.load(callgrind_file(ctx.state_dir, labels[0], name))
         for label in labels[1:]:
-            b = report.load(callgrind_file(ctx, label, name))
+            b = report.load(callgrind_file(ctx.state_dir, label, name))
             if a is not None and b is not None:
                 ctx.log(f"{name}: profiles parsed in {a.parse_seconds:.1f} s (A) and {b.parse_seconds:.1f} s ({label})")
                 out.append(report.explain(name, labels[0], a, label, b))

@@ -16,6 +16,8 @@ from typing import Any
 from recipes.api import HIGHER, WorkloadResult
 from recipes.stats import NoRatio, PairedRatio, cv, paired_estimate
 
+# what a table shows of a workload unless asked for every metric: PostgreSQL's primary metrics
+PRIMARY_METRICS = ("tps", "instructions", "connections", "qps")
 MIN_EFFECT = 0.001  # 0.1%: smaller ratios are reported as "same" even when the CI excludes 1.0
 
 
@@ -133,11 +135,7 @@ def format_versions(
     for k in keys:
         cs = by[k]
         any_c = next(iter(cs.values()))
-        if (
-            metrics
-            and any_c.metric not in metrics
-            and any_c.metric not in ("tps", "instructions", "connections", "qps")
-        ):
+        if metrics and any_c.metric not in metrics and any_c.metric not in PRIMARY_METRICS:
             continue
         name = f"{any_c.metric} ({any_c.unit})"
         rows.append(
@@ -165,7 +163,7 @@ def format_table(comparisons: Sequence[Comparison], metrics: Sequence[str] | Non
     """A plain-text table: medians, B/A ratio, 95% CI and verdict per (workload, metric)."""
     rows = [("workload", "metric", "median A", "median B", "B/A", "95% CI", "+-", "verdict")]
     for c in comparisons:
-        if metrics and c.metric not in metrics and c.metric not in ("tps", "instructions", "connections", "qps"):
+        if metrics and c.metric not in metrics and c.metric not in PRIMARY_METRICS:
             continue
         rows.append((c.workload, f"{c.metric} ({c.unit})", _median(c.a), _median(c.b), *_ratio_cells(c)))
     return _columns(rows)

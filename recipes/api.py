@@ -188,6 +188,25 @@ class CommandFailed(RecipeFailure):
     """A command run through Context.run failed; the runner maps it to the current phase's status."""
 
 
+# What a bench may leave in ctx.state_dir beside its results, per side label (the runner adds them to the result,
+# `perffarm compare` explains from them): one JSON document per kind and label, and callgrind profiles.
+SIDE_FILE_KINDS = ("waits", "plans", "coverage")  # sampled wait events, plan shapes, coverage figure
+CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
+
+
+def side_file(state_dir: Path, kind: str, label: str) -> Path:
+    """Where a side's document of `kind` (SIDE_FILE_KINDS) is: state/<kind>/<label>.json."""
+    if kind not in SIDE_FILE_KINDS:
+        raise ValueError(f"unknown side file kind {kind!r}; expected one of {', '.join(SIDE_FILE_KINDS)}")
+    return state_dir / kind / f"{label}.json"
+
+
+def callgrind_file(state_dir: Path, label: str, workload: str) -> Path:
+    """Where a side's callgrind output of one instruction workload is kept (its first sample, recipes/callgrind.py
+    reads it), with the number of counted queries beside it (`.queries`)."""
+    return state_dir / "callgrind" / f"{label}--{workload}.out"
+
+
 @dataclass(frozen=True)
 class Side:
     """One side of a job (recipes/sides.py): a commit, maybe patched, and the tree the build uses."""
@@ -196,6 +215,27 @@ class Side:
     sha: str
     patch: Path | None = None  # a unified diff applied on top of `sha`
     tree: Path | None = None  # set by prepare(): the side's own source tree
+    # The patch is the caller's own (`perffarm compare` on the caller's machine): built like a commit, in the kept
+    # tree and build directory, and its install cached. A farm job never sets it: a try-job's patch is someone
+    # else's program and is built and run in the sandbox (recipes/sandbox.py).
+    own_patch: bool = False
+    # Which kept tree and build directory under work/sides/ the side is built in (recipes/sides.py side_layout):
+    # its label by default; a caller that prepares and builds its sides one at a time may give them one, so that
+    # each side's build is incremental from the last (`perffarm compare`).
+    layout: str = ""
+    # A way of measuring the side's build that the recipe offers (SideSupport.variants), or "" for its own: the
+    # PostgreSQL recipes measure an install without one of its conf overlays (`perffarm compare --overlay-effects`).
+    variant: str = ""
+
+    @property
+    def untrusted(self) -> bool:
+        """Whether the side runs someone else's code: a patch that is not the caller's own."""
+        return self.patch is not None and not self.own_patch
+
+    @property
+    def place(self) -> str:
+        """The name of the kept tree and build directory the side uses (`layout`, else its label)."""
+        return self.layout or self.label
 
     @property
     def patch_id(self) -> str | None:
@@ -213,11 +253,17 @@ class Side:
 
 @dataclass(frozen=True)
 class SideSupport:
-    """A recipe's hooks for jobs: build every side (leaving what bench needs in ctx.state_dir), then measure
-    them all interleaved and return each side's results by label."""
+    """A recipe's entry points for N sides measured together: build every side given (leaving what bench needs in
+    ctx.state_dir; sides may come in one call or one at a time), then measure them all interleaved and return each
+    side's results by label. Farm jobs call them on a worker (recipes/runner.py), `perffarm compare` locally.
+    Besides the results, bench may leave per side what `side_file` and `callgrind_file` name."""
 
     build: Callable[[Context, Sequence[Side]], None]
     bench: Callable[[Context, Sequence[Side]], Mapping[str, Sequence[WorkloadResult]]]
+    # after build: what a built side is, to show beside its results ({"version": "18.6", "major": 18}); {} unknown
+    describe: Callable[[Context, Side], Mapping[str, Any]] | None = None
+    # after build: the variants (Side.variant) a built side can also be measured under, each with what it changes
+    variants: Callable[[Context, Side], Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,7 @@ def bench(ctx: Context) -> list[WorkloadResult]:
 
 def _side_program(ctx: Context, side: Side) -> Path:
     """Where a side's program is: a patched side's in its own untrusted directory (recipes/sides.py)."""
-    if side.patch is not None:
+    if side.untrusted:
         return untrusted_dir(ctx, side.label) / "bin" / "bench"
     return ctx.state_dir / f"bench-{side.label}"
 
@@ -151,7 +151,7 @@ def build_sides(ctx: Context, sides: Sequence[Side]) -> None:
         assert side.tree is not None  # prepare() gave it one
         out = _side_program(ctx, side)
         out.parent.mkdir(parents=True, exist_ok=True)
-        box = ctx.sandbox if side.patch is not None else None
+        box = ctx.sandbox if side.untrusted else None
         _compile(ctx, side.tree, out, f"side {side.label}", sandbox=box)
 
 

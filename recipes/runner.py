@@ -21,7 +21,7 @@ from typing import Any
 
 from recipes import registry
 from recipes import sandbox as sandboxing
-from recipes.api import Context, Recipe, RecipeFailure, Side, WorkloadResult
+from recipes.api import Context, Recipe, RecipeFailure, Side, WorkloadResult, callgrind_file, side_file
 from recipes.result import (
     JOB_SCHEMA,
     JOB_SCHEMA_VERSION,
@@ -57,12 +57,13 @@ def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
 
 
 def callgrind_profiles(ctx: Context, label: str) -> dict[str, Any]:
-    """The callgrind profiles a side kept (recipes/pg/profile.py callgrind=1), in the result's form: per
-    workload, the number of counted queries and the size-bounded profile JSON."""
+    """The callgrind profiles a side kept (recipes.api.callgrind_file; recipes/pg/profile.py callgrind=1), in the
+    result's form: per workload, the number of counted queries and the size-bounded profile JSON."""
     from recipes import callgrind
 
     out: dict[str, Any] = {}
-    for path in sorted((ctx.state_dir / "callgrind").glob(f"{label}--*.out")):
+    pattern = callgrind_file(ctx.state_dir, label, "*")
+    for path in sorted(pattern.parent.glob(pattern.name)):
         queries = path.with_suffix(".queries")
         if not queries.exists():
             continue
@@ -82,9 +83,9 @@ def callgrind_profiles(ctx: Context, label: str) -> dict[str, Any]:
 
 
 def _side_file(ctx: Context, folder: str, label: str, what: str) -> dict[str, Any]:
-    """A side's JSON file under state/<folder>/<label>.json, per workload; {} without it, and a warning naming
-    `what` (e.g. "plans of B") when it is unreadable (a try-job's files were written inside its sandbox)."""
-    path = ctx.state_dir / folder / f"{label}.json"
+    """A side's JSON document of kind `folder` (recipes.api.side_file), per workload; {} without it, and a warning
+    naming `what` (e.g. "plans of B") when it is unreadable (a try-job's files were written inside its sandbox)."""
+    path = side_file(ctx.state_dir, folder, label)
     try:
         return dict(json.loads(path.read_text())) if path.exists() else {}
     except (OSError, ValueError) as e:
@@ -94,12 +95,12 @@ def _side_file(ctx: Context, folder: str, label: str, what: str) -> dict[str, An
 
 def sampled_waits(ctx: Context, label: str) -> dict[str, Any]:
     """The wait events a side sampled during its pgbench samples (recipes/pg/waits.py), per workload; {} without."""
-    return _side_file(ctx, "waits", label, f"sampled waits of side {label}")  # recipes/pg/profile.py waits_file
+    return _side_file(ctx, "waits", label, f"sampled waits of side {label}")
 
 
 def captured_plans(ctx: Context, label: str) -> dict[str, Any]:
     """The plan shapes a label's analytic queries ran with (recipes/pg/plans.py), per workload; {} without."""
-    return _side_file(ctx, "plans", label, f"plans of {label}")  # recipes/pg/profile.py plans_file
+    return _side_file(ctx, "plans", label, f"plans of {label}")
 
 
 def result_doc(
@@ -283,13 +284,13 @@ def _add_run_files(ctx: Context, doc: dict[str, Any]) -> None:
     profiles = callgrind_profiles(ctx, "run")
     if profiles:
         doc["callgrind"] = profiles
-    figure = ctx.state_dir / "coverage" / "run.json"  # recipes/pg/profile.py coverage_file
+    figure = side_file(ctx.state_dir, "coverage", "run")
     if figure.exists():
         doc["coverage"] = json.loads(figure.read_text())
     shapes = captured_plans(ctx, "run")
     if shapes:
         doc["plans"] = shapes
-    for label, key in (("run", WAITS), ("reference", WAITS_REFERENCE)):  # recipes/pg/profile.py waits_file
+    for label, key in (("run", WAITS), ("reference", WAITS_REFERENCE)):
         found = sampled_waits(ctx, label)
         if found:
             doc[key] = found

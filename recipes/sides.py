@@ -42,19 +42,20 @@ def untrusted_dir(ctx: Context, label: str | None = None) -> Path:
     return root if label is None else root / label
 
 
-def side_layout(ctx: Context, label: str) -> tuple[Path, Path]:
-    """(tree, recipe work directory) of an unpatched side: laid out under work/sides/<label> as a commit build is
+def side_layout(ctx: Context, place: str) -> tuple[Path, Path]:
+    """(tree, recipe work directory) of a side that runs no one else's code: laid out under work/sides/<place> (its
+    label, or the layout its caller gave it: recipes.api.Side.place) as a commit build is
     under its builder directory (recipes.api.checkout_layout), so the compiler sees the same command lines as the
     commit builds of that commit and hits their ccache entries. The work directory (build trees) outlives the job;
     the tree is kept too, and each export synced into it (sync_tree), so that make sees which files changed."""
-    return checkout_layout(ctx.work_dir / "sides" / label)
+    return checkout_layout(ctx.work_dir / "sides" / place)
 
 
 def open_sandbox(ctx: Context, sides: Sequence[Side]) -> Context:
     """The context for a job: with a patched side, a working sandbox its code runs in (every side's server and
     clients too, so that all sides are measured under the same conditions), or BuildFailed saying why there is
     none: a try-job's patch never runs outside it. Without a patch, the context as it was."""
-    if not any(s.patch is not None for s in sides):
+    if not any(s.untrusted for s in sides):
         return ctx
     try:
         box = sandboxing.check(ctx.work_dir / "sandbox")
@@ -162,11 +163,11 @@ def prepare(ctx: Context, side: Side) -> Side:
                 f"side {side.label}: commit {side.sha} is neither in this worker's clone nor fetchable from its "
                 "origin; is it a commit of the watched repository?"
             )
-    patched = side.patch is not None
-    tree = untrusted_dir(ctx, side.label) / "src" if patched else side_layout(ctx, side.label)[0]
-    # a patched side's tree is made afresh (its build directory is too); an unpatched side's tree is kept, and
-    # the export synced into it, because its build directory is kept from one job to the next
-    fresh = tree if patched else tree.parent / f"{tree.name}.export"
+    untrusted = side.untrusted
+    tree = untrusted_dir(ctx, side.label) / "src" if untrusted else side_layout(ctx, side.place)[0]
+    # an untrusted side's tree is made afresh (its build directory is too); any other side's tree is kept, and the
+    # export (patched when the patch is the caller's own) synced into it, as its build directory is kept too
+    fresh = tree if untrusted else tree.parent / f"{tree.name}.export"
     sandboxing.remove_tree(fresh)
     fresh.mkdir(parents=True)
     archive = tree.parent / f"{side.label}.tar"
@@ -177,34 +178,37 @@ def prepare(ctx: Context, side: Side) -> Side:
         ctx.run(["tar", "-xf", str(archive), "--touch", "-C", str(fresh)], timeout=600)
     finally:
         archive.unlink(missing_ok=True)
-    if not patched:
-        changed = sync_tree(fresh, tree)
-        ctx.log(f"side {side.label}: {changed} files of the tree changed since its last build")
     if side.patch is not None:
-        patch = side.patch.resolve()
-        size = patch.stat().st_size
-        if size > PATCH_LIMIT:
-            raise BuildFailed(f"side {side.label}: the patch is {size} bytes, over the {PATCH_LIMIT}-byte limit")
-        # The tree is no repository: git must not find an enclosing one (it would apply paths relative to that
-        # repository's root). --unsafe-paths is never given: git apply refuses paths outside the tree. In a
-        # sandbox that sees only the tree (rw) and the patch (ro), as a second wall.
-        alone = {"GIT_CEILING_DIRECTORIES": str(tree.parent)}
-        box = ctx.sandbox.seeing(ro=[patch], rw=[tree]) if ctx.sandbox is not None else None
-        check = ctx.run(
-            ["git", "apply", "--check", "--verbose", str(patch)],
-            cwd=tree,
-            env=alone,
-            check=False,
-            capture=True,
-            sandbox=box,
-        )
-        if check.returncode != 0:
-            raise BuildFailed(
-                f"side {side.label}: the patch does not apply to {side.sha[:12]}: "
-                + " ".join(check.stdout.split())[-400:]
-            )
-        ctx.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=tree, env=alone, sandbox=box)
+        _apply(ctx, side, side.patch.resolve(), fresh, ctx.sandbox if untrusted else None)
         ctx.log(f"side {side.label}: {side.sha[:12]} + patch {side.patch_id}")
     else:
         ctx.log(f"side {side.label}: {side.sha[:12]}")
-    return Side(side.label, side.sha, side.patch, tree)
+    if not untrusted:
+        changed = sync_tree(fresh, tree)
+        ctx.log(f"side {side.label}: {changed} files of the tree changed since its last build")
+    return replace(side, tree=tree)
+
+
+def _apply(ctx: Context, side: Side, patch: Path, tree: Path, sandbox: sandboxing.Sandbox | None) -> None:
+    """Apply the side's patch to `tree`, or BuildFailed saying why it does not apply."""
+    size = patch.stat().st_size
+    if size > PATCH_LIMIT:
+        raise BuildFailed(f"side {side.label}: the patch is {size} bytes, over the {PATCH_LIMIT}-byte limit")
+    # The tree is no repository: git must not find an enclosing one (it would apply paths relative to that
+    # repository's root). --unsafe-paths is never given: git apply refuses paths outside the tree. In a
+    # sandbox that sees only the tree (rw) and the patch (ro), as a second wall.
+    alone = {"GIT_CEILING_DIRECTORIES": str(tree.parent)}
+    box = sandbox.seeing(ro=[patch], rw=[tree]) if sandbox is not None else None
+    check = ctx.run(
+        ["git", "apply", "--check", "--verbose", str(patch)],
+        cwd=tree,
+        env=alone,
+        check=False,
+        capture=True,
+        sandbox=box,
+    )
+    if check.returncode != 0:
+        raise BuildFailed(
+            f"side {side.label}: the patch does not apply to {side.sha[:12]}: " + " ".join(check.stdout.split())[-400:]
+        )
+    ctx.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=tree, env=alone, sandbox=box)

@@ -5,9 +5,10 @@ install is made once per `pytest` run, however many files and xdist workers want
 
 - the repositories come from scripts/pg-source-repo.sh (15: release, README, a postgres.c comment) and
   scripts/pg-releases-repo.sh (13 and 18), made once in a directory every xdist worker of the run shares;
-- the installs are built by the recipes' own code (`recipes.pg.build.build_install`, as `perffarm compare` and the
-  farm's workers do) in a persistent work directory, so a rerun on the same machine starts warm: the install cache
-  is keyed by sha (the scripts' shas are reproducible) and ccache lives in ~/.cache/perffarm.
+- the installs are built by the recipes' own code (`recipes.pg.build.build_install`, in the kept tree and build
+  directory `perffarm compare` builds its sides in, as the farm's workers do) in a persistent work directory, so
+  a rerun on the same machine starts warm: the install cache is keyed by sha (the scripts' shas are
+  reproducible) and ccache lives in ~/.cache/perffarm.
 
 Everything is made under an exclusive `flock`, so a second worker waits for the first instead of building the same
 tree at once, and then reuses it. The install directories are read-only to the tests; a test that changes the
@@ -30,8 +31,9 @@ from pathlib import Path
 import pytest
 
 from master import compare
-from recipes.api import Context, checkout_layout
+from recipes.api import Context, Side, checkout_layout
 from recipes.pg.build import BuildSpec, Install, build_install, cached_install
+from recipes.sides import prepare, side_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_SCRIPT = ROOT / "scripts" / "pg-source-repo.sh"
@@ -116,8 +118,12 @@ def build(repo: Path, rev: str, work: Path, state: Path) -> tuple[str, Install]:
         if cached is not None:
             return sha, cached
         compare._clone(str(repo), work)
-        compare._checkout(src, sha, None)
-        return sha, build_install(ctx, BuildSpec(), ref="compare")
+        compare._checkout(src, sha, None)  # Pg.src: the commit checked out, for the tests that read or build it
+        # in the kept tree and build directory `perffarm compare` builds its sides in, as the PostgreSQL recipe's
+        # build_sides does (ref "job"), so that a test's compare of this commit with a patch builds incrementally
+        side = prepare(ctx, Side("A", sha, layout=compare.LAYOUT))
+        kept = side_layout(ctx, compare.LAYOUT)[1]
+        return sha, build_install(ctx, BuildSpec(), src=side.tree, sha=sha, ref="job", work=kept)
 
 
 def pg15(tmp_path_factory: pytest.TempPathFactory) -> Pg:

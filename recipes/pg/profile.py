@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from recipes import callgrind
-from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult
+from recipes.api import CALLGRIND_OPTION as CALLGRIND_OPTION
+from recipes.api import DIRECTIONS, HIGHER, LOWER, BenchFailed, Context, Metric, WorkloadResult, side_file
+from recipes.api import callgrind_file as api_callgrind_file
 from recipes.pg import (
     counters,
     coverage,
@@ -743,7 +745,7 @@ COVERAGE_OPTION = "coverage"  # coverage=0: no coverage figure (it parses every 
 
 def coverage_file(ctx: Context, label: str) -> Path:
     """Where a label's coverage figure is written (the runner puts it in the result's `coverage` member)."""
-    return ctx.state_dir / "coverage" / f"{label}.json"
+    return side_file(ctx.state_dir, "coverage", label)
 
 
 def _write_coverage(ctx: Context, t: Target, src: Path) -> None:
@@ -763,21 +765,17 @@ def _write_coverage(ctx: Context, t: Target, src: Path) -> None:
 
 def plans_file(ctx: Context, label: str) -> Path:
     """Where a label's plan shapes are written (the runner puts them in the result's `plans` member)."""
-    return ctx.state_dir / "plans" / f"{label}.json"
+    return side_file(ctx.state_dir, "plans", label)
 
 
 def waits_file(ctx: Context, label: str) -> Path:
     """Where a label's sampled wait events are written (the runner puts them in the result's `waits` member)."""
-    return ctx.state_dir / "waits" / f"{label}.json"
-
-
-CALLGRIND_OPTION = "callgrind"  # callgrind=1: keep each side's per-function profile of its instruction workloads
+    return side_file(ctx.state_dir, "waits", label)
 
 
 def callgrind_file(ctx: Context, label: str, workload: str) -> Path:
-    """Where a side's callgrind output of one instruction workload is kept (its first sample, recipes/callgrind.py
-    reads it), with the number of counted queries beside it (`.queries`)."""
-    return ctx.state_dir / "callgrind" / f"{label}--{workload}.out"
+    """Where a side's callgrind output of one instruction workload is kept (recipes.api.callgrind_file)."""
+    return api_callgrind_file(ctx.state_dir, label, workload)
 
 
 PINS = ("auto", "none")

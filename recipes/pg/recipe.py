@@ -16,11 +16,13 @@ from recipes.pg import build as pgbuild
 from recipes.pg import deps, paired
 from recipes.pg.profile import (
     COVERAGE_OPTION,
+    conf_text,
     group_descriptions,
     identities,
     identity_of,
     load_profile,
     needs_valgrind,
+    overlays_for,
     run_bench,
     workload_info,
 )
@@ -62,7 +64,6 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     }
     config = {"profile": profile, "build": build_config, "data_files": data_file_hashes()}
     found = identities(profile, build_config)
-    need_valgrind = needs_valgrind(profile)
 
     def build(ctx: Context) -> None:
         wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
@@ -93,28 +94,46 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         return results["run"]
 
     def build_sides(ctx: Context, sides: Sequence[Side]) -> None:
-        deps.check_bench(need_valgrind)
+        wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
+        deps.check_bench(needs_valgrind(profile, wanted))
         for side in sides:
             assert side.tree is not None  # prepare() gave it one
-            if side.patch is not None:
+            if side.untrusted:
                 # someone else's code: built inside the job's sandbox, never cached (recipes/sandbox.py)
                 install = pgbuild.build_untrusted(ctx, spec, side.tree, side.sha, side.label)
             else:
                 # a build directory per label keeps a job's sides incremental from one job to the next, laid out
                 # as a commit build's so that a release or base the farm has built hits ccache (recipes/sides.py)
-                work = side_layout(ctx, side.label)[1]
+                work = side_layout(ctx, side.place)[1]
                 install = pgbuild.build_install(ctx, spec, src=side.tree, sha=side.key, ref="job", work=work)
                 if ctx.sandbox is not None:  # a try-job: every side's server runs in the sandbox, measured alike
                     install = dataclasses.replace(install, jailed=True)
             pgbuild.save_install(ctx, install, f"pg-side-{side.label}.json")
 
+    def side_install(ctx: Context, side: Side) -> pgbuild.Install:
+        return pgbuild.load_install(ctx, f"pg-side-{side.label}.json")
+
     def bench_sides(ctx: Context, sides: Sequence[Side]) -> dict[str, list[WorkloadResult]]:
-        installs = {s.label: pgbuild.load_install(ctx, f"pg-side-{s.label}.json") for s in sides}
+        installs = {s.label: side_install(ctx, s) for s in sides}
+        # a variant is the side's install without one of its conf overlays, measured in the same job
+        confs = {s.label: conf_text(profile, installs[s.label].major, without={s.variant}) for s in sides if s.variant}
         previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            return run_bench(ctx, profile, installs, threads=os.cpu_count() or 2)
+            return run_bench(ctx, profile, installs, threads=os.cpu_count() or 2, confs=confs or None)
         finally:
             signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+
+    def describe(ctx: Context, side: Side) -> dict[str, Any]:
+        install = side_install(ctx, side)
+        return {"version": install.version, "major": install.major}
+
+    def variants(ctx: Context, side: Side) -> dict[str, str]:
+        """Each conf overlay that applies to the side's major: measured without it, its settings are at
+        PostgreSQL's defaults."""
+        major = side_install(ctx, side).major
+        return {
+            name: f"without {name} (its settings at PostgreSQL's defaults)" for name in overlays_for(profile, major)
+        }
 
     return Recipe(
         name=name,
@@ -124,7 +143,7 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         build=build,
         bench=bench,
         workload_identity=lambda workload: identity_of(profile, found, workload),
-        sides=SideSupport(build_sides, bench_sides),
+        sides=SideSupport(build_sides, bench_sides, describe=describe, variants=variants),
         workload_info=lambda workload: workload_info(profile, workload),
         groups=group_descriptions(),
     )
