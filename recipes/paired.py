@@ -27,12 +27,12 @@ This module is the contract the master checks (``master/ingest.py``) and stores 
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from recipes import result
-from recipes.api import HIGHER, BuildFailed, Context, Metric, WorkloadResult
+from recipes.api import HIGHER, BuildFailed, Context, Metric, Side, WorkloadResult
+from recipes.sides import prepare, side_layout
 from recipes.stats import NoRatio, block_ratios  # pure stdlib statistics, shared with perffarm compare
 
 OPTION = "reference"
@@ -72,19 +72,22 @@ def _require_commit(ctx: Context, sha: str) -> None:
         )
 
 
+REFERENCE = "reference"  # the reference's side: its kept tree and build directory are work/sides/reference/
+
+
 def reference_tree(ctx: Context, sha: str) -> Path:
-    """A tree of the reference commit, exported from the worker's own clone (never fetched from elsewhere)."""
+    """A tree of the reference commit, exported from the worker's own clone (never fetched from elsewhere) as a
+    job's side is (recipes/sides.py prepare), into a kept tree beside a kept build directory (`reference_work`):
+    when the reference moves, only the files that differ are newer than the last build's objects."""
     _require_commit(ctx, sha)
-    tree = ctx.work_dir / "reference-src"
-    shutil.rmtree(tree, ignore_errors=True)
-    tree.mkdir(parents=True)
-    archive = ctx.work_dir / "reference-src.tar"
-    try:
-        ctx.run(["git", "archive", "--format=tar", "-o", str(archive), sha], cwd=ctx.src_dir, timeout=600)
-        ctx.run(["tar", "-xf", str(archive), "-C", str(tree)], timeout=600)
-    finally:
-        archive.unlink(missing_ok=True)
+    tree = prepare(ctx, Side(REFERENCE, sha)).tree
+    assert tree is not None
     return tree
+
+
+def reference_work(ctx: Context) -> Path:
+    """The recipe work directory the reference is built in (its build trees), beside its kept tree."""
+    return side_layout(ctx, REFERENCE)[1]
 
 
 def is_throughput(m: Metric) -> bool:

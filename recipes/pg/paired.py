@@ -8,7 +8,7 @@ rounds, exactly as ``perffarm compare`` does. Instruction counts are exact, so t
 from __future__ import annotations
 
 from recipes.api import Context
-from recipes.paired import reference_tree
+from recipes.paired import reference_tree, reference_work
 from recipes.pg import build as pgbuild
 
 STATE_FILE = "pg-reference.json"
@@ -24,4 +24,5 @@ def build_reference(ctx: Context, spec: pgbuild.BuildSpec, sha: str, own: pgbuil
         ctx.log(f"reference {sha[:12]}: reusing the cached install in {cached.prefix}")
         return cached
     ctx.log(f"reference {sha[:12]}: not cached yet, building it once (later builds reuse it)")
-    return pgbuild.build_install(ctx, spec, src=reference_tree(ctx, sha), sha=sha, ref="reference")
+    # in its kept tree and build directory, laid out as a side's (recipes/sides.py) and built as one: "job"
+    return pgbuild.build_install(ctx, spec, src=reference_tree(ctx, sha), sha=sha, ref="job", work=reference_work(ctx))

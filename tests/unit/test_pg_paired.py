@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 from pathlib import Path
@@ -150,14 +151,24 @@ def test_the_reference_tree_is_exported_from_the_workers_clone(tmp_path):
     g = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     subprocess.run(["git", "init", "-q", str(src)], check=True)
     (src / "configure").write_text("old\n")
+    (src / "README").write_text("the same in both\n")
     subprocess.run([*g, "add", "-A"], check=True)
     subprocess.run([*g, "commit", "-qm", "one"], check=True)
     old = subprocess.run([*g, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     (src / "configure").write_text("new\n")
     subprocess.run([*g, "commit", "-qam", "two"], check=True)
+    new = subprocess.run([*g, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     c = ctx(tmp_path)
     c.work_dir.mkdir()
     tree = pairing.reference_tree(c, old)
+    assert tree == c.work_dir / "sides" / "reference" / "source"  # a side's kept tree, beside its build directory
+    assert pairing.reference_work(c) == c.work_dir / "sides" / "reference" / "work"
     assert (tree / "configure").read_text() == "old\n"
     assert (src / "configure").read_text() == "new\n"  # the commit's own checkout is untouched
-    assert not (c.work_dir / "reference-src.tar").exists()
+    assert not list(tree.parent.glob("*.tar"))
+    # the reference moves: only what differs is newer than the kept build's objects (recipes/sides.py sync_tree)
+    for f in ("configure", "README"):
+        os.utime(tree / f, (1_000_000, 1_000_000))
+    assert pairing.reference_tree(c, new) == tree
+    assert (tree / "configure").read_text() == "new\n" and (tree / "configure").stat().st_mtime > 1_000_000
+    assert (tree / "README").stat().st_mtime == 1_000_000
