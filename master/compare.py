@@ -41,7 +41,7 @@ from recipes.api import (
     side_file,
 )
 from recipes.pg.profile import profile_names
-from recipes.sides import LABELS, MAX_SIDES, prepare
+from recipes.sides import LABELS, MAX_SIDES
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_FOUND = 1  # a regression: compare is a gate (master/cliargs.py)
@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         for i, (label, sha) in enumerate(zip(labels, shas)):
             own = patch if i == len(shas) - 1 else None
             # one side at a time in one kept tree: each build is incremental from the last (recipes/sides.py)
-            side = prepare(ctx, Side(label, sha, own, own_patch=True, layout=LAYOUT))
+            side = Side(label, sha, own, own_patch=True, layout=LAYOUT)
             entry.build(ctx, [side])
             sides.append(side)
         info = {s.label: dict(entry.describe(ctx, s)) if entry.describe else {} for s in sides}

@@ -255,7 +255,9 @@ class Side:
 class SideSupport:
     """A recipe's entry points for N sides measured together: build every side given (leaving what bench needs in
     ctx.state_dir; sides may come in one call or one at a time), then measure them all interleaved and return each
-    side's results by label. Farm jobs call them on a worker (recipes/runner.py), `perffarm compare` locally.
+    side's results by label. build exports a side's tree only when it has to compile it (recipes/sides.py
+    `prepared`): a build it has cached leaves the kept tree as it is, and with it the files' times. Farm jobs call
+    them on a worker (recipes/runner.py), `perffarm compare` locally.
     Besides the results, bench may leave per side what `side_file` and `callgrind_file` name."""
 
     build: Callable[[Context, Sequence[Side]], None]

@@ -33,7 +33,7 @@ from recipes.api import (
     listed_workloads,
 )
 from recipes.sandbox import Sandbox
-from recipes.sides import untrusted_dir
+from recipes.sides import prepared, untrusted_dir
 
 CONFIG = {
     "source": "perffarm_bench.c",
@@ -148,7 +148,8 @@ def _side_program(ctx: Context, side: Side) -> Path:
 def build_sides(ctx: Context, sides: Sequence[Side]) -> None:
     """Every side's program; a patched side's compiled inside the job's sandbox, seeing only its own tree."""
     for side in sides:
-        assert side.tree is not None  # prepare() gave it one
+        side = prepared(ctx, side)
+        assert side.tree is not None
         out = _side_program(ctx, side)
         out.parent.mkdir(parents=True, exist_ok=True)
         box = ctx.sandbox if side.untrusted else None

@@ -34,7 +34,7 @@ from recipes.result import (
     validate,
     validate_job,
 )
-from recipes.sides import open_sandbox, parse_sides, prepare, untrusted_dir
+from recipes.sides import open_sandbox, parse_sides, untrusted_dir
 from workers import hostinfo
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_RECIPE_FAILED = 0, 1, 2, 3
@@ -239,7 +239,7 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
             sandboxing.remove_tree(untrusted_dir(ctx))
             ctx = open_sandbox(ctx, sides)
             ctx.state_dir.mkdir(parents=True, exist_ok=True)
-            recipe.sides.build(ctx, [prepare(ctx, s) for s in sides])
+            recipe.sides.build(ctx, sides)  # it prepares the trees it builds (recipes/sides.py prepared)
         else:
             ctx = open_sandbox(ctx, sides)
             try:

@@ -189,6 +189,13 @@ def prepare(ctx: Context, side: Side) -> Side:
     return replace(side, tree=tree)
 
 
+def prepared(ctx: Context, side: Side) -> Side:
+    """The side with its tree: as given when it has one, else exported by `prepare`. A recipe's build calls it for
+    the sides it compiles, and only for those: exporting a side it has cached would rewrite a kept tree that the
+    next side may build incrementally from."""
+    return side if side.tree is not None else prepare(ctx, side)
+
+
 def _apply(ctx: Context, side: Side, patch: Path, tree: Path, sandbox: sandboxing.Sandbox | None) -> None:
     """Apply the side's patch to `tree`, or BuildFailed saying why it does not apply."""
     size = patch.stat().st_size

@@ -26,7 +26,7 @@ from recipes.pg.profile import (
     run_bench,
     workload_info,
 )
-from recipes.sides import side_layout
+from recipes.sides import prepared, side_layout
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -97,15 +97,23 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
         deps.check_bench(needs_valgrind(profile, wanted))
         for side in sides:
-            assert side.tree is not None  # prepare() gave it one
             if side.untrusted:
                 # someone else's code: built inside the job's sandbox, never cached (recipes/sandbox.py)
-                install = pgbuild.build_untrusted(ctx, spec, side.tree, side.sha, side.label)
+                tree = prepared(ctx, side).tree
+                assert tree is not None
+                install = pgbuild.build_untrusted(ctx, spec, tree, side.sha, side.label)
             else:
-                # a build directory per label keeps a job's sides incremental from one job to the next, laid out
-                # as a commit build's so that a release or base the farm has built hits ccache (recipes/sides.py)
-                work = side_layout(ctx, side.place)[1]
-                install = pgbuild.build_install(ctx, spec, src=side.tree, sha=side.key, ref="job", work=work)
+                # a cached install leaves the kept tree as it is (recipes/sides.py prepared); else a build directory
+                # per label (or layout) keeps a job's sides incremental from one job to the next, laid out as a
+                # commit build's so that a release or base the farm has built hits ccache (recipes/sides.py)
+                install = pgbuild.cached_install(ctx, spec, side.key) or pgbuild.build_install(
+                    ctx,
+                    spec,
+                    src=prepared(ctx, side).tree,
+                    sha=side.key,
+                    ref="job",
+                    work=side_layout(ctx, side.place)[1],
+                )
                 if ctx.sandbox is not None:  # a try-job: every side's server runs in the sandbox, measured alike
                     install = dataclasses.replace(install, jailed=True)
             pgbuild.save_install(ctx, install, f"pg-side-{side.label}.json")
