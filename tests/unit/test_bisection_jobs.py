@@ -53,3 +53,65 @@ def test_schema_26_keeps_every_job_and_cfbot_head_and_takes_bisect_jobs(tmp_path
     with store.transaction(conn):
         conn.execute("DELETE FROM jobs WHERE id = 7")
     assert conn.execute("SELECT COUNT(*) FROM cfbot_heads").fetchone()[0] == 0
+
+
+def _job_result(machine: str, a: list[float], b: list[float], status: str = "ok") -> dict:
+    def side(label: str, sha: str, samples: list[float]) -> dict:
+        metrics = [{"name": "throughput", "unit": "ops/s", "direction": "higher", "samples": samples}]
+        return {"label": label, "sha": sha, "workloads": [{"name": "loop", "config_hash": "h", "metrics": metrics}]}
+
+    return {
+        "status": status,
+        "machine": {"id": machine},
+        "recipe": {"name": "fixture", "config_hash": "h"},
+        "sides": [side("A", "a" * 40, a), side("B", "b" * 40, b)],
+    }
+
+
+def test_the_bisection_reads_its_ended_jobs_as_rounds_failures_or_jobs_to_queue_again(tmp_path):
+    from master.bisection import state
+    from master.bisection.core import PairRun
+
+    conn = store.connect(tmp_path / "r.sqlite")
+    parent, culprit = "a" * 40, "b" * 40
+    with store.transaction(conn):
+        conn.execute(
+            "INSERT INTO bisections (id, builder, machine_id, recipe, config_hash, workload, metric, direction, "
+            "branch, good, bad, commits, state, requested_by, created_at, updated_at) VALUES (3, 'fixture@local', "
+            "'m', 'fixture', 'h', 'loop', 'throughput', 'higher', 'main', ?, ?, ?, 'running', 'cli', 1, 1)",
+            (parent, culprit, json.dumps([parent, culprit])),
+        )
+
+    def job(state_: str, result: dict | None = None, error: str | None = None) -> None:
+        with store.transaction(conn):
+            job_id = store.jobs.insert(
+                conn,
+                kind="bisect",
+                builder="jobs-fixture@local",
+                branch="main",
+                sides=(JobSide("A", parent, parent), JobSide("B", culprit, culprit)),
+                options=("workloads=loop",),
+                patch=None,
+                requested_by="bisection 3",
+                now=1.0,
+            )
+            store.bisections.link_job(conn, 3, job_id)
+            if state_ != "queued":
+                conn.execute("UPDATE jobs SET state = 'running' WHERE id = ?", (job_id,))
+                store.jobs.finish(conn, job_id, result=result, error=error, machine_id="m", now=2.0)
+
+    b = store.bisections.get(conn, 3)
+    assert b is not None
+    job("done", _job_result("m", [1000.0, 1001.0], [950.0, 951.0]))
+    job("done", _job_result("elsewhere", [1.0, 1.0], [1.0, 1.0]))  # another machine: measured nothing here
+    job("failed", None, "its build request 9 was cancelled before a build started")
+    runs, waiting = state.pair_runs(conn, b)
+    assert runs == (PairRun(parent, culprit, (1000.0, 1001.0), (950.0, 951.0)),) and waiting is None
+    job("failed", None, "its build 4 ended (exception) without storing the job's result")  # the third lost one
+    runs, _ = state.pair_runs(conn, b)
+    assert runs[-1].failed is not None and runs[-1].failed.startswith("3 confirmation jobs measured nothing")
+    job("failed", _job_result("m", [], [], status="build-failed"), "build-failed: side B: error")
+    job("queued")
+    runs, waiting = state.pair_runs(conn, b)
+    assert runs[-1] == PairRun(parent, culprit, failed="build-failed: side B: error")
+    assert waiting is not None and waiting.state == "queued"
