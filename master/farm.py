@@ -479,7 +479,15 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
         "collapseRequests": False,
         "services": [
             Reconciler(settings=settings, builder_names=names),
-            BisectionService(settings=settings),
+            BisectionService(
+                settings=settings,
+                job_builders=tuple(
+                    (builder_name(r, w), jobs_service.job_builder_name(r, w))
+                    for r in settings.recipes
+                    for w in settings.worker_names
+                    if jobs_service.job_builder_name(r, w) in job_names
+                ),
+            ),
             jobs_service.JobService(settings=settings, builders=job_names),
             *([CfbotService(settings=settings, builders=job_names)] if settings.cfbot.repo else []),
             AlertDelivery(settings=settings.alerts, results_db=str(settings.results_db)),

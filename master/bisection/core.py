@@ -15,6 +15,13 @@ t = (probe - good) / (bad - good) on 20%-trimmed means, with a bootstrap confide
 below 1/2 is "like good", above is "like bad", otherwise "not sure yet" and the least precise of the probe and
 the two ends gets another round of samples, up to a cap — then the range is reported as ambiguous rather than
 guessed. Commits that failed to build or run are skipped, never blamed.
+
+The culprit of a series with no levels is confirmed against its parent with fresh rounds of both. Where the farm
+runs jobs (a recipe with sides, master/jobs), those rounds are one job per round with the two as its sides,
+measured interleaved in one session on the bisection's worker (``ConfirmPair``; its outcome comes back as a
+``PairRun``), so drift on the machine hits both alike; elsewhere (``perffarm bisect --local``) they are separate
+builds, alternating (``Measure``). Either way the rounds join the commits' samples and the search re-judges them
+against the ends, as it judges every probe; the culprit's ratio is then the paired ratio of the job's rounds.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from scipy import stats
 
 from master.detect.config import BISECT_MIN_EFFECT, DetectionSettings
 from master.detect.steady import SteadySettings
+from recipes.stats import NoRatio, PairedRatio, paired_estimate
 
 STEADY = SteadySettings()
 
@@ -91,7 +99,30 @@ class NotReproducible:
     reason: str
 
 
-Decision = Measure | Culprit | Ambiguous | NotReproducible
+@dataclass(frozen=True)
+class ConfirmPair:
+    """Measure the culprit and its parent once more each, as the two sides of one job (parent A, culprit B):
+    interleaved in one session on one worker, so drift between them cancels."""
+
+    parent: str
+    culprit: str
+    reason: str
+
+
+Decision = Measure | ConfirmPair | Culprit | Ambiguous | NotReproducible
+
+
+@dataclass(frozen=True)
+class PairRun:
+    """One ended confirmation job (``ConfirmPair``): the bisected metric's samples of each side, sample i of both
+    taken in round i; or why the job measured nothing (``failed``: a build or bench failure, a lost build), which
+    counts its two commits as broken, as a failed build of either would."""
+
+    parent: str
+    culprit: str
+    parent_samples: tuple[float, ...] = ()
+    culprit_samples: tuple[float, ...] = ()
+    failed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +137,8 @@ class Observations:
     fresh_rounds: Mapping[str, int]
     broken: frozenset[str] = frozenset()
     levels: tuple[Sequence[float], Sequence[float]] | None = None
+    pair_jobs: bool = False  # the culprit's confirmation rounds run as jobs (ConfirmPair), not as single builds
+    pair_runs: tuple[PairRun, ...] = ()  # the confirmation jobs that ended, oldest first
 
     def of(self, commit: str) -> np.ndarray:
         return np.asarray(self.samples.get(commit, ()), dtype=float)
@@ -217,6 +250,7 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
     """The next step of a bisection over `commits` (first = known good end, last = bad end, in order)."""
     if len(commits) < 2:
         raise ValueError("a bisection needs a good and a bad commit")
+    obs = with_pair_runs(obs)
     good, bad = commits[0], commits[-1]
     for end in (good, bad):
         if end in obs.broken:
@@ -281,10 +315,53 @@ def decide(commits: Sequence[str], obs: Observations, policy: Policy = Policy())
         return Culprit(culprit, parent)
     deficit = {c: _needed(c, commits, policy) - obs.rounds(c) for c in (parent, culprit)}
     if max(deficit.values()) > 0:
+        if obs.pair_jobs:
+            # one job per round, both sides in it: the rounds of the two are interleaved in one session
+            return ConfirmPair(parent, culprit, "confirm the culprit against its parent (one job, sides interleaved)")
         # alternate parent and culprit (A/B/A/B) so drift on the machine hits both alike
         c = parent if deficit[parent] >= deficit[culprit] else culprit
         return Measure(c, "confirm the culprit against its parent (interleaved A/B)")
     return Culprit(culprit, parent)
+
+
+def with_pair_runs(obs: Observations) -> Observations:
+    """The observations with the confirmation jobs' rounds folded in: each job's samples of a side join that
+    commit's samples and count as one fresh round of it, and a failed job's two commits count as broken."""
+    if not obs.pair_runs:
+        return obs
+    samples = {c: list(xs) for c, xs in obs.samples.items()}
+    fresh = dict(obs.fresh_rounds)
+    broken = set(obs.broken)
+    for run in obs.pair_runs:
+        if run.failed is not None:
+            broken |= {run.parent, run.culprit}
+            continue
+        for commit, xs in ((run.parent, run.parent_samples), (run.culprit, run.culprit_samples)):
+            samples.setdefault(commit, []).extend(xs)
+            fresh[commit] = fresh.get(commit, 0) + 1
+    return Observations(samples, fresh, frozenset(broken), obs.levels, obs.pair_jobs, ())
+
+
+def pair_ratio(obs: Observations, parent: str, culprit: str) -> PairedRatio | None:
+    """culprit / parent from the rounds of their confirmation jobs (the order-balanced ratio a job's sides get,
+    recipes/stats.py, with its 95% CI; drift between rounds cancels), or None without a job that measured both.
+    Rounds of several jobs are pooled; a job with an odd number of rounds gives all but its last, so that round i
+    of the pool still ran the parent first when i is even (as every job's round i does)."""
+    runs = [r for r in obs.pair_runs if r.failed is None and (r.parent, r.culprit) == (parent, culprit)]
+    a: list[float] = []
+    b: list[float] = []
+    for run in runs:
+        n = min(len(run.parent_samples), len(run.culprit_samples))
+        if len(runs) > 1:
+            n -= n % 2
+        a.extend(run.parent_samples[:n])
+        b.extend(run.culprit_samples[:n])
+    if not a:
+        return None
+    try:
+        return paired_estimate(a, b)
+    except NoRatio:
+        return None
 
 
 def _levels(obs: Observations) -> tuple[np.ndarray, np.ndarray]:

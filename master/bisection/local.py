@@ -107,7 +107,7 @@ def run(
             b = state.get(conn, bisection_id)
         finally:
             conn.close()
-        if not isinstance(decision, Measure):
+        if not isinstance(decision, Measure):  # never ConfirmPair: no job builder is given here
             conn = store.connect(settings.results_db)
             try:
                 state.report_to_alert(conn, bisection_id, settings.alerts)

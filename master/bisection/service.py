@@ -3,7 +3,9 @@
 A BuildbotService that, every few seconds, advances each running bisection (in a thread: the decision reads
 the results database) and, when it asks for a commit, submits a build of that commit on the bisection's
 builder unless one is already queued or running. Probe builds go through the same steps as any build, so they
-show in the web UI and take the per-host measurement lock. State lives in the results database: after a
+show in the web UI and take the per-host measurement lock. Where the bisection's recipe measures jobs, the
+culprit's confirmation is a job (parent and culprit as its two sides) that `state.advance` queues on the job
+builder of the bisection's worker; the job service runs it. State lives in the results database: after a
 master restart the service carries on from what is stored.
 """
 
@@ -14,7 +16,7 @@ from twisted.python import log
 
 from master import buildsets, store
 from master.bisection import state
-from master.bisection.core import Measure, Policy
+from master.bisection.core import ConfirmPair, Measure, Policy
 from master.periodic import PeriodicService
 from master.publish import logged
 from master.settings import Settings
@@ -36,12 +38,18 @@ def probe_options(b: state.Bisection, policy: Policy) -> list[str]:
 class BisectionService(PeriodicService):
     name = "perffarm-bisection"
 
-    def checkConfig(self, settings: Settings, interval: float = 5.0) -> None:  # noqa: D102
+    def checkConfig(  # noqa: D102
+        self, settings: Settings, job_builders: tuple[tuple[str, str], ...] = (), interval: float = 5.0
+    ) -> None:
         pass
 
-    def reconfigService(self, settings: Settings, interval: float = 5.0) -> None:  # noqa: D102
+    def reconfigService(  # noqa: D102
+        self, settings: Settings, job_builders: tuple[tuple[str, str], ...] = (), interval: float = 5.0
+    ) -> None:
+        """`job_builders`: (commit builder, the job builder on its worker) for every recipe that measures jobs."""
         self.settings = settings
         self.policy = Policy.configured(settings.detection)
+        self.job_builders = dict(job_builders)
         self.interval = interval
 
     def interval_seconds(self) -> float:
@@ -58,9 +66,12 @@ class BisectionService(PeriodicService):
         try:
             wanted = []
             for bisection_id in state.running(conn):
-                decision = state.advance(conn, bisection_id, self.policy)
+                b = state.get(conn, bisection_id)
+                decision = state.advance(conn, bisection_id, self.policy, self.job_builders.get(b.builder))
                 if isinstance(decision, Measure):
                     wanted.append((state.get(conn, bisection_id), decision))
+                elif isinstance(decision, ConfirmPair):
+                    continue  # its job is queued: the job service runs it
                 else:  # it just ended: update its alert with the outcome and culprit
                     state.report_to_alert(conn, bisection_id, self.settings.alerts)
                     ended += 1

@@ -3,7 +3,9 @@
 Pure (no Buildbot): the master's bisection service and `perffarm bisect --local` both drive a bisection
 through `advance()`, which returns either the next commit to measure or the finished outcome. Every probe is a
 stored run (source `bisect`, linked in `bisection_runs`), so the state survives restarts and later bisections
-and the history reuse the samples.
+and the history reuse the samples. On the master, the culprit's confirmation rounds are jobs (kind `bisect`, the
+parent and the culprit as sides, linked in `bisection_jobs`): `advance()` queues one for the job service to run
+and reads the ones that ended.
 """
 
 from __future__ import annotations
@@ -17,18 +19,24 @@ from master import refnames, store
 from master.alerts import sync as alerting
 from master.bisection.core import (
     Ambiguous,
+    ConfirmPair,
     Culprit,
     Decision,
     Measure,
     NotReproducible,
     Observations,
+    PairRun,
     Policy,
     decide,
+    pair_ratio,
+    with_pair_runs,
 )
 from master.detect import rqps
 from master.store.bisections import Bisection
+from master.store.jobs import Job, JobSide
 from recipes.paired import RATIO_SUFFIX
 from recipes.result import NAME_RE
+from recipes.stats import PairedRatio
 
 
 class _Event(Protocol):
@@ -129,14 +137,72 @@ def create(
     return bisection_id
 
 
-def observations(conn: sqlite3.Connection, b: Bisection) -> Observations:
+def observations(conn: sqlite3.Connection, b: Bisection, pair_jobs: bool = False) -> Observations:
     """Everything measured for the bisection's commits on its machine and recipe config (any source: history,
-    forced runs, other bisections), and the rounds this bisection ran itself."""
+    forced runs, other bisections), the rounds this bisection ran itself, and the confirmation jobs it queued that
+    ended (`pair_jobs`: it may queue them, the master runs jobs of its recipe)."""
     samples, fresh = store.bisections.samples_and_rounds(conn, b)
     broken = store.bisections.failed_commits(conn, b)
     # builds of a probe that ended with no result at all (crashes): after a few, treat it as broken
     broken |= {sha for sha, lost in store.bisections.lost_builds(conn, b).items() if lost >= MAX_LOST_ATTEMPTS}
-    return Observations(samples, fresh, frozenset(broken), store.bisections.levels(conn, b))
+    runs, _ = pair_runs(conn, b)
+    return Observations(samples, fresh, frozenset(broken), store.bisections.levels(conn, b), pair_jobs, runs)
+
+
+def pair_runs(conn: sqlite3.Connection, b: Bisection) -> tuple[tuple[PairRun, ...], Job | None]:
+    """The bisection's confirmation jobs that ended, as rounds of their two sides, and the one not ended yet (if
+    any). A job whose build or bench failed is a failed round (its commits count as broken, core.PairRun); one that
+    ended with nothing to judge (its build request cancelled, lost, its result on another machine or without the
+    bisected metric) is queued again, up to MAX_LOST_ATTEMPTS such jobs for one pair, which then fail as a broken
+    build would."""
+    runs: list[PairRun] = []
+    lost: dict[tuple[str, str], list[str]] = {}
+    waiting = None
+    for job_id in store.bisections.jobs_of(conn, b.id):
+        job = store.jobs.get(conn, job_id)
+        if job is None or len(job.sides) != 2:
+            continue
+        if job.state not in store.jobs.ENDED:
+            waiting = job
+            continue
+        pair = (job.sides[0].sha, job.sides[1].sha)
+        status = (job.result or {}).get("status")
+        if job.state == "failed" and status in ("build-failed", "bench-failed"):
+            runs.append(PairRun(*pair, failed=job.error or status))
+            continue
+        sides = _side_samples(b, job)
+        if job.state == "done" and sides is not None:
+            runs.append(PairRun(*pair, *sides))
+            continue
+        lost.setdefault(pair, []).append(
+            job.error or f"job {job.id} measured no {b.workload}/{b.metric} on {b.machine_id}"
+        )
+        if len(lost[pair]) == MAX_LOST_ATTEMPTS:
+            runs.append(
+                PairRun(*pair, failed=f"{MAX_LOST_ATTEMPTS} confirmation jobs measured nothing: {lost[pair][-1]}")
+            )
+    return tuple(runs), waiting
+
+
+def _side_samples(b: Bisection, job: Job) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """The bisected metric's samples of the job's two sides, when the job measured it on the bisection's machine,
+    recipe and workload config (else the rounds would not compare with the probes)."""
+    doc = job.result or {}
+    if doc.get("machine", {}).get("id") != b.machine_id or doc.get("recipe", {}).get("name") != b.recipe:
+        return None
+    out = []
+    for side in doc.get("sides", [])[:2]:
+        found = [
+            tuple(float(x) for x in m["samples"])
+            for w in side.get("workloads", [])
+            if w.get("name") == b.workload and w.get("config_hash", doc["recipe"].get("config_hash")) == b.config_hash
+            for m in w.get("metrics", [])
+            if m.get("name") == b.metric
+        ]
+        if not found or not found[0]:
+            return None
+        out.append(found[0])
+    return (out[0], out[1]) if len(out) == 2 else None
 
 
 def _log(conn: sqlite3.Connection, bisection_id: int, line: str) -> None:
@@ -148,18 +214,35 @@ def _log(conn: sqlite3.Connection, bisection_id: int, line: str) -> None:
     store.bisections.set_log(conn, bisection_id, log, time.time())
 
 
-def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy()) -> Decision:
-    """Decide the next step from what is stored; when the search is over, record its outcome (one transaction)."""
+def advance(
+    conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy(), job_builder: str | None = None
+) -> Decision:
+    """Decide the next step from what is stored; when the search is over, record its outcome (one transaction).
+    `job_builder`: the builder that runs jobs on the bisection's worker (the master's), so that the culprit's
+    confirmation rounds are jobs of two sides (queued here; ConfirmPair is returned while one is queued or
+    running); None where no job runs (`perffarm bisect --local`): they are single builds (Measure)."""
     with store.transaction(conn):
         b = get(conn, bisection_id)
-        obs = observations(conn, b)
+        obs = observations(conn, b, pair_jobs=job_builder is not None)
         if b.state != "running":
             return _finished(b)
         decision = decide(b.commits, obs, policy)
-        probes = sum(1 for c in b.commits if obs.rounds(c) > 0)
-        rounds = sum(obs.fresh_rounds.values())
-        n_samples = sum(len(obs.samples.get(c, ())) for c in b.commits if obs.rounds(c) > 0)
+        seen = with_pair_runs(obs)  # the confirmation jobs' rounds count as the commits' rounds
+        probes = sum(1 for c in b.commits if seen.rounds(c) > 0)
+        rounds = sum(seen.fresh_rounds.values())
+        n_samples = sum(len(seen.samples.get(c, ())) for c in b.commits if seen.rounds(c) > 0)
         store.bisections.set_counts(conn, bisection_id, probes, rounds, n_samples)
+        if isinstance(decision, ConfirmPair):
+            assert job_builder is not None  # decide asks for a job only when obs.pair_jobs
+            _, waiting = pair_runs(conn, b)
+            job_id = waiting.id if waiting is not None else _queue_confirmation(conn, b, decision, job_builder)
+            _log(
+                conn,
+                bisection_id,
+                f"confirm {decision.culprit[:12]} against its parent {decision.parent[:12]} in job {job_id} "
+                f"(round {seen.rounds(decision.culprit) + 1}, the two measured interleaved): {decision.reason}",
+            )
+            return decision
         if isinstance(decision, Measure):
             i = b.commits.index(decision.commit)
             _log(
@@ -171,8 +254,13 @@ def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy
             return decision
         now = time.time()
         if isinstance(decision, Culprit):
-            before, after, against = _culprit_sides(obs, decision)
-            est = rqps.median_ratio(before, after)
+            paired = pair_ratio(obs, decision.parent, decision.commit)
+            if paired is not None:  # the confirmation jobs' rounds: paired, drift cancels
+                est: rqps.MedianRatio | PairedRatio = paired
+                against = f"{decision.parent[:12]} (paired rounds of its confirmation jobs: {paired.n})"
+            else:
+                before, after, against = _culprit_sides(obs, decision)
+                est = rqps.median_ratio(before, after)
             subject = store.commits.commit(conn, decision.commit)
             store.bisections.record_culprit(
                 conn, bisection_id, decision.commit, decision.parent, est.ratio, est.low, est.high, now
@@ -196,6 +284,24 @@ def advance(conn: sqlite3.Connection, bisection_id: int, policy: Policy = Policy
             store.bisections.record_not_reproducible(conn, bisection_id, decision.reason, now)
             _log(conn, bisection_id, f"not reproducible: {decision.reason}")
         return decision
+
+
+def _queue_confirmation(conn: sqlite3.Connection, b: Bisection, pair: ConfirmPair, builder: str) -> int:
+    """Queue a job measuring the parent (side A) and the culprit (side B) interleaved, the bisected workload only
+    (as its probes), on the bisection's worker; the job service runs it like any job."""
+    job_id = store.jobs.insert(
+        conn,
+        kind="bisect",
+        builder=builder,
+        branch=b.branch,
+        sides=(JobSide("A", pair.parent, pair.parent), JobSide("B", pair.culprit, pair.culprit)),
+        options=(f"workloads={b.workload}",),
+        patch=None,
+        requested_by=f"bisection {b.id}",
+        now=time.time(),
+    )
+    store.bisections.link_job(conn, b.id, job_id)
+    return job_id
 
 
 def _culprit_sides(obs: Observations, culprit: Culprit) -> tuple[list[float], list[float], str]:

@@ -20,8 +20,12 @@ from recipes.paired import OPTION as REFERENCE_OPTION
 from recipes.sides import LABELS, MAX_SIDES
 from recipes.stats import NoRatio, paired_estimate
 
-RELEASES, TRY = "releases", "try"
-AGAIN = {RELEASES: "perffarm releases --tags ...", TRY: "perffarm try --patch ..."}  # how a user queues a job
+RELEASES, TRY, BISECT = "releases", "try", "bisect"  # BISECT: a bisection's culprit confirmation (master/bisection)
+AGAIN = {  # how a job of a kind is measured again after its request was cancelled
+    RELEASES: "To measure it, queue a new job: perffarm releases --tags ...",
+    TRY: "To measure it, queue a new job: perffarm try --patch ...",
+    BISECT: "Its bisection queues another by itself (perffarm bisect --status shows it)",
+}
 
 
 class JobError(ValueError):
@@ -324,7 +328,7 @@ def why_stalled(job: Job, request: int | None, builds: Sequence[tuple[int, str]]
             job.id,
             False,
             f"its build request {request} was cancelled before a build started (in Buildbot's web UI or API); "
-            f"nothing was measured. To measure it, queue a new job: {AGAIN.get(job.kind, 'perffarm releases')}",
+            f"nothing was measured. {AGAIN.get(job.kind, AGAIN[RELEASES])}",
         )
     if request is None:
         why = "its build was never submitted (the master stopped between taking the job and submitting its build)"

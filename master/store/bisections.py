@@ -1,5 +1,6 @@
-"""Bisections and what their probes measured (tables bisections, bisection_runs; reads runs, measurements,
-rejections and attempts of the bisected commits). The search itself is master/bisection."""
+"""Bisections and what their probes measured (tables bisections, bisection_runs, bisection_jobs; reads runs,
+measurements, rejections and attempts of the bisected commits, and the jobs that confirmed a culprit). The search
+itself is master/bisection."""
 
 from __future__ import annotations
 
@@ -416,3 +417,21 @@ def lost_builds(conn: sqlite3.Connection, b: Bisection) -> dict[str, int]:
         ).fetchone()[0]
         out[sha] = n - stored
     return out
+
+
+# ------------------------------------------------------------------------ culprit confirmation jobs (schema 26)
+
+
+def link_job(conn: sqlite3.Connection, bisection_id: int, job_id: int) -> None:
+    """The job confirms the bisection's culprit (queued by it: master/bisection/state.py)."""
+    conn.execute("INSERT INTO bisection_jobs (bisection_id, job_id) VALUES (?, ?)", (bisection_id, job_id))
+
+
+def jobs_of(conn: sqlite3.Connection, bisection_id: int) -> list[int]:
+    """The ids of the jobs a bisection queued to confirm its culprit, oldest first."""
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT job_id FROM bisection_jobs WHERE bisection_id = ? ORDER BY job_id", (bisection_id,)
+        )
+    ]

@@ -1,7 +1,8 @@
 """Jobs (table jobs): 2-8 sides measured interleaved in one build, their state and their validated result.
 
-A job is release archaeology (`perffarm releases`) or a try-job (`perffarm try`): never a commit's run, so its
-samples never enter a branch's series and never raise an alert. master/jobs creates, runs and reads them."""
+A job is release archaeology (`perffarm releases`), a try-job (`perffarm try`) or a bisection's culprit confirmation
+(kind `bisect`, schema 26: master/bisection): never a commit's run, so its samples never enter a branch's series and
+never raise an alert. master/jobs creates, runs and reads them; master/bisection/state.py queues its own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("releases", "try")
+KINDS = ("releases", "try", "bisect")
 STATES = ("queued", "running", "done", "failed")
 ENDED = ("done", "failed")  # final: a job's result (or failure) is stored once and never replaced
 

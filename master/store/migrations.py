@@ -533,4 +533,57 @@ MIGRATIONS: list[str] = [
     CREATE INDEX alert_outbox_alert ON alert_outbox(alert_id, channel, id);
     CREATE INDEX alert_outbox_plan ON alert_outbox(plan_change_id, channel, id)
     """,
+    # 26: a bisection's culprit confirmation is a job (issue #30 item 1; docs/bisection.md): `jobs.kind` takes
+    # 'bisect', and `bisection_jobs` links a bisection to the jobs it queued, so a restarted master finds the job
+    # it waits for. SQLite cannot change a CHECK in place, so jobs is copied into its new shape, every row kept;
+    # cfbot_heads, which references jobs with ON DELETE CASCADE, is set aside and put back around it, so that
+    # dropping the old table deletes none of its rows.
+    """
+    CREATE TABLE cfbot_heads_26 AS SELECT job_id, branch, head, subject, links FROM cfbot_heads;
+    DROP TABLE cfbot_heads;
+    CREATE TABLE jobs_26 (
+        id            INTEGER PRIMARY KEY,
+        kind          TEXT NOT NULL CHECK (kind IN ('releases', 'try', 'bisect')),
+        state         TEXT NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'running', 'done', 'failed')),
+        builder       TEXT NOT NULL,
+        branch        TEXT NOT NULL,
+        sides         TEXT NOT NULL,
+        options       TEXT NOT NULL DEFAULT '[]',
+        patch         TEXT,
+        requested_by  TEXT NOT NULL,
+        build_id      INTEGER,
+        build_url     TEXT,
+        machine_id    TEXT,
+        result        TEXT,
+        error         TEXT,
+        created_at    REAL NOT NULL,
+        updated_at    REAL NOT NULL,
+        finished_at   REAL,
+        build_request INTEGER,
+        attempts      INTEGER NOT NULL DEFAULT 0,
+        note          TEXT
+    );
+    INSERT INTO jobs_26 (id, kind, state, builder, branch, sides, options, patch, requested_by, build_id, build_url,
+        machine_id, result, error, created_at, updated_at, finished_at, build_request, attempts, note)
+    SELECT id, kind, state, builder, branch, sides, options, patch, requested_by, build_id, build_url, machine_id,
+        result, error, created_at, updated_at, finished_at, build_request, attempts, note FROM jobs;
+    DROP TABLE jobs;
+    ALTER TABLE jobs_26 RENAME TO jobs;
+    CREATE INDEX jobs_state ON jobs(state, id);
+    CREATE TABLE cfbot_heads (
+        job_id   INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+        branch   TEXT NOT NULL,
+        head     TEXT NOT NULL,
+        subject  TEXT NOT NULL,
+        links    TEXT NOT NULL
+    );
+    INSERT INTO cfbot_heads (job_id, branch, head, subject, links)
+    SELECT job_id, branch, head, subject, links FROM cfbot_heads_26;
+    DROP TABLE cfbot_heads_26;
+    CREATE TABLE bisection_jobs (
+        bisection_id INTEGER NOT NULL REFERENCES bisections(id) ON DELETE CASCADE,
+        job_id       INTEGER NOT NULL UNIQUE REFERENCES jobs(id),
+        PRIMARY KEY (bisection_id, job_id)
+    )
+    """,
 ]

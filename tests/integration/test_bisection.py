@@ -1,5 +1,6 @@
 """Bisection end to end: (a) on the farm with real probe builds, surviving a master restart;
-(b)-(d) with `--local` (real checkouts and compiles, no master)."""
+(b)-(d) with `--local` (real checkouts and compiles, no master); (f) on the farm, the culprit confirmed by jobs
+measuring it and its parent interleaved, across a master restart."""
 
 from __future__ import annotations
 
@@ -175,3 +176,69 @@ def test_d_noisy_5_percent_step_at_cv_5_is_found_exactly_with_adaptive_repeats(l
     assert row["ci_low"] <= row["ratio"] <= row["ci_high"] < 1.0, row
     assert 0.85 < row["ratio"] < 0.99, row
     print(f"\n(d) probes={row['probes']} rounds={row['rounds']} samples={row['samples']}")
+
+
+def test_f_the_culprit_is_confirmed_by_jobs_of_its_parent_and_itself_across_a_restart(tmp_path):
+    """Issue #30 item 1: the confirmation rounds of the culprit and its parent were separate probe builds, submitted
+    one at a time. On a farm whose recipe measures jobs, each round is one job (kind `bisect`) with the parent as
+    side A and the culprit as side B, built and measured interleaved in one build on the bisection's worker; the
+    bisection waits for it, judges the search again with its samples, and records the jobs' paired ratio."""
+    repo = make_repo(tmp_path / "repo")
+    shas = history(repo, 16, culprit=9)  # deterministic: 1000 ops/s before commit 9, 950 from it on
+    farm = Farm(tmp_path / "data", str(repo.path), reconcile_interval=60)
+    farm.start()
+    try:
+        for i in (0, 16):
+            farm.force(BUILDER, revision=shas[i], branch="master")
+        farm.wait_for_runs(2, timeout=240)
+        conn = store.connect(farm.settings.results_db)
+        with store.transaction(conn):
+            bid = state.create(conn, good=shas[0], bad=shas[16], workload="loop", metric="throughput")
+        conn.close()
+        # restart the master while the first confirmation job is queued or running: the bisection finds it again
+        wait_until(
+            lambda: farm.query("SELECT job_id FROM bisection_jobs WHERE bisection_id = ?", (bid,)),
+            300,
+            "the bisection to queue a confirmation job",
+        )
+        farm.stop_master(signal.SIGTERM)
+        farm.start_master()
+        farm.wait_worker_connected()
+        done = wait_until(
+            lambda: farm.query(
+                "SELECT state, culprit, parent, ratio, ci_low, ci_high, log FROM bisections "
+                "WHERE id = ? AND state != 'running'",
+                (bid,),
+            ),
+            300,
+            "the culprit",
+        )[0]
+        state_, culprit, parent, ratio, lo, hi, log = done
+        assert (state_, culprit, parent) == ("culprit", shas[9], shas[8]), log
+        jobs = farm.query(
+            "SELECT j.kind, j.state, j.builder, j.sides, j.options FROM bisection_jobs bj "
+            "JOIN jobs j ON j.id = bj.job_id WHERE bj.bisection_id = ? ORDER BY j.id",
+            (bid,),
+        )
+        done_jobs = [j for j in jobs if j[1] == "done"]
+        assert len(done_jobs) == 2, jobs  # Policy.culprit_confirm_rounds: one job per round
+        for kind, _, builder, sides, options in jobs:
+            assert (kind, builder) == ("bisect", "jobs-fixture@local")
+            assert [(s["label"], s["sha"]) for s in json.loads(sides)] == [("A", shas[8]), ("B", shas[9])]
+            assert json.loads(options) == ["workloads=loop"]
+        # the parent and the culprit were probed once each by the search; their further rounds were the jobs
+        per_commit = dict(
+            farm.query(
+                "SELECT r.sha, COUNT(*) FROM bisection_runs br JOIN runs r ON r.id = br.run_id "
+                "WHERE br.bisection_id = ? GROUP BY r.sha",
+                (bid,),
+            )
+        )
+        assert per_commit[shas[8]] == per_commit[shas[9]] == 1, per_commit
+        # the ratio is the jobs' paired one (1000 -> 950 ops/s, no noise)
+        assert ratio == pytest.approx(0.95, abs=1e-6) and lo <= ratio <= hi
+        lines = json.loads(log)
+        assert any(f"against its parent {shas[8][:12]} in job" in line for line in lines), lines
+        assert any("paired rounds of its confirmation jobs" in line for line in lines), lines
+    finally:
+        farm.stop()
