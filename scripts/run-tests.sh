@@ -5,7 +5,7 @@
 # pytest runs in PF_TEST_WORKERS processes (pytest-xdist; default 3 on the 2-core reference box, whose tests wait on
 # polls and builds a third of the time: 23 min 17 s against 27 min 36 s with 2, clean clones of 2026-11-27; 0 runs
 # everything in this process): each file stays in one worker, files start in collection order, which puts the
-# PostgreSQL builds first (tests/conftest.py), not largest-first.
+# real-PostgreSQL files first, those with the most tests first, so each worker starts one (tests/conftest.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p test-artifacts

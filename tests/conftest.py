@@ -32,13 +32,28 @@ INTEGRATION = ROOT / "tests" / "integration"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
     """Every test under tests/integration/ is `integration`, so `make test-unit` never starts a real process.
 
-    The `slow` tests (real PostgreSQL builds, the longest files by far) are put first: under
-    `pytest -n 2 --dist loadfile --no-loadscope-reorder` (scripts/run-tests.sh) the workers start them at once and
-    the short files fill in behind them."""
+    The `slow` files (real PostgreSQL, the longest files by far) are put first, so the workers of
+    `pytest -n 3 --dist loadfile --no-loadscope-reorder` (scripts/run-tests.sh) start them at once and the short
+    files fill in behind them; among them, the files with the most tests come first (`run_order`)."""
     for item in items:
         if INTEGRATION in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.integration)
-    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
+    items[:] = run_order(items)
+
+
+def run_order(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The `slow` files first, those with the most tests before the others; then the rest, in collection order.
+
+    pytest-xdist runs a test only once it knows the next one, so a worker whose file has two tests or fewer left is
+    given the next file at once (xdist's LoadScopeScheduling). Put first, test_pg_farm.py (one 11-minute test)
+    took test_postgres_recipes.py (14 tests, 11 minutes) along with it: one worker ran 22 minutes of the 23-minute
+    suite while the other two finished early. With the files of many tests first, each worker starts one slow file,
+    and the one-test file goes to the first worker down to two tests: the one whose slow file has the fewest
+    (tests/unit/test_suite_order.py drives xdist's scheduler with the suite's durations)."""
+    counts: dict[Path, int] = {}
+    for item in items:
+        counts[item.path] = counts.get(item.path, 0) + 1
+    return sorted(items, key=lambda item: (0, -counts[item.path]) if item.get_closest_marker("slow") else (1, 0))
 
 
 # ---------------------------------------------------------------------------------------------- shared PostgreSQL
