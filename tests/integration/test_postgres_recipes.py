@@ -306,7 +306,10 @@ def test_compare_separates_injected_work_from_a_vs_a(pg: Pg, tmp_path: Path) -> 
     for w, c in per_query.items():
         assert len(c["a"]) == len(c["b"]) == 4 and min(c["a"] + c["b"]) > 0, c
         assert c["direction"] == "lower" and c["unit"] == "ms"
-        assert c["ci_low"] <= c["ratio"] <= c["ci_high"] and 0.67 < c["ratio"] < 1.5, (w, shown[w])
+        assert c["ci_low"] <= c["ratio"] <= c["ci_high"], (w, shown[w])
+        # no query measures one side's latency for the other's: its interval reaches the band [0.67, 1.5]. Not
+        # its point estimate, which 4 rounds at load 14 put at 1.521 [0.681, 3.398] with no code change
+        assert c["ci_low"] < 1.5 and c["ci_high"] > 0.67, (w, shown[w])
     # A vs A: the 22 queries run in one pgbench session per slice, so their ratios share each round's noise and
     # their median follows the workload's own throughput ratio (latency is its inverse): within 10% of it at any
     # load, where 1 itself is missed by 12% at load 3-7. Not each query's interval: at 2-second slices a query's
