@@ -82,10 +82,10 @@ def callgrind_profiles(ctx: Context, label: str) -> dict[str, Any]:
     return out
 
 
-def _side_file(ctx: Context, folder: str, label: str, what: str) -> dict[str, Any]:
-    """A side's JSON document of kind `folder` (recipes.api.side_file), per workload; {} without it, and a warning
+def _side_file(ctx: Context, kind: str, label: str, what: str) -> dict[str, Any]:
+    """A side's JSON document of `kind` (recipes.api.side_file), per workload; {} without it, and a warning
     naming `what` (e.g. "plans of B") when it is unreadable (a try-job's files were written inside its sandbox)."""
-    path = side_file(ctx.state_dir, folder, label)
+    path = side_file(ctx.state_dir, kind, label)
     try:
         return dict(json.loads(path.read_text())) if path.exists() else {}
     except (OSError, ValueError) as e:

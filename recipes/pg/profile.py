@@ -246,6 +246,11 @@ def statement_names(w: Workload) -> list[str]:
     return queries.statements(w.spec) if WORKLOAD_KINDS[w.kind].pgbench and queries.has_statements(w.spec) else []
 
 
+def wanted_workloads(options: Mapping[str, str]) -> set[str]:
+    """The names the `workloads` option lists (comma-separated); empty: every workload."""
+    return {x for x in options.get("workloads", "").split(",") if x}
+
+
 def is_selected(w: Workload, wanted: Collection[str]) -> bool:
     """Whether `--option workloads=...` (empty: all) selects the workload, by its name or a result's."""
     return not wanted or w.name in wanted or any(n in wanted for n in result_names(w))
@@ -836,7 +841,7 @@ def run_bench(
     rewarm = int(tun.get("ab_rewarm", AB_REWARM)) > 0 and warmup > 0
     if len(installs) > 1:
         samples = _whole_blocks(samples)
-    wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
+    wanted = wanted_workloads(ctx.options)
     wls = [w for w in workloads(profile, threads) if is_selected(w, wanted)]
     if not wls:
         raise BenchFailed(f"no workloads selected (workloads={ctx.options.get('workloads')!r})")
@@ -962,7 +967,7 @@ def describe(profile: Mapping[str, Any]) -> str:
 
 def selected_names(profile: Mapping[str, Any], options: Mapping[str, str]) -> Sequence[str]:
     """The result workloads the options select (the operation suite's one by one)."""
-    wanted = {x for x in options.get("workloads", "").split(",") if x}
+    wanted = wanted_workloads(options)
     return [
         n
         for w in workloads(profile)

@@ -24,6 +24,7 @@ from recipes.pg.profile import (
     needs_valgrind,
     overlays_for,
     run_bench,
+    wanted_workloads,
     workload_info,
 )
 from recipes.sides import prepared, side_layout
@@ -66,8 +67,7 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     found = identities(profile, build_config)
 
     def build(ctx: Context) -> None:
-        wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
-        deps.check_bench(needs_valgrind(profile, wanted))
+        deps.check_bench(needs_valgrind(profile, wanted_workloads(ctx.options)))
         reference = pairing.requested(ctx)
         install = pgbuild.build_install(ctx, spec)
         pgbuild.save_install(ctx, install)
@@ -94,8 +94,7 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         return results["run"]
 
     def build_sides(ctx: Context, sides: Sequence[Side]) -> None:
-        wanted = {x for x in ctx.options.get("workloads", "").split(",") if x}
-        deps.check_bench(needs_valgrind(profile, wanted))
+        deps.check_bench(needs_valgrind(profile, wanted_workloads(ctx.options)))
         for side in sides:
             if side.untrusted:
                 # someone else's code: built inside the job's sandbox, never cached (recipes/sandbox.py)
