@@ -203,12 +203,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"perffarm compare: --recipe: {e}", file=sys.stderr)
         return EXIT_USAGE
     entry = recipe.sides
-    if entry is None:
-        print(
-            f"perffarm compare: recipe {recipe.name} cannot measure commits side by side (it defines no sides)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
     labels = LABELS[: len(revisions)]
     if (problem := _repo_problem(args.repo)) is not None:
         print(f"perffarm compare: {problem}", file=sys.stderr)

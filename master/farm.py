@@ -340,23 +340,22 @@ def build_master_config(settings: Settings) -> dict[str, Any]:
                     tags=[recipe, w],
                 )
             )
-            if known[recipe].sides is not None:
-                job_builders.append(
-                    util.BuilderConfig(
-                        name=jobs_service.job_builder_name(recipe, w),
-                        workernames=[w],
-                        workerbuilddir=workdir,
-                        factory=_job_factory(settings, recipe, w, pyz, locks[settings.host_of(w)]),
-                        collapseRequests=False,
-                        properties={"perffarm_recipe": recipe},
-                        tags=[recipe, w, "jobs"],
-                    )
+            job_builders.append(
+                util.BuilderConfig(
+                    name=jobs_service.job_builder_name(recipe, w),
+                    workernames=[w],
+                    workerbuilddir=workdir,
+                    factory=_job_factory(settings, recipe, w, pyz, locks[settings.host_of(w)]),
+                    collapseRequests=False,
+                    properties={"perffarm_recipe": recipe},
+                    tags=[recipe, w, "jobs"],
                 )
+            )
     names = [b.name for b in builders]
     job_names = tuple(b.name for b in job_builders)
     if settings.cfbot.repo and not job_names:
         raise ValueError(
-            "cfbot.repo: the cfbot queues try-jobs, and no enabled recipe measures jobs: enable one that does "
+            "cfbot.repo: the cfbot queues try-jobs, and no enabled recipe measures jobs (none is enabled): enable one "
             '(pg-quick) in recipes.enabled, or set cfbot.repo to ""'
         )
     builders += job_builders

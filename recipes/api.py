@@ -3,6 +3,11 @@
 A recipe is a module in this package that defines ``RECIPE = Recipe(...)``. It runs on a worker with only the
 standard library (it is shipped to the worker inside a zipapp with every build), so nothing here may import a
 third-party package. Adding a recipe means adding a file; the master discovers it by name.
+
+A recipe measures **sides** and nothing else (``SideSupport``): it builds the sides it is given, then measures them
+all interleaved. Every measurement is such a call: a commit's run is one side (``run``, the commit checked out
+for the builder), a paired run two (``reference``, ``run``; recipes/paired.py), a release job or a try-job 2 to 8
+(recipes/sides.py), ``perffarm compare`` any number, locally, and bisection's confirmation is a job of two.
 """
 
 from __future__ import annotations
@@ -106,7 +111,7 @@ class Context:
 
     src_dir: Path  # the checked-out commit (read-only for recipes by convention)
     work_dir: Path  # persistent across builds of this builder on this worker (build dirs, caches)
-    state_dir: Path  # this build's scratch; build() can leave files here for bench()
+    state_dir: Path  # this build's scratch; the build phase can leave files here for the bench phase
     sha: str
     ref: str
     options: Mapping[str, str]
@@ -226,6 +231,12 @@ class Side:
     # A way of measuring the side's build that the recipe offers (SideSupport.variants), or "" for its own: the
     # PostgreSQL recipes measure an install without one of its conf overlays (`perffarm compare --overlay-effects`).
     variant: str = ""
+    # The commit checked out for the builder (Context.src_dir, a commit's run): built from that checkout in the
+    # builder's own build directory (Context.work_dir, named after Context.ref), never exported (recipes/sides.py).
+    checkout: bool = False
+    # Measured only so that the other sides' wall-clock metrics have a ratio (a paired run's reference,
+    # recipes/paired.py): exact metrics, which need no partner (instruction counts), are not taken on it.
+    ratio_only: bool = False
 
     @property
     def untrusted(self) -> bool:
@@ -253,11 +264,11 @@ class Side:
 
 @dataclass(frozen=True)
 class SideSupport:
-    """A recipe's entry points for N sides measured together: build every side given (leaving what bench needs in
-    ctx.state_dir; sides may come in one call or one at a time), then measure them all interleaved and return each
-    side's results by label. build exports a side's tree only when it has to compile it (recipes/sides.py
-    `prepared`): a build it has cached leaves the kept tree as it is, and with it the files' times. Farm jobs call
-    them on a worker (recipes/runner.py), `perffarm compare` locally.
+    """A recipe's entry points, the only ones a measurement calls: build every side given (leaving what bench needs
+    in ctx.state_dir; sides may come in one call or one at a time), then measure them all interleaved and return
+    each side's results by label. build exports a side's tree only when it has to compile it (recipes/sides.py
+    `prepared`): a build it has cached leaves the kept tree as it is, and with it the files' times. The runner
+    calls them on a worker for runs and jobs (recipes/runner.py), `perffarm compare` locally.
     Besides the results, bench may leave per side what `side_file` and `callgrind_file` name."""
 
     build: Callable[[Context, Sequence[Side]], None]
@@ -281,10 +292,8 @@ class Recipe:
     version: int
     description: str
     config: Mapping[str, Any]
-    build: Callable[[Context], None]
-    bench: Callable[[Context], Sequence[WorkloadResult]]
+    sides: SideSupport  # build and measure sides: a run's, a paired run's, a job's (module docstring)
     workload_identity: Callable[[str], Any] | None = None
-    sides: SideSupport | None = None  # jobs of several sides measured interleaved (recipes/sides.py)
     # what the site shows of one result workload: {"group": the subsystem it is listed under, "sql": the SQL it
     # runs}, "" where there is none; and the groups in the order the site lists them, each with what it holds
     workload_info: Callable[[str], Mapping[str, str]] | None = None

@@ -5,9 +5,9 @@ in seconds on any repository that carries that file: the tests build git reposit
 prints lines `KEY VALUE`; each configured workload reads one key per run as a sample, and the recipe times
 each run as well.
 
-With the option ``reference=<sha>`` (recipes/paired.py) it also compiles the reference commit's program and runs
-the two alternately, sample by sample, so the farm's paired path (rQPS series, rebases, bisection on rQPS) runs in
-seconds too.
+It measures sides (recipes/api.py SideSupport) as every recipe does: a run's commit, a paired run's reference
+and commit (the option ``reference=<sha>``, recipes/paired.py) run alternately, sample by sample, so the farm's
+paired path (rQPS series, rebases, bisection on rQPS) runs in seconds too; a job's sides the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from recipes import paired
 from recipes.api import (
     HIGHER,
     LOWER,
@@ -57,14 +56,6 @@ def _compile(ctx: Context, tree: Path, out: Path, what: str, sandbox: Sandbox | 
     # A compile error raises CommandFailed, which the runner stores as build-failed with the log tail.
     box = sandbox.seeing(ro=[tree], rw=[out.parent]) if sandbox is not None else None
     ctx.run([cc, *CONFIG["cflags"], "-o", out, src, *CONFIG["ldlibs"]], timeout=120, sandbox=box)
-
-
-def build(ctx: Context) -> None:
-    _compile(ctx, ctx.src_dir, ctx.state_dir / "bench", "this commit")
-    reference = paired.requested(ctx)
-    if reference is not None:
-        tree = paired.reference_tree(ctx, reference)
-        _compile(ctx, tree, ctx.state_dir / "bench-reference", f"the reference commit {reference[:12]}")
 
 
 def _parse(output: str) -> dict[str, float]:
@@ -122,20 +113,8 @@ class _Program:
         ]
 
 
-def bench(ctx: Context) -> list[WorkloadResult]:
-    samples = int(ctx.options.get("samples", CONFIG["samples"]))
-    chosen = _chosen(ctx)
-    run = _Program(ctx.state_dir / "bench", chosen)
-    reference = _Program(ctx.state_dir / "bench-reference", chosen) if paired.requested(ctx) else None
-    for i in range(samples):
-        # paired: the two programs alternate, and which goes first alternates per round (as perffarm compare does)
-        order = [run] if reference is None else [reference, run] if i % 2 == 0 else [run, reference]
-        for side in order:
-            side.sample(ctx, i, chosen)
-        ctx.log(f"sample {i + 1}/{samples}: " + ", ".join(f"{k}={v[-1]:g}" for k, v in run.collected.items()))
-    if reference is None:
-        return run.results(chosen)
-    return paired.merge(run.results(chosen), reference.results(chosen))
+def _shown(run: _Program) -> str:
+    return " ".join(f"{k}={v[-1]:g}" for k, v in run.collected.items())
 
 
 def _side_program(ctx: Context, side: Side) -> Path:
@@ -167,6 +146,7 @@ def bench_sides(ctx: Context, sides: Sequence[Side]) -> dict[str, list[WorkloadR
         k = i % len(labels)
         for label in labels[k:] + labels[:k]:
             runs[label].sample(ctx, i, chosen)
+        ctx.log(f"sample {i + 1}/{samples}: " + ", ".join(f"{label} {_shown(runs[label])}" for label in labels))
     return {label: run.results(chosen) for label, run in runs.items()}
 
 
@@ -175,8 +155,6 @@ RECIPE = Recipe(
     version=1,
     description="Compile perffarm_bench.c from the commit and sample its printed throughput (test fixture).",
     config=CONFIG,
-    build=build,
-    bench=bench,
-    workload_identity=listed_workloads(CONFIG),
     sides=SideSupport(build_sides, bench_sides),
+    workload_identity=listed_workloads(CONFIG),
 )

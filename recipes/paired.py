@@ -1,9 +1,9 @@
 """Paired throughput, for any recipe: a commit's wall-clock workloads measured interleaved with a reference build.
 
-With the recipe option ``reference=<sha>`` a recipe's build phase also builds the reference commit (from the
-worker's own clone), and its bench phase runs both in one job, alternating. Throughput measured alone carries the
-moment's neighbours, the machine's drift and one process's memory layout; the ratio of two builds measured side by
-side does not (docs/throughput.md).
+With the recipe option ``reference=<sha>`` a run has two sides (``run_sides``): the runner's build phase builds
+the reference commit too (from the worker's own clone), and its bench phase measures both in one job, alternating.
+Throughput measured alone carries the moment's neighbours, the machine's drift and one process's memory layout; the
+ratio of two builds measured side by side does not (docs/throughput.md).
 
 The result keeps the commit's own samples as before, and adds, per wall-clock metric of every workload that both
 sides measured:
@@ -20,19 +20,17 @@ A workload whose ratios are such blocks carries the flag ``BALANCED_FLAG``. Resu
 ratio per round, biased by the order of an odd number of rounds (docs/throughput.md, "The order bias"): the master
 starts a new segment of the series where the flag appears, as at a reference rebase.
 
-This module is the contract the master checks (``master/ingest.py``) and stores (``master/store/series.py``);
-``recipes/pg/paired.py`` adds PostgreSQL's install cache, ``recipes/fixture.py`` shows the smallest use.
+This module is the contract the master checks (``master/ingest.py``) and stores (``master/store/series.py``); a
+recipe needs nothing of its own for it: the reference is one more side (recipes/api.py ``SideSupport``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 from recipes import result
 from recipes.api import HIGHER, BuildFailed, Context, Metric, Side, WorkloadResult
-from recipes.sides import prepare, side_layout
 from recipes.stats import NoRatio, block_ratios  # pure stdlib statistics, shared with perffarm compare
 
 OPTION = "reference"
@@ -72,22 +70,26 @@ def _require_commit(ctx: Context, sha: str) -> None:
         )
 
 
-REFERENCE = "reference"  # the reference's side: its kept tree and build directory are work/sides/reference/
+RUN, REFERENCE = "run", "reference"  # the labels of a run's sides; the reference's kept tree is work/sides/reference/
 
 
-def reference_tree(ctx: Context, sha: str) -> Path:
-    """A tree of the reference commit, exported from the worker's own clone (never fetched from elsewhere) as a
-    job's side is (recipes/sides.py prepare), into a kept tree beside a kept build directory (`reference_work`):
-    when the reference moves, only the files that differ are newer than the last build's objects."""
+def run_sides(ctx: Context) -> list[Side]:
+    """The sides of a commit's run: the commit checked out for the builder, and before it the reference when the run
+    is paired (it takes round 0's first slot, the commit the second; then they alternate). The reference is built as
+    a job's side is (recipes/sides.py: exported from the worker's own clone, never fetched from elsewhere, into a
+    kept tree beside a kept build directory) and measured only for the ratios (Side.ratio_only)."""
+    run = Side(RUN, ctx.sha, tree=ctx.src_dir, checkout=True)
+    sha = requested(ctx)
+    if sha is None:
+        return [run]
     _require_commit(ctx, sha)
-    tree = prepare(ctx, Side(REFERENCE, sha)).tree
-    assert tree is not None
-    return tree
+    return [Side(REFERENCE, sha, ratio_only=True), run]
 
 
-def reference_work(ctx: Context) -> Path:
-    """The recipe work directory the reference is built in (its build trees), beside its kept tree."""
-    return side_layout(ctx, REFERENCE)[1]
+def run_results(results: Mapping[str, Sequence[WorkloadResult]]) -> list[WorkloadResult]:
+    """A run's workloads from its sides' results: the commit's, merged with the reference's when paired."""
+    run = list(results.get(RUN, ()))
+    return merge(run, results[REFERENCE]) if REFERENCE in results else run
 
 
 def is_throughput(m: Metric) -> bool:

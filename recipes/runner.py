@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes import registry
+from recipes import paired, registry
 from recipes import sandbox as sandboxing
 from recipes.api import Context, Recipe, RecipeFailure, Side, WorkloadResult, callgrind_file, side_file
 from recipes.result import (
@@ -184,16 +184,14 @@ def job_doc(
 
 
 def _phase(args: argparse.Namespace, phase: str) -> int:
-    """build / bench of a run, job-build / job-bench of a job's sides (built, then measured interleaved:
-    recipes/sides.py). A build starts afresh and leaves a marker; the bench needs it and carries its timings on; a
-    RecipeFailure is written as a result saying so."""
+    """build / bench of a run, job-build / job-bench of a job: both build their sides, then measure them interleaved
+    (recipes/api.py SideSupport); a run's sides are its commit and, when paired, the reference (recipes/paired.py).
+    A build starts afresh and leaves a marker; the bench needs it and carries its timings on; a RecipeFailure is
+    written as a result saying so."""
     recipe = registry.get(args.recipe)
     job, building = phase.startswith("job-"), phase.endswith("build")
     sides: list[Side] = []
     if job:
-        if recipe.sides is None:
-            print(f"recipe {recipe.name} does not measure jobs of several sides", file=sys.stderr)
-            return EXIT_USAGE
         try:
             sides = parse_sides(args.side, args.patch or [])
         except ValueError as e:
@@ -221,7 +219,7 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
     def document(status: str, results: Mapping[str, Sequence[WorkloadResult]], excerpt: str) -> dict[str, Any]:
         if job:
             return job_doc(recipe, ctx, args.job, status, sides, results, excerpt, timings, started_at)
-        return result_doc(recipe, ctx, status, list(results.get("run", ())), excerpt, timings, started_at)
+        return result_doc(recipe, ctx, status, list(results.get(paired.RUN, ())), excerpt, timings, started_at)
 
     if job:
         listing = ", ".join(f"{s.label}={s.sha[:12]}" + ("+patch" if s.patch else "") for s in sides)
@@ -230,22 +228,25 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
         ctx.log(f"recipe {recipe.name} v{recipe.version} ({recipe.config_hash()}): {phase} {ctx.sha[:12]} ({ctx.ref})")
     results: Mapping[str, Sequence[WorkloadResult]] = {}
     try:
-        if phase == "build":
-            recipe.build(ctx)
-        elif phase == "bench":
-            results = {"run": list(recipe.bench(ctx))}
-        elif phase == "job-build":
-            # what an earlier job's patched side left is never seen again (recipes/sandbox.py)
+        if not job:  # a run is one side, the commit checked out; two when paired (recipes/paired.py)
+            sides = paired.run_sides(ctx)
+            if len(sides) > 1:
+                ctx.log("paired: " + ", ".join(f"{s.label}={s.sha[:12]}" for s in sides))
+        if building:  # what an earlier job's patched side left is never seen again (recipes/sandbox.py)
             sandboxing.remove_tree(untrusted_dir(ctx))
-            ctx = open_sandbox(ctx, sides)
+        ctx = open_sandbox(ctx, sides)
+        if building:
             ctx.state_dir.mkdir(parents=True, exist_ok=True)
-            recipe.sides.build(ctx, sides)  # it prepares the trees it builds (recipes/sides.py prepared)
+            # a run's own commit first: a reference at the same commit then reuses its install; the recipe prepares
+            # the trees it builds (recipes/sides.py prepared)
+            recipe.sides.build(ctx, sorted(sides, key=lambda s: not s.checkout))
         else:
-            ctx = open_sandbox(ctx, sides)
             try:
                 results = recipe.sides.bench(ctx, sides)
             finally:
                 sandboxing.remove_tree(untrusted_dir(ctx))
+            if not job:
+                results = {paired.RUN: paired.run_results(results)}
     except RecipeFailure as e:
         status = "build-failed" if building else "bench-failed"
         ctx.log(f"{status}: {e.message}")
@@ -281,16 +282,16 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
 
 def _add_run_files(ctx: Context, doc: dict[str, Any]) -> None:
     """What the bench left besides the workloads: callgrind profiles, coverage, plans and sampled waits."""
-    profiles = callgrind_profiles(ctx, "run")
+    profiles = callgrind_profiles(ctx, paired.RUN)
     if profiles:
         doc["callgrind"] = profiles
-    figure = side_file(ctx.state_dir, "coverage", "run")
+    figure = side_file(ctx.state_dir, "coverage", paired.RUN)
     if figure.exists():
         doc["coverage"] = json.loads(figure.read_text())
-    shapes = captured_plans(ctx, "run")
+    shapes = captured_plans(ctx, paired.RUN)
     if shapes:
         doc["plans"] = shapes
-    for label, key in (("run", WAITS), ("reference", WAITS_REFERENCE)):
+    for label, key in ((paired.RUN, WAITS), (paired.REFERENCE, WAITS_REFERENCE)):
         found = sampled_waits(ctx, label)
         if found:
             doc[key] = found

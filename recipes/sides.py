@@ -1,16 +1,15 @@
-"""Jobs of several sides: N builds measured interleaved in one job on a worker (release archaeology, try-jobs).
+"""Sides: N builds measured interleaved in one job on a worker (release archaeology, try-jobs, paired runs).
 
-A farm *job* (master/jobs) is not a commit's run: it measures 2 to 8 **sides** together, each a commit of the
-repository, optionally with a patch applied, and its result is the sides' raw samples side by side
-(``perffarm-job-result``, docs/result-schema.md). Every side is measured in the same session, slices and rounds
-alternating between them (Vondra's and Callaghan's method: all versions under the same conditions), never as N
-runs at different times.
+A farm *job* (master/jobs) measures 2 to 8 **sides** together, each a commit of the repository, optionally with a
+patch applied, and its result is the sides' raw samples side by side (``perffarm-job-result``,
+docs/result-schema.md); a commit's run is measured the same way, as one side (two when paired: recipes/paired.py).
+Every side is measured in the same session, slices and rounds alternating between them (Vondra's and Callaghan's
+method: all versions under the same conditions), never as N runs at different times.
 
 The runner's ``job-build`` phase gives each side a tree of its own (exported from the worker's clone with
 ``git archive``, fetched by sha when the clone lacks it, the patch checked with ``git apply --check`` and applied)
-and calls the recipe's ``build_sides``; ``job-bench`` calls ``bench_sides``, which returns each side's workload
-results. A recipe that supports jobs sets ``Recipe.sides`` (a ``SideSupport``; it and ``Side`` are in recipes/api.py,
-the contract between the runner and a recipe).
+and calls the recipe's ``SideSupport.build``; ``job-bench`` calls its ``bench``, which returns each side's workload
+results (``SideSupport`` and ``Side`` are in recipes/api.py, the contract between the runner and a recipe).
 """
 
 from __future__ import annotations
@@ -194,6 +193,18 @@ def prepared(ctx: Context, side: Side) -> Side:
     the sides it compiles, and only for those: exporting a side it has cached would rewrite a kept tree that the
     next side may build incrementally from."""
     return side if side.tree is not None else prepare(ctx, side)
+
+
+def build_place(ctx: Context, side: Side) -> tuple[Path, Path, str]:
+    """(tree, recipe work directory, build name) a side that runs no one else's code is compiled in: a run's
+    checked-out commit (Side.checkout) in the builder's own checkout and build directory, named after the ref it
+    was asked for; any other side in its kept tree and build directory (side_layout), exported now (`prepared`) and
+    named "job". Called by a recipe's build for the sides it compiles, and only for those."""
+    if side.checkout:
+        return ctx.src_dir, ctx.work_dir, ctx.ref
+    tree = prepared(ctx, side).tree
+    assert tree is not None
+    return tree, side_layout(ctx, side.place)[1], "job"
 
 
 def _apply(ctx: Context, side: Side, patch: Path, tree: Path, sandbox: sandboxing.Sandbox | None) -> None:

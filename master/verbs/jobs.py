@@ -21,14 +21,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def job_builders(settings: Settings) -> list[str]:
-    """The builders that run jobs on this farm: each enabled recipe that measures sides, on each worker."""
+    """The builders that run jobs on this farm: each enabled recipe, on each worker."""
     known = registry.discover()
-    return [
-        job_builder_name(r, w)
-        for r in settings.recipes
-        if r in known and known[r].sides is not None
-        for w in settings.worker_names
-    ]
+    return [job_builder_name(r, w) for r in settings.recipes if r in known for w in settings.worker_names]
 
 
 def add_releases_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
-"""Turn a profile's data into a Recipe: build() and bench() entry points shared by pg-quick and pg-full."""
+"""Turn a profile's data into a Recipe: the sides' build and bench entry points shared by pg-quick, pg-full and
+pg-sweeps (recipes/api.py SideSupport: a run, a paired run and a job alike)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-from recipes import paired as pairing
 from recipes.api import BenchFailed, Context, Recipe, Side, SideSupport, WorkloadResult
 from recipes.pg import build as pgbuild
-from recipes.pg import deps, paired
+from recipes.pg import deps
 from recipes.pg.profile import (
     COVERAGE_OPTION,
     conf_text,
@@ -27,7 +27,7 @@ from recipes.pg.profile import (
     wanted_workloads,
     workload_info,
 )
-from recipes.sides import prepared, side_layout
+from recipes.sides import build_place, prepared
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -66,33 +66,6 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
     config = {"profile": profile, "build": build_config, "data_files": data_file_hashes()}
     found = identities(profile, build_config)
 
-    def build(ctx: Context) -> None:
-        deps.check_bench(needs_valgrind(profile, wanted_workloads(ctx.options)))
-        reference = pairing.requested(ctx)
-        install = pgbuild.build_install(ctx, spec)
-        pgbuild.save_install(ctx, install)
-        if reference is not None:
-            pgbuild.save_install(ctx, paired.build_reference(ctx, spec, reference, install), paired.STATE_FILE)
-
-    def bench(ctx: Context) -> list[WorkloadResult]:
-        install = pgbuild.load_install(ctx)
-        installs = {"run": install}
-        if pairing.requested(ctx) is not None:
-            # the reference first: it takes round 0's first slot, the commit the second (then they alternate)
-            installs = {"reference": pgbuild.load_install(ctx, paired.STATE_FILE), "run": install}
-        previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
-        # the coverage figure of the commit's instruction workloads (docs/coverage.md); coverage=0 leaves it out
-        src = ctx.src_dir if ctx.options.get(COVERAGE_OPTION, "1") != "0" else None
-        try:
-            results = run_bench(
-                ctx, profile, installs, threads=os.cpu_count() or 2, count_instructions={"run"}, coverage_src=src
-            )
-        finally:
-            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
-        if "reference" in results:
-            return pairing.merge(results["run"], results["reference"])
-        return results["run"]
-
     def build_sides(ctx: Context, sides: Sequence[Side]) -> None:
         deps.check_bench(needs_valgrind(profile, wanted_workloads(ctx.options)))
         for side in sides:
@@ -102,17 +75,16 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
                 assert tree is not None
                 install = pgbuild.build_untrusted(ctx, spec, tree, side.sha, side.label)
             else:
-                # a cached install leaves the kept tree as it is (recipes/sides.py prepared); else a build directory
-                # per label (or layout) keeps a job's sides incremental from one job to the next, laid out as a
-                # commit build's so that a release or base the farm has built hits ccache (recipes/sides.py)
-                install = pgbuild.cached_install(ctx, spec, side.key) or pgbuild.build_install(
-                    ctx,
-                    spec,
-                    src=prepared(ctx, side).tree,
-                    sha=side.key,
-                    ref="job",
-                    work=side_layout(ctx, side.place)[1],
-                )
+                # a cached install leaves the kept tree as it is (recipes/sides.py prepared); else a run's commit
+                # builds in the builder's checkout and build directory, and a build directory per label (or layout)
+                # keeps a job's sides incremental from one job to the next, laid out as a commit build's so that a
+                # release or base the farm has built hits ccache (recipes/sides.py build_place)
+                install = pgbuild.cached_install(ctx, spec, side.key)
+                if install is not None:
+                    ctx.log(f"side {side.label}: reusing the cached install of {side.key[:12]} in {install.prefix}")
+                else:
+                    src, work, name = build_place(ctx, side)
+                    install = pgbuild.build_install(ctx, spec, src=src, sha=side.key, ref=name, work=work)
                 if ctx.sandbox is not None:  # a try-job: every side's server runs in the sandbox, measured alike
                     install = dataclasses.replace(install, jailed=True)
             pgbuild.save_install(ctx, install, f"pg-side-{side.label}.json")
@@ -124,9 +96,23 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         installs = {s.label: side_install(ctx, s) for s in sides}
         # a variant is the side's install without one of its conf overlays, measured in the same job
         confs = {s.label: conf_text(profile, installs[s.label].major, without={s.variant}) for s in sides if s.variant}
+        # instructions are exact: a paired run's reference is measured for the throughput ratios alone
+        counted = {s.label for s in sides if not s.ratio_only}
+        # the coverage figure of a run's instruction workloads, from its checkout (docs/coverage.md); coverage=0
+        # leaves it out
+        checkout = [s.tree for s in sides if s.checkout and s.tree is not None]
+        src = checkout[0] if checkout and ctx.options.get(COVERAGE_OPTION, "1") != "0" else None
         previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            return run_bench(ctx, profile, installs, threads=os.cpu_count() or 2, confs=confs or None)
+            return run_bench(
+                ctx,
+                profile,
+                installs,
+                threads=os.cpu_count() or 2,
+                count_instructions=counted,
+                confs=confs or None,
+                coverage_src=src,
+            )
         finally:
             signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
 
@@ -147,10 +133,8 @@ def make_recipe(profile_name: str, name: str, version: int) -> Recipe:
         version=version,
         description=profile["description"],
         config=config,
-        build=build,
-        bench=bench,
-        workload_identity=lambda workload: identity_of(profile, found, workload),
         sides=SideSupport(build_sides, bench_sides, describe=describe, variants=variants),
+        workload_identity=lambda workload: identity_of(profile, found, workload),
         workload_info=lambda workload: workload_info(profile, workload),
         groups=group_descriptions(),
     )

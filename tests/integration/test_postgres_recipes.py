@@ -492,7 +492,7 @@ def test_paired_bench_measures_the_commit_against_a_reference_build(pg: Pg, tmp_
     reference = git(pg.repo, "rev-parse", "HEAD~2")
     build = runner("build", pg, tmp_path, "--option", f"reference={reference}")
     assert build.returncode == 0, build.stdout[-5000:] + build.stderr[-3000:]
-    assert f"reference {reference[:12]}" in build.stdout
+    assert f"reference={reference[:12]}" in build.stdout
     again = runner("build", pg, tmp_path, "--option", f"reference={reference}")
     assert again.returncode == 0 and "reusing the cached install" in again.stdout, again.stdout[-3000:]
     bench = runner(

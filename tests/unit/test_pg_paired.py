@@ -1,4 +1,4 @@
-"""recipes/paired.py and recipes/pg/paired.py: the reference option and how a paired run's result is assembled
+"""recipes/paired.py: a paired run's sides (the reference option) and how its result is assembled
 (no PostgreSQL needed; tests/integration/test_postgres_recipes.py runs the paired bench on real servers)."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from recipes import paired as pairing
 from recipes.api import BuildFailed, Context, Metric, WorkloadResult
-from recipes.pg import paired
-from recipes.pg.build import BuildSpec, Install
+from recipes.sides import build_place
 
 SHA = "a" * 40
 
@@ -131,25 +131,42 @@ def test_merged_metric_names_pass_the_result_schema():
     assert all(NAME_RE.match(m.name) for m in w.metrics)
 
 
-def test_the_commit_itself_as_reference_reuses_its_install(tmp_path):
-    own = Install(tmp_path, SHA, 17, "17.0", "built")
-    assert paired.build_reference(ctx(tmp_path), BuildSpec(), SHA, own) is own
+def _clone(src: Path) -> list[str]:
+    src.mkdir()
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    return ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+
+
+def test_a_run_is_its_checkout_as_one_side_and_the_reference_first_when_paired(tmp_path):
+    g = _clone(tmp_path / "src")
+    (tmp_path / "src" / "f").write_text("x\n")
+    subprocess.run([*g, "add", "-A"], check=True)
+    subprocess.run([*g, "commit", "-qm", "one"], check=True)
+    ref = subprocess.run([*g, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (run,) = pairing.run_sides(ctx(tmp_path))
+    assert (run.label, run.sha, run.tree, run.checkout, run.ratio_only) == ("run", SHA, tmp_path / "src", True, False)
+    reference, again = pairing.run_sides(ctx(tmp_path, reference=ref))
+    assert again == run
+    # exported like a job's side (its tree is prepared when built), measured for the ratios alone
+    assert (reference.label, reference.sha, reference.tree, reference.checkout) == ("reference", ref, None, False)
+    assert reference.ratio_only and not reference.untrusted
+    # the reference's results join the commit's as its ratios; the commit's alone when unpaired
+    side = [wr("w", ("qps", "queries/s", "higher", (2.0, 2.0)))]
+    base = [wr("w", ("qps", "queries/s", "higher", (1.0, 1.0)))]
+    assert pairing.run_results({"run": side}) == side
+    (w,) = pairing.run_results({"reference": base, "run": side})
+    assert {m.name: m.samples for m in w.metrics}["qps.rqps"] == (2.0,)
 
 
 def test_a_reference_outside_the_workers_clone_says_what_to_do(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    subprocess.run(["git", "init", "-q", str(src)], check=True)
-    own = Install(tmp_path, SHA, 17, "17.0", "built")
+    _clone(tmp_path / "src")
     with pytest.raises(BuildFailed, match="is not in this worker's clone of master: choose a reference on the branch"):
-        paired.build_reference(ctx(tmp_path), BuildSpec(), "b" * 40, own)
+        pairing.run_sides(ctx(tmp_path, reference="b" * 40))
 
 
 def test_the_reference_tree_is_exported_from_the_workers_clone(tmp_path):
     src = tmp_path / "src"
-    src.mkdir()
-    g = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    g = _clone(src)
     (src / "configure").write_text("old\n")
     (src / "README").write_text("the same in both\n")
     subprocess.run([*g, "add", "-A"], check=True)
@@ -158,17 +175,20 @@ def test_the_reference_tree_is_exported_from_the_workers_clone(tmp_path):
     (src / "configure").write_text("new\n")
     subprocess.run([*g, "commit", "-qam", "two"], check=True)
     new = subprocess.run([*g, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
-    c = ctx(tmp_path)
+    c = ctx(tmp_path, reference=old)
     c.work_dir.mkdir()
-    tree = pairing.reference_tree(c, old)
+    reference, run = pairing.run_sides(c)
+    # the commit builds in the builder's checkout and build directory, named after its ref, as every run did
+    assert build_place(c, run) == (c.src_dir, c.work_dir, "master")
+    tree, work, name = build_place(c, reference)
     assert tree == c.work_dir / "sides" / "reference" / "source"  # a side's kept tree, beside its build directory
-    assert pairing.reference_work(c) == c.work_dir / "sides" / "reference" / "work"
+    assert (work, name) == (c.work_dir / "sides" / "reference" / "work", "job")
     assert (tree / "configure").read_text() == "old\n"
     assert (src / "configure").read_text() == "new\n"  # the commit's own checkout is untouched
     assert not list(tree.parent.glob("*.tar"))
     # the reference moves: only what differs is newer than the kept build's objects (recipes/sides.py sync_tree)
     for f in ("configure", "README"):
         os.utime(tree / f, (1_000_000, 1_000_000))
-    assert pairing.reference_tree(c, new) == tree
+    assert build_place(c, replace(reference, sha=new))[0] == tree
     assert (tree / "configure").read_text() == "new\n" and (tree / "configure").stat().st_mtime > 1_000_000
     assert (tree / "README").stat().st_mtime == 1_000_000

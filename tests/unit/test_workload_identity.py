@@ -23,7 +23,7 @@ from master.publish.source import SeriesRef
 from master.settings import load_settings
 from master.store.series import MeasureKey
 from recipes import registry
-from recipes.api import Recipe, listed_workloads
+from recipes.api import Recipe, SideSupport, listed_workloads
 from recipes.pg import insertbench, memprobe
 from recipes.pg.profile import identity_of, load_profile, result_names, workload_files, workloads
 from tests.harness import make_repo
@@ -252,27 +252,26 @@ def test_a_recipe_without_workload_identities_keeps_the_whole_config_as_identity
     def nothing(ctx):
         return []
 
-    plain = Recipe("plain", 1, "d", {"workloads": [{"name": "a"}, {"name": "b"}]}, nothing, nothing)
+    plain = Recipe("plain", 1, "d", {"workloads": [{"name": "a"}, {"name": "b"}]}, SideSupport(nothing, nothing))
     assert plain.workload_hash("a") == plain.workload_hash("b") == plain.config_hash()
     listed = Recipe(
         "plain",
         1,
         "d",
         {"cc": "gcc", "workloads": [{"name": "a"}, {"name": "b"}]},
-        nothing,
-        nothing,
+        SideSupport(nothing, nothing),
         workload_identity=listed_workloads({"cc": "gcc", "workloads": [{"name": "a"}, {"name": "b"}]}),
     )
     more = listed_workloads({"cc": "gcc", "workloads": [{"name": "a"}, {"name": "b"}, {"name": "c"}]})
     assert listed.workload_hash("a") != listed.workload_hash("b")
-    assert Recipe("plain", 1, "d", {}, nothing, nothing, workload_identity=more).workload_hash(
+    assert Recipe("plain", 1, "d", {}, SideSupport(nothing, nothing), workload_identity=more).workload_hash(
         "a"
     ) == listed.workload_hash("a")
     other_cc = listed_workloads({"cc": "clang", "workloads": [{"name": "a"}]})
-    assert Recipe("plain", 1, "d", {}, nothing, nothing, workload_identity=other_cc).workload_hash(
+    assert Recipe("plain", 1, "d", {}, SideSupport(nothing, nothing), workload_identity=other_cc).workload_hash(
         "a"
     ) != listed.workload_hash("a")
-    assert Recipe("plain", 2, "d", {}, nothing, nothing, workload_identity=more).workload_hash(
+    assert Recipe("plain", 2, "d", {}, SideSupport(nothing, nothing), workload_identity=more).workload_hash(
         "a"
     ) != listed.workload_hash("a")
 
@@ -287,7 +286,8 @@ def _recipe(workloads: list[dict]) -> Recipe:
         return []
 
     config = {"cflags": ["-O2"], "samples": 5, "workloads": workloads}
-    return Recipe("fixture", 1, "test", config, nothing, nothing, workload_identity=listed_workloads(config))
+    sides = SideSupport(nothing, nothing)
+    return Recipe("fixture", 1, "test", config, sides, workload_identity=listed_workloads(config))
 
 
 def _result(recipe: Recipe, sha: str, values: dict[str, float], per_workload: bool = True) -> dict:
