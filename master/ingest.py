@@ -26,8 +26,8 @@ from master.deferred import GAVE_UP, deferral
 from master.redact import redact_text, redact_url
 from master.settings import Settings
 from recipes.paired import OPTION as REFERENCE_OPTION
-from recipes.paired import RATIO_SUFFIXES, REFERENCE_SUFFIX
-from recipes.result import MAX_DEPTH, ResultError, validate
+from recipes.record import PAIRED_SUFFIXES, run_record
+from recipes.result import MAX_DEPTH, ResultError
 
 MAX_RESULT_BYTES = 64 * 2**20
 _mirror_lock = threading.Lock()  # one git fetch into the mirror at a time
@@ -66,7 +66,8 @@ class IngestOutcome:
 
 
 def load_result(path: Path) -> dict[str, Any]:
-    """Read and validate a result file; IngestRejected says what is wrong with it."""
+    """Read and validate a run's result file, and return the record the run is stored as (recipes/record.py: a
+    paired run's ratios computed here from its sides' raw samples); IngestRejected says what is wrong with it."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -87,9 +88,9 @@ def load_result(path: Path) -> dict[str, Any]:
     except ValueError as e:  # e.g. an integer of more digits than Python converts (4,300)
         raise IngestRejected(f"result is not valid JSON for the schema: {str(e)[:200]}") from None
     try:
-        return validate(doc)
+        return run_record(doc)  # a result keyed by side, its sides joined into the run's record
     except ResultError as e:
-        raise IngestRejected(f"result does not follow schema perffarm-result v1: {e}") from None
+        raise IngestRejected(f"result does not follow schema perffarm-result: {e}") from None
     except (RecursionError, OverflowError, ValueError, TypeError) as e:
         # validate's own guards should catch every such value first; if one slips through, it is still the file's
         raise IngestRejected(f"result could not be validated ({type(e).__name__}: {str(e)[:200]})") from None
@@ -113,9 +114,6 @@ def requested_reference(options: list) -> str | None:
         if isinstance(option, str) and option.startswith(f"{REFERENCE_OPTION}="):
             value = option.removeprefix(f"{REFERENCE_OPTION}=").strip() or None
     return value
-
-
-PAIRED_SUFFIXES = (REFERENCE_SUFFIX, *RATIO_SUFFIXES)  # metrics that exist only in a paired run
 
 
 def _check_reference(doc: dict[str, Any], run: store.RunContext) -> None:

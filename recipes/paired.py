@@ -27,7 +27,7 @@ recipe needs nothing of its own for it: the reference is one more side (recipes/
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from recipes import result
 from recipes.api import HIGHER, BuildFailed, Context, Metric, Side, WorkloadResult
@@ -73,23 +73,22 @@ def _require_commit(ctx: Context, sha: str) -> None:
 RUN, REFERENCE = "run", "reference"  # the labels of a run's sides; the reference's kept tree is work/sides/reference/
 
 
+def commit_side(ctx: Context) -> Side:
+    """A run's own side: the commit checked out for the builder."""
+    return Side(RUN, ctx.sha, tree=ctx.src_dir, checkout=True)
+
+
 def run_sides(ctx: Context) -> list[Side]:
     """The sides of a commit's run: the commit checked out for the builder, and before it the reference when the run
     is paired (it takes round 0's first slot, the commit the second; then they alternate). The reference is built as
     a job's side is (recipes/sides.py: exported from the worker's own clone, never fetched from elsewhere, into a
     kept tree beside a kept build directory) and measured only for the ratios (Side.ratio_only)."""
-    run = Side(RUN, ctx.sha, tree=ctx.src_dir, checkout=True)
+    run = commit_side(ctx)
     sha = requested(ctx)
     if sha is None:
         return [run]
     _require_commit(ctx, sha)
     return [Side(REFERENCE, sha, ratio_only=True), run]
-
-
-def run_results(results: Mapping[str, Sequence[WorkloadResult]]) -> list[WorkloadResult]:
-    """A run's workloads from its sides' results: the commit's, merged with the reference's when paired."""
-    run = list(results.get(RUN, ()))
-    return merge(run, results[REFERENCE]) if REFERENCE in results else run
 
 
 def is_throughput(m: Metric) -> bool:

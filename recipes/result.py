@@ -1,4 +1,11 @@
-"""The versioned result JSON a recipe run produces, and its validator (documented in docs/result-schema.md).
+"""The versioned result JSON the runner writes, and its validator (documented in docs/result-schema.md).
+
+One schema for every measurement, keyed by side (version 2): a run's result names its commit and holds its sides
+(``run``, with ``reference`` before it when paired), a job's names its job and holds sides ``A`` to ``H``; each
+side carries its raw samples and what its bench left (callgrind profiles, coverage, plans, waits). The master
+derives what it stores from them (recipes/record.py: a run's ratios to its reference). Results of version 1 (a
+run's merged workloads at the top level; ``perffarm-job-result`` for a job) are still read: one may wait in the
+master's incoming/ across an upgrade.
 
 Standard library only: the runner uses it on the worker, the master uses the same code to reject a malformed
 result before anything is stored. Errors name the JSON path of the offending value.
@@ -13,9 +20,11 @@ import re
 from typing import Any
 
 SCHEMA = "perffarm-result"
-SCHEMA_VERSION = 1
-JOB_SCHEMA = "perffarm-job-result"  # N sides measured interleaved in one job (recipes/sides.py, master/jobs)
+SCHEMA_VERSION = 2  # keyed by side, for runs and jobs alike
+RUN_RECORD_VERSION = 1  # a run's result of version 1: the form the master stores a run in (recipes/record.py)
+JOB_SCHEMA = "perffarm-job-result"  # a job's result before version 2 (still read)
 JOB_SCHEMA_VERSION = 1
+RUN_SIDES = (("run",), ("reference", "run"))  # a run's side labels: unpaired, paired (recipes/paired.py)
 CALLGRIND = "callgrind"  # optional: per instruction workload, the callgrind profile of what was counted
 COVERAGE = "coverage"  # optional: which backend functions the instruction workloads exercise (recipes/pg/coverage)
 COVERAGE_VERSION = 1
@@ -218,23 +227,101 @@ def _time(obj: dict[str, Any], key: str) -> None:
 
 
 def validate(doc: Any) -> dict[str, Any]:
-    """Check a parsed result document; return it unchanged or raise ResultError naming the bad field."""
+    """Check a parsed result document of any version this master reads (a run's or a job's); return it unchanged
+    or raise ResultError naming the bad field."""
     root = _obj(doc, "$")
-    if root.get("schema") != SCHEMA:
-        raise _fail("$.schema", f"expected {SCHEMA!r}, got {_show(root.get('schema'))}; is this a perffarm result?")
-    version = root.get("schema_version")
+    schema, version = root.get("schema"), root.get("schema_version")
+    if schema == JOB_SCHEMA:
+        return _job_v1(root)
+    if schema != SCHEMA:
+        raise _fail("$.schema", f"expected {SCHEMA!r}, got {_show(schema)}; is this a perffarm result?")
+    if version == RUN_RECORD_VERSION:
+        return validate_record(root)
     if version != SCHEMA_VERSION:
         raise _fail(
             "$.schema_version",
-            f"this master reads version {SCHEMA_VERSION}, got {_show(version)}; "
+            f"this master reads versions {RUN_RECORD_VERSION} and {SCHEMA_VERSION}, got {_show(version)}; "
             "the worker's recipes and the master are out of step (reconfig the master)",
         )
+    _check_values(root, "$")
+    status = _common(root)
+    if ("commit" in root) == ("job" in root):
+        raise _fail("$", "expected either commit (a run's result) or job (a job's result)")
+    run = "commit" in root
+    if run:
+        commit = _obj(root["commit"], "$.commit")
+        _str(commit, "sha", "$.commit", SHA_RE)
+        _str(commit, "ref", "$.commit", limit=MAX_REF)
+    else:
+        _int(root, "job", "$")
+    sides = root.get("sides")
+    lo, hi = (1, 2) if run else (2, len(SIDE_LABELS))
+    if not isinstance(sides, list) or not lo <= len(sides) <= hi:
+        raise _fail("$.sides", f"expected a list of {lo} to {hi} sides, got {_show(sides)}")
+    labels = RUN_SIDES[len(sides) - 1] if run else SIDE_LABELS
+    total = 0
+    for i, side in enumerate(sides):
+        path = f"$.sides[{i}]"
+        if _obj(side, path).get("label") != labels[i]:
+            order = "a run's sides: reference (when paired), run" if run else "sides in label order"
+            raise _fail(f"{path}.label", f"expected {labels[i]!r} ({order}), got {_show(side.get('label'))}")
+        total = _side(side, path, status, total, run=run)
+    if run:
+        own = f"$.sides[{len(sides) - 1}]"
+        if sides[-1]["sha"] != root["commit"]["sha"]:
+            raise _fail(f"{own}.sha", "the run's side must be the commit the result names ($.commit.sha)")
+        if status == "ok" and not sides[-1]["workloads"]:
+            raise _fail(f"{own}.workloads", "an ok result must have at least one workload")
+    return root
+
+
+def validate_job(doc: Any) -> dict[str, Any]:
+    """Check a parsed job result (every side's samples side by side); return it or raise ResultError."""
+    root = _obj(doc, "$")
+    if root.get("schema") == SCHEMA and root.get("schema_version") == RUN_RECORD_VERSION:
+        raise _fail("$.schema_version", "a commit's run's result of version 1, not a job's: is this the job's file?")
+    root = validate(root)
+    if "job" not in root:
+        raise _fail("$.job", "expected a job's result, got a commit's run's ($.commit); is this the job's file?")
+    return root
+
+
+def _side(side: Any, path: str, status: str, total: int, run: bool) -> int:
+    """Check one side of a version 2 result; returns the running count of samples."""
+    side = _obj(side, path)
+    _str(side, "sha", path, SHA_RE)
+    if side.get("patch") is not None:
+        if run:
+            raise _fail(f"{path}.patch", "a commit's run has no patch")
+        _str(side, "patch", path, PATCH_ID_RE)
+    if "version" in side:
+        _str(side, "version", path, limit=MAX_NAME)
+    # a run's sides may each be empty (a paired run's reference measures no instruction workload): the run's own
+    # side must not be when the run is ok (checked by the caller)
+    total = _workloads(side.get("workloads"), status == "ok" and not run, f"{path}.workloads", total)
+    if CALLGRIND in side:
+        _callgrind(side[CALLGRIND], f"{path}.{CALLGRIND}")
+    if COVERAGE in side:
+        _coverage(side[COVERAGE], f"{path}.{COVERAGE}")
+    if WAITS in side:
+        _waits(side[WAITS], f"{path}.{WAITS}", {w.get("name") for w in side["workloads"]})
+    if PLANS in side:
+        _plans(side[PLANS], f"{path}.{PLANS}")
+    return total
+
+
+def validate_record(doc: Any) -> dict[str, Any]:
+    """Check a run's result of version 1, which is also the form the master stores a run in (recipes/record.py):
+    the commit's workloads at the top level, a paired run's ratios merged into them."""
+    root = _obj(doc, "$")
+    if root.get("schema") != SCHEMA or root.get("schema_version") != RUN_RECORD_VERSION:
+        raise _fail("$.schema_version", f"expected {SCHEMA!r} version {RUN_RECORD_VERSION}")
     _check_values(root, "$")
     commit = _obj(root.get("commit"), "$.commit")
     _str(commit, "sha", "$.commit", SHA_RE)
     _str(commit, "ref", "$.commit", limit=MAX_REF)
     status = _common(root)
-    _workloads(root.get("workloads"), status)
+    _workloads(root.get("workloads"), status == "ok")
     if CALLGRIND in root:
         _callgrind(root[CALLGRIND], f"$.{CALLGRIND}")
     if COVERAGE in root:
@@ -248,13 +335,8 @@ def validate(doc: Any) -> dict[str, Any]:
     return root
 
 
-def validate_job(doc: Any) -> dict[str, Any]:
-    """Check a parsed job result (every side's samples side by side); return it or raise ResultError."""
-    root = _obj(doc, "$")
-    if root.get("schema") != JOB_SCHEMA:
-        raise _fail(
-            "$.schema", f"expected {JOB_SCHEMA!r}, got {_show(root.get('schema'))}; is this a perffarm job result?"
-        )
+def _job_v1(root: dict[str, Any]) -> dict[str, Any]:
+    """A job's result before version 2 (``perffarm-job-result`` 1): its sides as now, without coverage."""
     if root.get("schema_version") != JOB_SCHEMA_VERSION:
         raise _fail(
             "$.schema_version",
@@ -274,18 +356,9 @@ def validate_job(doc: Any) -> dict[str, Any]:
             raise _fail(
                 f"{path}.label", f"expected {SIDE_LABELS[i]!r} (sides in label order), got {_show(side.get('label'))}"
             )
-        _str(side, "sha", path, SHA_RE)
-        if side.get("patch") is not None:
-            _str(side, "patch", path, PATCH_ID_RE)
-        if "version" in side:
-            _str(side, "version", path, limit=MAX_NAME)
-        total = _workloads(side.get("workloads"), status, f"{path}.workloads", total)
-        if CALLGRIND in side:
-            _callgrind(side[CALLGRIND], f"{path}.{CALLGRIND}")
-        if WAITS in side:
-            _waits(side[WAITS], f"{path}.{WAITS}", {w.get("name") for w in side["workloads"]})
-        if PLANS in side:
-            _plans(side[PLANS], f"{path}.{PLANS}")
+        if COVERAGE in side:
+            raise _fail(f"{path}.{COVERAGE}", f"a job result of version {JOB_SCHEMA_VERSION} has no coverage")
+        total = _side(side, path, status, total, run=False)
     return root
 
 
@@ -468,11 +541,12 @@ def _common(root: dict[str, Any]) -> str:
     return str(status)
 
 
-def _workloads(workloads: Any, status: str, path: str = "$.workloads", total: int = 0) -> int:
-    """Check a list of workload results; returns the running count of samples (bounded per whole result)."""
+def _workloads(workloads: Any, required: bool, path: str = "$.workloads", total: int = 0) -> int:
+    """Check a list of workload results (`required`: at least one); returns the running count of samples (bounded
+    per whole result)."""
     if not isinstance(workloads, list):
         raise _fail(path, "expected a list")
-    if status == "ok" and not workloads:
+    if required and not workloads:
         raise _fail(path, "an ok result must have at least one workload")
     if len(workloads) > MAX_WORKLOADS:
         raise _fail(path, f"{len(workloads)} workloads, more than the {MAX_WORKLOADS} allowed")

@@ -22,16 +22,15 @@ from typing import Any
 from recipes import paired, registry
 from recipes import sandbox as sandboxing
 from recipes.api import Context, Recipe, RecipeFailure, Side, WorkloadResult, callgrind_file, side_file
+from recipes.record import run_record
 from recipes.result import (
-    JOB_SCHEMA,
-    JOB_SCHEMA_VERSION,
+    CALLGRIND,
+    COVERAGE,
     PLANS,
     SCHEMA,
     SCHEMA_VERSION,
     WAITS,
-    WAITS_REFERENCE,
     clean_text,
-    validate,
     validate_job,
 )
 from recipes.sides import open_sandbox, parse_sides, untrusted_dir
@@ -107,16 +106,21 @@ def result_doc(
     recipe: Recipe,
     ctx: Context,
     status: str,
-    workloads: Sequence[WorkloadResult],
+    sides: Sequence[Side],
+    results: Mapping[str, Sequence[WorkloadResult]],
     log_excerpt: str,
     timings: dict[str, float],
     started_at: str,
+    job: int | None = None,
 ) -> dict[str, Any]:
+    """A result (recipes/result.py, one schema for runs and jobs): the run's commit or the job's id, and every
+    side's raw samples, side by side."""
     fp = hostinfo.fingerprint()
+    which: dict[str, Any] = {"commit": {"sha": ctx.sha, "ref": ctx.ref}} if job is None else {"job": job}
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
-        "commit": {"sha": ctx.sha, "ref": ctx.ref},
+        **which,
         "recipe": {
             "name": recipe.name,
             "version": recipe.version,
@@ -127,8 +131,18 @@ def result_doc(
         "host_checks": hostinfo.host_checks(),
         "status": status,
         "log_excerpt": log_excerpt,
-        # each workload's series identity: adding or changing one workload leaves the others' series whole
-        "workloads": [{**w.to_json(), "config_hash": recipe.workload_hash(w.name)} for w in workloads],
+        "sides": [
+            {
+                "label": s.label,
+                "sha": s.sha,
+                "patch": s.patch_id,
+                # each workload's series identity: adding or changing one workload leaves the others' series whole
+                "workloads": [
+                    {**w.to_json(), "config_hash": recipe.workload_hash(w.name)} for w in results.get(s.label, ())
+                ],
+            }
+            for s in sides
+        ],
         "timings": timings,
         "started_at": started_at,
         "finished_at": _now(),
@@ -154,35 +168,6 @@ def _context(args: argparse.Namespace) -> Context:
     )
 
 
-def job_doc(
-    recipe: Recipe,
-    ctx: Context,
-    job: int,
-    status: str,
-    sides: Sequence[Side],
-    results: Mapping[str, Sequence[WorkloadResult]],
-    log_excerpt: str,
-    timings: dict[str, float],
-    started_at: str,
-) -> dict[str, Any]:
-    """A job result: the run result's header, and every side's workloads side by side (recipes/sides.py)."""
-    doc = result_doc(recipe, ctx, status, [], log_excerpt, timings, started_at)
-    del doc["commit"], doc["workloads"]
-    doc.update(schema=JOB_SCHEMA, schema_version=JOB_SCHEMA_VERSION, job=job)
-    doc["sides"] = [
-        {
-            "label": s.label,
-            "sha": s.sha,
-            "patch": s.patch_id,
-            "workloads": [
-                {**w.to_json(), "config_hash": recipe.workload_hash(w.name)} for w in results.get(s.label, ())
-            ],
-        }
-        for s in sides
-    ]
-    return doc
-
-
 def _phase(args: argparse.Namespace, phase: str) -> int:
     """build / bench of a run, job-build / job-bench of a job: both build their sides, then measure them interleaved
     (recipes/api.py SideSupport); a run's sides are its commit and, when paired, the reference (recipes/paired.py).
@@ -198,6 +183,8 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_USAGE
     ctx = _context(args)
+    if not job:
+        sides = [paired.commit_side(ctx)]  # and the reference when paired, once its option is checked (below)
     marker = ctx.state_dir / (JOB_BUILD_MARKER if job else BUILD_MARKER)
     result_path = Path(args.result)
     started_at, t0 = _now(), time.monotonic()
@@ -217,9 +204,9 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
         started_at = prior.get("started_at", started_at)
 
     def document(status: str, results: Mapping[str, Sequence[WorkloadResult]], excerpt: str) -> dict[str, Any]:
-        if job:
-            return job_doc(recipe, ctx, args.job, status, sides, results, excerpt, timings, started_at)
-        return result_doc(recipe, ctx, status, list(results.get(paired.RUN, ())), excerpt, timings, started_at)
+        return result_doc(
+            recipe, ctx, status, sides, results, excerpt, timings, started_at, job=args.job if job else None
+        )
 
     if job:
         listing = ", ".join(f"{s.label}={s.sha[:12]}" + ("+patch" if s.patch else "") for s in sides)
@@ -245,8 +232,6 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
                 results = recipe.sides.bench(ctx, sides)
             finally:
                 sandboxing.remove_tree(untrusted_dir(ctx))
-            if not job:
-                results = {paired.RUN: paired.run_results(results)}
     except RecipeFailure as e:
         status = "build-failed" if building else "bench-failed"
         ctx.log(f"{status}: {e.message}")
@@ -269,10 +254,11 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
         ctx.log(f"{phase.replace('-', ' ')} done in {timings[seconds]:.1f} s")
         return EXIT_OK
     doc = document("ok", results, "")
-    (_add_job_files if job else _add_run_files)(ctx, doc)
+    _add_side_files(ctx, doc)
     write_json_atomic(result_path, doc)
     try:
-        (validate_job if job else validate)(json.loads(json.dumps(doc)))
+        # what the master checks: a run's record is its sides joined (recipes/record.py)
+        (validate_job if job else run_record)(json.loads(json.dumps(doc)))
     except ValueError as e:
         # Written anyway: the master is the gatekeeper and will reject it with the same message.
         ctx.log(f"warning: this {'job ' if job else ''}result will be rejected by the master: {e}")
@@ -280,34 +266,21 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
     return EXIT_OK
 
 
-def _add_run_files(ctx: Context, doc: dict[str, Any]) -> None:
-    """What the bench left besides the workloads: callgrind profiles, coverage, plans and sampled waits."""
-    profiles = callgrind_profiles(ctx, paired.RUN)
-    if profiles:
-        doc["callgrind"] = profiles
-    figure = side_file(ctx.state_dir, "coverage", paired.RUN)
-    if figure.exists():
-        doc["coverage"] = json.loads(figure.read_text())
-    shapes = captured_plans(ctx, paired.RUN)
-    if shapes:
-        doc["plans"] = shapes
-    for label, key in ((paired.RUN, WAITS), (paired.REFERENCE, WAITS_REFERENCE)):
+def _add_side_files(ctx: Context, doc: dict[str, Any]) -> None:
+    """What each side's bench left besides its workloads: callgrind profiles, coverage, sampled waits and plans
+    (each release's plans, so that the site names a query planned differently by another release)."""
+    for side in doc["sides"]:
+        label = side["label"]
+        profiles = callgrind_profiles(ctx, label)
+        if profiles:
+            side[CALLGRIND] = profiles
+        figure = _side_file(ctx, COVERAGE, label, f"coverage of {label}")
+        if figure:
+            side[COVERAGE] = figure
         found = sampled_waits(ctx, label)
         if found:
-            doc[key] = found
-
-
-def _add_job_files(ctx: Context, doc: dict[str, Any]) -> None:
-    """What each side's bench left besides its workloads: callgrind profiles, sampled waits and plans."""
-    for side in doc["sides"]:
-        profiles = callgrind_profiles(ctx, side["label"])
-        if profiles:
-            side["callgrind"] = profiles
-        found = sampled_waits(ctx, side["label"])
-        if found:
             side[WAITS] = found
-        # each release's plans, so that the site names a query planned differently by another release
-        shapes = captured_plans(ctx, side["label"])
+        shapes = captured_plans(ctx, label)
         if shapes:
             side[PLANS] = shapes
 

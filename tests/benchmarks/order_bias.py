@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from recipes import stats  # noqa: E402
 from recipes.api import checkout_layout  # noqa: E402
+from recipes.record import run_record  # noqa: E402
 
 DEFAULT_WORK = Path(os.environ.get("PF_TEST_PG_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg")
 ROUND_RE = re.compile(
@@ -63,7 +64,7 @@ def phase(name: str, src: Path, work: Path, state: Path, sha: str, options: list
 
 def parse_run(log: str, result: Path, workloads: list[str]) -> dict[str, list[dict]]:
     """Per workload, per round: both sides' tps, the side that went first, and each side's slices."""
-    doc = json.loads(result.read_text())
+    doc = run_record(json.loads(result.read_text()))  # as the master stores it
     tps = {w["name"]: {m["name"]: m["samples"] for m in w["metrics"]} for w in doc["workloads"]}
     slices: dict[tuple[str, int, str], list[float]] = {}
     first: dict[tuple[str, int], str] = {}

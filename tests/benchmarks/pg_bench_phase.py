@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from master import compare  # noqa: E402
 from recipes.api import checkout_layout  # noqa: E402
+from recipes.record import run_record  # noqa: E402
 
 STAMP = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\] ", re.M)
 
@@ -79,7 +80,7 @@ def main() -> int:
     done = [seconds(ln) for ln in log if STAMP.match(ln) and "bench done" in ln]
     instr = (done[-1] - valgrind[0]) % 86400 if valgrind and done else 0
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    doc = json.loads((state / "result.json").read_text())
+    doc = run_record(json.loads((state / "result.json").read_text()))  # as the master stores it
     figures = {
         "tree": str(args.tree),
         "paired": not args.unpaired,

@@ -26,6 +26,7 @@ from master import compare  # noqa: E402
 from recipes.api import checkout_layout  # noqa: E402
 from recipes.pg import coverage  # noqa: E402
 from recipes.pg.profile import WORKLOAD_KINDS, load_profile, workloads  # noqa: E402
+from recipes.record import run_record  # noqa: E402
 
 BEFORE = "oltp"
 
@@ -51,7 +52,7 @@ def main() -> int:
     runner = [sys.executable, "-m", "recipes"]
     subprocess.run([*runner, "build", *common], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     subprocess.run([*runner, "bench", *common], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    doc = json.loads((state / "result.json").read_text())["coverage"]
+    doc = run_record(json.loads((state / "result.json").read_text()))["coverage"]
     after, before = doc["groups"][coverage.ALL], doc["groups"][BEFORE]
 
     def share(pair: list[int]) -> str:

@@ -34,6 +34,7 @@ from recipes import callgrind
 from recipes.pg import operations
 from recipes.pg.plans import node_type
 from recipes.pg.profile import load_profile
+from recipes.record import run_record
 from tests.benchmarks.pg_inject import boot_value_patch, entry_loop_patch
 from tests.benchmarks.pg_recall import judge
 from tests.pg_support import CACHE, Pg
@@ -73,7 +74,7 @@ def test_every_operation_is_counted_exactly_from_one_callgrind_run_per_sample(pg
     # one valgrind run per sample for the whole suite, not one per operation
     assert bench.stdout.count("--dump-after=exec_simple_query") == 2
     assert bench.stdout.count("valgrind --tool=callgrind") == 2
-    doc = json.loads((tmp_path / "result.json").read_text())
+    doc = run_record(json.loads((tmp_path / "result.json").read_text()))
     counts = {w["name"]: w["metrics"][0]["samples"] for w in doc["workloads"]}
     assert list(counts) == OPS
     for name, (a, b) in counts.items():

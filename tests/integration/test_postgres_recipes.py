@@ -25,6 +25,7 @@ import pytest
 from master import compare
 from master.explain.counters import is_counter
 from recipes.api import BenchFailed, Context, checkout_layout
+from recipes.record import run_record
 from recipes.result import validate
 from tests.benchmarks.pg_inject import busy_loop_patch, lock_hold_patch
 from tests.pg_support import PG15_WORK, Pg, git
@@ -119,7 +120,7 @@ def test_pg_quick_end_to_end_through_the_farm(pg: Pg, tmp_path: Path) -> None:
             (build,) = farm.builds()
             build_log = farm.step_log(build["buildid"], "build", "stdio")
             (result,) = farm.settings.worker_dir("local").glob("pg-quick*/result.json")
-            doc = json.loads(result.read_text())
+            doc = run_record(json.loads(result.read_text()))  # as the master stores it
         left = list(pgdata.glob("pf-*"))
     finally:
         shutil.rmtree(pgdata, ignore_errors=True)
@@ -217,7 +218,7 @@ def test_server_crash_is_a_bench_failed_result(pg: Pg, tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 3, out[-3000:]
-    doc = json.loads((tmp_path / "result.json").read_text())
+    doc = run_record(json.loads((tmp_path / "result.json").read_text()))
     assert doc["status"] == "bench-failed" and doc["workloads"] == []
     assert "server" in doc["log_excerpt"].lower()
     assert processes_running(pg.install.prefix) == []
@@ -478,7 +479,7 @@ def test_build_failure_is_a_build_failed_result(pg: Pg, tmp_path: Path) -> None:
         fake_sha = "0" * 40  # not in the install cache: the build must really compile
         res = runner("build", pg, tmp_path, "--option", "retry_fresh=0", sha=fake_sha)
         assert res.returncode == 3, res.stdout[-3000:]
-        doc = json.loads((tmp_path / "result.json").read_text())
+        doc = run_record(json.loads((tmp_path / "result.json").read_text()))
         assert doc["status"] == "build-failed"
         assert "postgres.c" in doc["log_excerpt"] and "error" in doc["log_excerpt"]
     finally:
@@ -509,7 +510,7 @@ def test_paired_bench_measures_the_commit_against_a_reference_build(pg: Pg, tmp_
     )
     assert bench.returncode == 0, bench.stdout[-5000:] + bench.stderr[-3000:]
     assert "A/B: every pgbench sample is 6 slices alternating between reference, run" in bench.stdout
-    doc = json.loads((tmp_path / "result.json").read_text())
+    doc = run_record(json.loads((tmp_path / "result.json").read_text()))
     by_name = {w["name"]: {m["name"]: m for m in w["metrics"]} for w in doc["workloads"]}
     tps = by_name["pgbench-ro-prepared-c1"]
     run, ref, rqps = tps["tps"]["samples"], tps["tps.reference"]["samples"], tps["tps.rqps"]["samples"]
@@ -557,7 +558,7 @@ def test_paired_bench_measures_the_commit_against_a_reference_build(pg: Pg, tmp_
 def test_a_bad_reference_is_a_build_failed_result_that_says_why(pg: Pg, tmp_path: Path, value: str, says: str) -> None:
     res = runner("build", pg, tmp_path, "--option", f"reference={value}")
     assert res.returncode == 3, res.stdout[-3000:]
-    doc = json.loads((tmp_path / "result.json").read_text())
+    doc = run_record(json.loads((tmp_path / "result.json").read_text()))
     assert doc["status"] == "build-failed" and says in doc["log_excerpt"], doc["log_excerpt"][-2000:]
 
 

@@ -147,7 +147,7 @@ def test_a_result_that_is_this_jobs_is_stored_and_compared_to_side_a(conn, setti
         (lambda d: d["sides"].pop(), "expected a list of 2 to 8 sides"),
         (lambda d: d["sides"][1].update(patch=None), "patch: expected"),
         (lambda d: d["sides"][1].update(patch="0" * 16), "patch: expected"),
-        (lambda d: d.update(schema="perffarm-result"), "is this a perffarm job result"),
+        (lambda d: d.update(schema="perffarm-result"), "not a job's: is this the job's file"),
         (lambda d: d["sides"][0]["workloads"][0]["metrics"][0].update(samples=[float("inf")]), "finite"),
     ],
 )

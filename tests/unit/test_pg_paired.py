@@ -150,12 +150,7 @@ def test_a_run_is_its_checkout_as_one_side_and_the_reference_first_when_paired(t
     # exported like a job's side (its tree is prepared when built), measured for the ratios alone
     assert (reference.label, reference.sha, reference.tree, reference.checkout) == ("reference", ref, None, False)
     assert reference.ratio_only and not reference.untrusted
-    # the reference's results join the commit's as its ratios; the commit's alone when unpaired
-    side = [wr("w", ("qps", "queries/s", "higher", (2.0, 2.0)))]
-    base = [wr("w", ("qps", "queries/s", "higher", (1.0, 1.0)))]
-    assert pairing.run_results({"run": side}) == side
-    (w,) = pairing.run_results({"reference": base, "run": side})
-    assert {m.name: m.samples for m in w.metrics}["qps.rqps"] == (2.0,)
+    # the master joins their results (recipes/record.py, tests/unit/test_run_record.py)
 
 
 def test_a_reference_outside_the_workers_clone_says_what_to_do(tmp_path):

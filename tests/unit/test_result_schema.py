@@ -69,7 +69,7 @@ def _break(path, value):
     "path, value, where",
     [
         (["schema"], "other", "$.schema"),
-        (["schema_version"], 2, "$.schema_version"),
+        (["schema_version"], 3, "$.schema_version"),
         (["commit", "sha"], "abc", "$.commit.sha"),
         (["commit", "sha"], "A" * 40, "$.commit.sha"),
         (["commit", "ref"], "", "$.commit.ref"),

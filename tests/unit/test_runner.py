@@ -12,6 +12,7 @@ import pytest
 
 from master import shipping
 from recipes import registry
+from recipes.record import run_record
 from recipes.result import validate
 from tests.harness import BENCH_C
 
@@ -77,7 +78,13 @@ def test_build_and_bench_write_a_valid_result(tmp_path, pyz):
     assert not (tmp_path / "result.json").exists()
     bench = run_phase(pyz, "bench", tmp_path, "--option", "samples=3")
     assert bench.returncode == 0, bench.stdout + bench.stderr
-    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    raw = validate(json.loads((tmp_path / "result.json").read_text()))
+    # one schema keyed by side: a run is its commit's side alone when unpaired
+    assert raw["schema_version"] == 2 and [(s["label"], s["sha"], s["patch"]) for s in raw["sides"]] == [
+        ("run", SHA, None)
+    ]
+    doc = run_record(raw)  # what the master stores: the commit's side as the run's workloads
+    assert doc["workloads"] == raw["sides"][0]["workloads"] and "sides" not in doc
     assert doc["status"] == "ok" and doc["commit"] == {"sha": SHA, "ref": "master"}
     metric = doc["workloads"][0]["metrics"][0]
     assert metric["samples"] == [1234.5] * 3 and metric["direction"] == "higher"
@@ -97,7 +104,7 @@ def test_compile_error_is_a_build_failed_result_with_the_log(tmp_path, pyz):
     write_src(tmp_path, "int main(void) { return syntax error; }\n")
     build = run_phase(pyz, "build", tmp_path)
     assert build.returncode == 3
-    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    doc = run_record(json.loads((tmp_path / "result.json").read_text()))
     assert doc["status"] == "build-failed" and doc["workloads"] == []
     assert "error" in doc["log_excerpt"] and "perffarm_bench.c" in doc["log_excerpt"]
 
