@@ -24,6 +24,7 @@ from master.alerts.service import AlertDelivery
 from master.bisection.service import BisectionService
 from master.cfbot_service import CfbotService
 from master.config_values import OPTION_RE
+from master.ingest import MAX_RESULT_BYTES
 from master.poller import FarmGitPoller
 from master.reconcile import Reconciler
 from master.settings import Settings
@@ -245,7 +246,7 @@ def _factory(settings: Settings, recipe: str, w: str, pyz: str, lock: util.Maste
             workersrc=RESULT_ON_WORKER,
             masterdest=result_dest(settings, builder_name(recipe, w)),
             workdir=".",
-            maxsize=64 * 2**20,
+            maxsize=MAX_RESULT_BYTES,
             alwaysRun=True,
             doStepIf=upload_wanted,
         )

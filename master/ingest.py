@@ -27,7 +27,7 @@ from master.redact import redact_text, redact_url
 from master.settings import Settings
 from recipes.paired import OPTION as REFERENCE_OPTION
 from recipes.record import PAIRED_SUFFIXES, run_record
-from recipes.result import MAX_DEPTH, ResultError
+from recipes.result import ResultError, parse_json
 
 MAX_RESULT_BYTES = 64 * 2**20
 _mirror_lock = threading.Lock()  # one git fetch into the mirror at a time
@@ -68,6 +68,12 @@ class IngestOutcome:
 def load_result(path: Path) -> dict[str, Any]:
     """Read and validate a run's result file, and return the record the run is stored as (recipes/record.py: a
     paired run's ratios computed here from its sides' raw samples); IngestRejected says what is wrong with it."""
+    return read_result(path, run_record, "result does not follow schema perffarm-result")
+
+
+def read_result(path: Path, check: Callable[[Any], dict[str, Any]], what: str) -> dict[str, Any]:
+    """A worker's result file (a run's or a job's: one schema, recipes/result.py) read within its size limit,
+    parsed and passed to `check`; IngestRejected says what is wrong with it, NoResult that there is none."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -78,22 +84,22 @@ def load_result(path: Path) -> dict[str, Any]:
     if size > MAX_RESULT_BYTES:
         raise IngestRejected(f"result file is {size} bytes, more than the {MAX_RESULT_BYTES} allowed")
     try:
-        doc = json.loads(path.read_bytes())
-    except json.JSONDecodeError as e:
-        raise IngestRejected(f"result is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except UnicodeDecodeError as e:
-        raise IngestRejected(f"result is not UTF-8 text: {e}") from None
-    except RecursionError:
-        raise IngestRejected(f"$: result is nested too deeply to read (the schema allows {MAX_DEPTH} levels)") from None
-    except ValueError as e:  # e.g. an integer of more digits than Python converts (4,300)
-        raise IngestRejected(f"result is not valid JSON for the schema: {str(e)[:200]}") from None
-    try:
-        return run_record(doc)  # a result keyed by side, its sides joined into the run's record
+        doc = parse_json(path.read_bytes())
     except ResultError as e:
-        raise IngestRejected(f"result does not follow schema perffarm-result: {e}") from None
+        raise IngestRejected(str(e)) from None
+    return checked(doc, check, what)
+
+
+def checked(doc: Any, check: Callable[[Any], dict[str, Any]], what: str) -> dict[str, Any]:
+    """`check(doc)` (a validator of recipes/result.py, or recipes/record.py run_record): its document, or
+    IngestRejected saying `what` and the path of what is wrong."""
+    try:
+        return check(doc)
+    except ResultError as e:
+        raise IngestRejected(f"{what}: {e}") from None
     except (RecursionError, OverflowError, ValueError, TypeError) as e:
-        # validate's own guards should catch every such value first; if one slips through, it is still the file's
-        raise IngestRejected(f"result could not be validated ({type(e).__name__}: {str(e)[:200]})") from None
+        # the validator's own guards should catch every such value first; if one slips through, it is still the file's
+        raise IngestRejected(f"{what}: it could not be validated ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def _check_belongs(doc: dict[str, Any], run: store.RunContext, recipe: str | None) -> None:

@@ -236,7 +236,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
             workersrc=RESULT_ON_WORKER,
             masterdest=util.Interpolate(str(result_path(settings, builder, "%(prop:buildnumber)s"))),
             workdir=".",
-            maxsize=job_ingest.MAX_BYTES,
+            maxsize=ingest.MAX_RESULT_BYTES,
             alwaysRun=True,
             doStepIf=result_produced,
         ),

@@ -226,6 +226,20 @@ def _time(obj: dict[str, Any], key: str) -> None:
         raise _fail(f"$.{key}", f"{_show(value)} is not an ISO 8601 time such as 2026-11-22T03:04:12+00:00") from None
 
 
+def parse_json(data: bytes) -> Any:
+    """A result file's bytes as JSON (not yet validated); ResultError says why they are not."""
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as e:
+        raise ResultError(f"result is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except UnicodeDecodeError as e:
+        raise ResultError(f"result is not UTF-8 text: {e}") from None
+    except RecursionError:
+        raise ResultError(f"$: result is nested too deeply to read (the schema allows {MAX_DEPTH} levels)") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts (4,300)
+        raise ResultError(f"result is not valid JSON for the schema: {str(e)[:200]}") from None
+
+
 def validate(doc: Any) -> dict[str, Any]:
     """Check a parsed result document of any version this master reads (a run's or a job's); return it unchanged
     or raise ResultError naming the bad field."""

@@ -1,8 +1,9 @@
 """Check an uploaded job result against the job the master queued, and store it (off the reactor).
 
 The worker's word is checked, not trusted: the result must be for this job, its sides must be the commits (and
-the patch) the master asked for, in order, and it must follow the perffarm-job-result schema. A result that
-fails any check is kept in `<incoming>/rejected/` and the job fails with the reason; nothing half-stored.
+the patch) the master asked for, in order, and it must follow the result schema (recipes/result.py; read as a
+run's is, master/ingest.py read_result). A result that fails any check is kept in `<incoming>/rejected/` and the
+job fails with the reason; nothing half-stored.
 
 A job is measured once: its id is the idempotency key. A result (or failure) is stored only while the job has not
 ended, in the same transaction that ends it, so a build Buildbot retries after the master was killed mid-ingest (or
@@ -12,7 +13,6 @@ any second build of the job) never replaces what the first stored; its file is k
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sqlite3
 import time
@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from master import machinebinding, store
+from master.ingest import IngestRejected, read_result
 from master.settings import Settings
 from master.store.jobs import Job
-from recipes.result import ResultError, validate_job
-
-MAX_BYTES = 64 * 2**20  # the upload step's limit too
+from recipes.result import validate_job
 
 
 @dataclass(frozen=True)
@@ -106,14 +105,11 @@ def ingest_file(
             if stopped is not None:
                 return interrupted(stopped)
             return fail("the worker produced no job result (the build log says why); queue the job again")
-        if path.stat().st_size > MAX_BYTES:
+        try:  # the run's reader (master/ingest.py): one schema, one set of limits and messages
+            doc = read_result(path, validate_job, "malformed job result")
+        except IngestRejected as e:
             _reject(path)
-            return interrupted(stopped) if stopped else fail(f"the job result is larger than {MAX_BYTES} bytes")
-        try:
-            doc = validate_job(json.loads(path.read_text()))
-        except (ValueError, ResultError) as e:
-            _reject(path)
-            return interrupted(stopped) if stopped else fail(f"malformed job result: {e}")
+            return interrupted(stopped) if stopped else fail(str(e))
         problem = check(job, doc)
         if problem:
             _reject(path)

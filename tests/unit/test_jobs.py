@@ -169,6 +169,25 @@ def test_the_workers_word_is_checked_a_result_for_another_job_or_side_is_rejecte
     assert (tmp_path / "rejected" / "job.json").exists()
 
 
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        # read by the run's reader (master/ingest.py read_result): before, a job's nested file crashed the step
+        (b"[" * 100_000, "$: result is nested too deeply to read"),
+        (b'{"job": 1' + b"0" * 5000 + b"}", "result is not valid JSON for the schema"),
+        (b'{"schema": "\xff"}', "result is not UTF-8 text"),
+        (b"{", "result is not valid JSON (Expecting property name"),
+    ],
+)
+def test_a_job_file_json_cannot_read_fails_the_job_with_what_is_wrong(conn, settings, tmp_path, content, says):
+    job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
+    path = tmp_path / "job.json"
+    path.write_bytes(content)
+    outcome = ingest.ingest_file(settings, path, job_id, 12, "u")
+    assert outcome.state == "failed" and outcome.message.startswith(says), outcome.message
+    assert core.get(conn, job_id).state == "failed" and (tmp_path / "rejected" / "job.json").exists()
+
+
 def test_a_failed_build_fails_the_job_with_the_first_line_of_its_log(conn, settings, tmp_path):
     job_id = core.create_releases(conn, TAGS, ["REL_1*"], BUILDERS[0], BUILDERS)
     doc = result_for(core.get(conn, job_id))
