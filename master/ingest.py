@@ -26,7 +26,7 @@ from master.deferred import GAVE_UP, deferral
 from master.redact import redact_text, redact_url
 from master.settings import Settings
 from recipes.paired import OPTION as REFERENCE_OPTION
-from recipes.record import PAIRED_SUFFIXES, run_record
+from recipes.record import paired_metric, run_record
 from recipes.result import ResultError, parse_json
 
 MAX_RESULT_BYTES = 64 * 2**20
@@ -134,14 +134,11 @@ def _check_reference(doc: dict[str, Any], run: store.RunContext) -> None:
             f"$.recipe.options.reference: the result was measured against reference {got} but the master asked "
             f"for {asked}; nothing stored (check throughput.references and the forced build's options)"
         )
-    if run.reference is None:
-        for w in doc["workloads"]:
-            for m in w["metrics"]:
-                if m["name"].endswith(PAIRED_SUFFIXES):
-                    raise IngestRejected(
-                        f"$.workloads[{w['name']!r}].metrics[{m['name']!r}]: a paired metric in a run the master "
-                        "did not pair with a reference; nothing stored"
-                    )
+    found = paired_metric(doc["workloads"]) if run.reference is None else None
+    if found is not None:
+        raise IngestRejected(
+            f"$.{found}: a paired metric in a run the master did not pair with a reference; nothing stored"
+        )
 
 
 def _fetch(settings: Settings, mirror: gitmirror.Mirror) -> None:

@@ -28,6 +28,15 @@ from recipes.result import (
 PAIRED_SUFFIXES = (REFERENCE_SUFFIX, *RATIO_SUFFIXES)  # metrics only a record of a paired run has
 
 
+def paired_metric(workloads: list[dict[str, Any]]) -> str | None:
+    """The JSON path (below the workloads' owner) of the first paired metric among `workloads`, or None."""
+    for w in workloads:
+        for m in w["metrics"]:
+            if m["name"].endswith(PAIRED_SUFFIXES):
+                return f"workloads[{w['name']!r}].metrics[{m['name']!r}]"
+    return None
+
+
 def is_run(doc: dict[str, Any]) -> bool:
     """Whether a validated result is a commit's run's (else a job's)."""
     return "commit" in doc
@@ -43,13 +52,11 @@ def run_record(doc: Any) -> dict[str, Any]:
         return doc  # version 1: already the record
     sides = {s["label"]: s for s in doc["sides"]}
     for i, side in enumerate(doc["sides"]):
-        for w in side["workloads"]:
-            for m in w["metrics"]:
-                if m["name"].endswith(PAIRED_SUFFIXES):
-                    raise ResultError(
-                        f"$.sides[{i}].workloads[{w['name']!r}].metrics[{m['name']!r}]: a side carries raw samples "
-                        "only; the master pairs a run's sides itself"
-                    )
+        found = paired_metric(side["workloads"])
+        if found is not None:
+            raise ResultError(
+                f"$.sides[{i}].{found}: a side carries raw samples only; the master pairs a run's sides itself"
+            )
     asked = doc["recipe"].get("options", {}).get("reference") or None
     reference = sides.get(REFERENCE)
     # a run that failed before its reference was checked (a malformed reference option) has its own side alone
