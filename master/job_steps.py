@@ -212,7 +212,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
         ),
         steps.ShellCommand(
             name="job-build",
-            command=job_command("job-build", recipe, defaults),
+            command=job_command("build", recipe, defaults),
             workdir=".",
             doStepIf=checked,
             haltOnFailure=True,
@@ -223,7 +223,7 @@ def job_steps(settings: Settings, recipe: str, builder: str, checkout: BuildStep
         ),
         steps.ShellCommand(
             name="job-bench",
-            command=job_command("job-bench", recipe, defaults),
+            command=job_command("bench", recipe, defaults),
             workdir=".",
             doStepIf=checked,
             decodeRC={0: SUCCESS, 3: FAILURE},

@@ -37,8 +37,7 @@ from recipes.sides import open_sandbox, parse_sides, untrusted_dir
 from workers import hostinfo
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_RECIPE_FAILED = 0, 1, 2, 3
-BUILD_MARKER = "build-ok.json"
-JOB_BUILD_MARKER = "job-build-ok.json"
+BUILD_MARKER = "build-ok.json"  # a successful build phase: of which run or job, its timings
 
 
 def _now() -> str:
@@ -163,43 +162,47 @@ def _context(args: argparse.Namespace) -> Context:
         work_dir=Path(args.work).resolve(),
         state_dir=Path(args.state).resolve(),
         sha=args.sha,
-        ref=args.ref,
+        ref=args.ref or "job",  # a job's, for logs and build directories
         options=options,
     )
 
 
 def _phase(args: argparse.Namespace, phase: str) -> int:
-    """build / bench of a run, job-build / job-bench of a job: both build their sides, then measure them interleaved
-    (recipes/api.py SideSupport); a run's sides are its commit and, when paired, the reference (recipes/paired.py).
-    A build starts afresh and leaves a marker; the bench needs it and carries its timings on; a RecipeFailure is
-    written as a result saying so."""
+    """The build or bench phase of a run (its commit, and the reference when paired: recipes/paired.py) or of a job
+    (`--job` and its `--side`s): both build their sides, then measure them interleaved (recipes/api.py
+    SideSupport). A build starts afresh and leaves a marker; the bench needs it (of the same run or job) and carries
+    its timings on; a RecipeFailure is written as a result saying so."""
     recipe = registry.get(args.recipe)
-    job, building = phase.startswith("job-"), phase.endswith("build")
+    job, building = args.job is not None, phase == "build"
     sides: list[Side] = []
-    if job:
-        try:
-            sides = parse_sides(args.side, args.patch or [])
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_USAGE
+    try:
+        if job:
+            sides = parse_sides(args.side or [], args.patch or [])
+        elif args.side or args.patch or args.ref is None:
+            raise ValueError(
+                "a run is given --ref (its sides are the commit, and the reference when paired); "
+                "--side and --patch are a job's, with --job"
+            )
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     ctx = _context(args)
     if not job:
         sides = [paired.commit_side(ctx)]  # and the reference when paired, once its option is checked (below)
-    marker = ctx.state_dir / (JOB_BUILD_MARKER if job else BUILD_MARKER)
+    marker = ctx.state_dir / BUILD_MARKER
     result_path = Path(args.result)
     started_at, t0 = _now(), time.monotonic()
     timings: dict[str, float] = {}
-    seconds = f"{phase.replace('-', '_')}_seconds"
+    seconds = f"{phase}_seconds"
+    what = f"job {args.job}" if job else f"the run of {ctx.sha[:12]}"
     if building:
         marker.unlink(missing_ok=True)
         result_path.unlink(missing_ok=True)
     else:
-        build = phase.replace("bench", "build")
-        if not marker.exists():
-            say = f"no successful {build.replace('-', ' ')} in {ctx.state_dir}; run the {build} phase first"
-            print(say, file=sys.stderr)
+        prior = json.loads(marker.read_text()) if marker.exists() else None
+        if prior is None or prior.get("job") != args.job or prior.get("sha") != ctx.sha:
+            print(f"no successful build of {what} in {ctx.state_dir}; run the build phase first", file=sys.stderr)
             return EXIT_USAGE
-        prior = json.loads(marker.read_text())
         timings.update(prior.get("timings", {}))
         started_at = prior.get("started_at", started_at)
 
@@ -250,8 +253,8 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
         return EXIT_RECIPE_FAILED
     timings[seconds] = round(time.monotonic() - t0, 3)
     if building:
-        write_json_atomic(marker, {"timings": timings, "started_at": started_at} | ({} if job else {"sha": ctx.sha}))
-        ctx.log(f"{phase.replace('-', ' ')} done in {timings[seconds]:.1f} s")
+        write_json_atomic(marker, {"timings": timings, "started_at": started_at, "sha": ctx.sha, "job": args.job})
+        ctx.log(f"{phase} of {what} done in {timings[seconds]:.1f} s")
         return EXIT_OK
     doc = document("ok", results, "")
     _add_side_files(ctx, doc)
@@ -262,7 +265,7 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
     except ValueError as e:
         # Written anyway: the master is the gatekeeper and will reject it with the same message.
         ctx.log(f"warning: this {'job ' if job else ''}result will be rejected by the master: {e}")
-    ctx.log(f"{phase.replace('-', ' ')} done in {timings[seconds]:.1f} s; result written to {result_path}")
+    ctx.log(f"{phase} of {what} done in {timings[seconds]:.1f} s; result written to {result_path}")
     return EXIT_OK
 
 
@@ -307,28 +310,24 @@ def parser() -> argparse.ArgumentParser:
         description="Run perffarm recipes on a worker. The master ships this zipapp with every build.",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for phase in ("build", "bench", "job-build", "job-bench"):
-        job = phase.startswith("job-")
-        if job:
-            what = f"the {phase[4:]} phase of a job: 2 to 8 sides measured interleaved"
-            src, sha = "the worker's clone (sides are exported from it)", "the commit checked out in --src"
-        else:
-            what = f"run the {phase} phase of a recipe"
-            src, sha = "the checked-out commit", "commit sha being measured"
-        s = sub.add_parser(phase, help=what)
+    for phase in ("build", "bench"):
+        s = sub.add_parser(
+            phase,
+            help=f"the {phase} phase of a run (--ref) or of a job (--job, --side)",
+            description=f"The {phase} phase of a commit's run (--ref: the commit checked out in --src, and the "
+            "reference when --option reference=SHA pairs it) or of a job (--job with 2 to 8 --side: commits "
+            "exported from the clone in --src, measured interleaved).",
+        )
         s.add_argument("--recipe", required=True, help="recipe name (see `list`)")
-        s.add_argument("--src", required=True, help=src)
+        s.add_argument("--src", required=True, help="the checked-out commit; a job's sides are exported from it")
         s.add_argument("--work", required=True, help="persistent directory for this builder (build trees)")
         s.add_argument("--state", required=True, help="this build's scratch directory")
-        s.add_argument("--sha", required=True, help=sha)
-        if job:
-            s.add_argument("--ref", default="job", help="a name for logs and build directories (default job)")
-            s.add_argument("--job", required=True, type=int, help="the master's job id (written into the result)")
-            s.add_argument("--side", action="append", required=True, metavar="LABEL=SHA", help="a side (A, B, ...)")
-            s.add_argument("--patch", action="append", metavar="LABEL=FILE", help="a patch applied on top of a side")
-        else:
-            s.add_argument("--ref", required=True, help="branch or tag that asked for the run")
-        s.add_argument("--result", required=True, help=f"where to write the {'job ' if job else ''}result JSON")
+        s.add_argument("--sha", required=True, help="the commit checked out in --src")
+        s.add_argument("--ref", help="a run's: the branch or tag that asked for it (a job's: a name for logs)")
+        s.add_argument("--job", type=int, help="a job's: the master's job id (written into the result)")
+        s.add_argument("--side", action="append", metavar="LABEL=SHA", help="a job's side (A, B, ...)")
+        s.add_argument("--patch", action="append", metavar="LABEL=FILE", help="a patch applied on top of a job's side")
+        s.add_argument("--result", required=True, help="where to write the result JSON")
         s.add_argument("--option", action="append", metavar="KEY=VALUE", help="recipe option (repeatable)")
         s.set_defaults(func=lambda a, phase=phase: _phase(a, phase))
     sub.add_parser("list", help="list recipes as JSON").set_defaults(func=_list)

@@ -6,10 +6,11 @@ docs/result-schema.md); a commit's run is measured the same way, as one side (tw
 Every side is measured in the same session, slices and rounds alternating between them (Vondra's and Callaghan's
 method: all versions under the same conditions), never as N runs at different times.
 
-The runner's ``job-build`` phase gives each side a tree of its own (exported from the worker's clone with
-``git archive``, fetched by sha when the clone lacks it, the patch checked with ``git apply --check`` and applied)
-and calls the recipe's ``SideSupport.build``; ``job-bench`` calls its ``bench``, which returns each side's workload
-results (``SideSupport`` and ``Side`` are in recipes/api.py, the contract between the runner and a recipe).
+The runner's build phase of a job (``--job``, master/job_steps.py's step job-build) gives each side a tree of its
+own (exported from the worker's clone with ``git archive``, fetched by sha when the clone lacks it, the patch
+checked with ``git apply --check`` and applied) and calls the recipe's ``SideSupport.build``; the bench phase calls
+its ``bench``, which returns each side's workload results (``SideSupport`` and ``Side`` are in recipes/api.py, the
+contract between the runner and a recipe).
 """
 
 from __future__ import annotations

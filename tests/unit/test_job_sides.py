@@ -1,4 +1,4 @@
-"""Jobs of several sides on the worker (recipes/sides.py, the runner's job-build / job-bench phases): real git
+"""Jobs of several sides on the worker (recipes/sides.py, the runner's build and bench phases with --job): real git
 repositories and real compiles of the fixture recipe, through the shipped zipapp as a worker runs it."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def upstream(tmp_path):
     return repo, clone, first, slower
 
 
-def job(pyz, tmp_path, clone, sides, *extra, phases=("job-build", "job-bench"), env=None):
+def job(pyz, tmp_path, clone, sides, *extra, phases=("build", "bench"), env=None):
     """Run the job phases as a worker would (with `env` added to the worker's environment)."""
     env = {**os.environ, **(env or {})}
     procs = []
@@ -90,15 +90,15 @@ def test_a_job_measures_every_side_interleaved_and_its_result_validates(pyz, tmp
     assert ops == {"A": [1000.0] * 4, "B": [900.0] * 4, "C": [1100.0] * 4}
     assert doc["sides"][2]["patch"] and doc["sides"][0]["patch"] is None
     assert "fetching it from origin" in procs[0].stdout  # B was not in the clone
-    assert set(doc["timings"]) == {"job_build_seconds", "job_bench_seconds"}
-    assert "job bench done in" in procs[1].stdout
+    assert set(doc["timings"]) == {"build_seconds", "bench_seconds"}
+    assert "bench of job 7 done in" in procs[1].stdout
 
 
 def test_a_job_bench_without_its_build_is_a_usage_error(pyz, tmp_path, upstream):
     _, clone, first, slower = upstream
-    (bench,) = job(pyz, tmp_path, clone, [f"A={first}", f"B={slower}"], phases=("job-bench",))
-    assert bench.returncode == 2 and "no successful job build" in bench.stderr
-    assert "run the job-build phase first" in bench.stderr and not (tmp_path / "job.json").exists()
+    (bench,) = job(pyz, tmp_path, clone, [f"A={first}", f"B={slower}"], phases=("bench",))
+    assert bench.returncode == 2
+    assert "no successful build of job 7" in bench.stderr and not (tmp_path / "job.json").exists()
 
 
 def _patch(tmp_path: Path, clone: Path, program: str) -> Path:
@@ -120,7 +120,7 @@ def test_a_patched_sides_program_runs_in_the_sandbox_and_reaches_nothing_of_the_
     secret.parent.mkdir()
     secret.write_text("hunter2\n")
     hook = clone / ".git" / "hooks" / "post-checkout"
-    marker = tmp_path / "state" / "job-build-ok.json"
+    marker = tmp_path / "state" / "build-ok.json"
     program = hostile_program(1100, reads=[secret, clone / "perffarm_bench.c"], writes=[hook, marker], pid=os.getpid())
     patch = _patch(tmp_path, clone, program)
     procs = job(pyz, tmp_path, clone, [f"A={first}", f"B={first}"], f"--patch=B={patch}")
@@ -155,7 +155,7 @@ def test_a_worker_running_as_an_ordinary_user_sandboxes_the_patch_the_same_way(p
         (home / "run").mkdir()
         os.chown(home / "run", 65534, 65534)
         procs = []
-        for phase in ("job-build", "job-bench"):
+        for phase in ("build", "bench"):
             argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3"]
             argv += [str(home / "recipes.pyz"), phase, "--recipe", "fixture", "--src", str(own)]
             argv += ["--work", str(home / "run" / "work"), "--state", str(home / "run" / "state"), "--sha", first]

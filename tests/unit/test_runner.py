@@ -113,6 +113,26 @@ def test_bench_without_a_build_is_a_usage_error(tmp_path, pyz):
     write_src(tmp_path, BENCH_C.format(value=1, sleep_us=0))
     bench = run_phase(pyz, "bench", tmp_path)
     assert bench.returncode == 2 and "run the build phase first" in bench.stderr
+    # one pair of phases for runs and jobs: a bench measures only what its own build built
+    assert run_phase(pyz, "build", tmp_path, "--option", "samples=1").returncode == 0
+    other = run_phase(pyz, "bench", tmp_path, "--sha", "c" * 40)
+    assert other.returncode == 2 and f"no successful build of the run of {'c' * 12}" in other.stderr
+    job = run_phase(pyz, "bench", tmp_path, "--job", "3", "--side", f"A={SHA}", "--side", f"B={SHA}")
+    assert job.returncode == 2 and "no successful build of job 3" in job.stderr
+    assert not (tmp_path / "result.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (("--side", f"A={SHA}"), "--side and --patch are a job's, with --job"),
+        (("--job", "3", "--side", f"A={SHA}"), "a job has 2 to 8 sides, got 1"),
+    ],
+)
+def test_a_run_and_a_job_are_told_apart_by_their_arguments(tmp_path, pyz, extra, says):
+    write_src(tmp_path, BENCH_C.format(value=1, sleep_us=0))
+    proc = run_phase(pyz, "build", tmp_path, *extra)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
 
 
 def test_crashing_benchmark_is_a_bench_failed_result(tmp_path, pyz):
