@@ -431,14 +431,22 @@ def ingest_file(settings: Settings, path: Path, run: store.RunContext, recipe: s
     return IngestOutcome(run_id, sha, doc["status"], len(doc["workloads"]), n_samples, added, message)
 
 
+def machine_refusal(
+    conn, settings: Settings, doc: dict[str, Any], worker: str, by_worker: bool
+) -> machinebinding.Refused | None:
+    """Why the machine a result names may not be written by `worker` (master/machinebinding.py), or None: the one
+    rule for a run's result and a job's."""
+    bound = store.machines.binding(conn, doc["machine"]["id"])
+    return machinebinding.check(doc["machine"], worker, bound, settings.host_of, by_worker)
+
+
 def _bind_machine(conn, settings: Settings, doc: dict[str, Any], run: store.RunContext) -> None:
     """Check the machine the result names against the worker that sent it (master/machinebinding.py) and bind an
     unbound machine to it; MachineRefused says why not. Inside the ingest's transaction: two first results of one
     machine are serialised, and a refused result leaves nothing behind. A run without a Buildbot build was measured
     by the master's own process (`perffarm bisect --local`), not uploaded by a worker."""
     machine, by_worker = doc["machine"], run.build_id is not None
-    bound = store.machines.binding(conn, machine["id"])
-    refused = machinebinding.check(machine, run.worker, bound, settings.host_of, by_worker)
+    refused = machine_refusal(conn, settings, doc, run.worker, by_worker)
     if refused is not None:
         raise MachineRefused(refused)
     if by_worker:

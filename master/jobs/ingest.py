@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from master import machinebinding, store
-from master.ingest import IngestRejected, read_result
+from master import store
+from master.ingest import IngestRejected, machine_refusal, read_result
 from master.settings import Settings
 from master.store.jobs import Job
 from recipes.result import validate_job
@@ -115,7 +115,8 @@ def ingest_file(
             _reject(path)
             return interrupted(stopped) if stopped else fail(f"not this job's result: {problem}")
         machine = doc["machine"]["id"]
-        refused = _machine_refused(conn, settings, doc, worker)
+        # a job's sides are measured on one machine, like a commit's run: the same binding rule
+        refused = machine_refusal(conn, settings, doc, worker, by_worker=True) if worker is not None else None
         if refused is not None:
             _reject(path)
             with store.transaction(conn):
@@ -139,17 +140,6 @@ def ingest_file(
         return JobOutcome("done", f"job {job_id} done: {len(doc['sides'])} sides measured on {machine}")
     finally:
         conn.close()
-
-
-def _machine_refused(
-    conn: sqlite3.Connection, settings: Settings, doc: dict, worker: str | None
-) -> machinebinding.Refused | None:
-    """A job's sides are measured on one machine, like a commit's run: its series of jobs (the site's job pages,
-    the machine a try-job ran on) take the worker's word for that machine only under the same binding rule."""
-    if worker is None:
-        return None
-    bound = store.machines.binding(conn, doc["machine"]["id"])
-    return machinebinding.check(doc["machine"], worker, bound, settings.host_of, by_worker=True)
 
 
 def ended_message(job: Job) -> str:
