@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from master import compare  # noqa: E402
 from recipes.api import checkout_layout  # noqa: E402
+from recipes.record import run_record  # noqa: E402
 from tests.benchmarks.pg_inject import busy_loop_patch  # noqa: E402
 
 PRIMARY = ("tps", "cpu_per_tx", "instructions")
@@ -114,7 +115,7 @@ def cmd_wall(args: argparse.Namespace, tmp: Path) -> None:
     t1 = time.monotonic()
     subprocess.run(base + ["bench", *common], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     t2 = time.monotonic()
-    doc = json.loads((tmp / "result.json").read_text())
+    doc = run_record(json.loads((tmp / "result.json").read_text()))  # as the master stores it
     print(
         f"RESULT quick profile: build phase {t1 - t0:.1f} s (install cached), bench phase {t2 - t1:.1f} s, "
         f"status {doc['status']}, {len(doc['workloads'])} workloads"

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from master import compare  # noqa: E402
 from recipes.api import checkout_layout  # noqa: E402
+from recipes.record import run_record  # noqa: E402
 from recipes.stats import bootstrap_median_ratio  # noqa: E402
 
 DEFAULT_WORK = Path(os.environ.get("PF_TEST_PG_WORK") or Path.home() / ".cache" / "perffarm" / "test-pg")
@@ -71,7 +72,7 @@ def phase(name: str, src: Path, work: Path, state: Path, sha: str, options: list
 
 
 def metrics(result: Path) -> dict[str, dict[str, list[float]]]:
-    doc = json.loads(result.read_text())
+    doc = run_record(json.loads(result.read_text()))  # as the master stores it: ratios computed from the sides
     return {w["name"]: {m["name"]: m["samples"] for m in w["metrics"]} for w in doc["workloads"]}
 
 
