@@ -77,7 +77,8 @@ def main() -> int:
         return 1
     log = proc.stdout.splitlines()
     valgrind = [seconds(ln) for ln in log if "$ valgrind " in ln]
-    done = [seconds(ln) for ln in log if STAMP.match(ln) and "bench done" in ln]
+    # "bench done in" before one pair of phases for runs and jobs, "bench of the run of <sha> done in" since
+    done = [seconds(ln) for ln in log if STAMP.match(ln) and re.search(r"\bbench\b.* done in ", ln)]
     instr = (done[-1] - valgrind[0]) % 86400 if valgrind and done else 0
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     doc = run_record(json.loads((state / "result.json").read_text()))  # as the master stores it
