@@ -87,12 +87,6 @@ def read_result(path: Path, check: Callable[[Any], dict[str, Any]], what: str) -
         doc = parse_json(path.read_bytes())
     except ResultError as e:
         raise IngestRejected(str(e)) from None
-    return checked(doc, check, what)
-
-
-def checked(doc: Any, check: Callable[[Any], dict[str, Any]], what: str) -> dict[str, Any]:
-    """`check(doc)` (a validator of recipes/result.py, or recipes/record.py run_record): its document, or
-    IngestRejected saying `what` and the path of what is wrong."""
     try:
         return check(doc)
     except ResultError as e:

@@ -70,7 +70,7 @@ def _require_commit(ctx: Context, sha: str) -> None:
         )
 
 
-RUN, REFERENCE = "run", "reference"  # the labels of a run's sides; the reference's kept tree is work/sides/reference/
+REFERENCE, RUN = result.RUN_SIDES[-1]  # a run's side labels; the reference's kept tree is work/sides/reference/
 
 
 def commit_side(ctx: Context) -> Side:

@@ -37,16 +37,11 @@ def paired_metric(workloads: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def is_run(doc: dict[str, Any]) -> bool:
-    """Whether a validated result is a commit's run's (else a job's)."""
-    return "commit" in doc
-
-
 def run_record(doc: Any) -> dict[str, Any]:
     """The record of a run's result of any version: validated, its sides joined; ResultError says what is wrong
     (a job's result, a side that carries paired metrics, a reference other than the one the run was asked for)."""
     doc = validate(doc)
-    if not is_run(doc):
+    if "commit" not in doc:  # a job's
         raise ResultError("$.job: a job's result, not a commit's run's; is this the build's result file?")
     if "sides" not in doc:
         return doc  # version 1: already the record

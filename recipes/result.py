@@ -245,13 +245,19 @@ def validate(doc: Any) -> dict[str, Any]:
     or raise ResultError naming the bad field."""
     root = _obj(doc, "$")
     schema, version = root.get("schema"), root.get("schema_version")
-    if schema == JOB_SCHEMA:
-        return _job_v1(root)
-    if schema != SCHEMA:
+    if schema == JOB_SCHEMA:  # a job's result before version 2: the same members as a job's of version 2
+        if version != JOB_SCHEMA_VERSION:
+            raise _fail(
+                "$.schema_version",
+                f"this master reads job results of version {JOB_SCHEMA_VERSION}, got {_show(version)}",
+            )
+        if "job" not in root:
+            raise _fail("$.job", "expected the job's id")
+    elif schema != SCHEMA:
         raise _fail("$.schema", f"expected {SCHEMA!r}, got {_show(schema)}; is this a perffarm result?")
-    if version == RUN_RECORD_VERSION:
+    elif version == RUN_RECORD_VERSION:
         return validate_record(root)
-    if version != SCHEMA_VERSION:
+    elif version != SCHEMA_VERSION:
         raise _fail(
             "$.schema_version",
             f"this master reads versions {RUN_RECORD_VERSION} and {SCHEMA_VERSION}, got {_show(version)}; "
@@ -346,33 +352,6 @@ def validate_record(doc: Any) -> dict[str, Any]:
     for key in (WAITS, WAITS_REFERENCE):
         if key in root:
             _waits(root[key], f"$.{key}", names)
-    return root
-
-
-def _job_v1(root: dict[str, Any]) -> dict[str, Any]:
-    """A job's result before version 2 (``perffarm-job-result`` 1): its sides as now, without coverage."""
-    if root.get("schema_version") != JOB_SCHEMA_VERSION:
-        raise _fail(
-            "$.schema_version",
-            f"this master reads job results of version {JOB_SCHEMA_VERSION}, got {_show(root.get('schema_version'))}",
-        )
-    _check_values(root, "$")
-    _int(root, "job", "$")
-    status = _common(root)
-    sides = root.get("sides")
-    if not isinstance(sides, list) or not 2 <= len(sides) <= len(SIDE_LABELS):
-        raise _fail("$.sides", f"expected a list of 2 to {len(SIDE_LABELS)} sides")
-    total = 0
-    for i, side in enumerate(sides):
-        path = f"$.sides[{i}]"
-        side = _obj(side, path)
-        if side.get("label") != SIDE_LABELS[i]:
-            raise _fail(
-                f"{path}.label", f"expected {SIDE_LABELS[i]!r} (sides in label order), got {_show(side.get('label'))}"
-            )
-        if COVERAGE in side:
-            raise _fail(f"{path}.{COVERAGE}", f"a job result of version {JOB_SCHEMA_VERSION} has no coverage")
-        total = _side(side, path, status, total, run=False)
     return root
 
 

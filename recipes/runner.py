@@ -222,15 +222,16 @@ def _phase(args: argparse.Namespace, phase: str) -> int:
             sides = paired.run_sides(ctx)
             if len(sides) > 1:
                 ctx.log("paired: " + ", ".join(f"{s.label}={s.sha[:12]}" for s in sides))
-        if building:  # what an earlier job's patched side left is never seen again (recipes/sandbox.py)
-            sandboxing.remove_tree(untrusted_dir(ctx))
-        ctx = open_sandbox(ctx, sides)
         if building:
+            # what an earlier job's patched side left is never seen again (recipes/sandbox.py)
+            sandboxing.remove_tree(untrusted_dir(ctx))
+            ctx = open_sandbox(ctx, sides)
             ctx.state_dir.mkdir(parents=True, exist_ok=True)
             # a run's own commit first: a reference at the same commit then reuses its install; the recipe prepares
             # the trees it builds (recipes/sides.py prepared)
             recipe.sides.build(ctx, sorted(sides, key=lambda s: not s.checkout))
         else:
+            ctx = open_sandbox(ctx, sides)
             try:
                 results = recipe.sides.bench(ctx, sides)
             finally:

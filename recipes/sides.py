@@ -1,7 +1,7 @@
 """Sides: N builds measured interleaved in one job on a worker (release archaeology, try-jobs, paired runs).
 
 A farm *job* (master/jobs) measures 2 to 8 **sides** together, each a commit of the repository, optionally with a
-patch applied, and its result is the sides' raw samples side by side (``perffarm-job-result``,
+patch applied, and its result is the sides' raw samples side by side (``perffarm-result``,
 docs/result-schema.md); a commit's run is measured the same way, as one side (two when paired: recipes/paired.py).
 Every side is measured in the same session, slices and rounds alternating between them (Vondra's and Callaghan's
 method: all versions under the same conditions), never as N runs at different times.
